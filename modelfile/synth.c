@@ -1,0 +1,568 @@
+/* synth.c - random-weight models in real shapes. See synth.h. */
+#include "synth.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp16.h"
+#include "ggml_type.h"
+#include "gguf_write.h"
+#include "ns_util.h"
+
+struct preset {
+	const char *name;
+	const char *arch;
+	uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
+	double rope_base, rms_eps;
+	uint32_t n_expert, n_expert_used, n_ff_exp, sliding_window;
+	bool qk_norm, tied, rope_freqs;
+	const char *tok_pre;
+	enum ns_synth_quant dflt;
+};
+
+/* Dimensions of the published models (config.json of each), vocabularies at full size. */
+static const struct preset s_presets[] = {
+	{ "demo", "llama", 6, 512, 1536, 8, 4, 64, 4096, 4096, 500000.0, 1e-5,
+	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M },
+	{ "llama-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0, 1e-5,
+	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M },
+	{ "qwen3-8b", "qwen3", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1000000.0, 1e-6,
+	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	{ "qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1000000.0, 1e-6,
+	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	{ "qwen3-235b-a22b", "qwen3moe", 94, 4096, 12288, 64, 4, 128, 151936, 40960, 1000000.0, 1e-6,
+	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	{ "gpt-oss-120b", "gpt-oss", 36, 2880, 2880, 64, 8, 64, 201088, 131072, 150000.0, 1e-5,
+	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4 },
+};
+
+const char *const ns_synth_presets[] = {
+	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", NULL,
+};
+
+int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
+{
+	static const struct { const char *name; enum ns_synth_quant q; } names[] = {
+		{ "f32", NS_SYNTH_F32 },   { "f16", NS_SYNTH_F16 },   { "q8_0", NS_SYNTH_Q8_0 },
+		{ "q4_0", NS_SYNTH_Q4_0 }, { "q4_k_m", NS_SYNTH_Q4_K_M }, { "mxfp4", NS_SYNTH_MXFP4 },
+	};
+	for (size_t i = 0; i < NS_ARRAY_LEN(names); i++) {
+		if (!strcasecmp(s, names[i].name)) {
+			*q = names[i].q;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* ---- deterministic random bytes ---- */
+
+static uint64_t s_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t s_name_hash(const char *s, uint64_t seed)
+{
+	uint64_t h = 1469598103934665603ull ^ seed;
+
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return s_mix(h);
+}
+
+static void s_fill_random(uint8_t *p, size_t n, uint64_t *state)
+{
+	while (n >= 8) {
+		uint64_t v = s_mix((*state)++);
+		memcpy(p, &v, 8);
+		p += 8;
+		n -= 8;
+	}
+	if (n) {
+		uint64_t v = s_mix((*state)++);
+		memcpy(p, &v, n);
+	}
+}
+
+static float s_uniform(uint64_t *state, float a)
+{
+	return ((float)(s_mix((*state)++) >> 40) / (float)(1ull << 24) * 2.0f - 1.0f) * a;
+}
+
+static void s_put_f16(uint8_t *p, float v)
+{
+	uint16_t h = ns_f32_to_fp16(v);
+
+	memcpy(p, &h, 2);
+}
+
+enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS };
+
+struct tensor_gen {
+	char name[96];
+	uint32_t type;
+	uint32_t n_dims;
+	uint64_t ne[4];
+	enum role role;
+	uint64_t seed;
+	uint64_t unit_bytes; /* generation unit: one quant block, or 64 scalars */
+	uint64_t n_bytes;
+	uint32_t shard;
+};
+
+/* One generation unit (u = unit index) of a tensor, fully determined by (seed, u). */
+static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
+{
+	uint64_t st = s_mix(t->seed ^ (u * 0x632be59bd9b4e019ull));
+	size_t n = (size_t)t->unit_bytes;
+
+	switch (t->type) {
+	case NS_TYPE_F32:
+		for (size_t i = 0; i < n / 4; i++) {
+			float v = t->role == ROLE_NORM ? 1.0f + s_uniform(&st, 0.05f)
+				: t->role == ROLE_BIAS ? s_uniform(&st, 0.01f) : s_uniform(&st, 0.05f);
+			memcpy(b + 4 * i, &v, 4);
+		}
+		return;
+	case NS_TYPE_F16:
+		for (size_t i = 0; i < n / 2; i++)
+			s_put_f16(b + 2 * i, s_uniform(&st, 0.05f));
+		return;
+	default:
+		break;
+	}
+	s_fill_random(b, n, &st);
+	switch (t->type) {
+	case NS_TYPE_Q4_0: /* d, qs[16] */
+	case NS_TYPE_Q8_0: /* d, qs[32] */
+		s_put_f16(b, t->type == NS_TYPE_Q8_0 ? 0.05f / 127 : 0.05f / 8);
+		break;
+	case NS_TYPE_Q4_K: /* d, dmin, scales[12], qs[128] */
+		s_put_f16(b, 0.05f / (63 * 15));
+		s_put_f16(b + 2, 0.025f / (63 * 8));
+		break;
+	case NS_TYPE_Q5_K: /* d, dmin, scales[12], qh[32], qs[128] */
+		s_put_f16(b, 0.05f / (63 * 31));
+		s_put_f16(b + 2, 0.025f / (63 * 16));
+		break;
+	case NS_TYPE_Q6_K: /* ql[128], qh[64], scales[16], d */
+		s_put_f16(b + 208, 0.05f / (127 * 32));
+		break;
+	case NS_TYPE_MXFP4: /* e (e8m0), qs[16]: |w| <= 6 * 2^(e-127) */
+		b[0] = (uint8_t)(119 + (b[0] % 3));
+		break;
+	default:
+		break;
+	}
+}
+
+struct fill_ctx {
+	const struct tensor_gen *t;
+	uint8_t unit[512];
+};
+
+static int s_fill(void *vctx, uint64_t off, void *dst, size_t n)
+{
+	struct fill_ctx *c = vctx;
+	const struct tensor_gen *t = c->t;
+	uint8_t *out = dst;
+
+	while (n) {
+		uint64_t u = off / t->unit_bytes, in = off % t->unit_bytes;
+		size_t take = (size_t)(t->unit_bytes - in) < n ? (size_t)(t->unit_bytes - in) : n;
+
+		if (in == 0 && take == t->unit_bytes) {
+			s_make_unit(t, u, out);
+		} else {
+			s_make_unit(t, u, c->unit);
+			memcpy(out, c->unit + in, take);
+		}
+		out += take;
+		off += take;
+		n -= take;
+	}
+	return 0;
+}
+
+/* ---- the tensor list of each architecture ---- */
+
+struct plan {
+	const struct preset *p;
+	enum ns_synth_quant q;
+	uint32_t n_layer;
+	uint64_t seed;
+	size_t n, cap;
+	struct tensor_gen *t;
+};
+
+static bool s_more_bits(uint32_t i, uint32_t n)
+{
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The matrix type of a quant mix; kind: 0 ordinary, 1 "more bits" (attn_v/ffn_down), 2 output,
+ * 3 expert, 4 token embedding. */
+static uint32_t s_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
+{
+	uint32_t t;
+
+	switch (pl->q) {
+	case NS_SYNTH_F32: t = NS_TYPE_F32; break;
+	case NS_SYNTH_F16: t = NS_TYPE_F16; break;
+	case NS_SYNTH_Q8_0: t = NS_TYPE_Q8_0; break;
+	case NS_SYNTH_Q4_0: t = kind == 2 ? NS_TYPE_Q6_K : NS_TYPE_Q4_0; break;
+	case NS_SYNTH_MXFP4: t = kind == 3 ? NS_TYPE_MXFP4 : NS_TYPE_Q8_0; break;
+	default: t = kind == 2 || kind == 1 ? NS_TYPE_Q6_K : NS_TYPE_Q4_K; break;
+	}
+	if (row_len % ns_type_get(t)->block_elems)
+		t = row_len % 32 ? NS_TYPE_F16 : NS_TYPE_Q8_0; /* llama.cpp's fallback for odd rows */
+	return t;
+}
+
+static int s_add(struct plan *pl, const char *name, enum role role, uint32_t type,
+		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
+{
+	struct tensor_gen *t;
+	const struct ns_type_info *ti;
+	uint64_t row;
+
+	if (pl->n == pl->cap) {
+		size_t cap = pl->cap ? pl->cap * 2 : 256;
+		struct tensor_gen *nt = realloc(pl->t, cap * sizeof(*nt));
+		if (!nt)
+			return -ENOMEM;
+		pl->t = nt;
+		pl->cap = cap;
+	}
+	t = &pl->t[pl->n++];
+	memset(t, 0, sizeof(*t));
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->role = role;
+	t->type = role == ROLE_MATRIX ? type : NS_TYPE_F32;
+	t->n_dims = n_dims;
+	t->ne[0] = ne0;
+	t->ne[1] = n_dims > 1 ? ne1 : 1;
+	t->ne[2] = n_dims > 2 ? ne2 : 1;
+	t->ne[3] = 1;
+	t->seed = s_name_hash(name, pl->seed);
+	ti = ns_type_get(t->type);
+	t->unit_bytes = ti->block_elems == 1 ? 64ull * ti->block_bytes : ti->block_bytes;
+	if (ns_type_row_bytes(t->type, ne0, &row))
+		return -EINVAL;
+	t->n_bytes = row * t->ne[1] * t->ne[2];
+	if (ti->block_elems == 1 && t->n_bytes % t->unit_bytes)
+		t->unit_bytes = ti->block_bytes; /* short 1-D tensors: per-scalar units */
+	return 0;
+}
+
+#define ADD(role, kind, nd, a, b, c, fmt, ...)                                              \
+	do {                                                                                \
+		char nm_[96];                                                               \
+		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
+		if ((ret = s_add(pl, nm_, role, s_matrix_type(pl, kind, a), nd, a, b, c)))   \
+			return ret;                                                         \
+	} while (0)
+
+static int s_plan_tensors(struct plan *pl)
+{
+	const struct preset *p = pl->p;
+	uint64_t E = p->n_embd, hd = p->head_dim, V = p->n_vocab;
+	uint64_t q_out = (uint64_t)p->n_head * hd, kv_out = (uint64_t)p->n_head_kv * hd;
+	bool oss = !strcmp(p->arch, "gpt-oss");
+	int ret;
+
+	ADD(ROLE_MATRIX, 4, 2, E, V, 1, "%s", "token_embd.weight");
+	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
+	if (!p->tied)
+		ADD(ROLE_MATRIX, 2, 2, E, V, 1, "%s", "output.weight");
+	if (p->rope_freqs)
+		ADD(ROLE_NORM, 0, 1, hd / 2, 1, 1, "%s", "rope_freqs.weight");
+	for (uint32_t l = 0; l < pl->n_layer; l++) {
+		int more = s_more_bits(l, pl->n_layer) ? 1 : 0;
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.attn_norm.weight", l);
+		ADD(ROLE_MATRIX, 0, 2, E, q_out, 1, "blk.%u.attn_q.weight", l);
+		ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
+		ADD(ROLE_MATRIX, more, 2, E, kv_out, 1, "blk.%u.attn_v.weight", l);
+		ADD(ROLE_MATRIX, 0, 2, q_out, E, 1, "blk.%u.attn_output.weight", l);
+		if (p->qk_norm) {
+			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_q_norm.weight", l);
+			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_k_norm.weight", l);
+		}
+		if (oss) {
+			ADD(ROLE_BIAS, 0, 1, q_out, 1, 1, "blk.%u.attn_q.bias", l);
+			ADD(ROLE_BIAS, 0, 1, kv_out, 1, 1, "blk.%u.attn_k.bias", l);
+			ADD(ROLE_BIAS, 0, 1, kv_out, 1, 1, "blk.%u.attn_v.bias", l);
+			ADD(ROLE_BIAS, 0, 1, E, 1, 1, "blk.%u.attn_output.bias", l);
+			ADD(ROLE_BIAS, 0, 1, p->n_head, 1, 1, "blk.%u.attn_sinks.weight", l);
+			ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_attention_norm.weight", l);
+		} else {
+			ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.ffn_norm.weight", l);
+		}
+		if (p->n_expert) {
+			uint64_t F = p->n_ff_exp, X = p->n_expert;
+			/* the router stays F32 in every llama.cpp mix */
+			if ((ret = s_add(pl, "", ROLE_MATRIX, NS_TYPE_F32, 2, E, X, 1)))
+				return ret;
+			snprintf(pl->t[pl->n - 1].name, sizeof(pl->t[0].name), "blk.%u.ffn_gate_inp.weight", l);
+			pl->t[pl->n - 1].seed = s_name_hash(pl->t[pl->n - 1].name, pl->seed);
+			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_gate_exps.weight", l);
+			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_up_exps.weight", l);
+			ADD(ROLE_MATRIX, oss ? 3 : more, 3, F, E, X, "blk.%u.ffn_down_exps.weight", l);
+			if (oss) {
+				ADD(ROLE_BIAS, 0, 1, X, 1, 1, "blk.%u.ffn_gate_inp.bias", l);
+				ADD(ROLE_BIAS, 0, 2, F, X, 1, "blk.%u.ffn_gate_exps.bias", l);
+				ADD(ROLE_BIAS, 0, 2, F, X, 1, "blk.%u.ffn_up_exps.bias", l);
+				ADD(ROLE_BIAS, 0, 2, E, X, 1, "blk.%u.ffn_down_exps.bias", l);
+			}
+		} else {
+			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_gate.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_up.weight", l);
+			ADD(ROLE_MATRIX, more, 2, p->n_ff, E, 1, "blk.%u.ffn_down.weight", l);
+		}
+	}
+	return 0;
+}
+
+/* ---- metadata ---- */
+
+/* GPT-2 byte-level alphabet: printable bytes map to themselves, the rest to U+0100 upward. */
+static void s_byte_symbol(unsigned b, char out[4])
+{
+	unsigned cp;
+
+	if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) {
+		cp = b;
+	} else {
+		unsigned k = 0;
+		for (unsigned x = 0; x < b; x++)
+			if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255)))
+				k++;
+		cp = 256 + k;
+	}
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		out[1] = 0;
+	} else {
+		out[0] = (char)(0xc0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		out[2] = 0;
+	}
+}
+
+static int s_add_vocab(struct ns_gguf_writer *w, const struct preset *p)
+{
+	static const char *const specials[] = { "<|bos|>", "<|eos|>", "<|eot|>" };
+	uint32_t n = p->n_vocab;
+	char **toks = calloc(n, sizeof(*toks));
+	int32_t *types = calloc(n, sizeof(*types));
+	int ret = -ENOMEM;
+
+	if (!toks || !types)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		char buf[32];
+		if (i < 256) {
+			s_byte_symbol(i, buf);
+			types[i] = 1;
+		} else if (i < 256 + NS_ARRAY_LEN(specials)) {
+			snprintf(buf, sizeof(buf), "%s", specials[i - 256]);
+			types[i] = 3;
+		} else {
+			/* filler words "Ġab", "Ġac", ...: noise that reads like text */
+			char word[16];
+			uint32_t v = i - 259, k = 0;
+			do {
+				word[k++] = (char)('a' + v % 26);
+				v /= 26;
+			} while (v && k < sizeof(word) - 1);
+			word[k] = 0;
+			snprintf(buf, sizeof(buf), "\xc4\xa0%s", word);
+			types[i] = 1;
+		}
+		toks[i] = strdup(buf);
+		if (!toks[i])
+			goto out;
+	}
+	if ((ret = ns_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
+	    (ret = ns_gguf_writer_set_str(w, "tokenizer.ggml.pre", p->tok_pre)) ||
+	    (ret = ns_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, n)) ||
+	    (ret = ns_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", 5 /* I32 */, types, n)) ||
+	    (ret = ns_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", NULL, 0)) ||
+	    (ret = ns_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 256)) ||
+	    (ret = ns_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 257)) ||
+	    (ret = ns_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", 258)) ||
+	    (ret = ns_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", !strcmp(p->arch, "llama"))))
+		goto out;
+	ret = 0;
+out:
+	for (uint32_t i = 0; toks && i < n; i++)
+		free(toks[i]);
+	free(toks);
+	free(types);
+	return ret;
+}
+
+static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
+{
+	const struct preset *p = pl->p;
+	char key[128], name[96];
+	int ret = 0;
+
+#define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", p->arch, suffix), key)
+	snprintf(name, sizeof(name), "neurostream synthetic %s (random weights)", p->name);
+	if ((ret = ns_gguf_writer_set_str(w, "general.architecture", p->arch)) ||
+	    (ret = ns_gguf_writer_set_str(w, "general.type", "model")) ||
+	    (ret = ns_gguf_writer_set_str(w, "general.name", name)) ||
+	    (ret = ns_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("block_count"), pl->n_layer)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("embedding_length"), p->n_embd)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_head)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_head_kv)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.value_length"), p->head_dim)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->head_dim)) ||
+	    (ret = ns_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)p->rope_base)) ||
+	    (ret = ns_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)p->rms_eps)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("vocab_size"), p->n_vocab)))
+		return ret;
+	if (p->n_expert &&
+	    ((ret = ns_gguf_writer_set_u32(w, KEY("expert_count"), p->n_expert)) ||
+	     (ret = ns_gguf_writer_set_u32(w, KEY("expert_used_count"), p->n_expert_used)) ||
+	     (ret = ns_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), p->n_ff_exp))))
+		return ret;
+	if (p->sliding_window &&
+	    ((ret = ns_gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->sliding_window)) ||
+	     (ret = ns_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn")) ||
+	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f)) ||
+	     (ret = ns_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096))))
+		return ret;
+#undef KEY
+	return s_add_vocab(w, p);
+}
+
+static int s_set_u16(struct ns_gguf_writer *w, const char *key, uint16_t v)
+{
+	struct ns_gguf_value val = { .type = NS_GGUF_U16 };
+
+	val.v.u64 = v;
+	return ns_gguf_writer_set_value(w, key, &val);
+}
+
+int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, size_t errlen)
+{
+	const struct preset *p = NULL;
+	struct plan pl = { 0 };
+	struct fill_ctx *ctx = NULL;
+	uint32_t n_shards = o->split > 1 ? o->split : 1;
+	uint64_t total = 0;
+	size_t plen = strlen(path);
+	int ret = 0;
+
+	for (size_t i = 0; i < NS_ARRAY_LEN(s_presets); i++)
+		if (!strcmp(o->preset, s_presets[i].name))
+			p = &s_presets[i];
+	if (!p) {
+		ns_errf(err, errlen, "unknown preset '%s'", o->preset);
+		return -EINVAL;
+	}
+	if (o->layers > p->n_layer) {
+		ns_errf(err, errlen, "--layers %u exceeds the %u layers of %s", o->layers, p->n_layer,
+			p->name);
+		return -EINVAL;
+	}
+	if (n_shards > 1 && (plen < 5 || strcmp(path + plen - 5, ".gguf"))) {
+		ns_errf(err, errlen, "%s: a split model's path must end in .gguf", path);
+		return -EINVAL;
+	}
+	pl.p = p;
+	pl.q = o->quant_set ? o->quant : p->dflt;
+	pl.n_layer = o->layers ? o->layers : p->n_layer;
+	pl.seed = o->seed;
+	if ((ret = s_plan_tensors(&pl)))
+		goto out;
+	if (n_shards > pl.n) {
+		ns_errf(err, errlen, "--split %u: the model has only %zu tensors", n_shards, pl.n);
+		ret = -EINVAL;
+		goto out;
+	}
+	for (size_t i = 0; i < pl.n; i++)
+		total += pl.t[i].n_bytes;
+	/* Cut shards by bytes, never leaving one empty. */
+	{
+		uint64_t acc = 0;
+		for (size_t i = 0; i < pl.n; i++) {
+			uint32_t s = (uint32_t)(acc * n_shards / (total ? total : 1));
+			uint32_t min_left = n_shards - 1 - (uint32_t)(pl.n - 1 - i < n_shards ? pl.n - 1 - i : n_shards - 1);
+			(void)min_left;
+			pl.t[i].shard = s < n_shards ? s : n_shards - 1;
+			acc += pl.t[i].n_bytes;
+		}
+		/* guarantee every shard gets at least one tensor */
+		for (uint32_t s = 0; s < n_shards; s++) {
+			bool have = false;
+			for (size_t i = 0; i < pl.n; i++)
+				have |= pl.t[i].shard == s;
+			if (!have)
+				pl.t[pl.n - n_shards + s].shard = s;
+		}
+		for (size_t i = 1; i < pl.n; i++)
+			if (pl.t[i].shard < pl.t[i - 1].shard)
+				pl.t[i].shard = pl.t[i - 1].shard;
+	}
+	ctx = calloc(pl.n, sizeof(*ctx));
+	if (!ctx) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t s = 0; s < n_shards && !ret; s++) {
+		struct ns_gguf_writer *w = ns_gguf_writer_new(32);
+		char shard_path[4096];
+
+		if (!w) {
+			ret = -ENOMEM;
+			break;
+		}
+		if (n_shards == 1)
+			snprintf(shard_path, sizeof(shard_path), "%s", path);
+		else
+			snprintf(shard_path, sizeof(shard_path), "%.*s-%05u-of-%05u.gguf",
+				 (int)(plen - 5), path, s + 1, n_shards);
+		if (s == 0)
+			ret = s_add_meta(w, &pl);
+		if (!ret && n_shards > 1) {
+			ret = s_set_u16(w, "split.no", (uint16_t)s);
+			if (!ret)
+				ret = s_set_u16(w, "split.count", (uint16_t)n_shards);
+			if (!ret)
+				ret = ns_gguf_writer_set_i32(w, "split.tensors.count", (int32_t)pl.n);
+		}
+		for (size_t i = 0; i < pl.n && !ret; i++) {
+			if (pl.t[i].shard != s)
+				continue;
+			ctx[i].t = &pl.t[i];
+			ret = ns_gguf_writer_add_tensor_lazy(w, pl.t[i].name, pl.t[i].type,
+							     pl.t[i].n_dims, pl.t[i].ne, s_fill, &ctx[i]);
+		}
+		if (!ret)
+			ret = ns_gguf_writer_write_file(w, shard_path, err, errlen);
+		else
+			ns_errf(err, errlen, "%s: cannot build the model (%s)", shard_path, strerror(-ret));
+		ns_gguf_writer_destroy(&w);
+	}
+out:
+	if (ret == -ENOMEM)
+		ns_errf(err, errlen, "out of memory while generating %s", path);
+	free(ctx);
+	free(pl.t);
+	return ret;
+}

@@ -1,0 +1,42 @@
+/* synth.h - random-weight GGUF models in the exact shape of real ones.
+ *
+ * A preset names an architecture and its real dimensions (llama-8b, qwen3-8b, qwen3-30b-a3b,
+ * gpt-oss-120b, qwen3-235b-a22b) or a small one (demo). The generator writes valid quantized
+ * blocks directly (random codes, sane scales), so a multi-GB file is written at disk speed with
+ * no quantizer in the loop. The values are noise; the I/O and compute profile is the real one.
+ * The same preset, options and seed give a byte-identical file. */
+#ifndef NS_SYNTH_H
+#define NS_SYNTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ns_synth_quant {
+	NS_SYNTH_F32,
+	NS_SYNTH_F16,
+	NS_SYNTH_Q8_0,
+	NS_SYNTH_Q4_0,
+	NS_SYNTH_Q4_K_M, /* llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for output, half of attn_v/ffn_down */
+	NS_SYNTH_MXFP4,  /* GPT-OSS style: MXFP4 experts, Q8_0 other matrices */
+};
+
+struct ns_synth_opts {
+	const char *preset;
+	enum ns_synth_quant quant;
+	bool quant_set;     /* false: the preset's default mix */
+	uint32_t layers;    /* 0: the preset's depth */
+	uint64_t seed;
+	uint32_t split;     /* shards; 0 or 1 writes one file */
+};
+
+/* Preset names, NULL-terminated, for usage messages. */
+extern const char *const ns_synth_presets[];
+
+int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q);
+
+/* Write the model to path (with -0000K-of-0000N.gguf names when split > 1, where path must end
+ * in .gguf). Returns 0 or -errno with one line in err. */
+int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, size_t errlen);
+
+#endif

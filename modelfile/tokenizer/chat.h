@@ -1,0 +1,54 @@
+/* chat.h - chat prompt rendering for the model families we support.
+ *
+ * A GGUF carries its chat template as Jinja text (tokenizer.chat_template). We do not run
+ * Jinja: we recognise the family from the template text and render that family's format in
+ * C, byte for byte as the template renders it (checked against Python jinja2 renderings of
+ * the real templates). A template we do not recognise is an error, never a guess. */
+#ifndef NS_CHAT_H
+#define NS_CHAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum ns_chat_family {
+	NS_CHAT_UNKNOWN = 0,
+	NS_CHAT_QWEN3,  /* <|im_start|> ChatML with <think> blocks, enable_thinking */
+	NS_CHAT_LLAMA3, /* <|start_header_id|> ... <|eot_id|> */
+	NS_CHAT_GEMMA,  /* <start_of_turn>user ... <end_of_turn> (Gemma 2/3) */
+	NS_CHAT_GPTOSS, /* OpenAI harmony: <|start|>role<|channel|>...<|message|>...<|end|> */
+	NS_CHAT_LLAMA31, /* Llama 3.1/3.3: Llama 3 with the "Cutting Knowledge Date" system
+			    header and the template's fixed "Today Date: 26 Jul 2024" */
+	NS_CHAT_LLAMA32, /* Llama 3.2: the same header with today's date (strftime_now) */
+};
+
+struct ns_chat_msg {
+	const char *role;      /* "system", "developer", "user", "assistant", "tool" */
+	const char *content;
+	const char *reasoning; /* assistant's thinking (Qwen3 reasoning_content); NULL = none */
+};
+
+struct ns_chat_opts {
+	bool enable_thinking;         /* Qwen3: false adds the empty <think></think> block */
+	const char *date;             /* "YYYY-MM-DD" printed by templates that print today's
+					 date (gpt-oss, Llama 3.2); NULL = today (UTC) */
+	const char *reasoning_effort; /* gpt-oss: "low" | "medium" | "high"; NULL = "medium" */
+	const char *bos_text;         /* the vocabulary's BOS text for templates that print it
+					 (Llama 3, Gemma); NULL = the family's usual one */
+};
+
+/* Family of a chat template text (NULL or unrecognised: NS_CHAT_UNKNOWN). */
+enum ns_chat_family ns_chat_family_detect(const char *template_text);
+const char *ns_chat_family_name(enum ns_chat_family f);
+/* Family by name ("qwen3", "llama3", "gemma", "gptoss", "llama31", "llama32");
+ * NS_CHAT_UNKNOWN if none. */
+enum ns_chat_family ns_chat_family_from_name(const char *name);
+
+/* Render messages as the family's template does with add_generation_prompt. On success *out
+ * is a malloc'd NUL-terminated string the caller frees; returns 0. Returns -EINVAL with one
+ * line in err for input the template rejects (unknown family, bad role order, tool messages,
+ * a date that is not YYYY-MM-DD), -ENOMEM on allocation failure. */
+int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t n,
+		   bool add_generation_prompt, const struct ns_chat_opts *opts, char **out,
+		   char *err, size_t errlen);
+
+#endif

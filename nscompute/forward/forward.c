@@ -1,0 +1,133 @@
+/* forward.c - architecture dispatch and the checks every architecture shares. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward_impl.h"
+
+int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_fwd_opts *opts,
+	       struct ns_fwd **out, char *err, size_t errlen)
+{
+	struct ns_hparams hp;
+	struct ns_fwd *f;
+	int rc;
+
+	*out = NULL;
+	if (!opts || opts->n_ctx == 0) {
+		ns_errf(err, errlen, "forward: n_ctx must be > 0");
+		return -EINVAL;
+	}
+	rc = ns_hparams_load(m, &hp, err, errlen);
+	if (rc < 0)
+		return rc;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	f->w = w;
+	f->n_ctx = opts->n_ctx;
+	f->n_batch = opts->n_batch ? opts->n_batch : 512;
+	if (f->n_batch > f->n_ctx)
+		f->n_batch = f->n_ctx;
+	f->on_route = opts->on_route;
+	f->route_user = opts->route_user;
+	if (!strcmp(hp.arch, "llama") || !strcmp(hp.arch, "qwen3") ||
+	    !strcmp(hp.arch, "qwen3moe") || !strcmp(hp.arch, "gpt-oss")) {
+		rc = ns_llama_init(f, m, &hp, opts->ffn_rows, err, errlen);
+	} else {
+		ns_errf(err, errlen, "forward: architecture '%s' is not supported by the cpu "
+			"forward pass (supported: llama, qwen3, qwen3moe, gpt-oss)", hp.arch);
+		rc = -EINVAL;
+	}
+	if (rc < 0) {
+		ns_fwd_destroy(&f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
+{
+	if (n == 0) {
+		ns_errf(f->err, sizeof(f->err), "forward: no tokens to evaluate");
+		return -EINVAL;
+	}
+	if ((uint64_t)f->kv->n_past + n > f->n_ctx) {
+		ns_errf(f->err, sizeof(f->err),
+			"forward: context full: %u positions used + %u new > n_ctx %u",
+			f->kv->n_past, n, f->n_ctx);
+		return -ENOSPC;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (tokens[i] < 0 || (uint64_t)tokens[i] >= f->n_tok_rows) {
+			ns_errf(f->err, sizeof(f->err),
+				"forward: token id %d at index %u out of range [0, %llu)",
+				tokens[i], i, (unsigned long long)f->n_tok_rows);
+			return -EINVAL;
+		}
+	}
+	for (uint32_t i0 = 0; i0 < n; i0 += f->n_batch) {
+		uint32_t nb = n - i0 < f->n_batch ? n - i0 : f->n_batch;
+		bool last_chunk = i0 + nb == n;
+		float *out = NULL;
+		int rc;
+
+		/* all: this chunk's rows of (n, n_vocab); last: only the final chunk writes */
+		if (logits && all)
+			out = logits + (uint64_t)i0 * f->n_vocab;
+		else if (logits && last_chunk)
+			out = logits;
+		rc = f->eval_chunk(f, tokens + i0, nb, out, all);
+		if (rc < 0)
+			return rc;
+		f->kv->n_past += nb;
+	}
+	return 0;
+}
+
+void ns_fwd_reset(struct ns_fwd *f)
+{
+	f->kv->n_past = 0;
+}
+
+uint32_t ns_fwd_n_vocab(const struct ns_fwd *f)
+{
+	return f->n_vocab;
+}
+
+uint32_t ns_fwd_n_past(const struct ns_fwd *f)
+{
+	return f->kv->n_past;
+}
+
+uint32_t ns_fwd_n_ctx(const struct ns_fwd *f)
+{
+	return f->n_ctx;
+}
+
+const char *ns_fwd_error(const struct ns_fwd *f)
+{
+	return f->err;
+}
+
+const uint64_t *ns_fwd_expert_hits(const struct ns_fwd *f, uint32_t *n_layer,
+				   uint32_t *n_expert)
+{
+	*n_layer = f->expert_hits ? f->n_moe_layer : 0;
+	*n_expert = f->expert_hits ? f->n_expert : 0;
+	return f->expert_hits;
+}
+
+void ns_fwd_destroy(struct ns_fwd **f)
+{
+	if (!f || !*f)
+		return;
+	if ((*f)->arch_destroy)
+		(*f)->arch_destroy((*f)->arch);
+	ns_kvcache_destroy(&(*f)->kv);
+	free((*f)->expert_hits);
+	free(*f);
+	*f = NULL;
+}

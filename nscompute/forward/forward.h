@@ -1,0 +1,84 @@
+/* forward.h - the decoder forward pass of the cpu backend.
+ *
+ * One ns_fwd evaluates one sequence: it owns a KV cache of n_ctx positions and appends the
+ * tokens of each ns_fwd_eval call after the ones already there. A call with n > 1 is a
+ * prefill: the batch goes through every weight together (one matmul per weight and chunk of
+ * n_batch tokens), so weights are read once per chunk, not once per token.
+ *
+ * Supported architectures: llama (llama 1/2/3, incl. llama3 rope_freqs factors), qwen3
+ * (per-head q/k RMS norm, NeoX RoPE), and the mixture-of-experts qwen3moe (qwen3 attention,
+ * softmax router, top-k renormalised) and gpt-oss (biased projections, attention sinks,
+ * alternating sliding-window layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts
+ * with biases). Others are refused by ns_fwd_new with a clear line.
+ *
+ * MoE: an expert is a row window of the stacked expert tensors (expert e of ffn_gate_exps owns
+ * rows [e * n_ff_exp, (e + 1) * n_ff_exp)), so the provider only ever sees windows. In a
+ * chunk, every expert chosen by any token is multiplied once over all the tokens routed to it.
+ * The routing of a layer is reported (opts.on_route) before any expert weight is requested.
+ *
+ * Ownership: the model and the weight provider are borrowed and must outlive the ns_fwd;
+ * ns_fwd_destroy(&f) frees the rest and nulls f. Not thread-safe. */
+#ifndef NS_FORWARD_H
+#define NS_FORWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "weights.h"
+
+struct ns_fwd;
+
+/* The routing decision of one MoE layer for one chunk. Arrays are borrowed for the call. */
+struct ns_fwd_route {
+	uint32_t layer;
+	uint32_t pos0;           /* position of the chunk's first token */
+	uint32_t n_tok;          /* tokens in the chunk */
+	uint32_t n_used;         /* experts per token */
+	uint32_t n_expert;       /* experts in the layer */
+	const int32_t *experts;  /* (n_tok, n_used) expert ids, highest router score first */
+	const float *weights;    /* (n_tok, n_used) mixing weights of those experts */
+};
+
+/* Called once per MoE layer and chunk, after routing and before any expert row is read.
+ * Return 0 to go on; a negative errno aborts the evaluation with that error. */
+typedef int (*ns_fwd_route_fn)(void *user, const struct ns_fwd_route *route);
+
+struct ns_fwd_opts {
+	uint32_t n_ctx;    /* positions the KV cache holds; required, > 0 */
+	uint32_t n_batch;  /* tokens per prefill chunk; 0 = 512 */
+	uint32_t ffn_rows; /* neurons per gate/up window in FFN phase 1 (dense layers and each
+			    * expert); 0 = whole width */
+	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
+	void *route_user;         /* passed to on_route */
+};
+
+/* Returns 0, or a negative errno with one line in err: -EINVAL for a model we cannot run
+ * (architecture, missing tensor, shape, uncomputable type), -ENOMEM, or the provider's error. */
+int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_fwd_opts *opts,
+	       struct ns_fwd **out, char *err, size_t errlen);
+
+/* Evaluate n tokens at positions n_past .. n_past + n - 1 and advance n_past.
+ * logits: all ? (n, n_vocab) : (n_vocab) of the last token; may be NULL to only fill the cache.
+ * Returns 0, -EINVAL (bad token id, n == 0), -ENOSPC (context full), or a provider error;
+ * ns_fwd_error says why. After an error the sequence must be reset. */
+int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all);
+
+/* Forget the sequence (n_past = 0). */
+void ns_fwd_reset(struct ns_fwd *f);
+
+uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);
+uint32_t ns_fwd_n_past(const struct ns_fwd *f);
+uint32_t ns_fwd_n_ctx(const struct ns_fwd *f);
+const char *ns_fwd_error(const struct ns_fwd *f);
+
+/* Per-expert selection counters since ns_fwd_new: hits[l * n_expert + e] counts the
+ * (token, expert) selections of expert e in layer l, prefill and decode alike. Returns NULL
+ * (and 0 in both counts) for a dense model. The array belongs to f. */
+const uint64_t *ns_fwd_expert_hits(const struct ns_fwd *f, uint32_t *n_layer,
+				   uint32_t *n_expert);
+
+void ns_fwd_destroy(struct ns_fwd **f);
+
+#endif

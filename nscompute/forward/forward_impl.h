@@ -1,0 +1,38 @@
+/* forward_impl.h - what forward.c (the dispatcher) and each architecture file share.
+ * Internal to nsforward. */
+#ifndef NS_FORWARD_IMPL_H
+#define NS_FORWARD_IMPL_H
+
+#include "forward.h"
+#include "hparams.h"
+#include "kvcache.h"
+#include "ns_util.h"
+
+struct ns_fwd {
+	/* Evaluate one chunk of n <= n_batch tokens at kv->n_past (tokens already checked
+	 * against n_tok_rows); write logits as ns_fwd_eval says; do not advance n_past. */
+	int (*eval_chunk)(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+			  bool all);
+	void (*arch_destroy)(void *arch);
+	void *arch;              /* the architecture's state, owned */
+	struct ns_weights *w;    /* borrowed */
+	struct ns_kvcache *kv;   /* owned */
+	uint32_t n_ctx;
+	uint32_t n_batch;
+	uint32_t n_vocab;        /* logits per position */
+	uint64_t n_tok_rows;     /* valid token ids: [0, n_tok_rows) */
+	ns_fwd_route_fn on_route; /* from the options, may be NULL */
+	void *route_user;
+	uint32_t n_moe_layer;    /* MoE only: layers and experts per layer of expert_hits */
+	uint32_t n_expert;
+	uint64_t *expert_hits;   /* (n_moe_layer, n_expert) selection counts, owned; NULL dense */
+	char err[NS_ERR_LEN];
+};
+
+/* llama.c: llama, qwen3, qwen3moe and gpt-oss (the last two through moe.h). Fills
+ * f->eval_chunk, arch, arch_destroy, kv, n_vocab, n_tok_rows (MoE: n_moe_layer, n_expert,
+ * expert_hits). */
+int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
+		  uint32_t ffn_rows, char *err, size_t errlen);
+
+#endif

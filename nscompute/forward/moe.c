@@ -1,0 +1,492 @@
+/* moe.c - see moe.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ggml_type.h"
+#include "moe.h"
+#include "ops.h"
+
+#define S_OAI_ALPHA 1.702f
+#define S_OAI_LIMIT 7.0f
+#define S_WSUM_MIN 6.103515625e-5f /* smallest normal f16: llama.cpp's clamp of the k-sum */
+
+struct s_moe_layer {
+	uint32_t router;  /* ffn_gate_inp.weight   (n_expert rows, n_embd cols) */
+	uint32_t gate;    /* ffn_gate_exps.weight  (n_expert * n_ff_exp, n_embd) */
+	uint32_t up;      /* ffn_up_exps.weight    (n_expert * n_ff_exp, n_embd) */
+	uint32_t down;    /* ffn_down_exps.weight  (n_expert * n_embd, n_ff_exp) */
+	float *router_b;  /* (n_expert) or NULL */
+	float *gate_b;    /* (n_expert, n_ff_exp) or NULL */
+	float *up_b;      /* (n_expert, n_ff_exp) or NULL */
+	float *down_b;    /* (n_expert, n_embd) or NULL */
+};
+
+struct ns_moe {
+	uint32_t n_layer, n_embd, n_ff_exp, n_expert, n_used, ffn_rows;
+	bool softmax_first; /* softmax over all logits, then top-k (else top-k, then softmax) */
+	bool norm_w;        /* divide the k weights by their sum */
+	float w_scale;      /* then multiply them by expert_weights_scale; 1 without */
+	bool oai;           /* swiglu_oai activation (else SwiGLU) */
+	struct s_moe_layer *layers; /* (n_layer) */
+	/* scratch, sized for n_batch tokens */
+	float *logits;    /* (n_batch, n_expert) router logits, then scores */
+	int32_t *sel;     /* (n_batch, n_used) chosen experts */
+	float *wts;       /* (n_batch, n_used) their weights */
+	uint8_t *taken;   /* (n_expert) top-k bookkeeping of one token */
+	uint32_t *start;  /* (n_expert + 1) first slot of each expert in order */
+	uint32_t *fill;   /* (n_expert) fill cursor */
+	uint32_t *order;  /* (n_batch * n_used) slot ids t * n_used + s, grouped by expert */
+	float *xg;        /* (n_batch, n_embd) inputs gathered for one expert */
+	float *hb;        /* (n_batch, n_ff_exp) expert activation */
+	float *hu;        /* (n_batch, ffn_rows) up projection of one window */
+	float *yd;        /* (n_batch, n_embd) down projection of one expert */
+	float *ys;        /* (n_batch, n_used, n_embd) weighted output of each slot */
+};
+
+/* ---------------------------------------------------------------- setup ---------------- */
+
+void ns_moe_destroy(struct ns_moe **pm)
+{
+	struct ns_moe *m;
+
+	if (!pm || !*pm)
+		return;
+	m = *pm;
+	if (m->layers) {
+		for (uint32_t l = 0; l < m->n_layer; l++) {
+			free(m->layers[l].router_b);
+			free(m->layers[l].gate_b);
+			free(m->layers[l].up_b);
+			free(m->layers[l].down_b);
+		}
+		free(m->layers);
+	}
+	free(m->logits);
+	free(m->sel);
+	free(m->wts);
+	free(m->taken);
+	free(m->start);
+	free(m->fill);
+	free(m->order);
+	free(m->xg);
+	free(m->hb);
+	free(m->hu);
+	free(m->yd);
+	free(m->ys);
+	free(m);
+	*pm = NULL;
+}
+
+/* calloc of a * b * c elements of sz bytes; NULL when the size overflows or memory is out. */
+static void *s_calloc(uint64_t a, uint64_t b, uint64_t c, size_t sz)
+{
+	uint64_t n;
+
+	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, c, &n) ||
+	    ns_mul_u64_overflow(n, sz, &n) || n > SIZE_MAX)
+		return NULL;
+	return calloc(1, n ? (size_t)n : 1);
+}
+
+/* A tensor of ne = [n_cols, rows, n_mat] (n_mat 1 for a matrix) that we can compute. */
+static int s_stacked(const struct ns_model *m, const char *name, uint64_t n_cols, uint64_t rows,
+		     uint64_t n_mat, uint32_t *id, char *err, size_t errlen)
+{
+	int64_t i = ns_model_find_index(m, name);
+	const struct ns_model_tensor *t;
+	char tb[32];
+
+	if (i < 0) {
+		ns_errf(err, errlen, "forward: tensor %s is missing", name);
+		return -EINVAL;
+	}
+	t = &m->tensors[i];
+	if (t->ne[0] != n_cols || t->ne[1] != rows || t->ne[2] != n_mat || t->ne[3] != 1) {
+		ns_errf(err, errlen, "forward: %s has shape [%llu, %llu, %llu], expected "
+			"[%llu, %llu, %llu]", name, (unsigned long long)t->ne[0],
+			(unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+			(unsigned long long)n_cols, (unsigned long long)rows,
+			(unsigned long long)n_mat);
+		return -EINVAL;
+	}
+	if (!ns_type_computable(t->type)) {
+		ns_errf(err, errlen, "forward: %s has type %s, which we cannot compute", name,
+			ns_type_name(t->type, tb, sizeof(tb)));
+		return -EINVAL;
+	}
+	*id = (uint32_t)i;
+	return 0;
+}
+
+/* An optional table of n_mat rows of n floats (a bias vector when n_mat is 1), copied out of
+ * the provider. Absent: *out = NULL, 0. */
+static int s_table(struct ns_fwd *f, const struct ns_model *m, const char *name, uint64_t n,
+		   uint64_t n_mat, float **out, char *err, size_t errlen)
+{
+	int64_t i = ns_model_find_index(m, name);
+	const struct ns_model_tensor *t;
+	int64_t *rows = NULL;
+	int rc;
+
+	*out = NULL;
+	if (i < 0)
+		return 0;
+	t = &m->tensors[i];
+	if (t->ne[0] != n || t->n_rows != n_mat) {
+		ns_errf(err, errlen, "forward: %s has %llu x %llu elements, expected %llu x %llu",
+			name, (unsigned long long)t->ne[0], (unsigned long long)t->n_rows,
+			(unsigned long long)n, (unsigned long long)n_mat);
+		return -EINVAL;
+	}
+	*out = s_calloc(n, n_mat, 1, sizeof(float));
+	rows = s_calloc(n_mat, 1, 1, sizeof(*rows));
+	if (!*out || !rows) {
+		ns_errf(err, errlen, "forward: loading %s: out of memory", name);
+		free(rows);
+		return -ENOMEM;
+	}
+	for (uint64_t r = 0; r < n_mat; r++)
+		rows[r] = (int64_t)r;
+	rc = ns_weights_get_rows(f->w, (uint32_t)i, rows, n_mat, *out);
+	if (rc < 0)
+		ns_errf(err, errlen, "forward: loading %s: %s", name, ns_weights_error(f->w));
+	free(rows);
+	return rc;
+}
+
+static int s_layer_init(struct ns_fwd *f, const struct ns_model *m, struct ns_moe *moe,
+			uint32_t l, char *err, size_t errlen)
+{
+	struct s_moe_layer *y = &moe->layers[l];
+	const uint64_t E = moe->n_expert;
+	char name[96];
+	int rc;
+
+#define S_NAME(suffix) (snprintf(name, sizeof(name), "blk.%u." suffix, l), name)
+	if ((rc = s_stacked(m, S_NAME("ffn_gate_inp.weight"), moe->n_embd, E, 1, &y->router, err,
+			    errlen)) ||
+	    (rc = s_stacked(m, S_NAME("ffn_gate_exps.weight"), moe->n_embd, moe->n_ff_exp, E,
+			    &y->gate, err, errlen)) ||
+	    (rc = s_stacked(m, S_NAME("ffn_up_exps.weight"), moe->n_embd, moe->n_ff_exp, E,
+			    &y->up, err, errlen)) ||
+	    (rc = s_stacked(m, S_NAME("ffn_down_exps.weight"), moe->n_ff_exp, moe->n_embd, E,
+			    &y->down, err, errlen)) ||
+	    (rc = s_table(f, m, S_NAME("ffn_gate_inp.bias"), E, 1, &y->router_b, err, errlen)) ||
+	    (rc = s_table(f, m, S_NAME("ffn_gate_exps.bias"), moe->n_ff_exp, E, &y->gate_b, err,
+			  errlen)) ||
+	    (rc = s_table(f, m, S_NAME("ffn_up_exps.bias"), moe->n_ff_exp, E, &y->up_b, err,
+			  errlen)) ||
+	    (rc = s_table(f, m, S_NAME("ffn_down_exps.bias"), moe->n_embd, E, &y->down_b, err,
+			  errlen)))
+		return rc;
+#undef S_NAME
+	return 0;
+}
+
+/* Routing and activation of the architecture, with the metadata's say where it has one. */
+static int s_config(struct ns_moe *moe, const struct ns_model *m, const struct ns_hparams *hp,
+		    char *err, size_t errlen)
+{
+	const bool oai = !strcmp(hp->arch, "gpt-oss");
+	const uint64_t want_func = oai ? 3 : 1; /* llama.cpp: 1 softmax, 3 softmax_weight */
+	char key[128];
+	uint64_t func;
+	double scale;
+	bool b;
+
+	moe->softmax_first = !oai;
+	moe->norm_w = !oai;
+	moe->oai = oai;
+	moe->w_scale = 1.0f;
+	if (ns_hparams_get_f64(m, hp->arch, "expert_weights_scale", &scale) && scale != 0.0)
+		moe->w_scale = (float)scale;
+	snprintf(key, sizeof(key), "%s.expert_weights_norm", hp->arch);
+	if (ns_gguf_get_bool(ns_model_meta(m), key, &b))
+		moe->norm_w = b;
+	if (ns_hparams_get_u64(m, hp->arch, "expert_gating_func", &func) && func != want_func) {
+		ns_errf(err, errlen, "forward: %s.expert_gating_func %llu is not supported for %s "
+			"(expected %llu)", hp->arch, (unsigned long long)func, hp->arch,
+			(unsigned long long)want_func);
+		return -EINVAL;
+	}
+	if (hp->n_expert_shared) {
+		ns_errf(err, errlen, "forward: %s with %u shared experts is not supported",
+			hp->arch, hp->n_expert_shared);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Scratch for n_batch tokens: -ENOMEM when a size overflows or memory is out. */
+static int s_scratch_init(struct ns_moe *moe, uint32_t n_batch)
+{
+	const uint64_t nb = n_batch, E = moe->n_expert, K = moe->n_used;
+
+	if (!(moe->logits = s_calloc(nb, E, 1, sizeof(float))) ||
+	    !(moe->sel = s_calloc(nb, K, 1, sizeof(int32_t))) ||
+	    !(moe->wts = s_calloc(nb, K, 1, sizeof(float))) ||
+	    !(moe->taken = s_calloc(E, 1, 1, 1)) ||
+	    !(moe->start = s_calloc(E + 1, 1, 1, sizeof(uint32_t))) ||
+	    !(moe->fill = s_calloc(E, 1, 1, sizeof(uint32_t))) ||
+	    !(moe->order = s_calloc(nb, K, 1, sizeof(uint32_t))) ||
+	    !(moe->xg = s_calloc(nb, moe->n_embd, 1, sizeof(float))) ||
+	    !(moe->hb = s_calloc(nb, moe->n_ff_exp, 1, sizeof(float))) ||
+	    !(moe->hu = s_calloc(nb, moe->ffn_rows, 1, sizeof(float))) ||
+	    !(moe->yd = s_calloc(nb, moe->n_embd, 1, sizeof(float))) ||
+	    !(moe->ys = s_calloc(nb, K, moe->n_embd, sizeof(float))))
+		return -ENOMEM;
+	return 0;
+}
+
+int ns_moe_new(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
+	       uint32_t n_batch, uint32_t ffn_rows, struct ns_moe **out, char *err,
+	       size_t errlen)
+{
+	const struct ns_model_tensor *g0 = ns_model_find(m, "blk.0.ffn_gate_exps.weight");
+	uint64_t n_ff_exp = hp->n_ff_exp;
+	struct ns_moe *moe;
+	int rc;
+
+	*out = NULL;
+	if (!n_ff_exp && g0) /* expert_feed_forward_length absent: the tensor says */
+		n_ff_exp = g0->ne[1];
+	if (!hp->n_expert || !hp->n_expert_used || hp->n_expert_used > hp->n_expert ||
+	    !n_ff_exp || n_ff_exp > UINT32_MAX || hp->n_expert > INT32_MAX ||
+	    (uint64_t)n_batch * hp->n_expert_used > UINT32_MAX) {
+		ns_errf(err, errlen, "forward: %s expert hyperparameters incomplete or "
+			"inconsistent (expert_count %u, expert_used_count %u, "
+			"expert_feed_forward_length %llu)", hp->arch, hp->n_expert,
+			hp->n_expert_used, (unsigned long long)n_ff_exp);
+		return -EINVAL;
+	}
+	moe = calloc(1, sizeof(*moe));
+	if (!moe || !(moe->layers = calloc(hp->n_layer, sizeof(*moe->layers)))) {
+		free(moe);
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	moe->n_layer = hp->n_layer;
+	moe->n_embd = hp->n_embd;
+	moe->n_ff_exp = (uint32_t)n_ff_exp;
+	moe->n_expert = hp->n_expert;
+	moe->n_used = hp->n_expert_used;
+	moe->ffn_rows = ffn_rows && ffn_rows < moe->n_ff_exp ? ffn_rows : moe->n_ff_exp;
+	rc = s_config(moe, m, hp, err, errlen);
+	for (uint32_t l = 0; l < moe->n_layer && rc == 0; l++)
+		rc = s_layer_init(f, m, moe, l, err, errlen);
+	if (rc == 0) {
+		rc = s_scratch_init(moe, n_batch);
+		if (rc == 0 && !(f->expert_hits = s_calloc(moe->n_layer, moe->n_expert, 1,
+							   sizeof(uint64_t))))
+			rc = -ENOMEM;
+		if (rc < 0)
+			ns_errf(err, errlen, "forward: cannot allocate MoE scratch for n_batch "
+				"%u: %s", n_batch, strerror(-rc));
+	}
+	if (rc < 0) {
+		ns_moe_destroy(&moe);
+		return rc;
+	}
+	f->n_moe_layer = moe->n_layer;
+	f->n_expert = moe->n_expert;
+	*out = moe;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- forward -------------- */
+
+static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
+}
+
+/* One token: lg (n_expert) router logits (overwritten) -> sel, w (n_used). Top-k keeps the
+ * lowest expert id among equal scores. */
+static void s_route(struct ns_moe *moe, float *lg, int32_t *sel, float *w)
+{
+	const uint32_t E = moe->n_expert, K = moe->n_used;
+
+	if (moe->softmax_first)
+		ns_softmax(lg, E); /* scores are probabilities */
+	memset(moe->taken, 0, E);
+	for (uint32_t s = 0; s < K; s++) {
+		uint32_t best = E;
+
+		for (uint32_t e = 0; e < E; e++)
+			if (!moe->taken[e] && (best == E || lg[e] > lg[best]))
+				best = e;
+		moe->taken[best] = 1;
+		sel[s] = (int32_t)best;
+		w[s] = lg[best];
+	}
+	if (!moe->softmax_first)
+		ns_softmax(w, K); /* weights: softmax of the chosen logits */
+	if (moe->norm_w) {
+		double sum = 0.0;
+		float fs;
+
+		for (uint32_t s = 0; s < K; s++)
+			sum += (double)w[s];
+		fs = (float)sum;
+		if (!(fs >= S_WSUM_MIN))
+			fs = S_WSUM_MIN;
+		for (uint32_t s = 0; s < K; s++)
+			w[s] /= fs;
+	}
+	if (moe->w_scale != 1.0f)
+		for (uint32_t s = 0; s < K; s++)
+			w[s] *= moe->w_scale;
+}
+
+/* h = act(g, u) in place of g: (n) */
+static void s_act(const struct ns_moe *moe, float *g, const float *u, uint32_t n)
+{
+	if (!moe->oai) {
+		for (uint32_t i = 0; i < n; i++)
+			g[i] = ns_silu(g[i]) * u[i];
+		return;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const float x = S_OAI_LIMIT < g[i] ? S_OAI_LIMIT : g[i];
+		const float y = u[i] < -S_OAI_LIMIT ? -S_OAI_LIMIT :
+				S_OAI_LIMIT < u[i] ? S_OAI_LIMIT : u[i];
+
+		g[i] = x / (1.0f + expf(S_OAI_ALPHA * (-x))) * (y + 1.0f);
+	}
+}
+
+static void s_add_row(float *y, const float *b, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		y[i] += b[i];
+}
+
+/* yd: (m, n_embd) = expert e of layer y applied to xg: (m, n_embd). */
+static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct s_moe_layer *y,
+		    uint32_t e, uint32_t m)
+{
+	const uint32_t F = moe->n_ff_exp, D = moe->n_embd;
+	const uint64_t g0 = (uint64_t)e * F; /* first row of expert e in gate/up */
+	const uint64_t d0 = (uint64_t)e * D; /* first row of expert e in down */
+	int rc;
+
+	/* phase 1, by neuron window: hb[:, r0:r0+w] = act(xg Wg_e^T + bg, xg Wu_e^T + bu) */
+	for (uint32_t r0 = 0; r0 < F; r0 += moe->ffn_rows) {
+		const uint32_t w = F - r0 < moe->ffn_rows ? F - r0 : moe->ffn_rows;
+
+		if ((rc = s_matmul(f, y->gate, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hb + r0,
+				   F)) ||
+		    (rc = s_matmul(f, y->up, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hu, w)))
+			return rc;
+		for (uint32_t t = 0; t < m; t++) {
+			float *h = moe->hb + (uint64_t)t * F + r0; /* (w) */
+			float *u = moe->hu + (uint64_t)t * w;      /* (w) */
+
+			if (y->gate_b)
+				s_add_row(h, y->gate_b + g0 + r0, w);
+			if (y->up_b)
+				s_add_row(u, y->up_b + g0 + r0, w);
+			s_act(moe, h, u, w);
+		}
+	}
+	/* phase 2: yd = hb Wd_e^T + bd   (m, n_embd) */
+	rc = s_matmul(f, y->down, d0, d0 + D, moe->hb, m, moe->yd, D);
+	if (rc == 0 && y->down_b)
+		for (uint32_t t = 0; t < m; t++)
+			s_add_row(moe->yd + (uint64_t)t * D, y->down_b + d0, D);
+	return rc;
+}
+
+/* order = slot ids grouped by expert (tokens ascending within an expert), start = offsets. */
+static void s_group(struct ns_moe *moe, uint32_t n)
+{
+	const uint32_t E = moe->n_expert, n_slot = n * moe->n_used;
+
+	memset(moe->start, 0, (E + 1) * sizeof(*moe->start));
+	for (uint32_t i = 0; i < n_slot; i++)
+		moe->start[moe->sel[i] + 1]++;
+	for (uint32_t e = 0; e < E; e++) {
+		moe->start[e + 1] += moe->start[e];
+		moe->fill[e] = moe->start[e];
+	}
+	for (uint32_t i = 0; i < n_slot; i++)
+		moe->order[moe->fill[moe->sel[i]]++] = i;
+}
+
+int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		const float *xb, uint32_t n, float *out)
+{
+	const struct s_moe_layer *y = &moe->layers[layer];
+	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
+	uint64_t *hits = f->expert_hits + (uint64_t)layer * E;
+	int rc;
+
+	/* router: logits (n, n_expert), then each token's k experts and weights */
+	rc = s_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < n; t++) {
+		float *lg = moe->logits + (uint64_t)t * E; /* (n_expert) */
+
+		if (y->router_b)
+			s_add_row(lg, y->router_b, E);
+		s_route(moe, lg, moe->sel + (uint64_t)t * K, moe->wts + (uint64_t)t * K);
+	}
+	if (f->on_route) {
+		const struct ns_fwd_route r = {
+			.layer = layer, .pos0 = pos0, .n_tok = n, .n_used = K, .n_expert = E,
+			.experts = moe->sel, .weights = moe->wts,
+		};
+
+		rc = f->on_route(f->route_user, &r);
+		if (rc < 0) {
+			ns_errf(f->err, sizeof(f->err), "forward: routing callback of layer %u "
+				"failed: %s", layer, strerror(-rc));
+			return rc;
+		}
+	}
+	for (uint32_t i = 0; i < n * K; i++)
+		hits[moe->sel[i]]++;
+
+	/* each used expert once over its tokens; slot outputs ys[t][s] = w[t][s] * d */
+	s_group(moe, n);
+	for (uint32_t e = 0; e < E; e++) {
+		const uint32_t a = moe->start[e], m = moe->start[e + 1] - a;
+
+		if (m == 0)
+			continue;
+		for (uint32_t j = 0; j < m; j++)
+			memcpy(moe->xg + (uint64_t)j * D,
+			       xb + (uint64_t)(moe->order[a + j] / K) * D, D * sizeof(float));
+		rc = s_expert(f, moe, y, e, m);
+		if (rc)
+			return rc;
+		for (uint32_t j = 0; j < m; j++) {
+			const uint32_t slot = moe->order[a + j];
+			const float w = moe->wts[slot];
+			const float *d = moe->yd + (uint64_t)j * D;  /* (n_embd) */
+			float *ys = moe->ys + (uint64_t)slot * D;    /* (n_embd) */
+
+			for (uint32_t c = 0; c < D; c++)
+				ys[c] = d[c] * w;
+		}
+	}
+	/* out[t] = ys[t][0] + ys[t][1] + ... in routing order (as llama.cpp adds the views) */
+	for (uint32_t t = 0; t < n; t++) {
+		float *o = out + (uint64_t)t * D;                 /* (n_embd) */
+		const float *ys = moe->ys + (uint64_t)t * K * D;  /* (n_used, n_embd) */
+
+		memcpy(o, ys, D * sizeof(float));
+		for (uint32_t s = 1; s < K; s++)
+			s_add_row(o, ys + (uint64_t)s * D, D);
+	}
+	return 0;
+}

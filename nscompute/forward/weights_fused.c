@@ -1,0 +1,204 @@
+/* weights_fused.c - see weights_fused.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dequant.h"
+#include "gemv.h"
+#include "ggml_type.h"
+#include "ns_util.h"
+#include "weights_fused.h"
+
+struct s_fused {
+	const struct ns_model *m; /* borrowed */
+	uint8_t **bytes;          /* (n_tensors) raw bytes of each tensor, owned */
+	struct ns_pool *pool;     /* NULL for one thread */
+	struct ns_kopts kopts;
+	char err[NS_ERR_LEN];
+};
+
+static int s_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static const struct ns_model_tensor *s_tensor(struct s_fused *s, uint32_t tensor)
+{
+	if (tensor >= s->m->n_tensors) {
+		ns_errf(s->err, sizeof(s->err), "tensor index %u out of range", tensor);
+		return NULL;
+	}
+	return &s->m->tensors[tensor];
+}
+
+static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	struct s_fused *s = ctx;
+	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	char tb[32];
+	int rc;
+
+	if (!t)
+		return -EINVAL;
+	if (row0 > row_end || row_end > t->n_rows) {
+		ns_errf(s->err, sizeof(s->err), "%s: bad row window %llu..%llu of %llu", t->name,
+			(unsigned long long)row0, (unsigned long long)row_end,
+			(unsigned long long)t->n_rows);
+		return -EINVAL;
+	}
+	if (row0 == row_end || n_tok == 0)
+		return 0;
+	rc = ns_gemm_ex(s->pool, &s->kopts, t->type, s->bytes[tensor] + row0 * t->row_bytes,
+			t->ne[0], row_end - row0, x, n_tok, y, ldy);
+	if (rc < 0)
+		ns_errf(s->err, sizeof(s->err), "%s (%s): kernel failed: %s", t->name,
+			ns_type_name(t->type, tb, sizeof(tb)), strerror(-rc));
+	return rc;
+}
+
+static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
+{
+	struct s_fused *s = ctx;
+	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	char tb[32];
+
+	if (!t)
+		return -EINVAL;
+	for (uint64_t i = 0; i < n; i++) {
+		int rc;
+
+		if (rows[i] < 0 || (uint64_t)rows[i] >= t->n_rows) {
+			ns_errf(s->err, sizeof(s->err), "%s: row %lld out of range (%llu rows)",
+				t->name, (long long)rows[i], (unsigned long long)t->n_rows);
+			return -EINVAL;
+		}
+		rc = ns_dequant_rows(t->type, s->bytes[tensor] + (uint64_t)rows[i] * t->row_bytes,
+				     t->ne[0], 1, dst + i * t->ne[0]);
+		if (rc < 0) {
+			ns_errf(s->err, sizeof(s->err), "%s: cannot dequantize type %s: %s",
+				t->name, ns_type_name(t->type, tb, sizeof(tb)), strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static const char *s_last_error(void *ctx)
+{
+	return ((struct s_fused *)ctx)->err;
+}
+
+static void s_destroy(void *ctx)
+{
+	struct s_fused *s = ctx;
+
+	if (!s)
+		return;
+	if (s->bytes) {
+		for (uint64_t i = 0; i < s->m->n_tensors; i++)
+			free(s->bytes[i]);
+		free(s->bytes);
+	}
+	ns_pool_destroy(&s->pool);
+	free(s);
+}
+
+static const struct ns_weights_ops s_fused_ops = {
+	.name = "fused",
+	.matmul = s_matmul,
+	.get_rows = s_get_rows,
+	.last_error = s_last_error,
+	.destroy = s_destroy,
+};
+
+/* Read every tensor of shard `shard` into s->bytes. */
+static int s_load_shard(struct s_fused *s, uint32_t shard, char *err, size_t errlen)
+{
+	const char *path = s->m->shards[shard]->path;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0) {
+		rc = -errno;
+		ns_errf(err, errlen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	for (uint64_t i = 0; i < s->m->n_tensors && rc == 0; i++) {
+		const struct ns_model_tensor *t = &s->m->tensors[i];
+
+		if (t->shard != shard)
+			continue;
+		if (t->n_bytes > SIZE_MAX || !(s->bytes[i] = malloc(t->n_bytes ? t->n_bytes : 1))) {
+			ns_errf(err, errlen, "%s: out of memory for %llu bytes", t->name,
+				(unsigned long long)t->n_bytes);
+			rc = -ENOMEM;
+			break;
+		}
+		rc = s_pread_all(fd, s->bytes[i], (size_t)t->n_bytes, t->file_offset);
+		if (rc < 0)
+			ns_errf(err, errlen, "%s: reading %s: %s", path, t->name, strerror(-rc));
+	}
+	close(fd);
+	return rc;
+}
+
+int ns_weights_fused_new(const struct ns_model *m, const struct ns_weights_fused_opts *opts,
+			 struct ns_weights **out, char *err, size_t errlen)
+{
+	struct s_fused *s = calloc(1, sizeof(*s));
+	struct ns_weights *w = calloc(1, sizeof(*w));
+	int n_threads = opts && opts->n_threads > 0 ? opts->n_threads : 1;
+	int rc = 0;
+
+	*out = NULL;
+	if (!s || !w || !(s->bytes = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*s->bytes)))) {
+		free(s);
+		free(w);
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->m = m;
+	s->kopts.path = opts ? (enum ns_kpath)opts->kpath : NS_KPATH_AUTO;
+	s->kopts.act = NS_ACT_F32;
+	if (!ns_kpath_supported(s->kopts.path)) {
+		ns_errf(err, errlen, "kernel path %s is not supported on this CPU",
+			ns_kpath_name(s->kopts.path));
+		rc = -ENOTSUP;
+	}
+	if (rc == 0 && n_threads > 1 && !(s->pool = ns_pool_new(n_threads))) {
+		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);
+		rc = -ENOMEM;
+	}
+	for (uint32_t i = 0; i < m->n_shards && rc == 0; i++)
+		rc = s_load_shard(s, i, err, errlen);
+	if (rc < 0) {
+		s_destroy(s);
+		free(w);
+		return rc;
+	}
+	w->ops = &s_fused_ops;
+	w->ctx = s;
+	w->model = m;
+	*out = w;
+	return 0;
+}

@@ -1,0 +1,274 @@
+/* nsctl logits MODEL --tokens 1,2,3 -o FILE [budget flags] [--provider ref|fused]
+ *
+ * Evaluates exactly the given token ids (no BOS added) as one prompt from position 0 and writes
+ * the logits of every position as raw little-endian float32, layout [n_tokens][n_vocab].
+ *
+ * Budget flags (--mem-budget, --ram-budget, --block-rows, --lookahead) are parsed and
+ * validated now; they take effect once weights stream through nsio. Today the weights come
+ * from the in-process providers, which this command says on stderr when such a flag is given. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "forward.h"
+#include "model.h"
+#include "ns_util.h"
+#include "weights.h"
+#include "weights_fused.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "nsctl logits writes host floats as little-endian");
+
+struct s_opts {
+	const char *model;
+	const char *tokens;
+	const char *out;
+	const char *provider;
+	uint64_t mem_budget, ram_budget, block_rows, lookahead;
+	bool budget_given;
+	int threads;
+};
+
+static void s_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: nsctl logits MODEL --tokens ID[,ID...] -o FILE [options]\n"
+		"  Evaluates exactly these token ids (no BOS added) as one prompt and writes the\n"
+		"  logits of every position to FILE as little-endian float32 [n_tokens][n_vocab].\n"
+		"options:\n"
+		"  --provider ref|fused  ref (default): pread + dequantize + double dot products,\n"
+		"                        weights read in blocks of at most 1 MiB, nothing cached;\n"
+		"                        fused: all weight bytes loaded into RAM, fused kernels\n"
+		"  --threads N           kernel threads for --provider fused (default 1)\n"
+		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
+		"  --ram-budget SIZE     RAM cache size\n"
+		"  --block-rows N        rows per streamed block\n"
+		"  --lookahead N         blocks read ahead\n"
+		"  The four budget flags are validated but not used yet: streaming through nsio\n"
+		"  is not wired into this command.\n");
+}
+
+static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!text || !*text || *text == '-' || *text == '+') {
+		fprintf(stderr, "nsctl logits: %s needs a non-negative integer\n", flag);
+		return -EINVAL;
+	}
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (*end || errno || v < min) {
+		fprintf(stderr, "nsctl logits: %s: bad value '%s' (integer >= %" PRIu64 ")\n",
+			flag, text, min);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static int s_parse_size(const char *flag, const char *text, uint64_t *out)
+{
+	int rc = text ? ns_parse_bytes(text, out) : -EINVAL;
+
+	if (rc < 0 || *out == 0) {
+		fprintf(stderr, "nsctl logits: %s: bad size '%s' (e.g. 512MB, 6GB)\n", flag,
+			text ? text : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int s_parse_args(int argc, char **argv, struct s_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->provider = "ref";
+	o->threads = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t n = 0;
+		int rc = 0;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			s_usage(stdout);
+			exit(0);
+		} else if (!strcmp(a, "--tokens") && v) {
+			o->tokens = v;
+		} else if (!strcmp(a, "-o") && v) {
+			o->out = v;
+		} else if (!strcmp(a, "--provider") && v) {
+			o->provider = v;
+		} else if (!strcmp(a, "--threads") && v) {
+			rc = s_parse_u64(a, v, 1, &n);
+			if (rc == 0 && n > 1024) {
+				fprintf(stderr, "nsctl logits: --threads %s is too many\n", v);
+				rc = -EINVAL;
+			}
+			o->threads = (int)n;
+		} else if (!strcmp(a, "--mem-budget") && v) {
+			rc = s_parse_size(a, v, &o->mem_budget);
+			o->budget_given = true;
+		} else if (!strcmp(a, "--ram-budget") && v) {
+			rc = s_parse_size(a, v, &o->ram_budget);
+			o->budget_given = true;
+		} else if (!strcmp(a, "--block-rows") && v) {
+			rc = s_parse_u64(a, v, 1, &o->block_rows);
+			o->budget_given = true;
+		} else if (!strcmp(a, "--lookahead") && v) {
+			rc = s_parse_u64(a, v, 0, &o->lookahead);
+			o->budget_given = true;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "nsctl logits: unknown option or missing value: %s\n", a);
+			return -EINVAL;
+		} else if (!o->model) {
+			o->model = a;
+			continue;
+		} else {
+			fprintf(stderr, "nsctl logits: unexpected argument '%s'\n", a);
+			return -EINVAL;
+		}
+		if (rc < 0)
+			return rc;
+		i++; /* the option's value */
+	}
+	if (!o->model || !o->tokens || !o->out) {
+		s_usage(stderr);
+		return -EINVAL;
+	}
+	if (strcmp(o->provider, "ref") && strcmp(o->provider, "fused")) {
+		fprintf(stderr, "nsctl logits: unknown provider '%s' (ref, fused)\n", o->provider);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* "1,2,3" -> malloc'd ids; count in *n. Returns 0 or -EINVAL with a message printed. */
+static int s_parse_tokens(const char *text, int32_t **out, uint32_t *n)
+{
+	size_t cap = 1;
+	const char *p = text;
+	int32_t *ids;
+
+	for (const char *c = text; *c; c++)
+		cap += *c == ',';
+	if (cap > UINT32_MAX || !(ids = malloc(cap * sizeof(*ids)))) {
+		fprintf(stderr, "nsctl logits: too many tokens\n");
+		return -EINVAL;
+	}
+	*n = 0;
+	for (;;) {
+		char *end;
+		long long v;
+
+		if (*p < '0' || *p > '9') {
+			fprintf(stderr, "nsctl logits: --tokens: expected a token id at '%s'\n", p);
+			free(ids);
+			return -EINVAL;
+		}
+		errno = 0;
+		v = strtoll(p, &end, 10);
+		if (errno || v > INT32_MAX || (*end && *end != ',')) {
+			fprintf(stderr, "nsctl logits: --tokens: bad token id at '%s'\n", p);
+			free(ids);
+			return -EINVAL;
+		}
+		ids[(*n)++] = (int32_t)v;
+		if (!*end)
+			break;
+		p = end + 1;
+	}
+	*out = ids;
+	return 0;
+}
+
+static int s_write_all(const char *path, const float *v, uint64_t n)
+{
+	FILE *f = fopen(path, "wb");
+	int ok;
+
+	if (!f) {
+		fprintf(stderr, "nsctl logits: %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	ok = fwrite(v, sizeof(float), (size_t)n, f) == (size_t)n;
+	ok &= fclose(f) == 0;
+	if (!ok) {
+		fprintf(stderr, "nsctl logits: writing %s failed\n", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+int cmd_logits(int argc, char **argv)
+{
+	struct ns_model *m = NULL;
+	struct ns_weights *w = NULL;
+	struct ns_fwd *f = NULL;
+	struct s_opts o;
+	char err[NS_ERR_LEN];
+	int32_t *ids = NULL;
+	float *logits = NULL;
+	uint32_t n = 0;
+	uint64_t n_out;
+	int rc, status = 1;
+
+	if (s_parse_args(argc, argv, &o) < 0 || s_parse_tokens(o.tokens, &ids, &n) < 0)
+		return 2;
+	if (o.budget_given)
+		fprintf(stderr, "nsctl logits: budget flags validated; not used yet (streaming "
+			"through nsio is not wired in): weights come from the '%s' provider\n",
+			o.provider);
+	rc = ns_model_open(o.model, &m, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "nsctl logits: %s\n", err);
+		status = rc == -EINVAL ? 2 : 1;
+		goto out;
+	}
+	if (!strcmp(o.provider, "fused")) {
+		struct ns_weights_fused_opts fo = { .n_threads = o.threads };
+
+		rc = ns_weights_fused_new(m, &fo, &w, err, sizeof(err));
+	} else {
+		rc = ns_weights_ref_new(m, &w, err, sizeof(err));
+	}
+	if (rc < 0) {
+		fprintf(stderr, "nsctl logits: %s\n", err);
+		goto out;
+	}
+	rc = ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = n }, &f, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "nsctl logits: %s\n", err);
+		status = rc == -EINVAL ? 2 : 1;
+		goto out;
+	}
+	if (ns_mul_u64_overflow(n, ns_fwd_n_vocab(f), &n_out) ||
+	    n_out > SIZE_MAX / sizeof(float) || !(logits = malloc((size_t)n_out * sizeof(float)))) {
+		fprintf(stderr, "nsctl logits: no memory for %u x %u logits\n", n,
+			ns_fwd_n_vocab(f));
+		goto out;
+	}
+	rc = ns_fwd_eval(f, ids, n, logits, true);
+	if (rc < 0) {
+		fprintf(stderr, "nsctl logits: %s\n", ns_fwd_error(f));
+		status = rc == -EINVAL ? 2 : 1;
+		goto out;
+	}
+	if (s_write_all(o.out, logits, n_out) < 0)
+		goto out;
+	fprintf(stderr, "nsctl logits: wrote %u x %u float32 logits to %s\n", n,
+		ns_fwd_n_vocab(f), o.out);
+	status = 0;
+out:
+	free(logits);
+	free(ids);
+	ns_fwd_destroy(&f);
+	ns_weights_destroy(&w);
+	ns_model_close(&m);
+	return status;
+}

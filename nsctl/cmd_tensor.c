@@ -1,0 +1,236 @@
+/* nsctl tensor MODEL NAME [--rows A:B] -o FILE
+ *
+ * Writes the dequantized float32 values of one tensor (or of rows A <= row < B, rows counted
+ * over all leading dims, as ns_model_tensor.n_rows) to FILE as raw little-endian floats,
+ * row-major, and prints the tensor's type and shape. Only the needed byte range is read, with
+ * pread, in batches of whole rows. FILE "-" writes to stdout (the description then goes to
+ * stderr). Exit: 0 ok, 1 I/O failure, 2 bad usage, bad model, unknown tensor, bad rows or a
+ * type neurostream cannot dequantize. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "dequant.h"
+#include "ggml_type.h"
+#include "model.h"
+#include "ns_util.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "nsctl tensor writes host floats as little-endian"
+#endif
+
+#define S_BATCH_OUT_BYTES (16u << 20) /* floats produced per batch, at least one row */
+
+static int s_usage(FILE *f)
+{
+	fprintf(f, "usage: nsctl tensor MODEL NAME [--rows A:B] -o FILE\n");
+	return 2;
+}
+
+static int s_parse_u64(const char *s, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (s == end)
+		return -EINVAL;
+	for (; s < end; s++) {
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* "A:B", "A:" (to the end) or ":B" against n_rows. */
+static int s_parse_rows(const char *text, uint64_t n_rows, uint64_t *a, uint64_t *b)
+{
+	const char *colon = strchr(text, ':');
+	const char *end = text + strlen(text);
+
+	if (!colon)
+		return -EINVAL;
+	*a = 0;
+	*b = n_rows;
+	if (colon > text && s_parse_u64(text, colon, a))
+		return -EINVAL;
+	if (colon + 1 < end && s_parse_u64(colon + 1, end, b))
+		return -EINVAL;
+	if (*a > *b || *b > n_rows)
+		return -ERANGE;
+	return 0;
+}
+
+static int s_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENODATA; /* file shorter than its header says */
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Dequantize rows [a, b) of t from fd into out in batches. Returns 0, or 1 / 2 (exit codes)
+ * after printing one line. */
+static int s_copy_rows(const struct ns_model_tensor *t, int fd, const char *model_path,
+		       uint64_t a, uint64_t b, FILE *out, const char *out_path)
+{
+	uint64_t row_out = t->ne[0] * sizeof(float);
+	uint64_t batch = S_BATCH_OUT_BYTES / row_out ? S_BATCH_OUT_BYTES / row_out : 1;
+	uint8_t *raw = NULL;
+	float *vals = NULL;
+	int ret = 0;
+
+	if (b == a || row_out == 0)
+		return 0;
+	if (batch > b - a)
+		batch = b - a;
+	raw = malloc((size_t)(batch * t->row_bytes));
+	vals = malloc((size_t)(batch * row_out));
+	if (!raw || !vals) {
+		fprintf(stderr, "nsctl tensor: out of memory for %" PRIu64 " rows of %s\n", batch, t->name);
+		ret = 1;
+		goto out;
+	}
+	for (uint64_t r = a; r < b; r += batch) {
+		uint64_t n = b - r < batch ? b - r : batch;
+		int rc = s_pread_all(fd, raw, (size_t)(n * t->row_bytes), t->file_offset + r * t->row_bytes);
+
+		if (rc) {
+			fprintf(stderr, "nsctl tensor: %s: reading rows of %s: %s\n", model_path, t->name,
+				rc == -ENODATA ? "file is truncated" : strerror(-rc));
+			ret = rc == -ENODATA ? 2 : 1;
+			goto out;
+		}
+		rc = ns_dequant_rows(t->type, raw, t->ne[0], n, vals);
+		if (rc) {
+			fprintf(stderr, "nsctl tensor: %s: cannot dequantize %s: %s\n", model_path,
+				t->name, strerror(-rc));
+			ret = 2;
+			goto out;
+		}
+		if (fwrite(vals, 1, (size_t)(n * row_out), out) != (size_t)(n * row_out)) {
+			fprintf(stderr, "nsctl tensor: writing %s: %s\n", out_path, strerror(errno));
+			ret = 1;
+			goto out;
+		}
+	}
+out:
+	free(raw);
+	free(vals);
+	return ret;
+}
+
+int cmd_tensor(int argc, char **argv)
+{
+	const char *model_path = NULL, *name = NULL, *rows = NULL, *out_path = NULL;
+	char err[NS_ERR_LEN], tbuf[32];
+	const char *tn;
+	struct ns_model *m = NULL;
+	const struct ns_model_tensor *t;
+	uint64_t a, b, bytes;
+	FILE *out = NULL, *info;
+	int fd = -1, ret = 2, rc;
+	bool to_stdout;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+			rows = argv[++i];
+		else if (!strncmp(argv[i], "--rows=", 7))
+			rows = argv[i] + 7;
+		else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
+			out_path = argv[++i];
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			s_usage(stdout);
+			return 0;
+		}
+		else if (argv[i][0] == '-' && argv[i][1])
+			return s_usage(stderr);
+		else if (!model_path)
+			model_path = argv[i];
+		else if (!name)
+			name = argv[i];
+		else
+			return s_usage(stderr);
+	}
+	if (!model_path || !name || !out_path)
+		return s_usage(stderr);
+	rc = ns_model_open(model_path, &m, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "nsctl tensor: %s\n", err);
+		return 2;
+	}
+	t = ns_model_find(m, name);
+	if (!t) {
+		fprintf(stderr, "nsctl tensor: %s: no tensor named '%s'\n", model_path, name);
+		goto done;
+	}
+	tn = ns_type_name(t->type, tbuf, sizeof(tbuf));
+	if (!ns_type_computable(t->type) || ns_dequant_rows(t->type, NULL, t->ne[0], 0, NULL)) {
+		fprintf(stderr, "nsctl tensor: %s: tensor %s has type %s, "
+			"which neurostream cannot dequantize\n", model_path, name, tn);
+		goto done;
+	}
+	a = 0;
+	b = t->n_rows;
+	if (rows && s_parse_rows(rows, t->n_rows, &a, &b)) {
+		fprintf(stderr, "nsctl tensor: bad --rows '%s' for %s (%" PRIu64 " rows): "
+			"want A:B with 0 <= A <= B <= %" PRIu64 "\n", rows, name, t->n_rows, t->n_rows);
+		goto done;
+	}
+	if (ns_mul_u64_overflow(b - a, t->ne[0], &bytes) || ns_mul_u64_overflow(bytes, 4, &bytes)) {
+		fprintf(stderr, "nsctl tensor: %s: %s is too large\n", model_path, name);
+		goto done;
+	}
+	fd = open(m->shards[t->shard]->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "nsctl tensor: %s: %s\n", m->shards[t->shard]->path, strerror(errno));
+		ret = 1;
+		goto done;
+	}
+	to_stdout = !strcmp(out_path, "-");
+	out = to_stdout ? stdout : fopen(out_path, "wb");
+	if (!out) {
+		fprintf(stderr, "nsctl tensor: cannot create %s: %s\n", out_path, strerror(errno));
+		ret = 1;
+		goto done;
+	}
+	ret = s_copy_rows(t, fd, model_path, a, b, out, out_path);
+	rc = to_stdout ? fflush(out) : fclose(out);
+	out = NULL;
+	if (rc && !ret) {
+		fprintf(stderr, "nsctl tensor: writing %s: %s\n", out_path, strerror(errno));
+		ret = 1;
+	}
+	if (ret)
+		goto done;
+	info = to_stdout ? stderr : stdout;
+	fprintf(info, "%s: type %s, ne [", name, tn);
+	for (uint32_t d = 0; d < (t->n_dims ? t->n_dims : 1); d++)
+		fprintf(info, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
+	fprintf(info, "], %" PRIu64 " rows of %" PRIu64 "; wrote rows %" PRIu64 ":%" PRIu64
+		" = %" PRIu64 " floats (%" PRIu64 " bytes) to %s\n",
+		t->n_rows, t->ne[0], a, b, bytes / 4, bytes, out_path);
+done:
+	if (fd >= 0)
+		close(fd);
+	ns_model_close(&m);
+	return ret;
+}

@@ -1,0 +1,435 @@
+/* nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] [--] TEXT
+ * nsctl tokenize MODEL --chat [--system S] [--no-think] [--chat-date YYYY-MM-DD]
+ *                      [--reasoning-effort E] [--chat-template FAMILY] [--print-prompt] TEXT
+ * nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] [--] IDS...
+ *
+ * tokenize prints one line per token ("   id -> 'piece'", as llama-tokenize does), or the bare
+ * id list with --ids, or a JSON object with --json. TEXT "-" reads standard input.
+ * With --chat, TEXT is the user message of a chat rendered with the model's own template
+ * (recognised from tokenizer.chat_template; an unknown one is an error), tokenized with
+ * special tokens parsed; --print-prompt prints the rendered prompt instead.
+ * detokenize takes ids as arguments or from standard input ("-"), separated by spaces,
+ * commas or newlines, optionally in [brackets], and prints the text they decode to. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "commands.h"
+#include "json_out.h"
+#include "model.h"
+#include "ns_util.h"
+#include "tokenizer.h"
+
+/* All of standard input, NUL-terminated (may hold other NULs: trust *len). */
+static char *s_read_stdin(size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap);
+
+	while (buf) {
+		size_t r;
+
+		if (n + 1 >= cap) {
+			char *p = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+
+			if (!p) {
+				free(buf);
+				return NULL;
+			}
+			buf = p;
+			cap *= 2;
+		}
+		r = fread(buf + n, 1, cap - n, stdin);
+		n += r;
+		if (r == 0)
+			break;
+	}
+	if (buf && ferror(stdin)) {
+		free(buf);
+		return NULL;
+	}
+	if (buf)
+		buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/* Open MODEL (single file, any shard, or a vocab-only GGUF) and build its tokenizer. When
+ * tpl is not NULL it receives a malloc'd copy of tokenizer.chat_template (NULL if none). */
+static struct ns_tok *s_open_tok(const char *path, char **tpl)
+{
+	char err[NS_ERR_LEN];
+	struct ns_model *m = NULL;
+	struct ns_tok *t;
+	int rc = ns_model_open(path, &m, err, sizeof(err));
+
+	if (rc) {
+		fprintf(stderr, "nsctl: %s\n", err);
+		return NULL;
+	}
+	t = ns_tok_new(ns_model_meta(m), err, sizeof(err));
+	if (t && tpl) {
+		const char *s = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
+
+		*tpl = s ? strdup(s) : NULL;
+	}
+	ns_model_close(&m);
+	if (!t)
+		fprintf(stderr, "nsctl: %s: %s\n", path, err);
+	return t;
+}
+
+/* A piece as a JSON string: bytes that are no valid UTF-8 (a character split across tokens)
+ * become U+FFFD, as JSON text must be UTF-8. */
+static void s_json_piece(struct json_out *j, const char *p, size_t l)
+{
+	char *buf = malloc(3 * l + 1);
+	size_t k = 0;
+
+	if (!buf) {
+		jo_str(j, "");
+		return;
+	}
+	for (size_t i = 0; i < l;) {
+		uint8_t c = (uint8_t)p[i];
+		size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 :
+			   (c & 0xf8) == 0xf0 ? 4 : 0;
+		bool ok = n && i + n <= l;
+
+		for (size_t m = 1; ok && m < n; m++)
+			ok = ((uint8_t)p[i + m] & 0xc0) == 0x80;
+		if (ok) {
+			memcpy(buf + k, p + i, n);
+			k += n;
+			i += n;
+		} else {
+			memcpy(buf + k, "\xef\xbf\xbd", 3);
+			k += 3;
+			i++;
+		}
+	}
+	jo_strn(j, buf, k);
+	free(buf);
+}
+
+struct s_chat_args {
+	bool on, think, print_prompt;
+	const char *system, *date, *effort, *family;
+};
+
+/* Render text as the user turn of a chat; returns the prompt (malloc'd) or NULL after one
+ * error line. */
+static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct s_chat_args *a,
+			   const char *text)
+{
+	struct ns_chat_msg m[2];
+	struct ns_chat_opts o = { .enable_thinking = a->think, .date = a->date,
+				  .reasoning_effort = a->effort };
+	enum ns_chat_family f;
+	char err[NS_ERR_LEN], *out = NULL;
+	size_t n = 0;
+
+	if (a->family) {
+		f = ns_chat_family_from_name(a->family);
+		if (f == NS_CHAT_UNKNOWN) {
+			fprintf(stderr, "nsctl: unknown chat template family '%s' (qwen3, llama3, "
+				"llama31, llama32, gemma, gptoss)\n", a->family);
+			return NULL;
+		}
+	} else {
+		f = ns_chat_family_detect(tpl);
+		if (f == NS_CHAT_UNKNOWN) {
+			fprintf(stderr, "nsctl: %s; name one with --chat-template FAMILY\n",
+				tpl ? "the model's chat template is of no supported family"
+				    : "the model has no chat template");
+			return NULL;
+		}
+	}
+	o.bos_text = ns_tok_bos(t) >= 0 ? ns_tok_text(t, ns_tok_bos(t), NULL) : NULL;
+	if (a->system)
+		m[n++] = (struct ns_chat_msg){ "system", a->system, NULL };
+	m[n++] = (struct ns_chat_msg){ "user", text, NULL };
+	if (ns_chat_render(f, m, n, true, &o, &out, err, sizeof(err))) {
+		fprintf(stderr, "nsctl: %s\n", err);
+		return NULL;
+	}
+	return out;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+	bool json = false, ids_only = false, add_special = false, parse_special = false;
+	struct s_chat_args chat = { .think = true };
+	const char *model = NULL;
+	char *text = NULL, *tpl = NULL;
+	size_t len = 0;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	struct ns_tok *t;
+	int i, rc, first_text = -1;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			first_text = i + 1;
+			break;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--ids")) {
+			ids_only = true;
+		} else if (!strcmp(argv[i], "--add-special")) {
+			add_special = true;
+		} else if (!strcmp(argv[i], "--parse-special")) {
+			parse_special = true;
+		} else if (!strcmp(argv[i], "--chat")) {
+			chat.on = true;
+		} else if (!strcmp(argv[i], "--no-think")) {
+			chat.think = false;
+		} else if (!strcmp(argv[i], "--print-prompt")) {
+			chat.print_prompt = true;
+		} else if (i + 1 < argc && !strcmp(argv[i], "--system")) {
+			chat.system = argv[++i];
+		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-date")) {
+			chat.date = argv[++i];
+		} else if (i + 1 < argc && !strcmp(argv[i], "--reasoning-effort")) {
+			chat.effort = argv[++i];
+		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-template")) {
+			chat.family = argv[++i];
+		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
+			fprintf(stderr, "nsctl tokenize: unknown option '%s'\n", argv[i]);
+			return 2;
+		} else if (!model) {
+			model = argv[i];
+		} else {
+			first_text = i;
+			break;
+		}
+	}
+	if (!model || first_text < 0 || first_text >= argc) {
+		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
+			"[--parse-special] [--chat [--system S] [--no-think] [--chat-date YYYY-MM-DD] "
+			"[--reasoning-effort E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
+			"(TEXT - reads standard input)\n");
+		return 2;
+	}
+	if (first_text == argc - 1 && !strcmp(argv[first_text], "-")) {
+		text = s_read_stdin(&len);
+		if (!text) {
+			fprintf(stderr, "nsctl tokenize: cannot read standard input\n");
+			return 1;
+		}
+	} else { /* the words of TEXT joined by single spaces */
+		for (i = first_text; i < argc; i++)
+			len += strlen(argv[i]) + 1;
+		text = malloc(len + 1);
+		if (!text)
+			return 1;
+		len = 0;
+		for (i = first_text; i < argc; i++) {
+			size_t l = strlen(argv[i]);
+
+			if (i > first_text)
+				text[len++] = ' ';
+			memcpy(text + len, argv[i], l);
+			len += l;
+		}
+		text[len] = '\0';
+	}
+	t = s_open_tok(model, chat.on ? &tpl : NULL);
+	if (!t) {
+		free(text);
+		return 2;
+	}
+	if (chat.on) {
+		char *prompt;
+
+		if (memchr(text, '\0', len)) {
+			fprintf(stderr, "nsctl tokenize: a chat message cannot contain NUL bytes\n");
+			prompt = NULL;
+		} else {
+			prompt = s_chat_prompt(t, tpl, &chat, text);
+		}
+		free(tpl);
+		free(text);
+		if (!prompt) {
+			ns_tok_destroy(&t);
+			return 2;
+		}
+		if (chat.print_prompt) {
+			fputs(prompt, stdout);
+			free(prompt);
+			ns_tok_destroy(&t);
+			return 0;
+		}
+		text = prompt;
+		len = strlen(prompt);
+		parse_special = true; /* the template's markers are special tokens */
+	}
+	rc = ns_tok_encode(t, text, len, add_special, parse_special, &ids, &n);
+	if (rc) {
+		fprintf(stderr, "nsctl tokenize: %s\n", strerror(-rc));
+		free(text);
+		ns_tok_destroy(&t);
+		return 1;
+	}
+	if (json) {
+		struct json_out j;
+
+		jo_init(&j, stdout);
+		jo_begin_obj(&j);
+		jo_key(&j, "n_tokens");
+		jo_u64(&j, n);
+		jo_key(&j, "ids");
+		jo_begin_arr(&j);
+		for (size_t k = 0; k < n; k++)
+			jo_i64(&j, ids[k]);
+		jo_end_arr(&j);
+		jo_key(&j, "pieces");
+		jo_begin_arr(&j);
+		for (size_t k = 0; k < n; k++) {
+			const char *p;
+			size_t l;
+
+			ns_tok_piece(t, ids[k], true, &p, &l);
+			s_json_piece(&j, p, l);
+		}
+		jo_end_arr(&j);
+		jo_end_obj(&j); /* ends the line */
+	} else if (ids_only) {
+		printf("[");
+		for (size_t k = 0; k < n; k++)
+			printf("%s%d", k ? ", " : "", ids[k]);
+		printf("]\n");
+	} else {
+		for (size_t k = 0; k < n; k++) {
+			const char *p;
+			size_t l;
+
+			ns_tok_piece(t, ids[k], true, &p, &l);
+			printf("%6d -> '", ids[k]);
+			fwrite(p, 1, l, stdout);
+			printf("'\n");
+		}
+	}
+	free(ids);
+	free(text);
+	ns_tok_destroy(&t);
+	return 0;
+}
+
+/* Parse ids separated by spaces, commas, newlines, optionally bracketed. */
+static int s_parse_ids(const char *s, int32_t **ids, size_t *n, size_t *cap)
+{
+	while (*s) {
+		char *end;
+		long long v;
+
+		if (strchr(" \t\r\n,[]", *s)) {
+			s++;
+			continue;
+		}
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		errno = 0;
+		v = strtoll(s, &end, 10);
+		if (errno || v > INT32_MAX)
+			return -ERANGE;
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 64;
+			int32_t *p = realloc(*ids, c * sizeof(*p));
+
+			if (!p)
+				return -ENOMEM;
+			*ids = p;
+			*cap = c;
+		}
+		(*ids)[(*n)++] = (int32_t)v;
+		s = end;
+	}
+	return 0;
+}
+
+int cmd_detokenize(int argc, char **argv)
+{
+	bool json = false, remove_special = false, unparse = true, dash = false;
+	const char *model = NULL;
+	int32_t *ids = NULL;
+	size_t n = 0, cap = 0, len = 0;
+	char *out = NULL;
+	struct ns_tok *t;
+	int i, rc = 0;
+
+	for (i = 1; i < argc && !rc; i++) {
+		if (!dash && !strcmp(argv[i], "--")) {
+			dash = true;
+		} else if (!dash && !strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!dash && !strcmp(argv[i], "--remove-special")) {
+			remove_special = true;
+		} else if (!dash && !strcmp(argv[i], "--hide-special")) {
+			unparse = false;
+		} else if (!dash && argv[i][0] == '-' && argv[i][1] == '-') {
+			fprintf(stderr, "nsctl detokenize: unknown option '%s'\n", argv[i]);
+			return 2;
+		} else if (!model) {
+			model = argv[i];
+		} else if (!strcmp(argv[i], "-")) {
+			char *in = s_read_stdin(&len);
+
+			if (!in || memchr(in, '\0', len)) {
+				fprintf(stderr, "nsctl detokenize: cannot read ids from standard input\n");
+				free(in);
+				free(ids);
+				return 2;
+			}
+			rc = s_parse_ids(in, &ids, &n, &cap);
+			free(in);
+		} else {
+			rc = s_parse_ids(argv[i], &ids, &n, &cap);
+		}
+	}
+	if (rc || !model) {
+		if (rc)
+			fprintf(stderr, "nsctl detokenize: ids must be non-negative integers\n");
+		else
+			fprintf(stderr, "usage: nsctl detokenize MODEL [--json] [--remove-special] "
+				"[--hide-special] [--] IDS...   (IDS - reads standard input)\n");
+		free(ids);
+		return 2;
+	}
+	t = s_open_tok(model, NULL);
+	if (!t) {
+		free(ids);
+		return 2;
+	}
+	for (size_t k = 0; k < n; k++) {
+		if ((size_t)ids[k] >= ns_tok_n_vocab(t)) {
+			fprintf(stderr, "nsctl detokenize: id %d is out of range (vocabulary of %zu)\n",
+				ids[k], ns_tok_n_vocab(t));
+			free(ids);
+			ns_tok_destroy(&t);
+			return 2;
+		}
+	}
+	rc = ns_tok_detokenize(t, ids, n, remove_special, unparse, &out, &len);
+	if (rc) {
+		fprintf(stderr, "nsctl detokenize: %s\n", strerror(-rc));
+	} else if (json) {
+		struct json_out j;
+
+		jo_init(&j, stdout);
+		jo_begin_obj(&j);
+		jo_key(&j, "text");
+		jo_strn(&j, out, len);
+		jo_end_obj(&j);
+	} else {
+		fwrite(out, 1, len, stdout);
+		printf("\n");
+	}
+	free(out);
+	free(ids);
+	ns_tok_destroy(&t);
+	return rc ? 1 : 0;
+}

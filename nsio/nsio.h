@@ -1,0 +1,134 @@
+/* nsio.h - the I/O server's state, shared by the files of the nsio executable only.
+ *
+ * One struct nsio holds everything the process owns: options, the session mapping, the model's
+ * file descriptors, the io_uring ring, and the queues of requests between a client's ring and
+ * its completion:
+ *
+ *   client req ring --pop/validate--> waitq (FIFO, waits for arena) --alloc--> chunks (<= block
+ *   bytes each) --submit (<= queue depth)--> io_uring --reap--> lease complete --> cpl ring
+ *
+ * nsio is the only allocator of the arena (shm/arena.h): requests are served strictly in arrival
+ * order, so a request that fits an empty arena is always served once older leases retire. */
+#ifndef NSIO_NSIO_H
+#define NSIO_NSIO_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "model.h"
+#include "proto_all.h"
+#include "session.h"
+
+struct nsio_opts {
+	const char *model_path;
+	const char *session;    /* NULL: create a random one */
+	uint64_t mem_budget;    /* 0: take the session's */
+	uint32_t queue_depth;   /* in-flight reads (16) */
+	uint64_t block_bytes;   /* largest single read (1 MiB) */
+	uint64_t block_rows;    /* run-ahead block rows (0: from block_bytes) */
+	uint32_t lookahead;     /* blocks a consumer keeps in flight beyond the current one (2) */
+	bool no_direct;         /* buffered reads even where O_DIRECT works */
+	bool run_ahead;         /* read ahead along the static per-token tensor order */
+	bool quiet;
+};
+
+/* A read request from accept to completion. */
+struct nsio_req {
+	struct nsio_req *next;  /* queue link */
+	uint32_t client;        /* slot, or NS_OWNER_NONE for read-ahead */
+	uint64_t epoch;         /* client slot epoch at accept */
+	uint64_t ticket;
+	uint32_t tensor;
+	uint64_t row0, nrows;
+	uint32_t shard;
+	uint64_t file_off;      /* aligned start */
+	uint64_t len;           /* aligned length = lease length */
+	uint64_t first;         /* first wanted byte, relative to file_off */
+	uint64_t want_end;      /* end of wanted bytes, relative to file_off */
+	uint32_t lease;         /* lease slot once allocated */
+	uint64_t lease_seq;
+	uint32_t chunks_left;
+	int status;
+	bool allocated, done, evict;
+	uint64_t sched_idx;      /* read-ahead: schedule position */
+	uint64_t t_queued;
+};
+
+struct nsio_chunk {
+	struct nsio_chunk *next;
+	struct nsio_req *req;
+	uint64_t pos, end;      /* relative to req->file_off */
+};
+
+struct nsio {
+	struct nsio_opts o;
+	struct ns_session *sess;
+	struct ns_ctl *ctl;
+	bool created_session;
+	struct ns_model *model;
+	int *fds;               /* one per shard */
+	bool direct;            /* O_DIRECT on every shard */
+	bool fixed_files, fixed_bufs;
+	uint64_t fixed_buf_span; /* bytes per registered buffer */
+	struct io_uring ring;
+	bool ring_ok;
+	/* tensor table as validated copies */
+	struct ns_rec_tensor *rt;
+	/* queues */
+	struct nsio_req *waitq, *waitq_tail;   /* accepted, waiting for arena space */
+	struct nsio_chunk *chunkq, *chunkq_tail; /* ready to submit */
+	struct nsio_chunk *chunk_free;
+	struct nsio_req *ahead;                 /* read-ahead blocks (owner none), in order */
+	uint32_t inflight;                      /* submitted reads */
+	uint64_t pending_reqs;                  /* allocated, not yet complete */
+	/* doorbell: a thread turns futex wake-ups of ctl->doorbell into eventfd reads */
+	int efd;
+	uint64_t efd_buf;
+	bool efd_armed, need_submit;
+	pthread_t bell;
+	bool bell_started;
+	_Atomic int bell_stop;
+	/* run-ahead schedule: (tensor, row0, nrows) in per-token order */
+	struct ns_zplan_item *sched;
+	uint64_t n_sched, ahead_next;  /* next schedule block to read ahead */
+	uint64_t *sched_first;         /* per tensor: its first schedule block */
+	uint64_t *sched_rows;          /* per tensor: rows per schedule block */
+	uint64_t ahead_bytes;          /* bytes held by read-ahead leases */
+	uint64_t t_reap, t_cpu;
+	volatile sig_atomic_t *stop;
+	bool said_short;
+};
+
+int nsio_parse_options(int argc, char **argv, struct nsio_opts *o);
+
+/* Attach to (or create) the session, open the model, publish the tensor table, check the
+ * budget, recover leases of a previous nsio. Exit-code style: 0, 1 runtime, 2 bad input. */
+int nsio_attach(struct nsio *s);
+/* Open shard files and the io_uring ring, register files and buffers where allowed. */
+int nsio_uring_setup(struct nsio *s);
+/* Serve until *stop. Returns 0 or 1. */
+int nsio_serve(struct nsio *s);
+void nsio_teardown(struct nsio *s);
+
+/* io_uring plumbing (uring.c) */
+int nsio_submit_chunks(struct nsio *s);
+void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe);
+int nsio_arm_doorbell(struct nsio *s);
+/* serve.c callback when a request's last chunk finishes */
+void nsio_req_done(struct nsio *s, struct nsio_req *r);
+/* Split an allocated request into chunks queued for submission. */
+int nsio_queue_chunks(struct nsio *s, struct nsio_req *r);
+
+/* budget.c: smallest arena holding lookahead+1 one-row blocks of every tensor; names the
+ * tensor that needs it. */
+uint64_t nsio_min_budget(const struct ns_model *m, uint32_t lookahead, uint32_t align,
+			 uint64_t *worst_tensor, uint64_t *worst_span);
+int nsio_build_schedule(struct nsio *s);
+
+#define NSIO_UD_DOORBELL 1ull
+
+#endif

@@ -1,0 +1,614 @@
+/* serve.c - nsio's loop: client rings in, arena allocation in arrival order, completions out,
+ * read-ahead, dead clients reclaimed. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arena.h"
+#include "nsio.h"
+#include "ns_util.h"
+#include "ring.h"
+
+#define S_REAP_NS 100000000ull /* client liveness scan period */
+#define S_POP_BURST 64         /* records taken from one client per pass */
+
+void nsio_go_live(struct nsio *s);
+
+static struct ns_lease *s_lease(struct nsio *s, uint32_t idx)
+{
+	return &ns_ctl_leases(s->ctl)[idx];
+}
+
+static bool s_client_live(struct nsio *s, uint32_t client, uint64_t epoch)
+{
+	struct ns_client_slot *cs;
+
+	if (client >= s->ctl->max_clients)
+		return false;
+	cs = ns_ctl_client(s->ctl, client);
+	return atomic_load(&cs->state) == NS_CLIENT_ACTIVE && atomic_load(&cs->epoch) == epoch;
+}
+
+/* Write one completion to a client's ring; if lease is given it becomes DELIVERED with the
+ * record's position before the position is published (see s_keep_lease in attach.c). */
+static bool s_push_cpl(struct nsio *s, uint32_t client, const struct ns_cpl_rec *rec,
+		       struct ns_lease *lease)
+{
+	struct ns_client_slot *cs = ns_ctl_client(s->ctl, client);
+	uint32_t n = s->ctl->ring_slots;
+	uint32_t t = atomic_load(&cs->cpl_tail), h = atomic_load(&cs->cpl_head);
+	int64_t cnt = ns_ring_count(h, t, n);
+
+	if (cnt < 0 || cnt >= (int64_t)n) {
+		atomic_fetch_add(&s->ctl->stats.rejected, 1);
+		return false;
+	}
+	memcpy(&ns_slot_cpl(s->ctl, cs)[t & (n - 1)], rec, sizeof(*rec));
+	if (lease) {
+		lease->cpl_pos = t;
+		atomic_store(&lease->state, NS_LEASE_DELIVERED);
+	}
+	atomic_store(&cs->cpl_tail, t + 1);
+	if (atomic_load(&cs->cpl_waiting))
+		ns_futex_wake(&cs->cpl_tail, 1 << 30);
+	return true;
+}
+
+static void s_error_cpl(struct nsio *s, uint32_t client, uint16_t op, uint64_t ticket,
+			uint32_t tensor, int status)
+{
+	struct ns_cpl_rec c = {
+		.version = NS_RING_REC_VERSION, .op = op, .status = status, .ticket = ticket,
+		.tensor = tensor,
+	};
+
+	s_push_cpl(s, client, &c, NULL);
+}
+
+static void s_release(struct nsio *s, struct nsio_req *r)
+{
+	if (r->allocated) {
+		ns_arena_release(s->ctl, r->lease);
+		r->allocated = false;
+	}
+}
+
+/* Hand a finished request (status 0, lease filled) to its client. Frees r. */
+static void s_deliver(struct nsio *s, struct nsio_req *r)
+{
+	struct ns_lease *l = s_lease(s, r->lease);
+	struct ns_cpl_rec c = {
+		.version = NS_RING_REC_VERSION, .op = NS_CPL_BLOCK, .status = 0,
+		.ticket = r->ticket, .tensor = r->tensor, .lease_idx = r->lease,
+		.lease_seq = r->lease_seq, .lease_off = l->off, .first = r->first,
+		.row0 = r->row0, .nrows = r->nrows,
+	};
+
+	if (!s_client_live(s, r->client, r->epoch) || !s_push_cpl(s, r->client, &c, l)) {
+		s_release(s, r);
+		atomic_fetch_add(&s->ctl->stats.leases_reclaimed, 1);
+	} else {
+		atomic_fetch_add(&s->ctl->stats.blocks_delivered, 1);
+	}
+	free(r);
+}
+
+static void s_ahead_bytes(struct nsio *s, int64_t delta)
+{
+	s->ahead_bytes += (uint64_t)delta;
+	atomic_store(&s->ctl->stats.ahead_bytes, s->ahead_bytes);
+}
+
+static void s_ahead_unlink(struct nsio *s, struct nsio_req *r)
+{
+	for (struct nsio_req **pp = &s->ahead; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			return;
+		}
+	}
+}
+
+/* Drop a read-ahead block nobody claimed: now if its reads are done, else when they finish
+ * (nsio_req_done sees evict). Either way it leaves the ahead list at once. */
+static void s_ahead_drop(struct nsio *s, struct nsio_req *r)
+{
+	s_ahead_unlink(s, r);
+	s_ahead_bytes(s, -(int64_t)r->len);
+	if (!r->done) {
+		r->evict = true;
+		return;
+	}
+	s_release(s, r);
+	free(r);
+}
+
+void nsio_req_done(struct nsio *s, struct nsio_req *r)
+{
+	s->pending_reqs--;
+	r->done = true;
+	if (r->client == NS_OWNER_NONE) { /* read-ahead: wait for a claimer */
+		if (r->evict) {
+			s_release(s, r);
+			free(r);
+		} else if (r->status < 0) {
+			s_ahead_drop(s, r);
+		}
+		return;
+	}
+	if (r->status < 0) {
+		s_release(s, r);
+		if (s_client_live(s, r->client, r->epoch))
+			s_error_cpl(s, r->client, NS_CPL_BLOCK, r->ticket, r->tensor, r->status);
+		free(r);
+		return;
+	}
+	s_deliver(s, r);
+}
+
+/* A READ for a block read ahead: adopt it (cache hit). Earlier unclaimed blocks are stale.
+ * Not while the client still has older requests waiting for space: a client must never hold a
+ * lease while an older ticket of its own is unallocated, or it could hold arena space that the
+ * request at the head of the queue needs (the first-come-first-served progress argument). The
+ * read-ahead block then stays unclaimed and is evicted if space runs out. */
+static bool s_ahead_claim(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t ticket,
+			  uint32_t tensor, uint64_t row0, uint64_t nrows)
+{
+	struct nsio_req *r;
+
+	for (r = s->waitq; r; r = r->next)
+		if (r->client == client && r->epoch == epoch)
+			return false;
+
+	for (r = s->waitq; r; r = r->next) { /* a prefetch still waiting for space */
+		if (r->client == NS_OWNER_NONE && r->tensor == tensor && r->row0 == row0 &&
+		    r->nrows == nrows) {
+			r->client = client;
+			r->epoch = epoch;
+			r->ticket = ticket;
+			atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
+			return true;
+		}
+	}
+	for (r = s->ahead; r; r = r->next)
+		if (!r->evict && r->tensor == tensor && r->row0 == row0 && r->nrows == nrows)
+			break;
+	if (!r)
+		return false;
+	while (s->ahead != r) /* the consumer moved past these */
+		s_ahead_drop(s, s->ahead);
+	s_ahead_unlink(s, r);
+	s_ahead_bytes(s, -(int64_t)r->len);
+	r->client = client;
+	r->epoch = epoch;
+	r->ticket = ticket;
+	s_lease(s, r->lease)->owner = client;
+	s_lease(s, r->lease)->ticket = ticket;
+	s_lease(s, r->lease)->client_epoch = epoch;
+	atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
+	if (r->done)
+		s_deliver(s, r);
+	return true;
+}
+
+static struct nsio_req *s_new_req(struct nsio *s, uint32_t client, uint64_t epoch,
+				  uint64_t ticket, uint32_t tensor, uint64_t row0, uint64_t nrows,
+				  int *err)
+{
+	const struct ns_model_tensor *mt = &s->model->tensors[tensor];
+	uint64_t off, bytes, a_off, a_len;
+	struct nsio_req *r;
+
+	/* geometry comes from our own model, never from the shm table */
+	if (ns_mul_u64_overflow(row0, mt->row_bytes, &off) ||
+	    ns_add_u64_overflow(off, mt->file_offset, &off) ||
+	    ns_mul_u64_overflow(nrows, mt->row_bytes, &bytes) ||
+	    !ns_span_aligned(off, bytes, s->ctl->align, &a_off, &a_len)) {
+		*err = -EOVERFLOW;
+		return NULL;
+	}
+	if (a_len > s->ctl->arena_bytes) {
+		*err = -E2BIG;
+		return NULL;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	r->client = client;
+	r->epoch = epoch;
+	r->ticket = ticket;
+	r->tensor = tensor;
+	r->row0 = row0;
+	r->nrows = nrows;
+	r->shard = mt->shard;
+	r->file_off = a_off;
+	r->len = a_len;
+	r->first = off - a_off;
+	r->want_end = r->first + bytes;
+	r->t_queued = ns_now_ns();
+	return r;
+}
+
+static void s_waitq_push(struct nsio *s, struct nsio_req *r)
+{
+	r->next = NULL;
+	if (s->waitq_tail)
+		s->waitq_tail->next = r;
+	else
+		s->waitq = r;
+	s->waitq_tail = r;
+}
+
+static void s_advance_schedule(struct nsio *s, uint32_t tensor, uint64_t row0, uint64_t nrows)
+{
+	uint64_t rows, k;
+
+	if (!s->n_sched || tensor >= s->model->n_tensors || !(rows = s->sched_rows[tensor]))
+		return;
+	if (row0 % rows)
+		return;
+	k = s->sched_first[tensor] + row0 / rows;
+	if (k < s->n_sched && s->sched[k].tensor == tensor && s->sched[k].nrows == nrows)
+		s->ahead_next = (k + 1) % s->n_sched;
+}
+
+static void s_accept_read(struct nsio *s, uint32_t client, uint64_t epoch,
+			  const struct ns_req_rec *q)
+{
+	struct nsio_req *r;
+	uint64_t bytes = q->nrows * s->rt[q->tensor].row_bytes; /* checked by the validator */
+	int err = 0;
+
+	if (q->nsio_gen != atomic_load(&s->ctl->nsio_gen)) {
+		atomic_fetch_add(&s->ctl->stats.stale_dropped, 1); /* the client re-issues it */
+		return;
+	}
+	if (q->op == NS_REQ_READ) {
+		atomic_fetch_add(&s->ctl->stats.requests, 1);
+		atomic_fetch_add(&s->ctl->stats.bytes_requested, bytes);
+		s_advance_schedule(s, q->tensor, q->row0, q->nrows);
+		if (s_ahead_claim(s, client, epoch, q->ticket, q->tensor, q->row0, q->nrows))
+			return;
+	}
+	r = s_new_req(s, q->op == NS_REQ_READ ? client : NS_OWNER_NONE, epoch, q->ticket,
+		      q->tensor, q->row0, q->nrows, &err);
+	if (!r) {
+		atomic_fetch_add(&s->ctl->stats.rejected, 1);
+		if (q->op == NS_REQ_READ)
+			s_error_cpl(s, client, NS_CPL_BLOCK, q->ticket, q->tensor, err);
+		return;
+	}
+	/* explicit prefetches queue in order with reads; one that does not fit when its turn
+	 * comes is dropped (it is a hint), see s_schedule */
+	s_waitq_push(s, r);
+}
+
+static void s_retire(struct nsio *s, uint32_t client, uint64_t epoch, const struct ns_req_rec *q)
+{
+	struct ns_lease *l = ns_arena_lookup(s->ctl, q->lease_idx, q->lease_seq);
+
+	if (!l || atomic_load(&l->state) != NS_LEASE_DELIVERED || l->owner != client ||
+	    l->client_epoch != epoch) {
+		atomic_fetch_add(&s->ctl->stats.rejected, 1);
+		s_error_cpl(s, client, NS_CPL_ERROR, q->ticket, 0, -EINVAL);
+		return;
+	}
+	ns_arena_release(s->ctl, q->lease_idx);
+}
+
+/* Free everything a client holds: delivered leases now, queued requests now, in-flight reads
+ * when they finish (their delivery finds the epoch gone). Then free the slot. */
+static void s_reclaim_client(struct nsio *s, uint32_t client)
+{
+	struct ns_client_slot *cs = ns_ctl_client(s->ctl, client);
+	uint64_t epoch = atomic_load(&cs->epoch), n = 0;
+	uint64_t head = atomic_load(&s->ctl->arena.head_seq);
+
+	for (uint64_t q = atomic_load(&s->ctl->arena.tail_seq); q != head; q++) {
+		uint32_t idx = (uint32_t)(q & (s->ctl->lease_slots - 1));
+		struct ns_lease *l = s_lease(s, idx);
+
+		if (atomic_load(&l->state) == NS_LEASE_DELIVERED && l->owner == client &&
+		    l->client_epoch == epoch) {
+			ns_arena_release(s->ctl, idx);
+			n++;
+		}
+	}
+	for (struct nsio_req **pp = &s->waitq; *pp;) {
+		struct nsio_req *r = *pp;
+
+		if (r->client == client && r->epoch == epoch) {
+			*pp = r->next;
+			free(r);
+			continue;
+		}
+		pp = &r->next;
+	}
+	s->waitq_tail = NULL;
+	for (struct nsio_req *r = s->waitq; r; r = r->next)
+		s->waitq_tail = r;
+	atomic_fetch_add(&s->ctl->stats.leases_reclaimed, n);
+	atomic_store(&cs->pid, 0);
+	atomic_store(&cs->state, NS_CLIENT_FREE);
+}
+
+static int s_poll_rings(struct nsio *s)
+{
+	struct ns_ctl *c = s->ctl;
+	int work = 0;
+
+	for (uint32_t i = 0; i < c->max_clients; i++) {
+		struct ns_client_slot *cs = ns_ctl_client(c, i);
+		uint64_t epoch;
+		int k;
+
+		if (atomic_load(&cs->state) != NS_CLIENT_ACTIVE)
+			continue;
+		epoch = atomic_load(&cs->epoch);
+		for (k = 0; k < S_POP_BURST; k++) {
+			struct ns_req_rec q;
+			int rc;
+
+			if (!ns_ring_pop(ns_slot_req(c, cs), c->ring_slots, &cs->req_head,
+					 &cs->req_tail, &q))
+				break;
+			work++;
+			rc = ns_req_validate(&q, s->rt, s->model->n_tensors, c->lease_slots, 0);
+			if (rc) {
+				atomic_fetch_add(&c->stats.rejected, 1);
+				s_error_cpl(s, i, q.op == NS_REQ_READ ? NS_CPL_BLOCK : NS_CPL_ERROR,
+					    q.ticket, q.tensor, rc);
+				continue;
+			}
+			if (q.op == NS_REQ_READ || q.op == NS_REQ_PREFETCH) {
+				s_accept_read(s, i, epoch, &q);
+			} else if (q.op == NS_REQ_RETIRE) {
+				s_retire(s, i, epoch, &q);
+			} else if (q.op == NS_REQ_CLOSE) {
+				s_reclaim_client(s, i);
+				break;
+			}
+		}
+		if (k && atomic_load(&cs->req_waiting))
+			ns_futex_wake(&cs->req_head, 1 << 30);
+	}
+	return work;
+}
+
+static int s_start(struct nsio *s, struct nsio_req *r)
+{
+	int rc = nsio_queue_chunks(s, r);
+
+	if (rc)
+		return rc;
+	s->pending_reqs++;
+	return 0;
+}
+
+/* Give arena space to queued requests in arrival order; then read ahead if idle. */
+static int s_schedule(struct nsio *s)
+{
+	int work = 0;
+
+	while (s->waitq) {
+		struct nsio_req *r = s->waitq;
+		uint32_t owner = r->client;
+		int rc = ns_arena_alloc(s->ctl, r->len, owner, r->ticket, r->epoch, &r->lease);
+
+		if (rc == -EAGAIN && s->ahead && owner != NS_OWNER_NONE) {
+			struct nsio_req *a = s->ahead;
+			bool any = false;
+
+			while (a) { /* unclaimed read-ahead yields to real reads */
+				struct nsio_req *nx = a->next;
+				if (a->done) {
+					s_ahead_drop(s, a);
+					any = true;
+				}
+				a = nx;
+			}
+			if (any)
+				continue;
+		}
+		if (rc == -EAGAIN && owner == NS_OWNER_NONE)
+			rc = -ENOSPC; /* a prefetch never holds up the reads behind it */
+		if (rc == -EAGAIN)
+			break;
+		if (rc) { /* cannot happen: sizes were checked at accept */
+			s->waitq = r->next;
+			if (!s->waitq)
+				s->waitq_tail = NULL;
+			if (owner != NS_OWNER_NONE && s_client_live(s, owner, r->epoch))
+				s_error_cpl(s, owner, NS_CPL_BLOCK, r->ticket, r->tensor, rc);
+			free(r);
+			continue;
+		}
+		s->waitq = r->next;
+		if (!s->waitq)
+			s->waitq_tail = NULL;
+		r->allocated = true;
+		r->lease_seq = s_lease(s, r->lease)->seq;
+		atomic_fetch_add(&s->ctl->stats.arena_wait_ns, ns_now_ns() - r->t_queued);
+		if (owner == NS_OWNER_NONE) { /* explicit prefetch: park it on the ahead list */
+			struct nsio_req **pp = &s->ahead;
+			while (*pp)
+				pp = &(*pp)->next;
+			r->next = NULL;
+			*pp = r;
+			s_ahead_bytes(s, (int64_t)r->len);
+		}
+		if (s_start(s, r))
+			return -ENOMEM;
+		work++;
+	}
+	/* static run-ahead along the per-token order, only with nothing else waiting, within
+	 * half the arena, never waiting for space */
+	while (s->n_sched && !s->waitq && s->ahead_bytes < s->ctl->arena_bytes / 2) {
+		const struct ns_zplan_item *it = &s->sched[s->ahead_next];
+		struct nsio_req *r, **pp;
+		bool have = false;
+		int err;
+
+		for (r = s->ahead; r; r = r->next)
+			if (r->tensor == it->tensor && r->row0 == it->row0)
+				have = true;
+		if (have)
+			break;
+		r = s_new_req(s, NS_OWNER_NONE, 0, 0, it->tensor, it->row0, it->nrows, &err);
+		if (!r)
+			break;
+		if (s->ahead_bytes + r->len > s->ctl->arena_bytes / 2 ||
+		    ns_arena_alloc(s->ctl, r->len, NS_OWNER_NONE, 0, 0, &r->lease) != 0) {
+			free(r);
+			break;
+		}
+		r->allocated = true;
+		r->lease_seq = s_lease(s, r->lease)->seq;
+		for (pp = &s->ahead; *pp; pp = &(*pp)->next)
+			;
+		*pp = r;
+		s_ahead_bytes(s, (int64_t)r->len);
+		s->ahead_next = (s->ahead_next + 1) % s->n_sched;
+		if (s_start(s, r))
+			return -ENOMEM;
+		work++;
+	}
+	return work;
+}
+
+static void s_reap_clients(struct nsio *s)
+{
+	struct timespec ts;
+
+	for (uint32_t i = 0; i < s->ctl->max_clients; i++) {
+		struct ns_client_slot *cs = ns_ctl_client(s->ctl, i);
+		uint32_t st = atomic_load(&cs->state);
+
+		if (st == NS_CLIENT_FREE)
+			continue;
+		if (st == NS_CLIENT_CLOSING || !ns_pid_alive(atomic_load(&cs->pid)))
+			s_reclaim_client(s, i);
+	}
+	/* the session's owner died without stopping us: nobody will tear the session down
+	 * through us, so leave (the stale sweep of the next session removes the segments) */
+	if (!s->created_session && !ns_pid_alive(s->ctl->hdr.owner_pid)) {
+		if (!s->o.quiet)
+			fprintf(stderr, "nsio: session owner pid %d is gone, stopping\n",
+				(int)s->ctl->hdr.owner_pid);
+		*s->stop = 1;
+	}
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+		atomic_store(&s->ctl->stats.nsio_cpu_ns,
+			     (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+}
+
+int nsio_serve(struct nsio *s)
+{
+	struct __kernel_timespec tmo = { .tv_sec = 0, .tv_nsec = 100000000 };
+
+	nsio_go_live(s);
+	s->t_reap = ns_now_ns();
+	while (!*s->stop) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+		int work, rc;
+
+		work = s_poll_rings(s);
+		rc = s_schedule(s);
+		if (rc < 0) {
+			fprintf(stderr, "nsio: out of memory\n");
+			return 1;
+		}
+		work += rc;
+		rc = nsio_submit_chunks(s);
+		if (rc < 0) {
+			fprintf(stderr, "nsio: io_uring_submit: %s\n", strerror(-rc));
+			return 1;
+		}
+		if (ns_now_ns() - s->t_reap > S_REAP_NS) {
+			s_reap_clients(s);
+			s->t_reap = ns_now_ns();
+		}
+		if (!work && !io_uring_cq_ready(&s->ring)) {
+			rc = io_uring_wait_cqe_timeout(&s->ring, &cqe, &tmo);
+			if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EAGAIN) {
+				fprintf(stderr, "nsio: io_uring_wait_cqe: %s\n", strerror(-rc));
+				return 1;
+			}
+		}
+		io_uring_for_each_cqe(&s->ring, head, cqe) {
+			nsio_handle_cqe(s, cqe);
+			n++;
+		}
+		io_uring_cq_advance(&s->ring, n);
+	}
+	return 0;
+}
+
+void nsio_teardown(struct nsio *s)
+{
+	struct __kernel_timespec tmo = { .tv_sec = 0, .tv_nsec = 50000000 };
+	uint64_t t0 = ns_now_ns();
+
+	if (s->ring_ok) { /* let reads into the arena finish before we let go of it */
+		while (s->inflight && ns_now_ns() - t0 < 5000000000ull) {
+			struct io_uring_cqe *cqe;
+			if (io_uring_wait_cqe_timeout(&s->ring, &cqe, &tmo) == 0) {
+				nsio_handle_cqe(s, cqe);
+				io_uring_cqe_seen(&s->ring, cqe);
+			}
+		}
+	}
+	if (s->bell_started) {
+		atomic_store(&s->bell_stop, 1);
+		atomic_fetch_add(&s->ctl->doorbell, 1);
+		ns_futex_wake(&s->ctl->doorbell, 1 << 30);
+		pthread_join(s->bell, NULL);
+	}
+	if (s->ring_ok)
+		io_uring_queue_exit(&s->ring);
+	if (s->efd > 0)
+		close(s->efd);
+	if (s->ctl && atomic_load(&s->ctl->nsio_pid) == (int32_t)getpid()) {
+		atomic_store(&s->ctl->nsio_state, NS_NSIO_STOPPED);
+		atomic_store(&s->ctl->nsio_pid, 0);
+		ns_futex_wake(&s->ctl->nsio_gen, 1 << 30);
+	}
+	for (uint32_t i = 0; s->fds && i < s->model->n_shards; i++)
+		if (s->fds[i] > 0)
+			close(s->fds[i]);
+	free(s->fds);
+	while (s->chunk_free) {
+		struct nsio_chunk *c = s->chunk_free;
+		s->chunk_free = c->next;
+		free(c);
+	}
+	while (s->chunkq) {
+		struct nsio_chunk *c = s->chunkq;
+		s->chunkq = c->next;
+		free(c);
+	}
+	while (s->waitq) {
+		struct nsio_req *r = s->waitq;
+		s->waitq = r->next;
+		free(r);
+	}
+	while (s->ahead) {
+		struct nsio_req *r = s->ahead;
+		s->ahead = r->next;
+		free(r);
+	}
+	free(s->sched);
+	free(s->sched_first);
+	free(s->sched_rows);
+	free(s->rt);
+	ns_model_close(&s->model);
+	if (s->sess) {
+		ns_session_set_owner(s->sess, s->created_session);
+		ns_session_destroy(&s->sess);
+	}
+}

@@ -1,0 +1,143 @@
+/* fixed_mem.c - KV cache, recurrent state, scratch and overhead figures (see fixed_mem.h). */
+#include "fixed_mem.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ns_util.h"
+
+static const struct ns_model_tensor *s_layer_tensor(const struct ns_model *m, uint32_t il,
+						    const char *what)
+{
+	char name[96];
+
+	snprintf(name, sizeof(name), "blk.%u.%s", il, what);
+	return ns_model_find(m, name);
+}
+
+/* Rows of a 2-D projection = its output width. */
+static uint64_t s_width(const struct ns_model_tensor *t)
+{
+	return t ? t->n_rows : 0;
+}
+
+bool nsplan_layer_is_swa(const struct ns_model *m, const struct ns_hparams *hp, uint32_t il)
+{
+	const struct ns_gguf *g = ns_model_meta(m);
+	const struct ns_gguf_value *arr;
+	uint64_t period = 0;
+	char key[128];
+
+	if (!hp->sliding_window)
+		return false;
+	snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", hp->arch);
+	arr = ns_gguf_get_arr(g, key);
+	if (arr && il < arr->v.arr.n && arr->v.arr.item_type != NS_GGUF_STRING &&
+	    arr->v.arr.item_type != NS_GGUF_ARRAY)
+		return ns_gguf_arr_i64(arr, il) != 0;
+	if (!ns_gguf_get_u64(g, key, &period) || period == 0) {
+		if (!strcmp(hp->arch, "gemma2") || !strcmp(hp->arch, "gpt-oss"))
+			period = 2;
+		else if (!strcmp(hp->arch, "gemma3"))
+			period = 6;
+		else if (!strcmp(hp->arch, "cohere2"))
+			period = 4;
+		else
+			return false;
+	}
+	return il % period < period - 1;
+}
+
+static bool s_mac(uint64_t *acc, uint64_t a, uint64_t b)
+{
+	uint64_t p;
+
+	return ns_mul_u64_overflow(a, b, &p) || ns_add_u64_overflow(*acc, p, acc);
+}
+
+int nsplan_fixed_compute(const struct ns_model *m, const struct ns_hparams *hp, uint32_t n_ctx,
+			 uint64_t overhead, struct nsplan_fixed *out, char *err, size_t errlen)
+{
+	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, sc = 0, B;
+	uint64_t state_size = 0, inner_size = 0;
+	bool ovf = false;
+
+	memset(out, 0, sizeof(*out));
+	if (!n_ctx) {
+		ns_errf(err, errlen, "context length must be at least 1");
+		return -EINVAL;
+	}
+	out->n_ctx = n_ctx;
+	out->overhead_bytes = overhead;
+	ns_hparams_get_u64(m, hp->arch, "ssm.state_size", &state_size);
+	ns_hparams_get_u64(m, hp->arch, "ssm.inner_size", &inner_size);
+	for (uint32_t il = 0; il < hp->n_layer; il++) {
+		const struct ns_model_tensor *k = s_layer_tensor(m, il, "attn_k.weight");
+		const struct ns_model_tensor *conv = s_layer_tensor(m, il, "ssm_conv1d.weight");
+		uint64_t kw = s_width(k), vw, qw = s_width(s_layer_tensor(m, il, "attn_q.weight"));
+
+		if (conv) {
+			uint64_t conv_elems = 0, ssm_elems = 0;
+			out->n_rec_layers++;
+			ovf |= s_mac(&conv_elems, conv->ne[0] ? conv->ne[0] - 1 : 0, conv->ne[1]);
+			ovf |= s_mac(&ssm_elems, state_size, inner_size);
+			ovf |= s_mac(&out->recurrent_bytes, conv_elems + ssm_elems, 4);
+			ovf |= conv_elems + ssm_elems < conv_elems;
+		}
+		if (!k && !conv && s_layer_tensor(m, il, "attn_qkv.weight"))
+			kw = (uint64_t)hp->n_head_kv * hp->head_dim_k; /* fused QKV projection */
+		if (!kw)
+			continue;
+		vw = s_width(s_layer_tensor(m, il, "attn_v.weight"));
+		if (!vw)
+			vw = k ? kw : (uint64_t)hp->n_head_kv * hp->head_dim_v;
+		uint64_t ctx = n_ctx;
+		out->n_kv_layers++;
+		if (nsplan_layer_is_swa(m, hp, il)) {
+			out->n_swa_layers++;
+			if (ctx > hp->sliding_window)
+				ctx = hp->sliding_window;
+		}
+		ovf |= s_mac(&out->kv_bytes, ctx * 4, kw + vw); /* ctx*4 < 2^34 */
+		if (!qw)
+			qw = (uint64_t)hp->n_head * hp->head_dim_k;
+		q_max = qw > q_max ? qw : q_max;
+		k_max = kw > k_max ? kw : k_max;
+		v_max = vw > v_max ? vw : v_max;
+	}
+	B = n_ctx < NSPLAN_PREFILL_BATCH ? n_ctx : NSPLAN_PREFILL_BATCH;
+	out->batch = (uint32_t)B;
+	ff_max = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
+	ovf |= s_mac(&sc, 4 * B, hp->n_embd);
+	ovf |= s_mac(&sc, B, q_max + k_max + v_max);
+	ovf |= s_mac(&sc, (uint64_t)hp->n_head * B, n_ctx);
+	ovf |= s_mac(&sc, 2 * B, ff_max);
+	ovf |= s_mac(&sc, 1, hp->n_vocab);
+	ovf |= ns_mul_u64_overflow(sc, 4, &out->scratch_bytes);
+	out->total = out->kv_bytes;
+	ovf |= ns_add_u64_overflow(out->total, out->recurrent_bytes, &out->total);
+	ovf |= ns_add_u64_overflow(out->total, out->scratch_bytes, &out->total);
+	ovf |= ns_add_u64_overflow(out->total, out->overhead_bytes, &out->total);
+	if (ovf) {
+		ns_errf(err, errlen, "fixed memory for a context of %u overflows 64 bits", n_ctx);
+		return -EOVERFLOW;
+	}
+	return 0;
+}
+
+uint64_t nsplan_self_rss(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb * 1024;
+}

@@ -1,0 +1,292 @@
+/* nsplan - the residency planner process of a session.
+ *
+ *   nsplan --session ID MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B]
+ *          [--mem-budget B] [-c CTX] [--stats FILE] [--embd-resident] [--quiet]
+ *
+ * Computes the plan (plan.h) and publishes it in the session's "plan" segment (plan_shm.h).
+ * SIGHUP re-reads --stats (stats.h) and publishes the next generation without stopping
+ * anyone: readers switch when they next look, the diff says what moves. SIGTERM/SIGINT:
+ * unlink the segment and exit 0. Killed instead: the segment stays, a restarted nsplan
+ * re-opens it and continues the generation count. Exits when the session owner dies.
+ * --mem-budget defaults to the session arena's budget; --ram-budget to 0 (nsctl passes the
+ * figures it chose). Exit codes: 0 ok, 1 runtime failure, 2 bad usage or input. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fixed_mem.h"
+#include "hparams.h"
+#include "model.h"
+#include "ns_util.h"
+#include "plan.h"
+#include "plan_shm.h"
+#include "session.h"
+#include "stats.h"
+
+struct nsplan_proc {
+	const char *session_id;
+	const char *model_path;
+	const char *stats_path;
+	struct nsplan_opts opts;
+	bool mem_given, reserve_given, quiet;
+	uint32_t n_ctx;
+	struct ns_model *m;
+	struct ns_hparams hp;
+	struct ns_session *session;
+	struct ns_seg seg;
+	bool seg_mapped;
+	struct nsplan *plan;
+};
+
+static void s_usage(FILE *f)
+{
+	fprintf(f, "usage: nsplan --session ID MODEL [--vram-budget B] [--reserve-vram B] "
+		   "[--ram-budget B] [--mem-budget B] [-c CTX] [--stats FILE] [--embd-resident] "
+		   "[--quiet]\n");
+}
+
+static int s_parse(struct nsplan_proc *p, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t *size = NULL;
+
+		if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+			s_usage(stdout);
+			exit(0);
+		} else if (!strcmp(o, "--embd-resident")) {
+			p->opts.embd_resident = true;
+			continue;
+		} else if (!strcmp(o, "--quiet")) {
+			p->quiet = true;
+			continue;
+		} else if (o[0] != '-') {
+			if (p->model_path) {
+				fprintf(stderr, "nsplan: more than one model given ('%s')\n", o);
+				return 2;
+			}
+			p->model_path = o;
+			continue;
+		}
+		if (!v) {
+			fprintf(stderr, "nsplan: %s needs a value (try --help)\n", o);
+			return 2;
+		}
+		i++;
+		if (!strcmp(o, "--session")) {
+			p->session_id = v;
+		} else if (!strcmp(o, "--stats")) {
+			p->stats_path = v;
+		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
+			char *end;
+			unsigned long long n;
+			errno = 0;
+			n = strtoull(v, &end, 10);
+			if (!*v || *end || errno || !n || n > (1u << 30) || v[0] == '-') {
+				fprintf(stderr, "nsplan: %s expects a context length, got '%s'\n", o, v);
+				return 2;
+			}
+			p->n_ctx = (uint32_t)n;
+		} else if (!strcmp(o, "--vram-budget")) {
+			size = &p->opts.budgets.vram;
+		} else if (!strcmp(o, "--reserve-vram")) {
+			size = &p->opts.budgets.reserve_vram;
+			p->reserve_given = true;
+		} else if (!strcmp(o, "--ram-budget")) {
+			size = &p->opts.budgets.ram;
+		} else if (!strcmp(o, "--mem-budget")) {
+			size = &p->opts.budgets.mem;
+			p->mem_given = true;
+		} else {
+			fprintf(stderr, "nsplan: unknown option '%s' (try --help)\n", o);
+			return 2;
+		}
+		if (size && ns_parse_bytes(v, size)) {
+			fprintf(stderr, "nsplan: %s expects a size like 512MB, got '%s'\n", o, v);
+			return 2;
+		}
+	}
+	if (!p->session_id || !p->model_path || !ns_session_id_valid(p->session_id)) {
+		s_usage(stderr);
+		return 2;
+	}
+	if (!p->n_ctx)
+		p->n_ctx = 4096;
+	return 0;
+}
+
+/* Open the model and the session, size and map the plan segment. */
+static int s_attach(struct nsplan_proc *p)
+{
+	char err[NS_ERR_LEN];
+	int ret;
+
+	ret = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	if (!ret)
+		ret = ns_hparams_load(p->m, &p->hp, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "nsplan: %s\n", err);
+		return 2;
+	}
+	ret = ns_session_attach(p->session_id, false, &p->session, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "nsplan: session %s: %s\n", p->session_id, err);
+		return 1;
+	}
+	if (!p->mem_given)
+		p->opts.budgets.mem = p->session->ctl->budget_bytes;
+	if (p->opts.budgets.vram && !p->reserve_given) {
+		struct nsplan_fixed fx;
+		if (nsplan_fixed_compute(p->m, &p->hp, p->n_ctx, 0, &fx, err, sizeof(err))) {
+			fprintf(stderr, "nsplan: %s\n", err);
+			return 2;
+		}
+		p->opts.budgets.reserve_vram = fx.total;
+	}
+	ret = nsplan_shm_create(&p->seg, p->session_id, nsplan_entry_bound(p->m, &p->hp),
+				p->session->ctl->hdr.owner_pid, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "nsplan: %s\n", err);
+		return 1;
+	}
+	p->seg_mapped = true;
+	return 0;
+}
+
+/* The generation a re-opened segment last published, 0 if none. */
+static uint32_t s_last_generation(const struct nsplan_proc *p)
+{
+	struct nsplan_header h;
+	struct nsplan_seg_ctl *c = (struct nsplan_seg_ctl *)((uint8_t *)p->seg.base +
+							      sizeof(struct ns_seg_header));
+	uint32_t a = atomic_load(&c->active);
+
+	if (a > 1 || atomic_load(&c->len[a]) < sizeof(h))
+		return 0;
+	memcpy(&h, (uint8_t *)p->seg.base + c->off_slot[a], sizeof(h));
+	return h.magic == NSPLAN_MAGIC ? h.generation : 0;
+}
+
+static void s_say(const struct nsplan_proc *p, const char *what)
+{
+	const struct nsplan *pl = p->plan;
+
+	if (p->quiet)
+		return;
+	fprintf(stderr, "nsplan: %s generation %u: %.0f bytes/token from disk of %.0f touched; "
+		"VRAM %" PRIu64 ", RAM %" PRIu64 " bytes placed\n", what, pl->hdr.generation,
+		pl->predict.bytes_per_token, pl->predict.touched, pl->hdr.vram_used,
+		pl->hdr.ram_used);
+}
+
+static int s_publish_first(struct nsplan_proc *p)
+{
+	char err[NS_ERR_LEN];
+	struct nsplan_stats st = { 0 };
+	int ret;
+
+	if (p->stats_path &&
+	    nsplan_stats_load(p->stats_path, p->hp.n_layer, p->hp.n_expert, &st, err, sizeof(err))) {
+		fprintf(stderr, "nsplan: %s (planning without statistics)\n", err);
+	}
+	p->opts.hot = st.hits ? &st.hot : NULL;
+	ret = nsplan_compute(p->m, &p->hp, &p->opts, s_last_generation(p) + 1, &p->plan, err,
+			     sizeof(err));
+	p->opts.hot = NULL;
+	nsplan_stats_free(&st);
+	if (!ret)
+		ret = nsplan_shm_publish(&p->seg, p->plan, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "nsplan: %s\n", err);
+		return ret == -ENOMEM ? 1 : 2;
+	}
+	s_say(p, "published");
+	return 0;
+}
+
+/* SIGHUP: new statistics -> next generation, published after the old one stays readable. */
+static void s_replan(struct nsplan_proc *p)
+{
+	char err[NS_ERR_LEN];
+	struct nsplan_stats st = { 0 };
+	struct nsplan *next = NULL;
+	struct nsplan_diff *d = NULL;
+
+	if (!p->stats_path || nsplan_stats_load(p->stats_path, p->hp.n_layer, p->hp.n_expert,
+						&st, err, sizeof(err))) {
+		fprintf(stderr, "nsplan: %s; keeping generation %u\n",
+			p->stats_path ? err : "SIGHUP without --stats", p->plan->hdr.generation);
+		return;
+	}
+	if (nsplan_update(p->plan, p->m, &p->hp, &st.hot, &next, &d, err, sizeof(err)) ||
+	    nsplan_shm_publish(&p->seg, next, err, sizeof(err))) {
+		fprintf(stderr, "nsplan: %s; keeping generation %u\n", err, p->plan->hdr.generation);
+	} else {
+		if (!p->quiet)
+			fprintf(stderr, "nsplan: diff %u -> %u: %" PRIu64 " ranges, %" PRIu64
+				" bytes promoted, %" PRIu64 " demoted\n", d->from_generation,
+				d->to_generation, d->n_moves, d->bytes_promoted, d->bytes_demoted);
+		nsplan_destroy(&p->plan);
+		p->plan = next;
+		next = NULL;
+		s_say(p, "published");
+	}
+	nsplan_destroy(&next);
+	nsplan_diff_destroy(&d);
+	nsplan_stats_free(&st);
+}
+
+/* Wait for signals; returns when told to stop (true: clean stop, unlink). */
+static bool s_loop(struct nsplan_proc *p)
+{
+	sigset_t set;
+	struct timespec tick = { 1, 0 };
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	for (;;) {
+		int sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGHUP)
+			s_replan(p);
+		else if (sig == SIGTERM || sig == SIGINT)
+			return true;
+		else if (!ns_pid_alive(p->session->ctl->hdr.owner_pid))
+			return true; /* session owner gone: nobody will read plans again */
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct nsplan_proc p = { 0 };
+	sigset_t set;
+	int ret;
+
+	/* block the control signals before anything: they are taken by sigtimedwait */
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+
+	ret = s_parse(&p, argc, argv);
+	if (!ret)
+		ret = s_attach(&p);
+	if (!ret)
+		ret = s_publish_first(&p);
+	if (!ret && s_loop(&p))
+		ns_seg_unlink(p.session_id, NSPLAN_SEG_WHAT);
+
+	nsplan_destroy(&p.plan);
+	if (p.seg_mapped)
+		ns_seg_unmap(&p.seg);
+	if (p.session)
+		ns_session_destroy(&p.session);
+	ns_model_close(&p.m);
+	return ret;
+}

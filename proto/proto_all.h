@@ -1,0 +1,8 @@
+/* proto_all.h - every message format of neurostream (ring records and ZeroMQ messages). */
+#ifndef NS_PROTO_ALL_H
+#define NS_PROTO_ALL_H
+
+#include "ring_rec.h"
+#include "zmsg.h"
+
+#endif

@@ -1,0 +1,179 @@
+/* layout.h - what lives inside a session's control segment.
+ *
+ *   ctl segment  "/ns-<user>-<id>-ctl"   read-write for nsio and clients
+ *     struct ns_ctl                       header, geometry, nsio state, arena state, stats
+ *     struct ns_client_slot[max_clients]  each followed by its two rings:
+ *       req[ring_slots]  client -> nsio   (SPSC: client writes tail, nsio writes head)
+ *       cpl[ring_slots]  nsio -> client   (SPSC: nsio writes tail, client writes head)
+ *     struct ns_lease[lease_slots]        lease table, a ring in allocation order
+ *     struct ns_tensor_entry[tensor_cap]  the model's tensors, published by nsio
+ *   arena segment "/ns-<user>-<id>-arena" header page, then arena_bytes of weight bytes;
+ *                                         nsio maps it read-write, compute read-only.
+ *
+ * Writers: only nsio writes the arena state, the lease table, the tensor table and completion
+ * rings; a client writes its own request ring, its cpl_head and its slot claim. Every field a
+ * reader takes from the other side is validated (see proto/ring_rec.h). */
+#ifndef NS_SHM_LAYOUT_H
+#define NS_SHM_LAYOUT_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "seg.h"
+
+#define NS_RING_REC_BYTES 64
+#define NS_TENSOR_NAME_LEN 64
+#define NS_ARENA_DATA_OFFSET 4096u /* arena data starts one page into its segment */
+#define NS_OWNER_NONE 0xffffffffu
+
+enum ns_nsio_state {
+	NS_NSIO_NONE = 0,       /* no nsio has attached yet */
+	NS_NSIO_RECOVERING = 1, /* an nsio is rebuilding state; clients wait */
+	NS_NSIO_RUNNING = 2,    /* tensor table published, requests served */
+	NS_NSIO_STOPPED = 3,    /* nsio exited cleanly */
+};
+
+enum ns_client_state {
+	NS_CLIENT_FREE = 0,
+	NS_CLIENT_CLAIMED = 1, /* a client is initialising the slot */
+	NS_CLIENT_ACTIVE = 2,
+	NS_CLIENT_CLOSING = 3, /* client sent CLOSE; nsio frees the slot */
+};
+
+enum ns_lease_state {
+	NS_LEASE_FREE = 0,
+	NS_LEASE_ALLOC = 1,     /* bytes reserved, reads in flight */
+	NS_LEASE_DELIVERED = 2, /* completion written for its owner */
+	NS_LEASE_RETIRED = 3,   /* released, waiting for the tail to pass */
+	NS_LEASE_ORPHAN = 4,    /* owner gone while reads were in flight */
+};
+
+/* Counters any process may read (ns_stats_snapshot). All monotonic except reserved. */
+struct ns_stats {
+	_Atomic uint64_t bytes_requested; /* weight bytes asked for: nrows * row_bytes */
+	_Atomic uint64_t bytes_device;    /* bytes read from the device (aligned ranges) */
+	_Atomic uint64_t reads;           /* I/O operations completed */
+	_Atomic uint64_t requests;        /* read requests accepted */
+	_Atomic uint64_t blocks_delivered;
+	_Atomic uint64_t stall_ns;        /* time clients waited for a block not yet ready */
+	_Atomic uint64_t arena_wait_ns;   /* time requests waited for arena space */
+	_Atomic uint64_t cache_hits;      /* requests served by a block nsio had read ahead */
+	_Atomic uint64_t rejected;        /* malformed or out-of-range records */
+	_Atomic uint64_t stale_dropped;   /* requests of a previous nsio generation, dropped */
+	_Atomic uint64_t short_reads;
+	_Atomic uint64_t eagain;
+	_Atomic uint64_t leases_reclaimed; /* leases of dead clients or dead nsio generations */
+	_Atomic uint64_t restarts;        /* nsio attaches after the first */
+	_Atomic uint64_t nsio_cpu_ns;     /* CPU time of the current nsio (updated ~10 Hz) */
+	_Atomic uint64_t ahead_bytes;     /* gauge: arena bytes held by unclaimed read-ahead */
+};
+
+struct ns_arena_state {
+	_Atomic uint64_t head_seq; /* next lease sequence number */
+	_Atomic uint64_t tail_seq; /* oldest lease not yet swept */
+	_Atomic uint64_t off_head; /* arena offset of the next allocation */
+	_Atomic uint64_t reserved; /* bytes held by live leases */
+	_Atomic uint64_t peak;     /* highest value reserved ever had */
+};
+
+struct ns_lease {
+	_Atomic uint32_t state; /* enum ns_lease_state */
+	uint32_t owner;         /* client slot, or NS_OWNER_NONE */
+	uint64_t seq;           /* allocation sequence: the lease's generation */
+	uint64_t off;           /* arena offset, multiple of ctl->align */
+	uint64_t len;           /* reserved bytes, multiple of ctl->align */
+	uint64_t ticket;        /* the owner's ticket */
+	uint64_t client_epoch;  /* the owner's slot epoch */
+	uint32_t cpl_pos;       /* completion ring position of its completion */
+	uint32_t pad;
+	uint64_t pad2;
+};
+_Static_assert(sizeof(struct ns_lease) == 64, "lease is one cache line");
+
+struct ns_tensor_entry {
+	char name[NS_TENSOR_NAME_LEN]; /* NUL-terminated, truncated if longer */
+	uint32_t type;
+	uint32_t shard;
+	uint64_t file_offset;
+	uint64_t n_rows;
+	uint64_t row_bytes;
+	uint64_t pad[4];
+};
+_Static_assert(sizeof(struct ns_tensor_entry) == 128, "tensor entry is 128 bytes");
+
+struct ns_ring_rec {
+	uint8_t b[NS_RING_REC_BYTES];
+};
+
+struct ns_client_slot {
+	_Atomic uint32_t state; /* enum ns_client_state */
+	_Atomic int32_t pid;
+	_Atomic uint64_t epoch; /* bumped on every claim */
+	alignas(64) _Atomic uint32_t req_head; /* nsio: next record to consume */
+	alignas(64) _Atomic uint32_t req_tail; /* client: next record to write */
+	_Atomic uint32_t req_waiting;          /* client sleeps on req_head (ring full) */
+	alignas(64) _Atomic uint32_t cpl_head; /* client: next record to consume */
+	alignas(64) _Atomic uint32_t cpl_tail; /* nsio: next record to write; futex word */
+	_Atomic uint32_t cpl_waiting;          /* client sleeps on cpl_tail */
+	alignas(64) uint8_t end_[];
+};
+
+struct ns_ctl {
+	struct ns_seg_header hdr;
+	/* geometry, fixed at creation */
+	uint64_t arena_bytes;  /* usable arena bytes: the budget rounded down to align */
+	uint64_t budget_bytes; /* the budget as given */
+	uint32_t align;        /* lease and O_DIRECT granularity */
+	uint32_t max_clients;
+	uint32_t ring_slots;   /* power of two */
+	uint32_t lease_slots;  /* power of two */
+	uint32_t tensor_cap;
+	uint32_t reserved0;
+	uint64_t client_slot_bytes;
+	uint64_t off_clients;
+	uint64_t off_leases;
+	uint64_t off_tensors;
+	/* nsio */
+	alignas(64) _Atomic int32_t nsio_pid;
+	_Atomic uint32_t nsio_state; /* enum ns_nsio_state */
+	_Atomic uint32_t nsio_gen;   /* == hdr.generation (low bits), futex word */
+	_Atomic uint32_t doorbell;   /* clients bump it and wake nsio */
+	_Atomic uint64_t n_tensors;
+	_Atomic uint64_t model_hash; /* identifies the tensor table across nsio restarts */
+	_Atomic uint32_t lookahead;  /* nsio's --lookahead, a default for clients */
+	_Atomic uint32_t queue_depth;
+	_Atomic uint64_t block_bytes; /* nsio's --block-bytes, a default for clients */
+	_Atomic uint32_t direct;      /* 1: O_DIRECT reads, 0: buffered fallback */
+	alignas(64) struct ns_arena_state arena;
+	alignas(64) struct ns_stats stats;
+};
+
+static inline struct ns_client_slot *ns_ctl_client(struct ns_ctl *c, uint32_t i)
+{
+	return (struct ns_client_slot *)((uint8_t *)c + c->off_clients + (uint64_t)i *
+					 c->client_slot_bytes);
+}
+
+static inline struct ns_ring_rec *ns_slot_req(struct ns_ctl *c, struct ns_client_slot *s)
+{
+	(void)c;
+	return (struct ns_ring_rec *)s->end_;
+}
+
+static inline struct ns_ring_rec *ns_slot_cpl(struct ns_ctl *c, struct ns_client_slot *s)
+{
+	return (struct ns_ring_rec *)s->end_ + c->ring_slots;
+}
+
+static inline struct ns_lease *ns_ctl_leases(struct ns_ctl *c)
+{
+	return (struct ns_lease *)((uint8_t *)c + c->off_leases);
+}
+
+static inline struct ns_tensor_entry *ns_ctl_tensors(struct ns_ctl *c)
+{
+	return (struct ns_tensor_entry *)((uint8_t *)c + c->off_tensors);
+}
+
+#endif

@@ -1,0 +1,83 @@
+/* session.h - a neurostream session: runtime directory plus control and arena segments.
+ *
+ *   struct ns_session *s;
+ *   struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
+ *   p.arena_bytes = 64ull << 20;
+ *   ns_session_create(&p, &s, err, sizeof(err));   // owner: unlinks everything on destroy
+ *   ... spawn nsio --session s->id ...
+ *   ns_session_destroy(&s);
+ *
+ * ns_session_attach() maps an existing session (nsio, clients); its destroy only unmaps.
+ * The creator's pid is the segments' owner_pid; ns_seg_sweep_stale() removes sessions whose
+ * owner died without tearing down. */
+#ifndef NS_SHM_SESSION_H
+#define NS_SHM_SESSION_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "seg.h"
+
+struct ns_session_params {
+	uint64_t arena_bytes;  /* the --mem-budget; rounded down to align for use */
+	uint32_t align;        /* lease granularity, power of two >= 512 (4096) */
+	uint32_t max_clients;  /* 1..1024 (32) */
+	uint32_t ring_slots;   /* power of two 8..65536 (256) */
+	uint32_t lease_slots;  /* power of two 8..1M (1024) */
+	uint32_t tensor_cap;   /* 1..1M (16384) */
+	const char *id;        /* NULL: random */
+};
+
+#define NS_SESSION_PARAMS_DEFAULT \
+	{ .arena_bytes = 0, .align = 4096, .max_clients = 32, .ring_slots = 256, \
+	  .lease_slots = 1024, .tensor_cap = 16384, .id = NULL }
+
+struct ns_session {
+	char id[NS_SESSION_ID_LEN + 1];
+	bool owner;          /* created here: destroy unlinks segments and the runtime dir */
+	bool arena_writable;
+	struct ns_seg ctl_seg;
+	struct ns_seg arena_seg;
+	struct ns_ctl *ctl;  /* == ctl_seg.base */
+	uint8_t *arena;      /* arena data: arena_seg.base + NS_ARENA_DATA_OFFSET */
+	char rundir[PATH_MAX];
+};
+
+/* Create a new session (sweeping stale ones first). Returns 0 or -errno with a line in err. */
+int ns_session_create(const struct ns_session_params *p, struct ns_session **out, char *err,
+		      size_t errlen);
+
+/* Map an existing session; the arena read-write only for nsio. Verifies both headers and the
+ * control geometry. -ENOENT if no such session. */
+int ns_session_attach(const char *id, bool arena_writable, struct ns_session **out, char *err,
+		      size_t errlen);
+
+/* Unmap; when owner, also unlink both segments and remove the runtime directory. */
+void ns_session_destroy(struct ns_session **s);
+
+/* Give up ownership (e.g. hand it to a child) or take it (nsio that created its own). */
+static inline void ns_session_set_owner(struct ns_session *s, bool owner)
+{
+	s->owner = owner;
+}
+
+/* Runtime directory path of a session id. */
+int ns_session_rundir(const char *id, char *buf, size_t n);
+
+/* Remove both segments and the runtime dir of a session id (best effort). */
+void ns_session_unlink(const char *id);
+
+/* Read the stats block into plain numbers. */
+struct ns_stats_snapshot {
+	uint64_t bytes_requested, bytes_device, reads, requests, blocks_delivered, stall_ns,
+		arena_wait_ns, cache_hits, rejected, stale_dropped, short_reads, eagain,
+		leases_reclaimed, restarts, nsio_cpu_ns, ahead_bytes;
+	uint64_t arena_bytes, arena_reserved, arena_peak, live_leases;
+	uint32_t nsio_gen, nsio_state;
+	int32_t nsio_pid;
+};
+void ns_stats_snapshot(struct ns_ctl *ctl, struct ns_stats_snapshot *out);
+
+#endif

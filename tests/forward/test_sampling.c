@@ -1,0 +1,252 @@
+/* test_sampling - the sampling steps against llama.cpp's definitions, and seeded determinism.
+ * Exits 0 pass, 1 fail. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampling.h"
+
+static int s_fail;
+
+#define CHECK(cond)                                                                      \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			s_fail = 1;                                                      \
+		}                                                                        \
+	} while (0)
+
+/* logits = log(probs): softmax gives the probs back */
+static void s_from_probs(struct ns_cands *c, const double *p, uint32_t n)
+{
+	float lg[16];
+
+	for (uint32_t i = 0; i < n; i++)
+		lg[i] = (float)log(p[i]);
+	ns_cands_init(c, lg, n);
+}
+
+static int s_has(const struct ns_cands *c, int32_t id)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->data[i].id == id)
+			return 1;
+	return 0;
+}
+
+static void test_greedy(void)
+{
+	struct ns_cand buf[8];
+	struct ns_cands c = { .data = buf };
+	const float lg[5] = { 0.5f, 2.0f, -1.0f, 2.0f, 1.0f };
+
+	ns_cands_init(&c, lg, 5);
+	CHECK(ns_sample_greedy(&c) == 1); /* tie between 1 and 3: lowest id */
+	ns_sample_temp(&c, 0.0f);         /* temperature 0 keeps only the best */
+	CHECK(c.n == 1 && c.data[0].id == 1);
+}
+
+static void test_top_k(void)
+{
+	struct ns_cand buf[8];
+	struct ns_cands c = { .data = buf };
+	const float lg[5] = { 0.1f, 3.0f, -2.0f, 2.0f, 1.0f };
+
+	ns_cands_init(&c, lg, 5);
+	ns_sample_top_k(&c, 2);
+	CHECK(c.n == 2 && c.data[0].id == 1 && c.data[1].id == 3);
+	ns_cands_init(&c, lg, 5);
+	ns_sample_top_k(&c, 0); /* off */
+	CHECK(c.n == 5);
+	ns_sample_top_k(&c, 99); /* more than there are: all stay */
+	CHECK(c.n == 5);
+}
+
+static void test_top_p(void)
+{
+	const double p[4] = { 0.15, 0.5, 0.05, 0.3 };
+	struct ns_cand buf[8];
+	struct ns_cands c = { .data = buf };
+
+	s_from_probs(&c, p, 4);
+	ns_sample_top_p(&c, 0.7f, 1); /* 0.5 + 0.3 reaches 0.7 */
+	CHECK(c.n == 2 && s_has(&c, 1) && s_has(&c, 3));
+	s_from_probs(&c, p, 4);
+	ns_sample_top_p(&c, 0.85f, 1); /* needs 0.5 + 0.3 + 0.15 */
+	CHECK(c.n == 3 && !s_has(&c, 2));
+	s_from_probs(&c, p, 4);
+	ns_sample_top_p(&c, 0.1f, 3); /* min_keep wins */
+	CHECK(c.n == 3);
+	s_from_probs(&c, p, 4);
+	ns_sample_top_p(&c, 1.0f, 1); /* off */
+	CHECK(c.n == 4);
+}
+
+static void test_min_p(void)
+{
+	const double p[4] = { 0.15, 0.5, 0.05, 0.3 };
+	struct ns_cand buf[8];
+	struct ns_cands c = { .data = buf };
+
+	s_from_probs(&c, p, 4);
+	ns_sample_min_p(&c, 0.2f, 1); /* keep p >= 0.1: 0.5, 0.3, 0.15 */
+	CHECK(c.n == 3 && !s_has(&c, 2));
+	s_from_probs(&c, p, 4);
+	ns_sample_min_p(&c, 0.7f, 1); /* keep p >= 0.35: only 0.5 */
+	CHECK(c.n == 1 && c.data[0].id == 1);
+	s_from_probs(&c, p, 4);
+	ns_sample_min_p(&c, 0.7f, 2); /* min_keep */
+	CHECK(c.n == 2);
+	s_from_probs(&c, p, 4);
+	ns_sample_min_p(&c, 0.0f, 1); /* off */
+	CHECK(c.n == 4);
+}
+
+static void test_temperature(void)
+{
+	struct ns_cand buf[4];
+	struct ns_cands c = { .data = buf };
+	const float lg[3] = { 1.0f, -2.0f, 4.0f };
+
+	ns_cands_init(&c, lg, 3);
+	ns_sample_temp(&c, 0.5f);
+	CHECK(c.data[0].logit == 2.0f && c.data[1].logit == -4.0f && c.data[2].logit == 8.0f);
+}
+
+static void test_penalties(void)
+{
+	struct ns_cand buf[6];
+	struct ns_cands c = { .data = buf };
+	const float lg[6] = { 2.0f, -2.0f, 1.0f, 3.0f, 0.0f, 5.0f };
+	const int32_t last[5] = { 0, 1, 0, 4, 0 };
+
+	ns_cands_init(&c, lg, 6);
+	ns_sample_penalties(&c, last, 5, 2.0f, 0.0f, 0.0f);
+	CHECK(c.data[0].logit == 1.0f);  /* positive: divided */
+	CHECK(c.data[1].logit == -4.0f); /* negative: multiplied */
+	CHECK(c.data[4].logit == 0.0f);  /* zero stays zero */
+	CHECK(c.data[2].logit == 1.0f && c.data[3].logit == 3.0f && c.data[5].logit == 5.0f);
+	ns_cands_init(&c, lg, 6);
+	/* token 0 seen 3 times: 2 - 3 * 0.5 - 0.25; token 1 once: -2 - 0.5 - 0.25 */
+	ns_sample_penalties(&c, last, 5, 1.0f, 0.5f, 0.25f);
+	CHECK(fabsf(c.data[0].logit - 0.25f) < 1e-6f && fabsf(c.data[1].logit + 2.75f) < 1e-6f);
+	CHECK(c.data[5].logit == 5.0f);
+}
+
+static void test_draw_distribution(void)
+{
+	const double p[3] = { 0.5, 0.3, 0.2 };
+	struct ns_cand buf[4];
+	struct ns_cands c = { .data = buf };
+	uint64_t rng = 1234;
+	int hits[3] = { 0 };
+	const int n = 20000;
+
+	for (int i = 0; i < n; i++) {
+		int32_t id;
+
+		s_from_probs(&c, p, 3);
+		id = ns_sample_draw(&c, &rng);
+		CHECK(id >= 0 && id < 3);
+		if (id >= 0 && id < 3)
+			hits[id]++;
+	}
+	for (int i = 0; i < 3; i++)
+		CHECK(fabs((double)hits[i] / n - p[i]) < 0.02);
+}
+
+static void test_sampler_seeded(void)
+{
+	struct ns_sampler_params sp;
+	struct ns_sampler *a = NULL, *b = NULL, *d = NULL;
+	float lg[64];
+	int same_ab = 1, same_ad = 1;
+
+	for (int i = 0; i < 64; i++)
+		lg[i] = (float)sin(i * 0.7) * 2.0f;
+	ns_sampler_params_default(&sp);
+	sp.temperature = 1.5f;
+	sp.top_k = 0;
+	sp.top_p = 1.0f;
+	sp.min_p = 0.0f;
+	sp.seed = 42;
+	CHECK(ns_sampler_new(&sp, 64, &a) == 0 && ns_sampler_new(&sp, 64, &b) == 0);
+	sp.seed = 43;
+	CHECK(ns_sampler_new(&sp, 64, &d) == 0);
+	if (!a || !b || !d)
+		return;
+	for (int i = 0; i < 200; i++) {
+		int32_t x = ns_sampler_sample(a, lg), y = ns_sampler_sample(b, lg);
+		int32_t z = ns_sampler_sample(d, lg);
+
+		same_ab &= x == y;
+		same_ad &= x == z;
+		CHECK(x >= 0 && x < 64);
+	}
+	CHECK(same_ab);  /* same seed: same choices */
+	CHECK(!same_ad); /* another seed: another sequence */
+	ns_sampler_destroy(&a);
+	ns_sampler_destroy(&b);
+	ns_sampler_destroy(&d);
+	CHECK(a == NULL);
+}
+
+static void test_sampler_chain(void)
+{
+	struct ns_sampler_params sp;
+	struct ns_sampler *s = NULL;
+	const float lg[4] = { 1.0f, 5.0f, 4.9f, 0.0f };
+
+	ns_sampler_params_default(&sp);
+	sp.top_k = 1; /* only the best survives whatever the draw */
+	CHECK(ns_sampler_new(&sp, 4, &s) == 0);
+	for (int i = 0; s && i < 50; i++)
+		CHECK(ns_sampler_sample(s, lg) == 1);
+	ns_sampler_destroy(&s);
+
+	/* greedy with a repetition penalty: token 1 seen, 5 / 2 < 4.9 -> token 2 */
+	ns_sampler_params_default(&sp);
+	sp.temperature = 0.0f;
+	sp.repeat_penalty = 2.0f;
+	CHECK(ns_sampler_new(&sp, 4, &s) == 0);
+	if (s) {
+		CHECK(ns_sampler_sample(s, lg) == 1);
+		ns_sampler_accept(s, 1);
+		CHECK(ns_sampler_sample(s, lg) == 2);
+		CHECK(lg[1] == 5.0f); /* the caller's logits are untouched */
+	}
+	ns_sampler_destroy(&s);
+
+	/* the history is a window of repeat_last_n tokens */
+	sp.repeat_last_n = 2;
+	CHECK(ns_sampler_new(&sp, 4, &s) == 0);
+	if (s) {
+		ns_sampler_accept(s, 1);
+		ns_sampler_accept(s, 3);
+		ns_sampler_accept(s, 3); /* 1 has left the window */
+		CHECK(ns_sampler_sample(s, lg) == 1);
+	}
+	ns_sampler_destroy(&s);
+
+	sp.repeat_last_n = -1;
+	CHECK(ns_sampler_new(&sp, 4, &s) == -EINVAL);
+}
+
+int main(void)
+{
+	test_greedy();
+	test_top_k();
+	test_top_p();
+	test_min_p();
+	test_temperature();
+	test_penalties();
+	test_draw_distribution();
+	test_sampler_seeded();
+	test_sampler_chain();
+	if (s_fail)
+		return 1;
+	printf("sampling: all checks passed\n");
+	return 0;
+}

@@ -1,0 +1,70 @@
+/* ns_test.h - helpers shared by the test programs (header-only).
+ *
+ * Reference data lives in ../shared/oracle (meson passes NS_ORACLE_DIR). A test that needs it
+ * and cannot find it skips (exit 77) on a developer machine and fails when CI=true, so CI can
+ * never go green by skipping its oracle checks. */
+#ifndef NS_TEST_H
+#define NS_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define NS_TEST_SKIP 77
+
+static inline const char *ns_test_oracle_dir(void)
+{
+	const char *d = getenv("NS_ORACLE_DIR");
+	return (d && *d) ? d : "../shared/oracle";
+}
+
+/* Build "<oracle>/<rel>" into buf; returns buf. */
+static inline char *ns_test_oracle_path(char *buf, size_t n, const char *rel)
+{
+	snprintf(buf, n, "%s/%s", ns_test_oracle_dir(), rel);
+	return buf;
+}
+
+/* Exit 77 (skip) or 1 (CI=true) when the oracle directory is missing. Call first in main(). */
+static inline void ns_test_require_oracle(void)
+{
+	struct stat st;
+	const char *ci = getenv("CI");
+
+	if (stat(ns_test_oracle_dir(), &st) == 0 && S_ISDIR(st.st_mode))
+		return;
+	if (ci && strcmp(ci, "true") == 0) {
+		fprintf(stderr, "oracle data missing at %s and CI=true: failing\n",
+			ns_test_oracle_dir());
+		exit(1);
+	}
+	fprintf(stderr, "oracle data missing at %s: skipping\n", ns_test_oracle_dir());
+	exit(NS_TEST_SKIP);
+}
+
+/* Read a whole (small) file; returns malloc'd buffer or NULL. */
+static inline void *ns_test_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	void *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n + 1);
+		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+		if (buf) {
+			((char *)buf)[n] = '\0';
+			*len = (size_t)n;
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+#endif

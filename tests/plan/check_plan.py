@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""nsctl plan against figures computed here from the oracle's tensor tables (meta/*.json, written
+by gguf-py), never from our own reader.
+
+For every tiny model and RAM budgets 0, a bit, half, everything (+ a sweep):
+  * --json parses; every tensor of the oracle table is placed exactly once (windows partition
+    its rows, rows = bytes / row bytes from the oracle shape);
+  * RAM used <= budget; per_token.bytes = total touched - resident touched, where touched is
+    computed here: dense tensors whole, one row of an untied token_embd, expert tensors
+    bytes * n_expert_used / n_expert;
+  * total touched at RAM 0 and the figure for a budget of exactly the small every-token
+    tensors (norms, attention, router) are hand-computed here;
+  * more RAM never predicts more bytes.
+Refusals: exit 2 with one line naming the smallest workable figures. Default budgets from fake
+/proc/meminfo and cgroup files. Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI)."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+oracle = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
+nsctl = sys.argv[1]
+failures = []
+MiB = 1 << 20
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg)
+
+
+def run(args):
+    return subprocess.run([nsctl, "plan"] + args, capture_output=True, text=True)
+
+
+def plan(path, *args):
+    r = run([path, "--json", "--windows", "--overhead", "1MB"] + list(args))
+    if r.returncode != 0:
+        fail(f"{path} {args}: exit {r.returncode}: {r.stderr.strip()}")
+        return None
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError as e:
+        fail(f"{path} {args}: --json does not parse: {e}")
+        return None
+
+
+def is_expert(name):
+    return "_exps" in name
+
+
+def small_every_token(t):
+    """norms, other vectors, attention, ssm mixers, router (class 0 of the design notes)."""
+    n = t["name"]
+    if n.startswith("token_embd.") or n.startswith("output.") or is_expert(n):
+        return False
+    vector = all(d == 1 for d in t["shape"][1:])
+    return ("norm" in n or vector or "attn_" in n or "ssm_" in n or "ffn_gate_inp" in n)
+
+
+def hparam(meta, key):
+    arch = meta["metadata"]["general.architecture"]["value"]
+    v = meta["metadata"].get(f"{arch}.{key}")
+    return v["value"] if v else 0
+
+
+def check_model(rel, meta_path):
+    meta = json.load(open(meta_path))
+    path = os.path.join(oracle, rel)
+    tensors = {t["name"]: t for t in meta["tensors"]}
+    tied = "output.weight" not in tensors
+    n_used = hparam(meta, "expert_used_count")
+
+    def rows(t):
+        return 1 if len(t["shape"]) < 2 else __import__("math").prod(t["shape"][1:])
+
+    def touched(t, nrows=None):
+        """bytes a token touches of nrows rows of t (all rows by default); float for experts"""
+        r = rows(t)
+        nrows = r if nrows is None else nrows
+        b = t["bytes"] // r * nrows
+        if is_expert(t["name"]):
+            return b * n_used / t["shape"][-1]
+        if t["name"] == "token_embd.weight" and not tied:
+            return t["bytes"] // r * nrows / r  # one row of r, scaled by the share held
+        return b
+
+    total = sum(touched(t) for t in meta["tensors"])
+    total_bytes = sum(t["bytes"] for t in meta["tensors"])
+    class0 = sum(t["bytes"] for t in meta["tensors"] if small_every_token(t))
+    prev = None
+    budgets = [0, 4096 + 17, total_bytes // 2, total_bytes, class0] + \
+              [total_bytes * k // 23 for k in range(1, 23)]
+    for ram in budgets:
+        p = plan(path, "--ram-budget", str(ram), "--mem-budget", "1MB", "-c", "256")
+        if p is None:
+            continue
+        tag = f"{rel} --ram-budget {ram}"
+        # every tensor placed exactly once, windows partition its rows
+        seen = {}
+        for w in p["windows"]:
+            seen.setdefault(w["tensor"], []).append(tuple(w["rows"]) + (w["tier"],))
+        if set(seen) != set(tensors):
+            fail(f"{tag}: placed {sorted(set(seen) ^ set(tensors))} wrongly")
+            continue
+        resident = 0.0
+        used = 0
+        for name, ws in seen.items():
+            t = tensors[name]
+            pos = 0
+            for a, b, tier in ws:
+                if a != pos:
+                    fail(f"{tag}: {name} window starts at {a}, expected {pos}")
+                pos = b
+                if tier != "disk":
+                    resident += touched(t, b - a)
+                    used += t["bytes"] // rows(t) * (b - a)
+            if pos != rows(t):
+                fail(f"{tag}: {name} covered to row {pos} of {rows(t)}")
+        if used > ram or used != p["placed"]["ram"]:
+            fail(f"{tag}: RAM used {used} (nsctl says {p['placed']['ram']}) over budget")
+        want = total - resident
+        got = p["per_token"]["bytes"]
+        if abs(got - want) > 1e-6 * max(1, want):
+            fail(f"{tag}: predicted {got} bytes/token, hand {want}")
+        if abs(p["per_token"]["touched"] - total) > 1e-6 * total:
+            fail(f"{tag}: touched {p['per_token']['touched']}, hand {total}")
+        if ram == 0 and got != total:
+            fail(f"{tag}: RAM 0 predicts {got}, hand {total}")
+        if ram == class0 and got != total - class0:
+            fail(f"{tag}: small every-token tensors budget predicts {got}, hand {total - class0}")
+        if ram == total_bytes:
+            row = tensors["token_embd.weight"]["bytes"] // rows(tensors["token_embd.weight"])
+            if got != (0 if tied else row):
+                fail(f"{tag}: full RAM predicts {got}, hand {0 if tied else row}")
+        if ram in budgets[5:]:
+            if prev is not None and got > prev:
+                fail(f"{tag}: more RAM predicts more ({got} > {prev})")
+            prev = got
+    print(f"ok {rel}: touched {total:.0f} B/token, small every-token {class0} B")
+
+
+def check_refusals(path):
+    # arena below the minimum (output_norm row 1024 B -> 5 * (4096 + 4096) = 40960)
+    r = run([path, "--mem-budget", "1KB", "--ram-budget", "0"])
+    lines = r.stderr.strip().split("\n")
+    if r.returncode != 2 or len(lines) != 1 or "--mem-budget 40960" not in lines[0]:
+        fail(f"small --mem-budget: exit {r.returncode}, stderr {r.stderr!r}")
+    # VRAM budget below the reserve (KV + scratch at -c 256)
+    r = run([path, "--vram-budget", "1KB", "--ram-budget", "0", "--mem-budget", "1MB",
+             "-c", "256"])
+    lines = r.stderr.strip().split("\n")
+    if r.returncode != 2 or len(lines) != 1 or "smallest workable: --vram-budget" not in lines[0]:
+        fail(f"small --vram-budget: exit {r.returncode}, stderr {r.stderr!r}")
+    # bad sizes and options
+    for args in (["--ram-budget", "lots"], ["--ram-budget", "-1"], ["-c", "0"], ["--bogus"]):
+        r = run([path] + args)
+        if r.returncode != 2 or len(r.stderr.strip().split("\n")) != 1:
+            fail(f"{args}: exit {r.returncode}, stderr {r.stderr!r}")
+    r = run(["/nonexistent.gguf"])
+    if r.returncode != 2:
+        fail(f"missing model: exit {r.returncode}")
+
+
+def check_defaults(path):
+    with tempfile.TemporaryDirectory() as d:
+        def w(rel, text):
+            p = os.path.join(d, rel)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            open(p, "w").write(text)
+        w("meminfo", "MemTotal: 33554432 kB\nMemAvailable: 16777216 kB\n")
+        w("tiny/meminfo", "MemTotal: 33554432 kB\nMemAvailable: 66560 kB\n")
+        w("v2/self", "0::/job\n")
+        w("v2/root/job/memory.max", str(1 << 30) + "\n")
+        w("v1/self", "3:memory:/job\n")
+        w("v1/root/memory/job/memory.limit_in_bytes", str(512 << 20) + "\n")
+        fake = lambda mi, cg, root: ["--meminfo", os.path.join(d, mi), "--cgroup-file",
+                                     os.path.join(d, cg), "--cgroup-root", os.path.join(d, root)]
+        cases = [("v2", fake("meminfo", "v2/self", "v2/root"), 1 << 30, 2),
+                 ("v1", fake("meminfo", "v1/self", "v1/root"), 512 << 20, 1),
+                 ("none", fake("meminfo", "none", "none"), 16 << 30, 0)]
+        for tag, args, avail, ver in cases:
+            p = plan(path, "-c", "256", *args)
+            if p is None:
+                continue
+            m, b, fx = p["memory"], p["budgets"], p["fixed"]
+            if m["available"] != avail or m["cgroup_version"] != ver:
+                fail(f"defaults {tag}: available {m['available']} v{m['cgroup_version']}, "
+                     f"want {avail} v{ver}")
+                continue
+            head = max(avail // 16, 64 * MiB)
+            usable = avail - head - fx["total"]
+            want_arena = min(5 * ((1 << 20) + 4096), max(b["min_mem"], usable // 4))
+            if b["mem"] != want_arena or not b["mem_default"]:
+                fail(f"defaults {tag}: arena {b['mem']}, want {want_arena}")
+            want_ram = min(usable - want_arena, p["tensor_bytes"] - 73728)  # untied embd
+            if b["ram"] != want_ram:
+                fail(f"defaults {tag}: RAM {b['ram']}, want {want_ram}")
+            if b["ram"] + b["mem"] + fx["total"] + head > avail:
+                fail(f"defaults {tag}: budgets exceed the available memory")
+        # text output prints the chosen figures
+        r = run([path, "-c", "256", "--overhead", "1MB"] + fake("meminfo", "v2/self", "v2/root"))
+        if r.returncode != 0 or "(default)" not in r.stdout or "headroom" not in r.stdout:
+            fail(f"defaults text: exit {r.returncode} {r.stdout[:300]!r}")
+        # explicit budgets beyond the available memory: refused, one line, workable figures
+        r = run([path, "-c", "256", "--overhead", "1MB", "--ram-budget", "2GB", "--mem-budget",
+                 "1MB"] + fake("meminfo", "v1/self", "v1/root"))
+        lines = r.stderr.strip().split("\n")
+        if r.returncode != 2 or len(lines) != 1 or "--mem-budget 40960 --ram-budget 0" not in \
+           lines[0] or "largest --ram-budget is" not in lines[0]:
+            fail(f"budgets over the cgroup limit: exit {r.returncode}, stderr {r.stderr!r}")
+        # too little memory: one line with the smallest workable figures
+        r = run([path, "-c", "256", "--overhead", "1MB"] + fake("tiny/meminfo", "none", "none"))
+        lines = r.stderr.strip().split("\n")
+        if r.returncode != 2 or len(lines) != 1 or "smallest workable" not in lines[0] or \
+           "--mem-budget 40960" not in lines[0]:
+            fail(f"tiny memory: exit {r.returncode}, stderr {r.stderr!r}")
+
+
+def check_stats(path):
+    """--stats: a hot expert's slabs are cached first (tiny-qwen3moe-F32: small every-token
+    tensors 1595392 B + output 524288 B + 3 slabs of 256*256*4 B)."""
+    ram = 1595392 + 524288 + 3 * 262144
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write("tokens 0 50\ntokens 1 50\n1 6 45\n0 2 10\n")
+        f.flush()
+        p = plan(path, "--ram-budget", str(ram), "--mem-budget", "1MB", "-c", "256",
+                 "--stats", f.name)
+        if p is None:
+            return
+        cached = sorted({(w["tensor"].split(".")[1], w["expert"]) for w in p["windows"]
+                         if w["kind"] == "expert" and w["tier"] == "RAM"})
+        if cached != [("1", 6)] or p["per_token"]["uniform"]:
+            fail(f"--stats: cached experts {cached}, want layer 1 expert 6")
+        f.seek(0)
+        f.write("1 8 1\n")
+        f.flush()
+        r = run([path, "--ram-budget", "0", "--mem-budget", "1MB", "--stats", f.name])
+        if r.returncode != 2 or len(r.stderr.strip().split("\n")) != 1:
+            fail(f"bad --stats: exit {r.returncode}, stderr {r.stderr!r}")
+
+
+def main():
+    if not os.path.isdir(oracle):
+        if os.environ.get("CI") == "true":
+            print(f"oracle missing at {oracle} and CI=true")
+            return 1
+        print(f"oracle missing at {oracle}: skipping")
+        return 77
+    for meta_path in sorted(glob.glob(os.path.join(oracle, "meta", "tiny__tiny-*.json"))):
+        rel = "tiny/" + os.path.basename(meta_path)[len("tiny__"):-len(".json")] + ".gguf"
+        check_model(rel, meta_path)
+    moe = os.path.join(oracle, "tiny", "tiny-qwen3moe-Q4_K_M.gguf")
+    check_refusals(moe)
+    check_defaults(moe)
+    check_stats(os.path.join(oracle, "tiny", "tiny-qwen3moe-F32.gguf"))
+    if failures:
+        print(f"{len(failures)} failures")
+        return 1
+    print("all ok")
+    return 0
+
+
+sys.exit(main())
