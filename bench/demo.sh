@@ -1,19 +1,42 @@
 #!/bin/sh
-# The README's main job. With a model path: describe that model. Without: generate a small
-# random-weight llama-shaped model (models/demo.gguf) and describe it.
+# The README's main job: nsctl run, for real.
+#   With a model path: stream that model (greedy unless TEMP is set) and print the summary.
+#   Without: generate a small llama-shaped model with RANDOM weights (models/demo.gguf; the
+#   text is noise) and stream it under a memory budget far smaller than the model, so the
+#   summary line shows the ceiling held.
 # Usage: bench/demo.sh BUILD_DIR [MODEL]
+# Environment: PROMPT (default "Once upon a time"), N (tokens, default 64), MEM_BUDGET
+# (default: 1MB for the generated model, nsctl's own default for yours), TEMP (default: 0,
+# greedy, for your model; 0.8 with a fixed seed for the generated one, whose greedy text
+# is one token repeated), SEED (42).
 set -eu
 build=$1
 model=${2:-}
 nsctl="$build/nsctl/nsctl"
+prompt=${PROMPT:-Once upon a time}
+n=${N:-64}
+seed=${SEED:-42}
 if [ -n "$model" ]; then
-	echo "== neurostream demo: your model $model"
+	echo "== neurostream demo: YOUR model $model, streamed through nsio by nsctl run"
+	budget=${MEM_BUDGET:-}
+	temp=${TEMP:-0}
 else
 	model=models/demo.gguf
 	mkdir -p models
 	if [ ! -f "$model" ]; then
 		"$nsctl" mkmodel --preset demo -o "$model"
 	fi
-	echo "== neurostream demo: bundled default, a generated model with RANDOM weights ($model)"
+	budget=${MEM_BUDGET:-1MB}
+	temp=${TEMP:-0.8}
+	size=$(stat -c %s "$model")
+	echo "== neurostream demo: the BUNDLED DEFAULT, a generated model with RANDOM weights"
+	echo "   ($model, $size bytes): the text below is noise. It is streamed through nsio"
+	echo "   under --mem-budget $budget, far smaller than the model."
 fi
-"$nsctl" info "$model"
+set -- "$nsctl" run "$model" -p "$prompt" -n "$n" --temp "$temp" --seed "$seed"
+if [ -n "$budget" ]; then
+	set -- "$@" --mem-budget "$budget"
+fi
+echo "== $*"
+"$@"
+echo "== the 'arena peak X of Y' above is nsio's peak reservation against the budget"

@@ -410,6 +410,20 @@ out:
 	return ret;
 }
 
+/* llama.cpp's llama_ftype of each mix, stored as general.file_type. */
+static uint32_t s_file_type(enum ns_synth_quant q)
+{
+	switch (q) {
+	case NS_SYNTH_F32: return 0;
+	case NS_SYNTH_F16: return 1;
+	case NS_SYNTH_Q4_0: return 2;
+	case NS_SYNTH_Q8_0: return 7;
+	case NS_SYNTH_Q4_K_M: return 15;
+	case NS_SYNTH_MXFP4: return 38; /* MXFP4_MOE */
+	}
+	return 0;
+}
+
 static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 {
 	const struct preset *p = pl->p;
@@ -422,6 +436,7 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	    (ret = ns_gguf_writer_set_str(w, "general.type", "model")) ||
 	    (ret = ns_gguf_writer_set_str(w, "general.name", name)) ||
 	    (ret = ns_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+	    (ret = ns_gguf_writer_set_u32(w, "general.file_type", s_file_type(pl->q))) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("block_count"), pl->n_layer)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("embedding_length"), p->n_embd)) ||
@@ -430,10 +445,13 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_head_kv)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.value_length"), p->head_dim)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->head_dim)) ||
 	    (ret = ns_gguf_writer_set_f32(w, KEY("rope.freq_base"), (float)p->rope_base)) ||
-	    (ret = ns_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)p->rms_eps)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("vocab_size"), p->n_vocab)))
+	    (ret = ns_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)p->rms_eps)))
+		return ret;
+	/* convert_hf_to_gguf writes these two for llama only */
+	if (!strcmp(p->arch, "llama") &&
+	    ((ret = ns_gguf_writer_set_u32(w, KEY("rope.dimension_count"), p->head_dim)) ||
+	     (ret = ns_gguf_writer_set_u32(w, KEY("vocab_size"), p->n_vocab))))
 		return ret;
 	if (p->n_expert &&
 	    ((ret = ns_gguf_writer_set_u32(w, KEY("expert_count"), p->n_expert)) ||
@@ -444,7 +462,9 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	    ((ret = ns_gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->sliding_window)) ||
 	     (ret = ns_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn")) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f)) ||
-	     (ret = ns_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096))))
+	     (ret = ns_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096)) ||
+	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f)) ||
+	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f))))
 		return ret;
 #undef KEY
 	return s_add_vocab(w, p);
@@ -461,6 +481,7 @@ static int s_set_u16(struct ns_gguf_writer *w, const char *key, uint16_t v)
 int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, size_t errlen)
 {
 	const struct preset *p = NULL;
+	struct preset shrunk;
 	struct plan pl = { 0 };
 	struct fill_ctx *ctx = NULL;
 	uint32_t n_shards = o->split > 1 ? o->split : 1;
@@ -484,7 +505,18 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 		ns_errf(err, errlen, "%s: a split model's path must end in .gguf", path);
 		return -EINVAL;
 	}
-	pl.p = p;
+	shrunk = *p;
+	if (o->max_vocab && o->max_vocab < shrunk.n_vocab)
+		shrunk.n_vocab = o->max_vocab;
+	if (o->max_experts && o->max_experts < shrunk.n_expert)
+		shrunk.n_expert = o->max_experts;
+	if ((o->max_vocab && o->max_vocab < 512) ||
+	    (shrunk.n_expert && shrunk.n_expert < shrunk.n_expert_used)) {
+		ns_errf(err, errlen, "max_vocab %u / max_experts %u too small for %s", o->max_vocab,
+			o->max_experts, p->name);
+		return -EINVAL;
+	}
+	pl.p = &shrunk;
 	pl.q = o->quant_set ? o->quant : p->dflt;
 	pl.n_layer = o->layers ? o->layers : p->n_layer;
 	pl.seed = o->seed;

@@ -28,6 +28,11 @@ struct ns_synth_opts {
 	uint32_t layers;    /* 0: the preset's depth */
 	uint64_t seed;
 	uint32_t split;     /* shards; 0 or 1 writes one file */
+	/* Tests only, to keep files small: cap the vocabulary (0, or at least 512) and the expert
+	 * count (0, or at least the preset's experts used per token). Every other dimension,
+	 * every name, type rule and key stays the preset's. */
+	uint32_t max_vocab;
+	uint32_t max_experts;
 };
 
 /* Preset names, NULL-terminated, for usage messages. */

@@ -1,11 +1,12 @@
-/* nsctl logits MODEL --tokens 1,2,3 -o FILE [budget flags] [--provider ref|fused]
+/* nsctl logits MODEL --tokens 1,2,3 -o FILE [budget flags] [--provider stream|ref|fused]
  *
  * Evaluates exactly the given token ids (no BOS added) as one prompt from position 0 and writes
  * the logits of every position as raw little-endian float32, layout [n_tokens][n_vocab].
  *
- * Budget flags (--mem-budget, --ram-budget, --block-rows, --lookahead) are parsed and
- * validated now; they take effect once weights stream through nsio. Today the weights come
- * from the in-process providers, which this command says on stderr when such a flag is given. */
+ * --provider stream (default): the real pipeline through the C API (neurostream.h): nsio
+ * streams the weights under --mem-budget in blocks of --block-rows, nscompute multiplies them.
+ * ref / fused: in-process providers for debugging (budget flags then have no effect, and the
+ * command says so). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 
 #include "commands.h"
 #include "forward.h"
+#include "neurostream.h"
 #include "model.h"
 #include "ns_util.h"
 #include "weights.h"
@@ -40,16 +42,16 @@ static void s_usage(FILE *f)
 		"  Evaluates exactly these token ids (no BOS added) as one prompt and writes the\n"
 		"  logits of every position to FILE as little-endian float32 [n_tokens][n_vocab].\n"
 		"options:\n"
-		"  --provider ref|fused  ref (default): pread + dequantize + double dot products,\n"
-		"                        weights read in blocks of at most 1 MiB, nothing cached;\n"
-		"                        fused: all weight bytes loaded into RAM, fused kernels\n"
-		"  --threads N           kernel threads for --provider fused (default 1)\n"
+		"  --provider P          stream (default): the pipeline, nsio streaming the weights\n"
+		"                        under the budgets and nscompute multiplying them;\n"
+		"                        ref: in-process pread + dequantize + double dot products;\n"
+		"                        fused: in-process, all weight bytes in RAM, fused kernels\n"
+		"  --threads N           kernel threads for stream and fused (default 1)\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
-		"  --ram-budget SIZE     RAM cache size\n"
-		"  --block-rows N        rows per streamed block\n"
-		"  --lookahead N         blocks read ahead\n"
-		"  The four budget flags are validated but not used yet: streaming through nsio\n"
-		"  is not wired into this command.\n");
+		"  --ram-budget SIZE     RAM cache size (given to the planner; no RAM tier yet)\n"
+		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
+		"  --lookahead N         blocks in flight after the one being multiplied\n"
+		"  The budget flags apply to --provider stream only.\n");
 }
 
 static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t *out)
@@ -87,7 +89,8 @@ static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 static int s_parse_args(int argc, char **argv, struct s_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->provider = "ref";
+	o->provider = "stream";
+	o->lookahead = UINT64_MAX;
 	o->threads = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -118,10 +121,14 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			rc = s_parse_size(a, v, &o->ram_budget);
 			o->budget_given = true;
 		} else if (!strcmp(a, "--block-rows") && v) {
-			rc = s_parse_u64(a, v, 1, &o->block_rows);
+			rc = s_parse_u64(a, v, 0, &o->block_rows);
 			o->budget_given = true;
 		} else if (!strcmp(a, "--lookahead") && v) {
 			rc = s_parse_u64(a, v, 0, &o->lookahead);
+			if (rc == 0 && o->lookahead > 1024) {
+				fprintf(stderr, "nsctl logits: --lookahead %s is too many\n", v);
+				rc = -EINVAL;
+			}
 			o->budget_given = true;
 		} else if (a[0] == '-') {
 			fprintf(stderr, "nsctl logits: unknown option or missing value: %s\n", a);
@@ -141,8 +148,10 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 		s_usage(stderr);
 		return -EINVAL;
 	}
-	if (strcmp(o->provider, "ref") && strcmp(o->provider, "fused")) {
-		fprintf(stderr, "nsctl logits: unknown provider '%s' (ref, fused)\n", o->provider);
+	if (strcmp(o->provider, "ref") && strcmp(o->provider, "fused") &&
+	    strcmp(o->provider, "stream")) {
+		fprintf(stderr, "nsctl logits: unknown provider '%s' (stream, ref, fused)\n",
+			o->provider);
 		return -EINVAL;
 	}
 	return 0;
@@ -205,6 +214,59 @@ static int s_write_all(const char *path, const float *v, uint64_t n)
 	return 0;
 }
 
+/* --provider stream: the pipeline through the C API. */
+static int s_logits_stream(const struct s_opts *o, const int32_t *ids, uint32_t n)
+{
+	struct ns_engine_opts eo;
+	struct ns_engine *e = NULL;
+	char err[512];
+	float *logits = NULL;
+	uint64_t n_out;
+	int rc, status = 1;
+
+	ns_engine_opts_default(&eo);
+	eo.mem_budget = o->mem_budget;
+	eo.ram_budget = o->ram_budget;
+	eo.block_rows = o->block_rows;
+	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
+	eo.threads = o->threads;
+	eo.n_ctx = n;
+	eo.no_plan = true;
+	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "nsctl logits: %s\n", err);
+		return rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
+	}
+	if (ns_mul_u64_overflow(n, ns_engine_n_vocab(e), &n_out) ||
+	    n_out > SIZE_MAX / sizeof(float) || !(logits = malloc((size_t)n_out * sizeof(float)))) {
+		fprintf(stderr, "nsctl logits: no memory for %u x %u logits\n", n,
+			ns_engine_n_vocab(e));
+		goto out;
+	}
+	rc = ns_engine_logits(e, ids, n, logits);
+	if (rc < 0) {
+		fprintf(stderr, "nsctl logits: %s\n", ns_engine_error(e));
+		status = rc == -EINVAL ? 2 : 1;
+		goto out;
+	}
+	if (s_write_all(o->out, logits, n_out) < 0)
+		goto out;
+	{
+		struct ns_engine_stats st;
+
+		ns_engine_stats(e, &st);
+		fprintf(stderr, "nsctl logits: wrote %u x %u float32 logits to %s (streamed: "
+			"%llu bytes requested, arena peak %llu of %llu)\n", n, ns_engine_n_vocab(e),
+			o->out, (unsigned long long)st.req_prefill,
+			(unsigned long long)st.arena_peak, (unsigned long long)st.arena_bytes);
+	}
+	status = 0;
+out:
+	free(logits);
+	ns_engine_free(&e);
+	return status;
+}
+
 int cmd_logits(int argc, char **argv)
 {
 	struct ns_model *m = NULL;
@@ -220,10 +282,14 @@ int cmd_logits(int argc, char **argv)
 
 	if (s_parse_args(argc, argv, &o) < 0 || s_parse_tokens(o.tokens, &ids, &n) < 0)
 		return 2;
+	if (!strcmp(o.provider, "stream")) {
+		status = s_logits_stream(&o, ids, n);
+		free(ids);
+		return status;
+	}
 	if (o.budget_given)
-		fprintf(stderr, "nsctl logits: budget flags validated; not used yet (streaming "
-			"through nsio is not wired in): weights come from the '%s' provider\n",
-			o.provider);
+		fprintf(stderr, "nsctl logits: budget flags have no effect with the in-process "
+			"'%s' provider\n", o.provider);
 	rc = ns_model_open(o.model, &m, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s\n", err);

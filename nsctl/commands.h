@@ -11,5 +11,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_tensor(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
 
 #endif

@@ -14,6 +14,9 @@ struct command {
 static const struct command s_commands[] = {
 	{ "info", cmd_info, "describe a GGUF model (single or split): nsctl info MODEL [--json]" },
 	{ "logits", cmd_logits, "logits of every position: nsctl logits MODEL --tokens 1,2,3 -o FILE" },
+	{ "bench", cmd_bench, "llama-bench style speed table with the drive roofline: nsctl bench MODEL [-p 512] [-n 128] [-r 5] [--budgets LIST]" },
+	{ "run", cmd_run, "generate text through the streaming pipeline: nsctl run MODEL -p TEXT [-n N] [--chat]" },
+	{ "ps", cmd_ps, "live sessions, their processes, pids and counters: nsctl ps [--json]" },
 	{ "mkmodel", cmd_mkmodel, "write a random-weight model: nsctl mkmodel --preset NAME -o FILE" },
 	{ "plan", cmd_plan, "residency plan under budgets: nsctl plan MODEL [--ram-budget B] [--mem-budget B] [-c CTX] [--json]" },
 	{ "tensor", cmd_tensor, "dequantize a tensor to raw float32: nsctl tensor MODEL NAME [--rows A:B] -o FILE" },

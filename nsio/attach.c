@@ -140,30 +140,35 @@ static int s_check_budget(struct nsio *s)
 }
 
 /* Restart rule: a lease survives a dead nsio only if its owner is a live client and its
- * completion was published (the client may be reading it); everything else was in flight and
- * is re-issued by its client. */
-static bool s_keep_lease(struct ns_ctl *c, struct ns_lease *l, void *arg)
+ * completion was published (the client may be reading it). A lease whose reads were in flight
+ * is quarantined: the kernel finishes a killed process's reads asynchronously (io_uring's exit
+ * work runs after the process is gone), so those bytes may still land; the new nsio keeps the
+ * range reserved for --restart-quarantine-ms before reusing it. Everything else is dropped and
+ * re-issued by its client. */
+static enum ns_lease_fate s_lease_fate(struct ns_ctl *c, struct ns_lease *l, void *arg)
 {
 	struct ns_client_slot *cs;
-	uint32_t tail;
+	uint32_t st = atomic_load(&l->state), tail;
 
 	(void)arg;
-	if (atomic_load(&l->state) != NS_LEASE_DELIVERED || l->owner >= c->max_clients)
-		return false;
+	if (st == NS_LEASE_ALLOC || st == NS_LEASE_ORPHAN || st == NS_LEASE_QUARANTINE)
+		return NS_LEASE_QUARANTINED;
+	if (st != NS_LEASE_DELIVERED || l->owner >= c->max_clients)
+		return NS_LEASE_DROP;
 	cs = ns_ctl_client(c, l->owner);
 	if (atomic_load(&cs->state) != NS_CLIENT_ACTIVE || atomic_load(&cs->epoch) != l->client_epoch
 	    || !ns_pid_alive(atomic_load(&cs->pid)))
-		return false;
+		return NS_LEASE_DROP;
 	/* nsio writes the record at cpl_tail, marks the lease DELIVERED with cpl_pos = that
 	 * position, then publishes cpl_tail + 1: only cpl_pos == cpl_tail is unpublished */
 	tail = atomic_load(&cs->cpl_tail);
-	return tail != l->cpl_pos;
+	return tail != l->cpl_pos ? NS_LEASE_KEEP : NS_LEASE_DROP;
 }
 
 int nsio_attach(struct nsio *s)
 {
 	char err[NS_ERR_LEN];
-	uint64_t gen, dropped;
+	uint64_t gen, dropped, quarantined = 0;
 	int rc;
 
 	rc = ns_model_open(s->o.model_path, &s->model, err, sizeof(err));
@@ -192,7 +197,9 @@ int nsio_attach(struct nsio *s)
 	rc = s_check_budget(s);
 	if (rc)
 		return rc;
-	dropped = ns_arena_recover(s->ctl, s_keep_lease, NULL);
+	dropped = ns_arena_recover(s->ctl, s_lease_fate, NULL, &quarantined);
+	if (quarantined)
+		s->quarantine_until = ns_now_ns() + s->o.quarantine_ms * 1000000ull;
 	atomic_fetch_add(&s->ctl->stats.leases_reclaimed, dropped);
 	atomic_store(&s->ctl->stats.ahead_bytes, 0); /* read-ahead of a dead nsio is gone */
 	atomic_store(&s->ctl->lookahead, s->o.lookahead);
@@ -201,8 +208,9 @@ int nsio_attach(struct nsio *s)
 	if (s->o.run_ahead && nsio_build_schedule(s) != 0)
 		return fprintf(stderr, "nsio: out of memory\n"), 1;
 	if (!s->o.quiet && gen > 1)
-		printf("nsio: generation %llu attached to session %s, %llu leases reclaimed\n",
-		       (unsigned long long)gen, s->sess->id, (unsigned long long)dropped);
+		printf("nsio: generation %llu attached to session %s, %llu leases reclaimed, %llu "
+		       "quarantined\n", (unsigned long long)gen, s->sess->id,
+		       (unsigned long long)dropped, (unsigned long long)quarantined);
 	return 0;
 }
 

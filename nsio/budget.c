@@ -32,29 +32,25 @@ uint64_t nsio_min_budget(const struct ns_model *m, uint32_t lookahead, uint32_t 
 }
 
 /* The per-token order of a dense model: every tensor in file order (llama.cpp writes them in
- * layer order, the order the forward pass reads them), cut into blocks of rows that fit
- * lookahead + 1 in the arena. nsio reads along it ahead of the consumer; a READ for exactly one
- * of these blocks is then served from the read-ahead. */
+ * layer order, the order the forward pass reads them), cut into blocks exactly as
+ * ns_stream_linear cuts them for --block-rows (0: as large as the arena allows) and
+ * --lookahead. nsio reads along it ahead of the consumer; a READ for exactly one of these
+ * blocks is then served from the read-ahead. */
 int nsio_build_schedule(struct nsio *s)
 {
 	const struct ns_model *m = s->model;
-	uint64_t per_block = s->ctl->arena_bytes / ((uint64_t)s->o.lookahead + 1);
 	uint64_t n = 0, cap = 0;
 
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint64_t i = 0; i < m->n_tensors; i++) {
 			const struct ns_model_tensor *t = &m->tensors[i];
-			uint64_t rows = s->o.block_rows;
+			uint64_t rows, need;
 
-			if (t->n_rows == 0 || t->row_bytes == 0)
+			if (t->n_rows == 0 || t->row_bytes == 0 ||
+			    ns_block_rows_fit(s->ctl->arena_bytes, s->ctl->align, s->o.lookahead,
+					      t->file_offset, t->row_bytes, t->n_rows,
+					      s->o.block_rows, &rows, &need))
 				continue;
-			if (!rows)
-				rows = s->o.block_bytes / t->row_bytes;
-			if (per_block > s->ctl->align &&
-			    rows > (per_block - s->ctl->align) / t->row_bytes)
-				rows = (per_block - s->ctl->align) / t->row_bytes;
-			if (rows == 0)
-				rows = 1;
 			if (pass == 1) {
 				s->sched_first[i] = n;
 				s->sched_rows[i] = rows;

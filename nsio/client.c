@@ -229,6 +229,8 @@ static int s_claim_slot(struct ns_client *c)
 		struct ns_client_slot *s = ns_ctl_client(ctl, i);
 		uint32_t st = NS_CLIENT_FREE;
 
+		/* a FREE slot's pid is 0 (nsio clears it when it frees the slot), and nsio
+		 * leaves a CLAIMED slot without a pid alone */
 		if (!atomic_compare_exchange_strong(&s->state, &st, NS_CLIENT_CLAIMED))
 			continue;
 		atomic_store(&s->pid, (int32_t)getpid());
@@ -289,7 +291,15 @@ int ns_client_open(const char *session, const struct ns_client_opts *o, struct n
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
 	c->o.attach_timeout_ms = o && o->attach_timeout_ms ? o->attach_timeout_ms : 10000;
 	c->o.dead_timeout_ms = o && o->dead_timeout_ms ? o->dead_timeout_ms : 15000;
-	rc = ns_session_attach(session, false, &c->sess, err, errlen);
+	/* the session may still be being created (by nsio itself): retry until the timeout */
+	for (uint64_t t0 = ns_now_ns();;) {
+		rc = ns_session_attach(session, false, &c->sess, err, errlen);
+		if (rc != -ENOENT && rc != -EPROTO)
+			break;
+		if (ns_now_ns() - t0 > c->o.attach_timeout_ms * 1000000ull)
+			break;
+		usleep(5000);
+	}
 	if (rc)
 		goto fail;
 	c->ctl = c->sess->ctl;
@@ -394,6 +404,11 @@ uint64_t ns_client_arena_bytes(const struct ns_client *c)
 uint32_t ns_client_align(const struct ns_client *c)
 {
 	return c->ctl->align;
+}
+
+uint32_t ns_client_max_outstanding(const struct ns_client *c)
+{
+	return c->n_out;
 }
 
 uint32_t ns_client_default_lookahead(const struct ns_client *c)

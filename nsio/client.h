@@ -71,6 +71,8 @@ int64_t ns_client_find_tensor(const struct ns_client *c, const char *name);
 int ns_client_tensor(const struct ns_client *c, uint64_t idx, struct ns_client_tensor *t);
 uint64_t ns_client_arena_bytes(const struct ns_client *c);
 uint32_t ns_client_align(const struct ns_client *c);
+/* Most requests one client may have outstanding (ring_slots / 2). */
+uint32_t ns_client_max_outstanding(const struct ns_client *c);
 /* nsio's --lookahead (a default for ns_stream_linear callers). */
 uint32_t ns_client_default_lookahead(const struct ns_client *c);
 /* The control segment (stats, arena counters) for monitoring; read-only use. */
@@ -98,7 +100,8 @@ int ns_stream_block_rows(struct ns_client *c, uint64_t tensor, uint64_t want_row
 			 uint32_t lookahead, uint64_t *rows, char *err, size_t errlen);
 
 /* Stream rows [row0, row_end) of a tensor in blocks of (at most) block_rows rows, calling
- * cb(ctx, block) in row order, with lookahead + 1 blocks in flight. A non-zero return from cb
+ * cb(ctx, block) in row order, with lookahead + 1 blocks in flight (at most
+ * ns_client_max_outstanding; the block rows still leave room for lookahead + 1). A non-zero return from cb
  * stops the stream (returned as is). Returns 0 or -errno. */
 typedef int (*ns_block_fn)(void *ctx, const struct ns_block *b);
 int ns_stream_linear(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64_t row_end,

@@ -7,11 +7,14 @@
 #include "nsio.h"
 
 static volatile sig_atomic_t s_stop; /* set by SIGTERM/SIGINT: leave the loop, tear down */
+static volatile sig_atomic_t s_dump; /* set by SIGUSR1: print the queues (diagnostics) */
 
 static void s_on_signal(int sig)
 {
-	(void)sig;
-	s_stop = 1;
+	if (sig == SIGUSR1)
+		s_dump = 1;
+	else
+		s_stop = 1;
 }
 
 static void s_signals(void)
@@ -22,6 +25,7 @@ static void s_signals(void)
 	sa.sa_handler = s_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -33,6 +37,7 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	s.efd = -1;
 	s.stop = &s_stop;
+	s.dump = &s_dump;
 	/* 1. options */
 	rc = nsio_parse_options(argc, argv, &s.o);
 	if (rc)

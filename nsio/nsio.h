@@ -33,6 +33,7 @@ struct nsio_opts {
 	uint32_t lookahead;     /* blocks a consumer keeps in flight beyond the current one (2) */
 	bool no_direct;         /* buffered reads even where O_DIRECT works */
 	bool run_ahead;         /* read ahead along the static per-token tensor order */
+	uint64_t quarantine_ms; /* after a restart, keep the dead nsio's in-flight ranges (1000) */
 	bool quiet;
 };
 
@@ -99,7 +100,9 @@ struct nsio {
 	uint64_t *sched_rows;          /* per tensor: rows per schedule block */
 	uint64_t ahead_bytes;          /* bytes held by read-ahead leases */
 	uint64_t t_reap, t_cpu;
+	uint64_t quarantine_until;     /* ns_now_ns() when quarantined leases may go, or 0 */
 	volatile sig_atomic_t *stop;
+	volatile sig_atomic_t *dump; /* SIGUSR1: print the queues to stderr */
 	bool said_short;
 };
 
@@ -118,8 +121,22 @@ void nsio_teardown(struct nsio *s);
 int nsio_submit_chunks(struct nsio *s);
 void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe);
 int nsio_arm_doorbell(struct nsio *s);
-/* serve.c callback when a request's last chunk finishes */
+/* serve.c: a request's last chunk finished / its lease goes back / it is handed over */
 void nsio_req_done(struct nsio *s, struct nsio_req *r);
+void nsio_release(struct nsio *s, struct nsio_req *r);
+void nsio_deliver(struct nsio *s, struct nsio_req *r); /* frees r */
+struct nsio_req *nsio_new_req(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t ticket,
+			      uint32_t tensor, uint64_t row0, uint64_t nrows, int *err);
+int nsio_start_req(struct nsio *s, struct nsio_req *r); /* queue its chunks */
+
+/* ahead.c: read-ahead */
+void nsio_ahead_park(struct nsio *s, struct nsio_req *r);
+void nsio_ahead_drop(struct nsio *s, struct nsio_req *r);
+bool nsio_ahead_claim(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t ticket,
+		      uint32_t tensor, uint64_t row0, uint64_t nrows);
+void nsio_ahead_follow(struct nsio *s, uint32_t tensor, uint64_t row0, uint64_t nrows);
+bool nsio_ahead_evict_done(struct nsio *s);
+int nsio_run_ahead(struct nsio *s);
 /* Split an allocated request into chunks queued for submission. */
 int nsio_queue_chunks(struct nsio *s, struct nsio_req *r);
 

@@ -17,10 +17,13 @@ static void s_usage(FILE *f)
 		"  --mem-budget BYTES  streaming arena size, binary units (64MB = 64 MiB)\n"
 		"  --queue-depth N     reads in flight (16)\n"
 		"  --block-bytes BYTES largest single read (1MB)\n"
-		"  --block-rows N      rows per read-ahead block (default: from --block-bytes)\n"
+		"  --block-rows N      rows per run-ahead block, as the consumer streams them (0: as\n"
+		"                      large as the arena allows, like ns_stream_linear)\n"
 		"  --lookahead N       blocks a consumer keeps in flight after the current one (2)\n"
 		"  --run-ahead         read ahead along the per-token tensor order\n"
 		"  --no-direct         buffered reads instead of O_DIRECT\n"
+		"  --restart-quarantine-ms N  after taking over from a killed nsio, keep its\n"
+		"                      in-flight ranges unused this long (1000)\n"
 		"  --quiet             no informational lines\n");
 }
 
@@ -52,7 +55,7 @@ static int s_bytes(const char *opt, const char *v, uint64_t *out)
 int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 {
 	enum { O_MODEL = 256, O_SESSION, O_BUDGET, O_QD, O_BB, O_BR, O_LA, O_NODIRECT, O_AHEAD,
-	       O_QUIET, O_HELP };
+	       O_QUIET, O_HELP, O_QUAR };
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "session", required_argument, NULL, O_SESSION },
@@ -64,6 +67,7 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 		{ "no-direct", no_argument, NULL, O_NODIRECT },
 		{ "run-ahead", no_argument, NULL, O_AHEAD },
 		{ "quiet", no_argument, NULL, O_QUIET },
+		{ "restart-quarantine-ms", required_argument, NULL, O_QUAR },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -74,6 +78,7 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 	o->queue_depth = 16;
 	o->block_bytes = 1ull << 20;
 	o->lookahead = 2;
+	o->quarantine_ms = 1000;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -110,6 +115,10 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 		case O_NODIRECT: o->no_direct = true; break;
 		case O_AHEAD: o->run_ahead = true; break;
 		case O_QUIET: o->quiet = true; break;
+		case O_QUAR:
+			if (s_u64("--restart-quarantine-ms", optarg, 0, 600000, &o->quarantine_ms))
+				return 2;
+			break;
 		case O_HELP: s_usage(stdout); return -1;
 		default:
 			fprintf(stderr, "nsio: unknown or incomplete option '%s'\n",

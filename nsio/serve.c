@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "nsio.h"
@@ -67,7 +68,7 @@ static void s_error_cpl(struct nsio *s, uint32_t client, uint16_t op, uint64_t t
 	s_push_cpl(s, client, &c, NULL);
 }
 
-static void s_release(struct nsio *s, struct nsio_req *r)
+void nsio_release(struct nsio *s, struct nsio_req *r)
 {
 	if (r->allocated) {
 		ns_arena_release(s->ctl, r->lease);
@@ -76,7 +77,7 @@ static void s_release(struct nsio *s, struct nsio_req *r)
 }
 
 /* Hand a finished request (status 0, lease filled) to its client. Frees r. */
-static void s_deliver(struct nsio *s, struct nsio_req *r)
+void nsio_deliver(struct nsio *s, struct nsio_req *r)
 {
 	struct ns_lease *l = s_lease(s, r->lease);
 	struct ns_cpl_rec c = {
@@ -87,41 +88,11 @@ static void s_deliver(struct nsio *s, struct nsio_req *r)
 	};
 
 	if (!s_client_live(s, r->client, r->epoch) || !s_push_cpl(s, r->client, &c, l)) {
-		s_release(s, r);
+		nsio_release(s, r);
 		atomic_fetch_add(&s->ctl->stats.leases_reclaimed, 1);
 	} else {
 		atomic_fetch_add(&s->ctl->stats.blocks_delivered, 1);
 	}
-	free(r);
-}
-
-static void s_ahead_bytes(struct nsio *s, int64_t delta)
-{
-	s->ahead_bytes += (uint64_t)delta;
-	atomic_store(&s->ctl->stats.ahead_bytes, s->ahead_bytes);
-}
-
-static void s_ahead_unlink(struct nsio *s, struct nsio_req *r)
-{
-	for (struct nsio_req **pp = &s->ahead; *pp; pp = &(*pp)->next) {
-		if (*pp == r) {
-			*pp = r->next;
-			return;
-		}
-	}
-}
-
-/* Drop a read-ahead block nobody claimed: now if its reads are done, else when they finish
- * (nsio_req_done sees evict). Either way it leaves the ahead list at once. */
-static void s_ahead_drop(struct nsio *s, struct nsio_req *r)
-{
-	s_ahead_unlink(s, r);
-	s_ahead_bytes(s, -(int64_t)r->len);
-	if (!r->done) {
-		r->evict = true;
-		return;
-	}
-	s_release(s, r);
 	free(r);
 }
 
@@ -131,71 +102,25 @@ void nsio_req_done(struct nsio *s, struct nsio_req *r)
 	r->done = true;
 	if (r->client == NS_OWNER_NONE) { /* read-ahead: wait for a claimer */
 		if (r->evict) {
-			s_release(s, r);
+			nsio_release(s, r);
 			free(r);
 		} else if (r->status < 0) {
-			s_ahead_drop(s, r);
+			nsio_ahead_drop(s, r);
 		}
 		return;
 	}
 	if (r->status < 0) {
-		s_release(s, r);
+		nsio_release(s, r);
 		if (s_client_live(s, r->client, r->epoch))
 			s_error_cpl(s, r->client, NS_CPL_BLOCK, r->ticket, r->tensor, r->status);
 		free(r);
 		return;
 	}
-	s_deliver(s, r);
+	nsio_deliver(s, r);
 }
 
-/* A READ for a block read ahead: adopt it (cache hit). Earlier unclaimed blocks are stale.
- * Not while the client still has older requests waiting for space: a client must never hold a
- * lease while an older ticket of its own is unallocated, or it could hold arena space that the
- * request at the head of the queue needs (the first-come-first-served progress argument). The
- * read-ahead block then stays unclaimed and is evicted if space runs out. */
-static bool s_ahead_claim(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t ticket,
-			  uint32_t tensor, uint64_t row0, uint64_t nrows)
-{
-	struct nsio_req *r;
-
-	for (r = s->waitq; r; r = r->next)
-		if (r->client == client && r->epoch == epoch)
-			return false;
-
-	for (r = s->waitq; r; r = r->next) { /* a prefetch still waiting for space */
-		if (r->client == NS_OWNER_NONE && r->tensor == tensor && r->row0 == row0 &&
-		    r->nrows == nrows) {
-			r->client = client;
-			r->epoch = epoch;
-			r->ticket = ticket;
-			atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
-			return true;
-		}
-	}
-	for (r = s->ahead; r; r = r->next)
-		if (!r->evict && r->tensor == tensor && r->row0 == row0 && r->nrows == nrows)
-			break;
-	if (!r)
-		return false;
-	while (s->ahead != r) /* the consumer moved past these */
-		s_ahead_drop(s, s->ahead);
-	s_ahead_unlink(s, r);
-	s_ahead_bytes(s, -(int64_t)r->len);
-	r->client = client;
-	r->epoch = epoch;
-	r->ticket = ticket;
-	s_lease(s, r->lease)->owner = client;
-	s_lease(s, r->lease)->ticket = ticket;
-	s_lease(s, r->lease)->client_epoch = epoch;
-	atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
-	if (r->done)
-		s_deliver(s, r);
-	return true;
-}
-
-static struct nsio_req *s_new_req(struct nsio *s, uint32_t client, uint64_t epoch,
-				  uint64_t ticket, uint32_t tensor, uint64_t row0, uint64_t nrows,
-				  int *err)
+struct nsio_req *nsio_new_req(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t ticket,
+			      uint32_t tensor, uint64_t row0, uint64_t nrows, int *err)
 {
 	const struct ns_model_tensor *mt = &s->model->tensors[tensor];
 	uint64_t off, bytes, a_off, a_len;
@@ -243,19 +168,6 @@ static void s_waitq_push(struct nsio *s, struct nsio_req *r)
 	s->waitq_tail = r;
 }
 
-static void s_advance_schedule(struct nsio *s, uint32_t tensor, uint64_t row0, uint64_t nrows)
-{
-	uint64_t rows, k;
-
-	if (!s->n_sched || tensor >= s->model->n_tensors || !(rows = s->sched_rows[tensor]))
-		return;
-	if (row0 % rows)
-		return;
-	k = s->sched_first[tensor] + row0 / rows;
-	if (k < s->n_sched && s->sched[k].tensor == tensor && s->sched[k].nrows == nrows)
-		s->ahead_next = (k + 1) % s->n_sched;
-}
-
 static void s_accept_read(struct nsio *s, uint32_t client, uint64_t epoch,
 			  const struct ns_req_rec *q)
 {
@@ -270,11 +182,11 @@ static void s_accept_read(struct nsio *s, uint32_t client, uint64_t epoch,
 	if (q->op == NS_REQ_READ) {
 		atomic_fetch_add(&s->ctl->stats.requests, 1);
 		atomic_fetch_add(&s->ctl->stats.bytes_requested, bytes);
-		s_advance_schedule(s, q->tensor, q->row0, q->nrows);
-		if (s_ahead_claim(s, client, epoch, q->ticket, q->tensor, q->row0, q->nrows))
+		nsio_ahead_follow(s, q->tensor, q->row0, q->nrows);
+		if (nsio_ahead_claim(s, client, epoch, q->ticket, q->tensor, q->row0, q->nrows))
 			return;
 	}
-	r = s_new_req(s, q->op == NS_REQ_READ ? client : NS_OWNER_NONE, epoch, q->ticket,
+	r = nsio_new_req(s, q->op == NS_REQ_READ ? client : NS_OWNER_NONE, epoch, q->ticket,
 		      q->tensor, q->row0, q->nrows, &err);
 	if (!r) {
 		atomic_fetch_add(&s->ctl->stats.rejected, 1);
@@ -379,7 +291,7 @@ static int s_poll_rings(struct nsio *s)
 	return work;
 }
 
-static int s_start(struct nsio *s, struct nsio_req *r)
+int nsio_start_req(struct nsio *s, struct nsio_req *r)
 {
 	int rc = nsio_queue_chunks(s, r);
 
@@ -392,33 +304,21 @@ static int s_start(struct nsio *s, struct nsio_req *r)
 /* Give arena space to queued requests in arrival order; then read ahead if idle. */
 static int s_schedule(struct nsio *s)
 {
-	int work = 0;
+	int work = 0, ahead;
 
 	while (s->waitq) {
 		struct nsio_req *r = s->waitq;
 		uint32_t owner = r->client;
 		int rc = ns_arena_alloc(s->ctl, r->len, owner, r->ticket, r->epoch, &r->lease);
 
-		if (rc == -EAGAIN && s->ahead && owner != NS_OWNER_NONE) {
-			struct nsio_req *a = s->ahead;
-			bool any = false;
-
-			while (a) { /* unclaimed read-ahead yields to real reads */
-				struct nsio_req *nx = a->next;
-				if (a->done) {
-					s_ahead_drop(s, a);
-					any = true;
-				}
-				a = nx;
-			}
-			if (any)
-				continue;
-		}
+		/* unclaimed read-ahead yields to real reads */
+		if (rc == -EAGAIN && owner != NS_OWNER_NONE && nsio_ahead_evict_done(s))
+			continue;
 		if (rc == -EAGAIN && owner == NS_OWNER_NONE)
 			rc = -ENOSPC; /* a prefetch never holds up the reads behind it */
 		if (rc == -EAGAIN)
 			break;
-		if (rc) { /* cannot happen: sizes were checked at accept */
+		if (rc) { /* a prefetch that does not fit now (sizes were checked at accept) */
 			s->waitq = r->next;
 			if (!s->waitq)
 				s->waitq_tail = NULL;
@@ -433,51 +333,14 @@ static int s_schedule(struct nsio *s)
 		r->allocated = true;
 		r->lease_seq = s_lease(s, r->lease)->seq;
 		atomic_fetch_add(&s->ctl->stats.arena_wait_ns, ns_now_ns() - r->t_queued);
-		if (owner == NS_OWNER_NONE) { /* explicit prefetch: park it on the ahead list */
-			struct nsio_req **pp = &s->ahead;
-			while (*pp)
-				pp = &(*pp)->next;
-			r->next = NULL;
-			*pp = r;
-			s_ahead_bytes(s, (int64_t)r->len);
-		}
-		if (s_start(s, r))
+		if (owner == NS_OWNER_NONE) /* explicit prefetch: park it on the ahead list */
+			nsio_ahead_park(s, r);
+		if (nsio_start_req(s, r))
 			return -ENOMEM;
 		work++;
 	}
-	/* static run-ahead along the per-token order, only with nothing else waiting, within
-	 * half the arena, never waiting for space */
-	while (s->n_sched && !s->waitq && s->ahead_bytes < s->ctl->arena_bytes / 2) {
-		const struct ns_zplan_item *it = &s->sched[s->ahead_next];
-		struct nsio_req *r, **pp;
-		bool have = false;
-		int err;
-
-		for (r = s->ahead; r; r = r->next)
-			if (r->tensor == it->tensor && r->row0 == it->row0)
-				have = true;
-		if (have)
-			break;
-		r = s_new_req(s, NS_OWNER_NONE, 0, 0, it->tensor, it->row0, it->nrows, &err);
-		if (!r)
-			break;
-		if (s->ahead_bytes + r->len > s->ctl->arena_bytes / 2 ||
-		    ns_arena_alloc(s->ctl, r->len, NS_OWNER_NONE, 0, 0, &r->lease) != 0) {
-			free(r);
-			break;
-		}
-		r->allocated = true;
-		r->lease_seq = s_lease(s, r->lease)->seq;
-		for (pp = &s->ahead; *pp; pp = &(*pp)->next)
-			;
-		*pp = r;
-		s_ahead_bytes(s, (int64_t)r->len);
-		s->ahead_next = (s->ahead_next + 1) % s->n_sched;
-		if (s_start(s, r))
-			return -ENOMEM;
-		work++;
-	}
-	return work;
+	ahead = nsio_run_ahead(s);
+	return ahead < 0 ? ahead : work + ahead;
 }
 
 static void s_reap_clients(struct nsio *s)
@@ -488,9 +351,13 @@ static void s_reap_clients(struct nsio *s)
 		struct ns_client_slot *cs = ns_ctl_client(s->ctl, i);
 		uint32_t st = atomic_load(&cs->state);
 
-		if (st == NS_CLIENT_FREE)
+		int32_t pid = atomic_load(&cs->pid);
+
+		/* a claim in progress has no pid yet: leave it alone (a client dying in those
+		 * few instructions costs one slot until the session ends) */
+		if (st == NS_CLIENT_FREE || (st == NS_CLIENT_CLAIMED && pid == 0))
 			continue;
-		if (st == NS_CLIENT_CLOSING || !ns_pid_alive(atomic_load(&cs->pid)))
+		if (st == NS_CLIENT_CLOSING || !ns_pid_alive(pid))
 			s_reclaim_client(s, i);
 	}
 	/* the session's owner died without stopping us: nobody will tear the session down
@@ -506,6 +373,35 @@ static void s_reap_clients(struct nsio *s)
 			     (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
 }
 
+/* SIGUSR1: one snapshot of the queues on stderr, for a stalled pipeline. */
+static void s_dump_state(struct nsio *s)
+{
+	struct ns_arena_state *a = &s->ctl->arena;
+
+	fprintf(stderr, "nsio %d gen %u: inflight %u, pending %llu, arena head %llu tail %llu "
+		"off_head %llu reserved %llu of %llu, ahead %llu B, doorbell %s\n", (int)getpid(),
+		atomic_load(&s->ctl->nsio_gen), s->inflight, (unsigned long long)s->pending_reqs,
+		(unsigned long long)atomic_load(&a->head_seq),
+		(unsigned long long)atomic_load(&a->tail_seq),
+		(unsigned long long)atomic_load(&a->off_head),
+		(unsigned long long)atomic_load(&a->reserved),
+		(unsigned long long)s->ctl->arena_bytes, (unsigned long long)s->ahead_bytes,
+		s->efd_armed ? "armed" : "NOT ARMED");
+	if (s->quarantine_until)
+		fprintf(stderr, "  quarantine ends in %lld ms\n",
+			(long long)((int64_t)(s->quarantine_until - ns_now_ns()) / 1000000));
+	for (struct nsio_req *r = s->waitq; r; r = r->next)
+		fprintf(stderr, "  waiting: client %d epoch %llu ticket %llu tensor %u rows %llu+%llu "
+			"len %llu\n", r->client == NS_OWNER_NONE ? -1 : (int)r->client,
+			(unsigned long long)r->epoch, (unsigned long long)r->ticket, r->tensor,
+			(unsigned long long)r->row0, (unsigned long long)r->nrows,
+			(unsigned long long)r->len);
+	for (struct nsio_req *r = s->ahead; r; r = r->next)
+		fprintf(stderr, "  ahead: tensor %u rows %llu+%llu lease %u %s\n", r->tensor,
+			(unsigned long long)r->row0, (unsigned long long)r->nrows, r->lease,
+			r->done ? "done" : "reading");
+}
+
 int nsio_serve(struct nsio *s)
 {
 	struct __kernel_timespec tmo = { .tv_sec = 0, .tv_nsec = 100000000 };
@@ -517,6 +413,12 @@ int nsio_serve(struct nsio *s)
 		unsigned head, n = 0;
 		int work, rc;
 
+		if (*s->dump) {
+			*s->dump = 0;
+			s_dump_state(s);
+		}
+		if (!s->efd_armed) /* the submission queue was full when its read finished */
+			nsio_arm_doorbell(s);
 		work = s_poll_rings(s);
 		rc = s_schedule(s);
 		if (rc < 0) {
@@ -528,6 +430,12 @@ int nsio_serve(struct nsio *s)
 		if (rc < 0) {
 			fprintf(stderr, "nsio: io_uring_submit: %s\n", strerror(-rc));
 			return 1;
+		}
+		if (s->quarantine_until && ns_now_ns() >= s->quarantine_until) {
+			atomic_fetch_add(&s->ctl->stats.leases_reclaimed,
+					 ns_arena_release_quarantine(s->ctl));
+			s->quarantine_until = 0;
+			work++;
 		}
 		if (ns_now_ns() - s->t_reap > S_REAP_NS) {
 			s_reap_clients(s);

@@ -10,34 +10,21 @@ int ns_stream_block_rows(struct ns_client *c, uint64_t tensor, uint64_t want_row
 			 uint32_t lookahead, uint64_t *rows, char *err, size_t errlen)
 {
 	struct ns_client_tensor t;
-	uint64_t cap = ns_client_arena_bytes(c), a = ns_client_align(c);
-	uint64_t per, fit, span1, need;
+	uint64_t cap = ns_client_arena_bytes(c), need;
 	char b1[32], b2[32];
+	int rc;
 
 	if (ns_client_tensor(c, tensor, &t) || t.row_bytes == 0 || t.n_rows == 0)
 		return ns_errf(err, errlen, "tensor %llu does not exist or is empty",
 			       (unsigned long long)tensor), -EINVAL;
-	if (want_rows == 0 || want_rows > t.n_rows)
-		want_rows = t.n_rows;
-	per = cap / ((uint64_t)lookahead + 1) / a * a;
-	/* a block of n rows spans at most align_up(n * row_bytes) + align bytes */
-	fit = per > a ? (per - a) / t.row_bytes : 0;
-	if (fit >= 1) {
-		*rows = fit < want_rows ? fit : want_rows;
-		return 0;
-	}
-	span1 = ns_span_max(t.file_offset, t.row_bytes, t.n_rows, 1, (uint32_t)a);
-	if (span1 && !ns_mul_u64_overflow(span1, (uint64_t)lookahead + 1, &need) && need <= cap) {
-		*rows = 1;
-		return 0;
-	}
-	if (!span1 || ns_mul_u64_overflow(span1, (uint64_t)lookahead + 1, &need))
-		need = UINT64_MAX;
-	ns_errf(err, errlen, "memory budget %s cannot hold lookahead+1 = %u blocks of one row of "
-		"tensor '%s'; smallest budget that works: %s (%llu bytes)",
-		ns_format_bytes(cap, b1, sizeof(b1)), lookahead + 1, t.name,
-		ns_format_bytes(need, b2, sizeof(b2)), (unsigned long long)need);
-	return -ENOSPC;
+	rc = ns_block_rows_fit(cap, ns_client_align(c), lookahead, t.file_offset, t.row_bytes,
+			       t.n_rows, want_rows, rows, &need);
+	if (rc == -ENOSPC)
+		ns_errf(err, errlen, "memory budget %s cannot hold lookahead+1 = %u blocks of one "
+			"row of tensor '%s'; smallest budget that works: %s (%llu bytes)",
+			ns_format_bytes(cap, b1, sizeof(b1)), lookahead + 1, t.name,
+			ns_format_bytes(need, b2, sizeof(b2)), (unsigned long long)need);
+	return rc;
 }
 
 int ns_stream_linear(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64_t row_end,
@@ -45,7 +32,7 @@ int ns_stream_linear(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64
 {
 	struct ns_client_tensor t;
 	char err[NS_ERR_LEN];
-	uint64_t rows, nblocks, *tickets, issued = 0;
+	uint64_t rows, nblocks, *tickets, issued = 0, cancel_from = 0;
 	uint32_t depth;
 	int rc = 0;
 
@@ -55,12 +42,14 @@ int ns_stream_linear(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64
 	if (rc)
 		return rc;
 	nblocks = (row_end - row0 + rows - 1) / rows;
-	depth = lookahead + 1;
+	depth = lookahead < ns_client_max_outstanding(c) ? lookahead + 1
+							 : ns_client_max_outstanding(c);
 	tickets = calloc(depth, sizeof(*tickets));
 	if (!tickets)
 		return -ENOMEM;
-	for (uint64_t i = 0; i < nblocks; i++) {
+	for (uint64_t i = 0; i < nblocks && !rc; i++) {
 		struct ns_block b;
+		int rr;
 
 		/* keep lookahead + 1 blocks requested: the one consumed now and those after it */
 		while (issued < nblocks && issued < i + depth) {
@@ -69,30 +58,27 @@ int ns_stream_linear(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64
 
 			rc = ns_client_request(c, tensor, r0, n, &tickets[issued % depth]);
 			if (rc)
-				goto out;
+				break;
 			issued++;
 		}
-		rc = ns_client_wait(c, tickets[i % depth], &b);
-		if (rc)
-			goto out_cancel;
-		tickets[i % depth] = 0;
-		rc = cb(ctx, &b);
-		{
-			int rr = ns_client_retire(c, &b);
-			if (!rc)
-				rc = rr;
+		if (rc) {
+			cancel_from = i;
+			break;
 		}
-		if (rc)
-			goto out_cancel_next;
-		continue;
-out_cancel:
-		i--; /* the failed ticket is gone already */
-out_cancel_next:
-		for (uint64_t k = i + 1; k < issued; k++)
-			ns_client_cancel(c, tickets[k % depth]);
-		goto out;
+		rc = ns_client_wait(c, tickets[i % depth], &b);
+		if (rc) { /* a failed read's ticket is gone already: cancel says -ENOENT */
+			cancel_from = i;
+			break;
+		}
+		rc = cb(ctx, &b);
+		rr = ns_client_retire(c, &b);
+		if (!rc)
+			rc = rr;
+		cancel_from = i + 1;
 	}
-out:
+	/* on an error, forget the blocks still requested (their leases go back) */
+	for (uint64_t k = cancel_from; rc && k < issued; k++)
+		ns_client_cancel(c, tickets[k % depth]);
 	free(tickets);
 	return rc;
 }

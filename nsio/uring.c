@@ -18,6 +18,8 @@
 static int s_open_shards(struct nsio *s)
 {
 	bool said = false;
+	/* fault injection for tests: behave as if O_DIRECT were refused (pre-6.6 tmpfs) */
+	bool fake_einval = getenv("NS_NSIO_FAULT_NO_DIRECT") != NULL;
 
 	s->fds = calloc(s->model->n_shards, sizeof(int));
 	if (!s->fds)
@@ -29,6 +31,11 @@ static int s_open_shards(struct nsio *s)
 
 		if (!s->o.no_direct) {
 			fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+			if (fd >= 0 && fake_einval) {
+				close(fd);
+				fd = -1;
+				errno = EINVAL;
+			}
 			if (fd < 0 && errno == EINVAL) {
 				if (!said && !s->o.quiet)
 					printf("nsio: O_DIRECT refused on %s (tmpfs?): using "

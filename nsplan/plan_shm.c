@@ -67,8 +67,13 @@ int nsplan_shm_create(struct ns_seg *seg, const char *session, uint64_t max_entr
 		}
 		if (ret)
 			ns_seg_unmap(seg);
-		else
+		else {
+			/* the previous writer may have died mid-publish (seq odd): close its
+			 * write so the parity the readers rely on holds again */
+			if (atomic_load(&s_ctl(seg)->seq) & 1u)
+				atomic_fetch_add(&s_ctl(seg)->seq, 1);
 			atomic_store(&s_ctl(seg)->pid, (int32_t)getpid());
+		}
 		return ret;
 	}
 	if (ret)

@@ -108,8 +108,9 @@ struct ns_lease *ns_arena_lookup(struct ns_ctl *ctl, uint32_t idx, uint64_t seq)
 	return l->seq == seq ? l : NULL;
 }
 
-uint64_t ns_arena_recover(struct ns_ctl *ctl, bool (*keep)(struct ns_ctl *, struct ns_lease *,
-							   void *), void *arg)
+uint64_t ns_arena_recover(struct ns_ctl *ctl,
+			  enum ns_lease_fate (*fate)(struct ns_ctl *, struct ns_lease *, void *),
+			  void *arg, uint64_t *quarantined)
 {
 	struct ns_arena_state *a = &ctl->arena;
 	uint64_t head = atomic_load(&a->head_seq), tail = atomic_load(&a->tail_seq);
@@ -122,20 +123,44 @@ uint64_t ns_arena_recover(struct ns_ctl *ctl, bool (*keep)(struct ns_ctl *, stru
 	for (uint64_t s = tail; s != head; s++) {
 		struct ns_lease *l = s_slot(ctl, s);
 		uint32_t st = atomic_load(&l->state);
+		enum ns_lease_fate f = NS_LEASE_DROP;
 
-		if (st == NS_LEASE_RETIRED || st == NS_LEASE_FREE || l->seq != s ||
-		    l->len > ctl->arena_bytes || l->off > ctl->arena_bytes - l->len ||
-		    !keep(ctl, l, arg)) {
+		if (st != NS_LEASE_RETIRED && st != NS_LEASE_FREE && l->seq == s &&
+		    l->len <= ctl->arena_bytes && l->off <= ctl->arena_bytes - l->len)
+			f = fate(ctl, l, arg);
+		if (f == NS_LEASE_DROP) {
 			if (st != NS_LEASE_RETIRED && st != NS_LEASE_FREE)
 				dropped++;
 			atomic_store(&l->state, NS_LEASE_RETIRED);
 			continue;
+		}
+		if (f == NS_LEASE_QUARANTINED) {
+			l->owner = NS_OWNER_NONE;
+			atomic_store(&l->state, NS_LEASE_QUARANTINE);
+			(*quarantined)++;
 		}
 		reserved += l->len;
 	}
 	atomic_store(&a->reserved, reserved);
 	s_sweep(ctl);
 	return dropped;
+}
+
+uint64_t ns_arena_release_quarantine(struct ns_ctl *ctl)
+{
+	uint64_t head = atomic_load(&ctl->arena.head_seq), n = 0;
+
+	for (uint64_t s = atomic_load(&ctl->arena.tail_seq); s != head; s++) {
+		struct ns_lease *l = s_slot(ctl, s);
+
+		if (atomic_load(&l->state) == NS_LEASE_QUARANTINE) {
+			atomic_store(&l->state, NS_LEASE_RETIRED);
+			atomic_fetch_sub(&ctl->arena.reserved, l->len);
+			n++;
+		}
+	}
+	s_sweep(ctl);
+	return n;
 }
 
 bool ns_span_aligned(uint64_t off, uint64_t len, uint32_t align, uint64_t *a_off, uint64_t *a_len)
@@ -173,4 +198,34 @@ uint64_t ns_span_max(uint64_t file_offset, uint64_t row_bytes, uint64_t n_rows, 
 			best = a_len;
 	}
 	return best;
+}
+
+int ns_block_rows_fit(uint64_t cap, uint32_t align, uint32_t lookahead, uint64_t file_offset,
+		      uint64_t row_bytes, uint64_t n_rows, uint64_t want, uint64_t *rows,
+		      uint64_t *need)
+{
+	uint64_t per, fit, span1;
+
+	*need = 0;
+	if (row_bytes == 0 || n_rows == 0)
+		return -EINVAL;
+	if (want == 0 || want > n_rows)
+		want = n_rows;
+	per = cap / ((uint64_t)lookahead + 1) / align * align;
+	/* a block of n rows spans at most align_up(n * row_bytes) + align bytes */
+	fit = per > align ? (per - align) / row_bytes : 0;
+	if (fit >= 1) {
+		*rows = fit < want ? fit : want;
+		return 0;
+	}
+	span1 = ns_span_max(file_offset, row_bytes, n_rows, 1, align);
+	if (span1 == 0 || ns_mul_u64_overflow(span1, (uint64_t)lookahead + 1, need)) {
+		*need = UINT64_MAX;
+		return -ENOSPC;
+	}
+	if (*need <= cap) {
+		*rows = 1;
+		return 0;
+	}
+	return -ENOSPC;
 }

@@ -34,10 +34,22 @@ int ns_arena_release(struct ns_ctl *ctl, uint32_t idx);
 /* Find a lease by (index, seq) in the given state; NULL if the reference is stale or bad. */
 struct ns_lease *ns_arena_lookup(struct ns_ctl *ctl, uint32_t idx, uint64_t seq);
 
-/* Rebuild the accounting after an nsio restart: every live lease for which keep(lease, arg)
- * returns false is released; reserved is recomputed from the table. Returns leases dropped. */
-uint64_t ns_arena_recover(struct ns_ctl *ctl, bool (*keep)(struct ns_ctl *, struct ns_lease *,
-							   void *), void *arg);
+/* What a restarted nsio does with a live lease of the dead one. */
+enum ns_lease_fate {
+	NS_LEASE_DROP,        /* release it */
+	NS_LEASE_KEEP,        /* a live client holds it */
+	NS_LEASE_QUARANTINED, /* keep it reserved, unowned, in NS_LEASE_QUARANTINE state */
+};
+
+/* Rebuild the accounting after an nsio restart: fate(lease, arg) decides for every live
+ * lease; reserved is recomputed from the table. Returns the number of leases dropped and
+ * adds the quarantined ones to *quarantined. */
+uint64_t ns_arena_recover(struct ns_ctl *ctl,
+			  enum ns_lease_fate (*fate)(struct ns_ctl *, struct ns_lease *, void *),
+			  void *arg, uint64_t *quarantined);
+
+/* Release every lease in NS_LEASE_QUARANTINE state. Returns how many. */
+uint64_t ns_arena_release_quarantine(struct ns_ctl *ctl);
 
 /* Number of live (unswept) leases. */
 static inline uint64_t ns_arena_live(struct ns_ctl *ctl)
@@ -50,6 +62,15 @@ static inline uint64_t ns_arena_live(struct ns_ctl *ctl)
  * nrows rows can reserve. Exact (walks the row offsets modulo align). 0 on overflow. */
 uint64_t ns_span_max(uint64_t file_offset, uint64_t row_bytes, uint64_t n_rows, uint64_t nrows,
 		     uint32_t align);
+
+/* Rows per block for streaming a tensor with lookahead + 1 blocks in an arena of cap bytes:
+ * the largest n <= want (want 0: all rows) such that lookahead + 1 blocks of n rows, each with
+ * its alignment slack, fit. Shared by the client library (ns_stream_block_rows) and nsio's
+ * run-ahead schedule, so both cut a tensor the same way. Returns 0, or -ENOSPC when even one
+ * row per block does not fit; *need then holds the smallest arena that works. */
+int ns_block_rows_fit(uint64_t cap, uint32_t align, uint32_t lookahead, uint64_t file_offset,
+		      uint64_t row_bytes, uint64_t n_rows, uint64_t want, uint64_t *rows,
+		      uint64_t *need);
 
 /* Aligned enclosing range of [off, off+len): *a_off, *a_len. False on overflow. */
 bool ns_span_aligned(uint64_t off, uint64_t len, uint32_t align, uint64_t *a_off,

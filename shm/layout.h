@@ -47,6 +47,7 @@ enum ns_lease_state {
 	NS_LEASE_DELIVERED = 2, /* completion written for its owner */
 	NS_LEASE_RETIRED = 3,   /* released, waiting for the tail to pass */
 	NS_LEASE_ORPHAN = 4,    /* owner gone while reads were in flight */
+	NS_LEASE_QUARANTINE = 5, /* reads of a killed nsio may still land here: not reusable yet */
 };
 
 /* Counters any process may read (ns_stats_snapshot). All monotonic except reserved. */

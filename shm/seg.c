@@ -233,6 +233,31 @@ int ns_seg_unlink(const char *session, const char *what)
 	return shm_unlink(name) == 0 ? 0 : -errno;
 }
 
+int ns_seg_unlink_session(const char *session)
+{
+	char user[32], prefix[96], path[300];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if (!ns_session_id_valid(session))
+		return 0;
+	ns_seg_user(user, sizeof(user));
+	snprintf(prefix, sizeof(prefix), "ns-%s-%s-", user, session);
+	d = opendir("/dev/shm");
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/%s", de->d_name);
+		if (shm_unlink(path) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 bool ns_pid_alive(pid_t pid)
 {
 	char path[64], buf[256];

@@ -66,6 +66,9 @@ int ns_seg_open(struct ns_seg *seg, const char *session, const char *what, uint3
 
 void ns_seg_unmap(struct ns_seg *seg);
 int ns_seg_unlink(const char *session, const char *what);
+/* Unlink every segment of a session ("/ns-<user>-<session>-*", other modules' too).
+ * Returns the number removed. */
+int ns_seg_unlink_session(const char *session);
 
 /* Header check on an already mapped region (used by ns_seg_open and by tests). */
 int ns_seg_check_header(const struct ns_seg_header *h, size_t mapped, uint32_t kind,

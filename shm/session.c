@@ -1,7 +1,9 @@
 /* session.c - create, attach and tear down a session's segments and runtime directory. */
 #include "session.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +99,19 @@ void ns_session_unlink(const char *id)
 
 	ns_seg_unlink(id, S_CTL);
 	ns_seg_unlink(id, S_ARENA);
-	if (ns_session_rundir(id, dir, sizeof(dir)) == 0)
+	ns_seg_unlink_session(id); /* segments other modules added to the session */
+	if (ns_session_rundir(id, dir, sizeof(dir)) == 0) {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		/* the ipc endpoints of the session's processes live directly inside */
+		while (d && (de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(dirfd(d), de->d_name, 0);
+		if (d)
+			closedir(d);
 		rmdir(dir);
+	}
 }
 
 int ns_session_create(const struct ns_session_params *p, struct ns_session **out, char *err,

@@ -54,7 +54,8 @@ int ns_session_create(const struct ns_session_params *p, struct ns_session **out
 int ns_session_attach(const char *id, bool arena_writable, struct ns_session **out, char *err,
 		      size_t errlen);
 
-/* Unmap; when owner, also unlink both segments and remove the runtime directory. */
+/* Unmap; when owner, also unlink the session's segments (all of them, other modules' too)
+ * and remove the runtime directory. */
 void ns_session_destroy(struct ns_session **s);
 
 /* Give up ownership (e.g. hand it to a child) or take it (nsio that created its own). */
@@ -66,7 +67,7 @@ static inline void ns_session_set_owner(struct ns_session *s, bool owner)
 /* Runtime directory path of a session id. */
 int ns_session_rundir(const char *id, char *buf, size_t n);
 
-/* Remove both segments and the runtime dir of a session id (best effort). */
+/* Remove every segment and the runtime dir of a session id (best effort). */
 void ns_session_unlink(const char *id);
 
 /* Read the stats block into plain numbers. */

@@ -107,7 +107,12 @@ __attribute__((target("avx512f"))) static double s_sum_avx512(const uint8_t *p, 
 		a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + i + 192));
 	}
 	a0 = _mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3));
-	return (double)_mm512_reduce_add_epi64(a0);
+	uint64_t l[8], sum = 0; /* unsigned: the sum only keeps the loads alive */
+
+	_mm512_storeu_si512(l, a0);
+	for (int i = 0; i < 8; i++)
+		sum += l[i];
+	return (double)sum;
 }
 
 static double s_sum_scalar(const uint8_t *p, uint64_t n)

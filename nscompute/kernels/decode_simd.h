@@ -42,11 +42,13 @@ static inline __m256i s_bits_to_0x10(uint32_t bits)
 	return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-/* 8 byte scales (bytes at p) times d, each written twice: out[2i] = out[2i+1] = d * p[i];
- * neg flips the sign (for mins: -(dmin * mn), exactly as the scalar decoders). */
-static inline void s_scales8x2(const uint8_t sc[8], float d, bool neg, float *out)
+/* 8 byte scales (the bytes of sc, lowest first) times d, each written twice:
+ * out[2i] = out[2i+1] = d * byte_i; neg flips the sign (for mins: -(dmin * mn), exactly as the
+ * scalar decoders). The bytes come in a register: reloading them from two just-written 32-bit
+ * stores would miss store forwarding. */
+static inline void s_scales8x2(uint64_t sc, float d, bool neg, float *out)
 {
-	__m128i b = _mm_loadl_epi64((const __m128i *)sc);
+	__m128i b = _mm_cvtsi64_si128((long long)sc);
 	__m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), _mm256_set1_ps(d));
 
 	if (neg)
@@ -57,17 +59,24 @@ static inline void s_scales8x2(const uint8_t sc[8], float d, bool neg, float *ou
 
 /* Q4_K / Q5_K: the 12 packed bytes hold 8 6-bit scales and 8 6-bit mins (see decode_scalar.c);
  * unpacked four at a time in 32-bit words. */
-static inline void s_k4_dm_simd(const uint8_t *b, struct ns_kdec *o)
+static inline void s_k4_sc_mn(const uint8_t *b, uint64_t *sc, uint64_t *mn)
 {
-	uint32_t a[3], sc[2], mn[2];
+	uint32_t a[3];
 
 	memcpy(a, b + 4, 12);
-	sc[0] = a[0] & 0x3f3f3f3fu;
-	mn[0] = a[1] & 0x3f3f3f3fu;
-	sc[1] = (a[2] & 0x0f0f0f0fu) | ((a[0] >> 2) & 0x30303030u);
-	mn[1] = ((a[2] >> 4) & 0x0f0f0f0fu) | ((a[1] >> 2) & 0x30303030u);
-	s_scales8x2((const uint8_t *)sc, s_h2f(b), false, o->d);
-	s_scales8x2((const uint8_t *)mn, s_h2f(b + 2), true, o->m);
+	*sc = (a[0] & 0x3f3f3f3fu) |
+	      (uint64_t)((a[2] & 0x0f0f0f0fu) | ((a[0] >> 2) & 0x30303030u)) << 32;
+	*mn = (a[1] & 0x3f3f3f3fu) |
+	      (uint64_t)(((a[2] >> 4) & 0x0f0f0f0fu) | ((a[1] >> 2) & 0x30303030u)) << 32;
+}
+
+static inline void s_k4_dm_simd(const uint8_t *b, struct ns_kdec *o)
+{
+	uint64_t sc, mn;
+
+	s_k4_sc_mn(b, &sc, &mn);
+	s_scales8x2(sc, s_h2f(b), false, o->d);
+	s_scales8x2(mn, s_h2f(b + 2), true, o->m);
 }
 
 /* 16 signed byte scales times d. */

@@ -108,7 +108,7 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 	const struct ns_kqtype *qt = ns_kq_get(type);
 	enum ns_kpath path = opts ? opts->path : NS_KPATH_AUTO;
 	struct ns_kjob j = { 0 };
-	uint64_t win_bytes, tmp, xq_n, g_n, c_n;
+	uint64_t win_bytes, tmp, xq_n, g_n;
 	void *buf = NULL;
 
 	if (!qt)
@@ -139,14 +139,15 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 	j.ldy = ldy;
 	j.q8 = opts && opts->act == NS_ACT_Q8 && !qt->is_float;
 
-	if (!j.q8 && n_tok > 1 && (n_cols * sizeof(float)) % 1024 == 0) {
-		/* Token rows a power-of-two-ish stride apart land in the same L1 sets (and alias the
-		 * accumulators 4 KiB apart): copy x once with a stride of n_cols + 16 floats. */
-		uint64_t ldx = n_cols + 16;
+	if (!j.q8 && ((uintptr_t)x % 64 || (n_tok > 1 && (n_cols * sizeof(float)) % 1024 == 0))) {
+		/* Copy x once, 64-byte aligned (no cache-line-split loads) and, for batches, with a
+		 * row stride of an odd number of cache lines: token rows a power-of-two stride apart
+		 * would share L1 sets. Values are unchanged, so results are too. */
+		uint64_t ldx = n_tok > 1 ? (n_cols + 15) / 16 * 16 + 16 : n_cols;
 
-		if (ns_mul_u64_overflow(n_tok, ldx * sizeof(float), &tmp) || tmp > SIZE_MAX)
+		if (ns_mul_u64_overflow(n_tok, ldx * sizeof(float), &tmp) || tmp > SIZE_MAX - 64)
 			return -EOVERFLOW;
-		buf = malloc((size_t)tmp);
+		buf = aligned_alloc(64, (size_t)(tmp + 63) / 64 * 64);
 		if (!buf)
 			return -ENOMEM;
 		for (uint64_t t = 0; t < n_tok; t++)
@@ -155,22 +156,22 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 		j.ldx = ldx;
 	}
 	if (j.q8) {
+		/* every per-token row 64-byte aligned: the kernels load 64 bytes at a time */
 		j.ldq = (n_cols + 63) / 64 * 64 + 64;
-		j.ldg = n_cols / NS_KGROUP + 16;
-		j.ldc = n_cols / 4 + 16;
+		j.ldg = (n_cols / NS_KGROUP + 16 + 15) / 16 * 16;
+		j.ldc = (n_cols / 4 + 16 + 15) / 16 * 16;
 		if (ns_mul_u64_overflow(n_tok, j.ldq + 2 * 4 * j.ldg + 4 * j.ldc, &tmp) ||
 		    tmp > SIZE_MAX - 64)
 			return -EOVERFLOW;
 		xq_n = n_tok * j.ldq;
 		g_n = n_tok * j.ldg;
-		c_n = n_tok * j.ldc;
-		buf = calloc(1, (size_t)(xq_n + 4 * (2 * g_n + c_n)));
+		buf = aligned_alloc(64, (size_t)tmp);
 		if (!buf)
 			return -ENOMEM;
-		/* floats and int32 first (4-byte aligned), then the int8 values */
-		float *dxg = buf, *xsg = dxg + g_n;
-		int32_t *c4 = (int32_t *)(xsg + g_n);
-		int8_t *xq = (int8_t *)(c4 + c_n);
+		memset(buf, 0, (size_t)tmp); /* padding must read as zero */
+		int8_t *xq = buf;
+		float *dxg = (float *)(void *)(xq + xq_n), *xsg = dxg + g_n;
+		int32_t *c4 = (int32_t *)(void *)(xsg + g_n);
 
 		s_quantize_x(&j, path, xq, dxg, xsg, c4);
 		j.xq = xq;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "decode_simd.h"
+#include "e8m0_table.h"
 #include "ggml_type.h"
 #include "kern_internal.h"
 
@@ -23,6 +24,15 @@ struct s_fx {
 };
 
 #define S_TOK(f, t) ((f)->t0 + (t))
+
+/* software prefetch distance into the weight stream (see gemv_avx512_fused.c) */
+#define S_PF_DIST 4096
+
+static inline void s_pf(const uint8_t *p, uint32_t n)
+{
+	for (uint32_t o = 0; o < n; o += 64)
+		_mm_prefetch((const char *)p + S_PF_DIST + o, _MM_HINT_T0);
+}
 
 /* 32 signed values in z, scales d[0] (elements 0..15) and d[1] (16..31), offsets m or NULL,
  * exact floats -> w[0..3] */
@@ -103,11 +113,7 @@ static inline __m256i s_mxfp4_32(const uint8_t *p)
 
 static inline float s_e8m0_half(uint8_t e)
 {
-	uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-	float d;
-
-	memcpy(&d, &bits, 4);
-	return d;
+	return ns_e8m0_half_tab[e];
 }
 
 static inline __attribute__((always_inline)) void
@@ -124,6 +130,9 @@ s_blk_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 		__m256i z = mx ? s_mxfp4_32(p) : _mm256_loadu_si256((const __m256i *)(p + 2));
 		float d = mx ? s_e8m0_half(p[0]) : s_h2f(p);
 		float dd[2] = { d, d };
+
+		if (b % 4 == 0)
+			s_pf(p, 4 * (mx ? 17 : 34));
 		__m256 w[4];
 
 		s_w32(z, dd, NULL, w);
@@ -148,6 +157,8 @@ s_blk_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt,
 		__m256i z = mx ? s_mxfp4_32(p) : _mm256_loadu_si256((const __m256i *)(p + 2));
 		float d = mx ? s_e8m0_half(p[0]) : s_h2f(p);
 
+		if (b % 4 == 0)
+			s_pf(p, 4 * (mx ? 17 : 34));
 		for (uint32_t t = 0; t < nt; t++) {
 			uint64_t tt = S_TOK(f, t);
 			__m256i dp = s_dot_ss(z, j->xq + tt * j->ldq + 32 * b);
@@ -199,6 +210,7 @@ s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 	for (uint64_t sb = 0; sb < nsb; sb++) {
 		const uint8_t *p = row + 144 * sb;
 
+		s_pf(p, 144);
 		s_k4_dm_simd(p, &dm);
 #pragma GCC unroll 4
 		for (int c = 0; c < 4; c++) {
@@ -233,6 +245,7 @@ s_q4_k_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 		const uint8_t *p = row + 144 * sb;
 		__m256i u[8];
 
+		s_pf(p, 144);
 		s_k4_dm_simd(p, &dm);
 #pragma GCC unroll 4
 		for (int c = 0; c < 4; c++) {
@@ -291,6 +304,7 @@ s_q6_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 	for (uint64_t sb = 0; sb < nsb; sb++) {
 		const uint8_t *p = row + 210 * sb;
 
+		s_pf(p, 210);
 		s_scales16_i8((const int8_t *)(p + 192), s_h2f(p + 208), d);
 #pragma GCC unroll 2
 		for (int n = 0; n < 2; n++) {
@@ -326,6 +340,7 @@ s_q6_k_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 		const uint8_t *p = row + 210 * sb;
 		__m256i q[8];
 
+		s_pf(p, 210);
 		s_scales16_i8((const int8_t *)(p + 192), s_h2f(p + 208), d);
 		s_q6k_128(p, 0, q);
 		s_q6k_128(p, 1, q + 4);

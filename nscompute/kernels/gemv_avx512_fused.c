@@ -8,10 +8,15 @@
  * tile; each token's sums depend only on that token, so a token gives the same bits alone
  * (gemv) or inside any batch (gemm).
  *   f32 mode: w = (float)s * d_g [+ m_g] exactly as ns_dequant_rows, then FMA with x into four
- *     16-lane accumulators (one per group of 16 inside each 64 elements).
+ *     16-lane accumulators (one per group of 16 inside each 64 elements). The 4-bit types
+ *     (Q4_0, Q4_K, MXFP4) build a 16-entry table of those exact weights per block or
+ *     sub-block and pick from it with vpermps, instead of converting every value.
  *   q8 mode: vpdpbusd of unsigned weights with xq, its accumulator preloaded with the offset
  *     correction (-o * sum(xq) per 4 elements), so lanes hold exact integer sums of s * xq;
- *     scaled by d_g * dx_g per group of 16 and summed in one 16-lane float accumulator. */
+ *     scaled by d_g * dx_g per group of 16 and summed in one 16-lane float accumulator.
+ * Scale vectors are built in registers: loading 64 bytes just written as smaller stores would
+ * miss store forwarding (that alone halved the Q4_K / Q6_K speed). The weight stream is
+ * prefetched S_PF_DIST bytes ahead. */
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
@@ -19,6 +24,7 @@
 #include <string.h>
 
 #include "decode_simd.h"
+#include "e8m0_table.h"
 #include "ggml_type.h"
 #include "kern_internal.h"
 
@@ -91,10 +97,35 @@ static inline __m512 s_pair(float a, float b)
 
 #define S_TOK(f, t) ((f)->t0 + (t))
 
+/* Q4_K / Q5_K group scales and offsets built in registers (a 64-byte load of values stored
+ * as two 32-byte halves would miss store forwarding): d[g] = d * sc[g/2],
+ * m[g] = -(dmin * mn[g/2]), exactly as s_k4_dm_simd / the scalar decoder. */
+static inline void s_k4_dm512(const uint8_t *b, __m512 *d, __m512 *m)
+{
+	uint64_t sc, mn;
+
+	s_k4_sc_mn(b, &sc, &mn);
+	__m128i s2 = _mm_cvtsi64_si128((long long)sc), m2 = _mm_cvtsi64_si128((long long)mn);
+
+	s2 = _mm_unpacklo_epi8(s2, s2); /* each scale twice: groups 2i and 2i+1 */
+	m2 = _mm_unpacklo_epi8(m2, m2);
+	*d = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(s2)), _mm512_set1_ps(s_h2f(b)));
+	*m = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(m2)), _mm512_set1_ps(s_h2f(b + 2)));
+	*m = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(*m), _mm512_set1_epi32((int)0x80000000u)));
+}
+
+/* Q6_K: the 16 signed scales times d, in registers */
+static inline __m512 s_q6k_d512(const uint8_t *b)
+{
+	__m128i sc = _mm_loadu_si128((const __m128i *)(b + 192));
+
+	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(s_h2f(b + 208)));
+}
+
 /* Software prefetch distance into the weight stream, in bytes: the unpacking work between
  * loads keeps too few misses in flight for the hardware prefetcher alone. */
 #ifndef S_PF_DIST
-#define S_PF_DIST 1024
+#define S_PF_DIST 4096
 #endif
 
 /* prefetch the lines of [p, p + n) + S_PF_DIST (never faults, even past the window) */
@@ -200,11 +231,7 @@ static inline __m512i s_nib_pair(const uint8_t *p, uint32_t bs, uint32_t qo, boo
 
 static inline float s_e8m0_half(uint8_t e)
 {
-	uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-	float d;
-
-	memcpy(&d, &bits, 4);
-	return d;
+	return ns_e8m0_half_tab[e]; /* a load the broadcast folds into */
 }
 
 /* scale of the block at p */
@@ -228,21 +255,38 @@ s_nib_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 
 	for (uint32_t t = 0; t < nt; t++)
 		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
-	for (uint64_t b = 0; b < nb; b++) {
+	/* blocks in pairs: the even one into lane groups 0, 1, the odd one into 2, 3 */
+	for (uint64_t b = 0; b < nb; b += 2) {
 		const uint8_t *p = row + bs * b;
-		__m512 lut = _mm512_mul_ps(vals, _mm512_set1_ps(s_nib_d(p, q40)));
-		__m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + qo)));
-		__m512 w0 = _mm512_permutexvar_ps(q, lut);
-		__m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), lut);
+		bool two = b + 1 < nb;
+		__m512 w[4];
 
 		if (b % 8 == 0)
 			s_pf(p, 8 * bs);
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *q = p + bs * (uint32_t)h;
+			__m512 lut;
+			__m512i n;
+
+			if (h && !two) {
+				w[2] = w[3] = _mm512_setzero_ps();
+				break;
+			}
+			lut = _mm512_mul_ps(vals, _mm512_set1_ps(s_nib_d(q, q40)));
+			n = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + qo)));
+			w[2 * h] = _mm512_permutexvar_ps(n, lut);
+			w[2 * h + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(n, 4), lut);
+		}
 		for (uint32_t t = 0; t < nt; t++) {
 			const float *x = j->x + S_TOK(f, t) * j->ldx + 32 * b;
-			__m512 *a = acc[t] + 2 * (b & 1);
 
-			a[0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a[0]);
-			a[1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a[1]);
+			if (two) {
+				s_fma64(w, x, acc[t]);
+			} else {
+				acc[t][0] = _mm512_fmadd_ps(w[0], _mm512_loadu_ps(x), acc[t][0]);
+				acc[t][1] = _mm512_fmadd_ps(w[1], _mm512_loadu_ps(x + 16), acc[t][1]);
+			}
 		}
 	}
 	for (uint32_t t = 0; t < nt; t++)
@@ -375,7 +419,6 @@ s_k45_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt,
 {
 	const struct ns_kjob *j = f->j;
 	uint64_t nsb = j->n_cols / 256;
-	struct ns_kdec dm;
 	__m512 acc[NS_KTILE], accm[NS_KTILE];
 	__m512i idx[4];
 
@@ -387,12 +430,13 @@ s_k45_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt,
 		const uint8_t *p = row + (five ? 176 : 144) * sb;
 		__m512i z[4];
 
+		__m512 d, m;
+
 		s_pf(p, five ? 176 : 144);
-		s_k4_dm_simd(p, &dm);
+		s_k4_dm512(p, &d, &m);
 #pragma GCC unroll 4
 		for (int c = 0; c < 4; c++)
 			z[c] = s_k45_64(p, c, five); /* already unsigned: no offset */
-		__m512 d = _mm512_load_ps(dm.d), m = _mm512_load_ps(dm.m);
 
 		for (uint32_t t = 0; t < nt; t++) {
 			uint64_t tt = S_TOK(f, t);
@@ -430,9 +474,11 @@ s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
 	for (uint64_t sb = 0; sb < nsb; sb++) {
 		const uint8_t *p = row + 144 * sb;
+		__m512 w[4][4]; /* the superblock's 256 exact weights */
 
 		s_pf(p, 144);
 		s_k4_dm_simd(p, &dm);
+
 #pragma GCC unroll 4
 		for (int c = 0; c < 4; c++) {
 			const uint8_t *qs = p + 16 + 32 * c;
@@ -442,12 +488,24 @@ s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 						  _mm512_set1_ps(dm.m[4 * c + 2]));
 			__m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
 			__m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16)));
-			__m512 w[4] = { _mm512_permutexvar_ps(q0, lo), _mm512_permutexvar_ps(q1, lo),
-					_mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), hi),
-					_mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), hi) };
 
-			for (uint32_t t = 0; t < nt; t++)
-				s_fma64(w, j->x + S_TOK(f, t) * j->ldx + 256 * sb + 64 * c, acc[t]);
+			w[c][0] = _mm512_permutexvar_ps(q0, lo);
+			w[c][1] = _mm512_permutexvar_ps(q1, lo);
+			w[c][2] = _mm512_permutexvar_ps(_mm512_srli_epi32(q0, 4), hi);
+			w[c][3] = _mm512_permutexvar_ps(_mm512_srli_epi32(q1, 4), hi);
+		}
+		/* per token, the accumulators stay in registers for the whole superblock */
+		for (uint32_t t = 0; t < nt; t++) {
+			const float *x = j->x + S_TOK(f, t) * j->ldx + 256 * sb;
+			__m512 a[4] = { acc[t][0], acc[t][1], acc[t][2], acc[t][3] };
+
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++)
+				s_fma64(w[c], x + 64 * c, a);
+			acc[t][0] = a[0];
+			acc[t][1] = a[1];
+			acc[t][2] = a[2];
+			acc[t][3] = a[3];
 		}
 	}
 	for (uint32_t t = 0; t < nt; t++)
@@ -507,7 +565,6 @@ s_q6_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 		const uint8_t *p = row + 210 * sb;
 
 		s_pf(p, 210);
-
 		s_scales16_i8((const int8_t *)(p + 192), s_h2f(p + 208), d);
 #pragma GCC unroll 2
 		for (int n = 0; n < 2; n++) {
@@ -535,7 +592,6 @@ s_q6_k_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 {
 	const struct ns_kjob *j = f->j;
 	uint64_t nsb = j->n_cols / 256;
-	_Alignas(64) float d[16];
 	__m512 acc[NS_KTILE];
 	__m512i idx[4];
 
@@ -545,14 +601,12 @@ s_q6_k_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 		acc[t] = _mm512_setzero_ps();
 	for (uint64_t sb = 0; sb < nsb; sb++) {
 		const uint8_t *p = row + 210 * sb;
-
-		s_pf(p, 210);
 		__m512i z[4];
 
-		s_scales16_i8((const int8_t *)(p + 192), s_h2f(p + 208), d);
+		s_pf(p, 210);
 		s_q6k_128(p, 0, &z[0], &z[1]);
 		s_q6k_128(p, 1, &z[2], &z[3]);
-		__m512 dv = _mm512_load_ps(d);
+		__m512 dv = s_q6k_d512(p);
 
 		for (uint32_t t = 0; t < nt; t++) {
 			uint64_t tt = S_TOK(f, t);

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "model.h"
 #include "ns_util.h"
 #include "seg.h"
+#include "layout.h"
 #include "session.h"
 
 #define IOT_FAIL(...) do { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
@@ -182,6 +184,7 @@ struct iot_cleanup {
 	pid_t pid;
 	char session[NS_SESSION_ID_LEN + 1];
 	char model[4096];
+	char extra_file[4096]; /* a second scratch file (iot_cleanup_file) */
 	bool armed;
 };
 static struct iot_cleanup iot_cleanup_state;
@@ -198,6 +201,21 @@ static inline void iot_cleanup_run(void)
 		ns_session_unlink(c->session);
 	if (c->model[0])
 		unlink(c->model);
+	if (c->extra_file[0])
+		unlink(c->extra_file);
+}
+
+static inline void iot_cleanup_file(const char *path)
+{
+	snprintf(iot_cleanup_state.extra_file, sizeof(iot_cleanup_state.extra_file), "%s",
+		 path ? path : "");
+}
+
+static inline void iot_cleanup_signal(int sig)
+{
+	iot_cleanup_run(); /* dying anyway (meson's timeout): leave nothing behind */
+	signal(sig, SIG_DFL);
+	raise(sig);
 }
 
 /* s == NULL: the session is gone (keeps the model for the final cleanup). */
@@ -207,11 +225,80 @@ static inline void iot_cleanup_register(struct ns_session *s, pid_t pid, const c
 
 	if (!c->armed) {
 		atexit(iot_cleanup_run);
+		signal(SIGTERM, iot_cleanup_signal);
+		signal(SIGINT, iot_cleanup_signal);
 		c->armed = true;
 	}
 	c->pid = pid;
 	snprintf(c->session, sizeof(c->session), "%s", s ? s->id : "");
 	snprintf(c->model, sizeof(c->model), "%s", model ? model : "");
+}
+
+/* Print the control segment's leases and client slots (diagnostics of a stall). */
+static inline void iot_dump_ctl(struct ns_ctl *c)
+{
+	uint64_t head = atomic_load(&c->arena.head_seq), tail = atomic_load(&c->arena.tail_seq);
+
+	fprintf(stderr, "ctl: nsio pid %d gen %u state %u, arena %llu reserved %llu peak %llu, "
+		"leases [%llu, %llu)\n", (int)atomic_load(&c->nsio_pid), atomic_load(&c->nsio_gen),
+		atomic_load(&c->nsio_state), (unsigned long long)c->arena_bytes,
+		(unsigned long long)atomic_load(&c->arena.reserved),
+		(unsigned long long)atomic_load(&c->arena.peak), (unsigned long long)tail,
+		(unsigned long long)head);
+	for (uint64_t q = tail; q != head && q - tail < 64; q++) {
+		struct ns_lease *l = &ns_ctl_leases(c)[q & (c->lease_slots - 1)];
+		fprintf(stderr, "  lease %llu: state %u owner %d epoch %llu ticket %llu off %llu len "
+			"%llu cpl_pos %u\n", (unsigned long long)l->seq, atomic_load(&l->state),
+			l->owner == NS_OWNER_NONE ? -1 : (int)l->owner,
+			(unsigned long long)l->client_epoch, (unsigned long long)l->ticket,
+			(unsigned long long)l->off, (unsigned long long)l->len, l->cpl_pos);
+	}
+	for (uint32_t i = 0; i < c->max_clients; i++) {
+		struct ns_client_slot *cs = ns_ctl_client(c, i);
+		if (atomic_load(&cs->state) == NS_CLIENT_FREE)
+			continue;
+		fprintf(stderr, "  client %u: state %u pid %d epoch %llu req %u/%u cpl %u/%u "
+			"waiting %u\n", i, atomic_load(&cs->state), (int)atomic_load(&cs->pid),
+			(unsigned long long)atomic_load(&cs->epoch), atomic_load(&cs->req_head),
+			atomic_load(&cs->req_tail), atomic_load(&cs->cpl_head),
+			atomic_load(&cs->cpl_tail), atomic_load(&cs->cpl_waiting));
+	}
+}
+
+/* Watchdog: if *progress stops moving for stall_s seconds, dump nsio (SIGUSR1) and the
+ * control segment, then fail: a hang becomes a diagnosed failure, not a timeout. */
+struct iot_watchdog {
+	_Atomic uint64_t *progress;
+	_Atomic int stop;
+	struct ns_ctl *_Atomic ctl;
+	_Atomic pid_t nsio;
+	unsigned stall_s;
+	pthread_t th;
+};
+
+static inline void *iot_watchdog_main(void *arg)
+{
+	struct iot_watchdog *w = arg;
+	uint64_t last = ~0ull;
+	unsigned still = 0;
+
+	while (!atomic_load(&w->stop)) {
+		uint64_t now = atomic_load(w->progress);
+
+		sleep(1);
+		still = now == last ? still + 1 : 0;
+		last = now;
+		if (still < w->stall_s)
+			continue;
+		fprintf(stderr, "STALL: no progress for %u s\n", still);
+		if (atomic_load(&w->nsio) > 0)
+			kill(atomic_load(&w->nsio), SIGUSR1);
+		sleep(1);
+		if (atomic_load(&w->ctl))
+			iot_dump_ctl(atomic_load(&w->ctl));
+		exit(1);
+	}
+	return NULL;
 }
 
 static inline uint64_t iot_rand(uint64_t *s)

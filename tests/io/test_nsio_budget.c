@@ -224,6 +224,190 @@ static void s_bad_records(const char *model)
 	ns_session_destroy(&s);
 }
 
+/* Model on tmpfs: where O_DIRECT is refused (kernels before 6.6; forced otherwise with the
+ * NS_NSIO_FAULT_NO_DIRECT fault injection), nsio says so once and reads buffered, same bytes. */
+static void s_tmpfs(void)
+{
+	char model[256], out[8192], err[NS_ERR_LEN];
+	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
+	struct ns_session *s;
+	struct iot_ref ref;
+	struct ns_client *c;
+	const char *args[8];
+	int fds[2], st;
+	size_t got = 0;
+	ssize_t r;
+	pid_t pid;
+
+	snprintf(model, sizeof(model), "/dev/shm/nstest-model-%d.gguf", (int)getpid());
+	iot_write_model(model, iot_small_model, NS_ARRAY_LEN(iot_small_model), 1);
+	iot_cleanup_register(NULL, 0, model);
+	iot_ref_open(&ref, model);
+	p.arena_bytes = 1 << 20;
+	IOT_CHECK(ns_session_create(&p, &s, err, sizeof(err)) == 0, "session: %s", err);
+	iot_cleanup_register(s, 0, model);
+	args[0] = ns_nsio_path(out, sizeof(out));
+	args[1] = "--session"; args[2] = s->id; args[3] = "--model"; args[4] = model;
+	args[5] = NULL;
+	IOT_CHECK(pipe(fds) == 0, "pipe");
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		setenv("NS_NSIO_FAULT_NO_DIRECT", "1", 1);
+		execv(args[0], (char *const *)args);
+		_exit(127);
+	}
+	close(fds[1]);
+	IOT_CHECK(ns_nsio_wait_running(s->ctl, pid, 0, 20000, &st) == 0, "nsio on tmpfs");
+	iot_cleanup_register(s, pid, model);
+	IOT_CHECK(atomic_load(&s->ctl->direct) == 0, "O_DIRECT on tmpfs?");
+	IOT_CHECK(ns_client_open(s->id, NULL, &c, err, sizeof(err)) == 0, "open: %s", err);
+	for (uint64_t t = 0; t < ns_client_n_tensors(c); t++) {
+		struct ns_client_tensor ti;
+		struct ns_block b;
+		uint64_t tk, n;
+
+		ns_client_tensor(c, t, &ti);
+		n = ti.n_rows < 7 ? ti.n_rows : 7;
+		IOT_CHECK(ns_client_request(c, t, ti.n_rows - n, n, &tk) == 0, "request");
+		IOT_CHECK(ns_client_wait(c, tk, &b) == 0, "wait");
+		IOT_CHECK(iot_block_ok(&ref, &b), "tmpfs block of tensor %llu differs",
+			  (unsigned long long)t);
+		ns_client_retire(c, &b);
+	}
+	ns_client_close(&c);
+	IOT_CHECK(iot_stop_nsio(pid) == 0, "nsio exit");
+	while (got + 1 < sizeof(out) && (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
+		got += (size_t)r;
+	out[got] = '\0';
+	close(fds[0]);
+	{
+		char *first = strstr(out, "O_DIRECT refused");
+		IOT_CHECK(first && !strstr(first + 1, "O_DIRECT refused"),
+			  "fallback not announced exactly once: '%s'", out);
+	}
+	iot_cleanup_register(NULL, 0, model);
+	ns_session_destroy(&s);
+	iot_ref_close(&ref);
+	unlink(model);
+}
+
+/* A model split over two shards: nsio opens and registers both; blocks from either equal a
+ * pread of the right shard file. */
+static void s_split(void)
+{
+	char base[4096], path[2][4096], err[NS_ERR_LEN], name[32];
+	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
+	const char *extra[] = { "--quiet", "--queue-depth", "3", "--block-bytes", "8K", NULL };
+	struct ns_session *s;
+	struct ns_model *m;
+	struct ns_client *c;
+	int fds[2];
+	pid_t pid;
+
+	iot_scratch(base, sizeof(base), "split");
+	base[strlen(base) - 5] = '\0'; /* drop ".gguf" */
+	for (int k = 0; k < 2; k++) {
+		struct ns_gguf_writer *w = ns_gguf_writer_new(32);
+
+		snprintf(path[k], sizeof(path[k]), "%s-%05d-of-00002.gguf", base, k + 1);
+		ns_gguf_writer_set_str(w, "general.architecture", "llama");
+		ns_gguf_writer_set_u32(w, "split.count", 2);
+		ns_gguf_writer_set_u32(w, "split.no", (uint32_t)k);
+		ns_gguf_writer_set_u32(w, "split.tensors.count", 6);
+		for (int i = 0; i < 3; i++) {
+			const struct iot_tensor_spec *sp = &iot_small_model[k * 3 + i];
+			uint64_t ne[2] = { sp->ne0, sp->ne1 };
+			snprintf(name, sizeof(name), "s%d.weight", k * 3 + i);
+			ns_gguf_writer_add_tensor_lazy(w, name, sp->type, 2, ne, iot_fill,
+						       (void *)(uintptr_t)(k * 3 + i + 1));
+		}
+		IOT_CHECK(ns_gguf_writer_write_file(w, path[k], err, sizeof(err)) == 0, "%s", err);
+		ns_gguf_writer_destroy(&w);
+		fds[k] = open(path[k], O_RDONLY);
+	}
+	IOT_CHECK(ns_model_open(path[1], &m, err, sizeof(err)) == 0 && m->n_shards == 2,
+		  "split model: %s", err);
+	p.arena_bytes = 1 << 20;
+	IOT_CHECK(ns_session_create(&p, &s, err, sizeof(err)) == 0, "session: %s", err);
+	pid = iot_start_nsio(s, path[1], extra); /* any shard names the model */
+	iot_cleanup_register(s, pid, path[0]);
+	IOT_CHECK(ns_client_open(s->id, NULL, &c, err, sizeof(err)) == 0, "open: %s", err);
+	IOT_CHECK(ns_client_n_tensors(c) == 6, "tensors over both shards");
+	for (uint64_t t = 0; t < 6; t++) {
+		const struct ns_model_tensor *mt = &m->tensors[t];
+		struct ns_block b;
+		uint64_t tk, n = mt->n_rows < 50 ? mt->n_rows : 50, r0 = mt->n_rows - n;
+		uint8_t *want = malloc(n * mt->row_bytes);
+
+		IOT_CHECK(ns_client_request(c, t, r0, n, &tk) == 0 && ns_client_wait(c, tk, &b) == 0,
+			  "read tensor %llu", (unsigned long long)t);
+		IOT_CHECK(pread(fds[mt->shard], want, n * mt->row_bytes,
+				(off_t)(mt->file_offset + r0 * mt->row_bytes)) ==
+			  (ssize_t)(n * mt->row_bytes) && !memcmp(want, b.data, b.nbytes),
+			  "tensor %llu (shard %u) differs", (unsigned long long)t, mt->shard);
+		ns_client_retire(c, &b);
+		free(want);
+	}
+	ns_client_close(&c);
+	IOT_CHECK(iot_stop_nsio(pid) == 0, "nsio exit");
+	iot_cleanup_register(NULL, 0, path[0]);
+	ns_session_destroy(&s);
+	ns_model_close(&m);
+	for (int k = 0; k < 2; k++) {
+		close(fds[k]);
+		unlink(path[k]);
+	}
+}
+
+static int s_ok_block(void *ctx, const struct ns_block *b)
+{
+	return iot_block_ok(ctx, b) ? 0 : -EIO;
+}
+
+/* --run-ahead: a consumer streaming the tensors in file order with nsio's lookahead and block
+ * rows finds most blocks already read (cache hits), and the bytes are still right. */
+static void s_run_ahead(const char *model, const struct iot_ref *ref)
+{
+	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
+	const char *extra[] = { "--quiet", "--run-ahead", "--lookahead", "1", "--block-rows", "16",
+				NULL };
+	struct ns_session *s;
+	struct ns_client *c;
+	char err[NS_ERR_LEN];
+	uint64_t blocks = 0, hits;
+	pid_t pid;
+
+	p.arena_bytes = 4 << 20;
+	IOT_CHECK(ns_session_create(&p, &s, err, sizeof(err)) == 0, "session: %s", err);
+	pid = iot_start_nsio(s, model, extra);
+	iot_cleanup_register(s, pid, model);
+	IOT_CHECK(ns_client_open(s->id, NULL, &c, err, sizeof(err)) == 0, "open: %s", err);
+	for (int pass = 0; pass < 3; pass++) {
+		for (uint64_t t = 0; t < ns_client_n_tensors(c); t++) {
+			struct ns_client_tensor ti;
+
+			ns_client_tensor(c, t, &ti);
+			IOT_CHECK(ns_stream_linear(c, t, 0, ti.n_rows, 16, 1, s_ok_block,
+						   (void *)ref) == 0, "stream %llu",
+				  (unsigned long long)t);
+			blocks += (ti.n_rows + 15) / 16;
+			usleep(2000); /* compute time: lets nsio run ahead */
+		}
+	}
+	ns_client_close(&c);
+	hits = atomic_load(&s->ctl->stats.cache_hits);
+	printf("run-ahead: %llu of %llu blocks were read ahead\n", (unsigned long long)hits,
+	       (unsigned long long)blocks);
+	IOT_CHECK(hits * 4 >= blocks, "run-ahead served only %llu of %llu blocks",
+		  (unsigned long long)hits, (unsigned long long)blocks);
+	IOT_CHECK(atomic_load(&s->ctl->arena.peak) <= s->ctl->arena_bytes, "peak");
+	IOT_CHECK(iot_stop_nsio(pid) == 0, "nsio exit");
+	iot_cleanup_register(NULL, 0, model);
+	ns_session_destroy(&s);
+}
+
 int main(void)
 {
 	char model[4096];
@@ -237,8 +421,11 @@ int main(void)
 	s_bad_usage(model);
 	s_refuse_and_accept(model, &ref);
 	s_bad_records(model);
+	s_run_ahead(model, &ref);
 	iot_ref_close(&ref);
 	unlink(model);
+	s_tmpfs();
+	s_split();
 	printf("ok\n");
 	return 0;
 }

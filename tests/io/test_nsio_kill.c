@@ -18,6 +18,7 @@ struct streamer {
 	struct ns_ctl *ctl;
 	_Atomic int *stop;
 	uint64_t seed, blocks, passes;
+	_Atomic uint64_t *progress;
 	int failed;
 };
 
@@ -32,6 +33,7 @@ static int s_check(void *arg, const struct ns_block *b)
 		return -EIO;
 	}
 	x->blocks++;
+	atomic_fetch_add(x->progress, 1);
 	return 0;
 }
 
@@ -75,8 +77,9 @@ static void *s_stream(void *arg)
 static void s_kill_nsio_during_stream(const char *model, const struct iot_ref *ref)
 {
 	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
+	/* a shorter quarantine than the default 1 s so the streams move between kills */
 	const char *extra[] = { "--lookahead", "2", "--queue-depth", "8", "--block-bytes", "16K",
-				"--quiet", NULL };
+				"--restart-quarantine-ms", "250", "--quiet", NULL };
 	struct streamer x[N_STREAMERS];
 	pthread_t th[N_STREAMERS];
 	struct ns_session *s;
@@ -84,6 +87,8 @@ static void s_kill_nsio_during_stream(const char *model, const struct iot_ref *r
 	char err[NS_ERR_LEN], id[NS_SESSION_ID_LEN + 1];
 	_Atomic int stop = 0;
 	uint64_t seed = 0xfeedull;
+	_Atomic uint64_t progress = 0;
+	struct iot_watchdog wd = { .progress = &progress, .stall_s = 40 };
 	pid_t pid;
 
 	p.arena_bytes = 256 << 10;
@@ -91,18 +96,23 @@ static void s_kill_nsio_during_stream(const char *model, const struct iot_ref *r
 	snprintf(id, sizeof(id), "%s", s->id);
 	pid = iot_start_nsio(s, model, extra);
 	iot_cleanup_register(s, pid, model);
+	atomic_store(&wd.ctl, s->ctl);
+	atomic_store(&wd.nsio, pid);
+	IOT_CHECK(pthread_create(&wd.th, NULL, iot_watchdog_main, &wd) == 0, "watchdog");
 	for (int i = 0; i < N_STREAMERS; i++) {
 		x[i] = (struct streamer){ .session = s->id, .ref = ref, .ctl = s->ctl,
-					  .stop = &stop, .seed = 77 + (uint64_t)i };
+					  .stop = &stop, .seed = 77 + (uint64_t)i,
+					  .progress = &progress };
 		IOT_CHECK(pthread_create(&th[i], NULL, s_stream, &x[i]) == 0, "thread");
 	}
 	for (int k = 0; k < N_KILLS; k++) {
-		usleep((useconds_t)(20000 + iot_rand(&seed) % 150000));
+		usleep((useconds_t)(50000 + iot_rand(&seed) % 400000));
 		kill(pid, SIGKILL);
 		IOT_CHECK(waitpid(pid, NULL, 0) == pid, "waitpid nsio");
 		usleep((useconds_t)(iot_rand(&seed) % 50000));
 		pid = iot_start_nsio(s, model, extra);
 		iot_cleanup_register(s, pid, model);
+		atomic_store(&wd.nsio, pid);
 	}
 	atomic_store(&stop, 1);
 	for (int i = 0; i < N_STREAMERS; i++) {
@@ -111,6 +121,8 @@ static void s_kill_nsio_during_stream(const char *model, const struct iot_ref *r
 		IOT_CHECK(x[i].passes >= 2, "streamer %d made %llu passes", i,
 			  (unsigned long long)x[i].passes);
 	}
+	atomic_store(&wd.stop, 1);
+	pthread_join(wd.th, NULL);
 	ns_stats_snapshot(s->ctl, &st);
 	printf("nsio killed %d times: %llu + %llu blocks verified, %llu restarts, %llu leases "
 	       "reclaimed, %llu stale requests dropped, peak %llu of %llu\n", N_KILLS,

@@ -46,7 +46,20 @@ static void s_basic(void)
 	s->ctl->ring_slots = 256;
 	IOT_CHECK(ns_session_attach("nope", false, &a, err, sizeof(err)) == -ENOENT, "absent");
 	IOT_CHECK(ns_session_attach("../etc", false, &a, err, sizeof(err)) == -EINVAL, "bad id");
-	ns_session_destroy(&s);
+	{
+		char rundir[PATH_MAX + 16];
+		struct ns_seg other;
+
+		snprintf(rundir, sizeof(rundir), "%s/ctl.ipc", s->rundir);
+		IOT_CHECK(close(open(rundir, O_CREAT | O_WRONLY, 0600)) == 0, "endpoint file");
+		/* a segment another module added to the session goes too */
+		IOT_CHECK(ns_seg_create(&other, id, "plan", 77, 4096, err, sizeof(err)) == 0,
+			  "extra segment: %s", err);
+		ns_seg_unmap(&other);
+		snprintf(rundir, sizeof(rundir), "%s", s->rundir);
+		ns_session_destroy(&s);
+		IOT_CHECK(stat(rundir, &st) != 0, "runtime dir left behind");
+	}
 	IOT_CHECK(iot_shm_count(id) == 0, "teardown unlinks");
 	IOT_CHECK(stat(path, &st) != 0, "gone");
 	/* bad parameters */

@@ -13,6 +13,7 @@
 #include "gemv.h"
 #include "ggml_type.h"
 #include "kern_internal.h"
+#include "e8m0_table.h"
 #include "kt_util.h"
 
 struct s_ty {
@@ -308,6 +309,18 @@ static void s_check_quantizer(void)
 	printf("SIMD activation quantizers byte-identical to the reference\n");
 }
 
+/* The E8M0 table the SIMD kernels use must hold ggml's E8M0_TO_FP32_HALF bit pattern. */
+static void s_check_e8m0_table(void)
+{
+	for (uint32_t e = 0; e < 256; e++) {
+		uint32_t want = e < 2 ? 0x00200000u << e : (e - 1) << 23, got;
+
+		memcpy(&got, &ns_e8m0_half_tab[e], 4);
+		if (got != want)
+			KT_FAIL("E8M0 table entry %u is %08x, want %08x", e, got, want);
+	}
+}
+
 static void s_check_contract(struct ns_pool *p)
 {
 	uint8_t w[4096] = { 0 };
@@ -354,7 +367,7 @@ static void s_check_oracle(struct ns_pool **pools)
 			if (!t)
 				continue; /* K-quant files lack the 2880 tensors */
 			uint8_t *raw = kt_read_rows(m, t, 0, t->n_rows);
-			s_check(names[i], t->type, raw, t->ne[0], t->n_rows, 3, pools);
+			s_check(names[i], t->type, raw, t->ne[0], t->n_rows, i % 2 ? 3 : 6, pools);
 			free(raw);
 		}
 		ns_model_close(&m);
@@ -374,6 +387,7 @@ int main(void)
 		KT_FAIL("ns_pool_new failed");
 	printf("best path: %s\n", ns_kpath_name(ns_kpath_best()));
 	s_check_decoders();
+	s_check_e8m0_table();
 	s_check_quantizer();
 	s_check_contract(pools[1]);
 	for (size_t i = 0; i < sizeof(s_tys) / sizeof(s_tys[0]); i++) {
@@ -381,7 +395,8 @@ int main(void)
 		size_t nc = s_tys[i].be == 1 ? 5 : s_tys[i].be == 32 ? 6 : 4;
 
 		for (size_t c = 0; c < nc; c++) {
-			uint64_t n_rows = c % 2 ? 13 : 7, n_tok = c == 1 ? 19 : 2;
+			/* 2-3 tokens: per-token tiles; >= 4: the packed batch path */
+			uint64_t n_rows = c % 2 ? 13 : 7, n_tok = c == 1 ? 19 : c % 2 ? 2 : 5;
 			uint8_t *w = s_rand_matrix(&s_tys[i], cols[c], n_rows);
 
 			s_check("random", s_tys[i].type, w, cols[c], n_rows, n_tok, pools);

@@ -1,0 +1,279 @@
+/* compute_eval.c - EVAL requests: prompt evaluation, sampling, one TOKEN message per token. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "client.h"
+#include "compute_eval.h"
+#include "ctl_proto.h"
+#include "forward.h"
+#include "model.h"
+#include "ns_util.h"
+#include "sampling.h"
+#include "session.h"
+#include "weights_stream.h"
+
+static int s_send(struct nsc_proc *p, const void *buf, int n)
+{
+	if (n < 0)
+		return n;
+	while (zmq_send(p->sock, buf, (size_t)n, 0) < 0) {
+		if (zmq_errno() == EINTR && !*p->stop)
+			continue;
+		return -EPIPE;
+	}
+	return 0;
+}
+
+int nsc_send_hello(struct nsc_proc *p)
+{
+	uint8_t buf[64];
+	struct ns_cmsg_hello h = { .n_vocab = ns_fwd_n_vocab(p->f), .n_ctx = ns_fwd_n_ctx(p->f),
+				   .pid = (int32_t)getpid() };
+
+	return s_send(p, buf, ns_cmsg_enc_hello(&h, buf, sizeof(buf)));
+}
+
+static int s_send_error(struct nsc_proc *p, int code, const char *text)
+{
+	struct ns_cmsg_error e = { .code = code < 0 ? code : -EIO };
+	uint8_t buf[NS_CMSG_HDR + 8 + NS_CMSG_ERR_LEN];
+
+	snprintf(e.text, sizeof(e.text), "%s", text);
+	return s_send(p, buf, ns_cmsg_enc_error(&e, buf, sizeof(buf)));
+}
+
+static int s_send_logits(struct nsc_proc *p, const float *lg, uint32_t n, uint32_t pos0)
+{
+	uint32_t nv = ns_fwd_n_vocab(p->f);
+	size_t sz = ns_cmsg_size_logits(nv);
+	uint8_t *buf = malloc(sz);
+	int rc = buf ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		struct ns_cmsg_logits m = { .pos = pos0 + i, .n_vocab = nv,
+					    .logits = lg + (uint64_t)i * nv };
+
+		rc = s_send(p, buf, ns_cmsg_enc_logits(&m, buf, sz));
+	}
+	free(buf);
+	return rc;
+}
+
+static int s_logits_room(struct nsc_proc *p, uint64_t rows)
+{
+	uint64_t need;
+	float *q;
+
+	if (ns_mul_u64_overflow(rows, ns_fwd_n_vocab(p->f), &need) ||
+	    need > SIZE_MAX / sizeof(float))
+		return -ENOMEM;
+	if (need <= p->logits_cap)
+		return 0;
+	q = realloc(p->logits, (size_t)need * sizeof(float));
+	if (!q)
+		return -ENOMEM;
+	p->logits = q;
+	p->logits_cap = need;
+	return 0;
+}
+
+static void s_io(struct nsc_proc *p, uint64_t *req, uint64_t *dev)
+{
+	struct ns_stats_snapshot st;
+
+	ns_stats_snapshot(ns_client_ctl(p->c), &st);
+	*req = st.bytes_requested;
+	*dev = st.bytes_device;
+}
+
+/* A STOP (or QUIT) waiting on the socket? Anything else is rejected and counted. */
+static bool s_poll_stop(struct nsc_proc *p)
+{
+	bool stop = false;
+
+	for (;;) {
+		zmq_msg_t msg;
+		int type;
+
+		zmq_msg_init(&msg);
+		if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&msg);
+			return stop;
+		}
+		type = ns_cmsg_type(zmq_msg_data(&msg), zmq_msg_size(&msg));
+		if ((type == NS_CMSG_STOP || type == NS_CMSG_QUIT) &&
+		    zmq_msg_size(&msg) == NS_CMSG_HDR) {
+			stop = true;
+			if (type == NS_CMSG_QUIT)
+				p->quit = true;
+		} else {
+			p->rejected++;
+			fprintf(stderr, "nscompute: unexpected control message during a "
+				"generation rejected (type %d)\n", type);
+		}
+		zmq_msg_close(&msg);
+	}
+}
+
+static bool s_is_stop(const struct ns_cmsg_eval *e, int32_t id)
+{
+	for (uint32_t i = 0; i < e->n_stop; i++)
+		if (e->stop[i] == id)
+			return true;
+	return false;
+}
+
+/* Evaluate, then generate. Returns 0 (DONE or ERROR sent) or -EPIPE (socket gone). */
+static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
+{
+	struct ns_sampler_params sp;
+	struct ns_sampler *smp = NULL;
+	struct ns_cmsg_done d = { .n_prompt = e->n_tokens, .reason = NS_DONE_PROMPT };
+	struct ns_weights_stream_stats w0, w1;
+	bool all = e->flags & NS_EVAL_LOGITS_ALL;
+	uint64_t t0, r0, v0, r1, v1, r2, v2;
+	uint8_t buf[64];
+	int rc;
+
+	if (e->flags & NS_EVAL_RESET)
+		ns_fwd_reset(p->f);
+	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
+		return s_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
+	if (s_logits_room(p, all ? e->n_tokens : 1) < 0)
+		return s_send_error(p, -ENOMEM, "out of memory for the logits");
+	ns_sampler_params_default(&sp);
+	sp.temperature = e->sampling.temperature;
+	sp.top_k = e->sampling.top_k;
+	sp.top_p = e->sampling.top_p;
+	sp.min_p = e->sampling.min_p;
+	sp.repeat_penalty = e->sampling.repeat_penalty;
+	sp.repeat_last_n = e->sampling.repeat_last_n;
+	sp.seed = e->sampling.seed;
+	if (e->n_predict && ns_sampler_new(&sp, ns_fwd_n_vocab(p->f), &smp) < 0)
+		return s_send_error(p, -EINVAL, "bad sampling parameters");
+
+	ns_weights_stream_stats(p->w, &w0);
+	s_io(p, &r0, &v0);
+	t0 = ns_now_ns();
+	rc = ns_fwd_eval(p->f, e->tokens, e->n_tokens, p->logits, all);
+	d.prefill_ns = ns_now_ns() - t0;
+	s_io(p, &r1, &v1);
+	if (rc < 0) {
+		ns_sampler_destroy(&smp);
+		return s_send_error(p, rc, ns_fwd_error(p->f));
+	}
+	if (all && (rc = s_send_logits(p, p->logits, e->n_tokens,
+				       ns_fwd_n_past(p->f) - e->n_tokens)) < 0)
+		goto out;
+	for (uint32_t i = 0; i < e->n_tokens && smp; i++)
+		ns_sampler_accept(smp, e->tokens[i]);
+
+	/* the hot loop: sample, report, evaluate the token */
+	while (smp && !*p->stop) {
+		const float *last = p->logits + (all ? (uint64_t)(e->n_tokens - 1) *
+							   ns_fwd_n_vocab(p->f) : 0);
+		struct ns_cmsg_token tk;
+		int32_t id = ns_sampler_sample(smp, last);
+
+		if (id < 0) {
+			rc = s_send_error(p, -EINVAL, "sampling found no candidate");
+			goto out;
+		}
+		ns_sampler_accept(smp, id);
+		d.n_gen++;
+		tk = (struct ns_cmsg_token){ .id = id, .n_past = ns_fwd_n_past(p->f) };
+		if ((rc = s_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
+			goto out;
+		if (s_is_stop(e, id)) {
+			d.reason = NS_DONE_STOP;
+			break;
+		}
+		if (d.n_gen >= e->n_predict) {
+			d.reason = NS_DONE_LENGTH;
+			break;
+		}
+		if (ns_fwd_n_past(p->f) >= ns_fwd_n_ctx(p->f)) {
+			d.reason = NS_DONE_CONTEXT;
+			break;
+		}
+		if (s_poll_stop(p)) {
+			d.reason = NS_DONE_STOPPED;
+			break;
+		}
+		all = false;
+		t0 = ns_now_ns();
+		rc = ns_fwd_eval(p->f, &id, 1, p->logits, false);
+		d.decode_ns += ns_now_ns() - t0;
+		if (rc < 0) {
+			rc = s_send_error(p, rc, ns_fwd_error(p->f));
+			goto out;
+		}
+		d.n_decode++;
+	}
+	if (*p->stop) {
+		rc = -EPIPE;
+		goto out;
+	}
+	s_io(p, &r2, &v2);
+	ns_weights_stream_stats(p->w, &w1);
+	d.n_past = ns_fwd_n_past(p->f);
+	d.wait_ns = w1.wait_ns - w0.wait_ns;
+	d.blocks = w1.blocks - w0.blocks;
+	d.block_bytes = w1.bytes - w0.bytes;
+	d.req_prefill = r1 - r0;
+	d.dev_prefill = v1 - v0;
+	d.req_decode = r2 - r1;
+	d.dev_decode = v2 - v1;
+	{
+		uint8_t db[160];
+
+		rc = s_send(p, db, ns_cmsg_enc_done(&d, db, sizeof(db)));
+	}
+out:
+	ns_sampler_destroy(&smp);
+	return rc;
+}
+
+int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
+{
+	int32_t stop[NS_CMSG_MAX_STOP];
+	struct ns_cmsg_eval e;
+	int type = ns_cmsg_type(buf, len);
+
+	if (type == NS_CMSG_QUIT && len == NS_CMSG_HDR)
+		return 1;
+	if (type == NS_CMSG_STOP && len == NS_CMSG_HDR)
+		return 0; /* the generation it meant has ended already */
+	if (type == NS_CMSG_EVAL) {
+		if (!p->tokens && !(p->tokens = malloc(NS_CMSG_MAX_TOKENS * sizeof(int32_t))))
+			return s_send_error(p, -ENOMEM, "out of memory");
+		if (ns_cmsg_dec_eval(buf, len, ns_fwd_n_vocab(p->f), p->tokens, NS_CMSG_MAX_TOKENS,
+				     stop, &e) == 0) {
+			int rc = s_eval(p, &e);
+
+			return rc < 0 ? rc : p->quit ? 1 : 0;
+		}
+	}
+	p->rejected++;
+	fprintf(stderr, "nscompute: malformed control message rejected (%zu bytes, type %d)\n",
+		len, type);
+	return s_send_error(p, -EPROTO, "malformed control message rejected");
+}
+
+void nsc_proc_free(struct nsc_proc *p)
+{
+	if (p->sock)
+		zmq_close(p->sock);
+	if (p->zctx)
+		zmq_ctx_term(p->zctx);
+	ns_fwd_destroy(&p->f);
+	ns_weights_destroy(&p->w);
+	ns_client_close(&p->c);
+	ns_model_close(&p->m);
+	free(p->tokens);
+	free(p->logits);
+}

@@ -1,0 +1,42 @@
+/* compute_eval.h - the nscompute process state and its handling of control messages. */
+#ifndef NS_COMPUTE_EVAL_H
+#define NS_COMPUTE_EVAL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ns_model;
+struct ns_client;
+struct ns_weights;
+struct ns_fwd;
+
+/* One process, one struct: owns everything below (nsc_proc_free). */
+struct nsc_proc {
+	const char *session, *model_path, *endpoint; /* argv strings or endpoint_buf */
+	char endpoint_buf[4200];
+	int threads;               /* 0: online CPUs */
+	uint64_t block_rows;       /* 0: whole windows, shrunk to fit the arena */
+	uint32_t lookahead;
+	bool lookahead_given;
+	uint32_t n_ctx;
+	struct ns_model *m;
+	struct ns_client *c;
+	struct ns_weights *w;
+	struct ns_fwd *f;
+	void *zctx, *sock;
+	volatile sig_atomic_t *stop; /* set by signals: abandon the generation */
+	uint64_t rejected;         /* malformed messages dropped */
+	bool quit;                 /* QUIT arrived during a generation */
+	int32_t *tokens;           /* (NS_CMSG_MAX_TOKENS) decode buffer */
+	float *logits;             /* (n_tok or 1, n_vocab) */
+	uint64_t logits_cap;       /* floats */
+};
+
+int nsc_send_hello(struct nsc_proc *p);
+/* Handle one received message. Returns 0 to go on, 1 on QUIT, negative errno to exit (the
+ * control socket failed). Evaluation failures are reported to nsctl as ERROR, not returned. */
+int nsc_handle(struct nsc_proc *p, const void *buf, size_t len);
+void nsc_proc_free(struct nsc_proc *p);
+
+#endif

@@ -1,0 +1,138 @@
+/* ctl_proto.h - control messages between nsctl and nscompute (one ZeroMQ PAIR socket over
+ * ipc://RUNDIR/compute.sock: nsctl binds, nscompute connects).
+ *
+ * Wire format: one frame, little-endian, a 12-byte envelope
+ *   u32 magic "NSCC" | u16 version | u16 type | u32 payload bytes
+ * then the payload of that type (fields in the order of the structs below, integers and
+ * floats in 4 or 8 bytes, arrays of int32 at the end). Decoders check the envelope, the exact
+ * length, counts against the caller's limits and every token id against n_vocab, and return
+ * -EPROTO on anything malformed (the receiver counts and drops it), never reading past len.
+ *
+ * Conversation:
+ *   compute -> ctl   HELLO  once connected and the model is loaded
+ *   ctl -> compute   EVAL   tokens to append (after a reset if asked), then generate up to
+ *                           n_predict tokens (0: only fill the cache; with LOGITS_ALL the
+ *                           logits of every evaluated position come back as LOGITS)
+ *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
+ *                    LOGITS per position (LOGITS_ALL only)
+ *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
+ *   ctl -> compute   STOP   (during a generation) stop after the current token: DONE
+ *   ctl -> compute   QUIT   exit 0 */
+#ifndef NS_CTL_PROTO_H
+#define NS_CTL_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NS_CMSG_MAGIC 0x4343534eu /* "NSCC" */
+#define NS_CMSG_VERSION 1
+#define NS_CMSG_HDR 12
+#define NS_CMSG_MAX_TOKENS (1u << 20)
+#define NS_CMSG_MAX_STOP 64
+#define NS_CMSG_MAX_VOCAB (1u << 22)
+#define NS_CMSG_ERR_LEN 512
+
+enum ns_cmsg_type {
+	NS_CMSG_HELLO = 1,
+	NS_CMSG_EVAL = 2,
+	NS_CMSG_TOKEN = 3,
+	NS_CMSG_LOGITS = 4,
+	NS_CMSG_DONE = 5,
+	NS_CMSG_ERROR = 6,
+	NS_CMSG_QUIT = 7,
+	NS_CMSG_STOP = 8,
+};
+
+enum ns_eval_flags {
+	NS_EVAL_RESET = 1u << 0,      /* forget the sequence first */
+	NS_EVAL_LOGITS_ALL = 1u << 1, /* send the logits of every evaluated prompt position */
+};
+
+enum ns_done_reason {
+	NS_DONE_PROMPT = 0,   /* n_predict was 0 */
+	NS_DONE_LENGTH = 1,   /* n_predict tokens generated */
+	NS_DONE_STOP = 2,     /* a stop token was generated (it is the last TOKEN) */
+	NS_DONE_CONTEXT = 3,  /* the context is full */
+	NS_DONE_STOPPED = 4,  /* nsctl sent STOP */
+};
+
+struct ns_cmsg_hello {
+	uint32_t n_vocab, n_ctx;
+	int32_t pid;
+};
+
+struct ns_cmsg_sampling {
+	float temperature;      /* <= 0: greedy */
+	int32_t top_k;
+	float top_p, min_p, repeat_penalty;
+	int32_t repeat_last_n;  /* >= 0 */
+	uint64_t seed;
+};
+
+/* tokens and stop point into the decoded buffer (decode) or the caller's arrays (encode). */
+struct ns_cmsg_eval {
+	uint32_t flags;         /* enum ns_eval_flags */
+	uint32_t n_predict;
+	struct ns_cmsg_sampling sampling;
+	uint32_t n_tokens;      /* 1..NS_CMSG_MAX_TOKENS */
+	uint32_t n_stop;        /* <= NS_CMSG_MAX_STOP */
+	const int32_t *tokens;
+	const int32_t *stop;
+};
+
+struct ns_cmsg_token {
+	int32_t id;
+	uint32_t n_past;
+};
+
+struct ns_cmsg_logits {
+	uint32_t pos, n_vocab;
+	const float *logits; /* (n_vocab); inside the message buffer (may be unaligned: copy) */
+};
+
+struct ns_cmsg_done {
+	uint32_t reason;      /* enum ns_done_reason */
+	uint32_t n_prompt, n_gen, n_past;
+	uint64_t prefill_ns, decode_ns;
+	uint32_t n_decode;    /* single-token evaluations (decode steps) in decode_ns */
+	uint64_t wait_ns;     /* of prefill + decode, waiting for weight blocks */
+	uint64_t blocks, block_bytes;
+	/* nsio's counters over the phases (bytes requested; read from the device) */
+	uint64_t req_prefill, req_decode, dev_prefill, dev_decode;
+};
+
+struct ns_cmsg_error {
+	int32_t code;         /* negative errno */
+	char text[NS_CMSG_ERR_LEN];
+};
+
+/* Type of a message after the envelope check, or -EPROTO. */
+int ns_cmsg_type(const void *buf, size_t len);
+
+/* Encoders: bytes written into buf (cap), or -ENOSPC / -EINVAL (counts over the limits).
+ * ns_cmsg_size_* give the exact size to allocate. */
+size_t ns_cmsg_size_eval(uint32_t n_tokens, uint32_t n_stop);
+size_t ns_cmsg_size_logits(uint32_t n_vocab);
+int ns_cmsg_enc_hello(const struct ns_cmsg_hello *m, void *buf, size_t cap);
+int ns_cmsg_enc_eval(const struct ns_cmsg_eval *m, void *buf, size_t cap);
+int ns_cmsg_enc_token(const struct ns_cmsg_token *m, void *buf, size_t cap);
+int ns_cmsg_enc_logits(const struct ns_cmsg_logits *m, void *buf, size_t cap);
+int ns_cmsg_enc_done(const struct ns_cmsg_done *m, void *buf, size_t cap);
+int ns_cmsg_enc_error(const struct ns_cmsg_error *m, void *buf, size_t cap);
+int ns_cmsg_enc_quit(void *buf, size_t cap);
+int ns_cmsg_enc_stop(void *buf, size_t cap);
+
+/* Decoders: 0 or -EPROTO. n_vocab bounds every token id (ids must be < n_vocab). The eval's
+ * token and stop arrays are copied into caller storage of n_tokens_cap / NS_CMSG_MAX_STOP
+ * entries (tokens_out, stop_out); more tokens than n_tokens_cap is -EPROTO. */
+int ns_cmsg_dec_hello(const void *buf, size_t len, struct ns_cmsg_hello *m);
+int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tokens_out,
+		     uint32_t n_tokens_cap, int32_t *stop_out, struct ns_cmsg_eval *m);
+int ns_cmsg_dec_token(const void *buf, size_t len, uint32_t n_vocab, struct ns_cmsg_token *m);
+/* logits into out (n_vocab floats); the message must carry exactly n_vocab of them. */
+int ns_cmsg_dec_logits(const void *buf, size_t len, uint32_t n_vocab, uint32_t *pos,
+		       float *out);
+int ns_cmsg_dec_done(const void *buf, size_t len, struct ns_cmsg_done *m);
+int ns_cmsg_dec_error(const void *buf, size_t len, struct ns_cmsg_error *m);
+
+#endif

@@ -1,0 +1,203 @@
+/* nscuda.h - the CUDA backend's kernels and device plumbing, as a C API.
+ *
+ * Built only when meson finds nvcc (have_cuda). Every function is safe to call on a machine
+ * without a GPU or driver: ns_cuda_device_count() returns 0 there and the rest return
+ * -ENODEV. Errors are negative errno values; functions taking (err, errlen) also write one line
+ * saying what failed, with figures.
+ *
+ * Pointers named dev_* are device memory (from a struct ns_vram or ns_cuda_malloc). Launches
+ * are asynchronous on the given stream (NULL = the legacy default stream); a returned 0 means
+ * the launch was accepted, not that the kernel finished: synchronize before reading results.
+ *
+ * Weight windows use the GGUF layout of nscompute/kernels/dequant.h: n_rows whole rows of
+ * n_cols elements, row r at dev_w + r * row_bytes(type, n_cols). Supported types: F32, F16,
+ * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (others -ENOTSUP).
+ * dev_w must be aligned to min(16, lowest set bit of the block size): any row window of a
+ * tensor that starts 16-byte aligned is (else -EINVAL). Activations (dev_x) are 16-byte
+ * aligned.
+ *
+ * Determinism: every output element of the GEMV and the prefill GEMM is reduced in an order that
+ * depends only on (type, n_cols) and its own row and token, never on n_rows, the row's place in
+ * the window, or n_tok; attention depends only on the query's own context length. */
+#ifndef NS_CUDA_H
+#define NS_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t and cudaEvent_t without including the CUDA headers. */
+typedef struct CUstream_st *ns_cuda_stream_t;
+typedef struct CUevent_st *ns_cuda_event_t;
+
+/* ------------------------------------------------------------ device ------------------- */
+
+/* Number of usable devices; 0 without a GPU, without a driver or with a too old driver. */
+int ns_cuda_device_count(void);
+
+struct ns_cuda_devinfo {
+	char name[256];
+	int cc_major, cc_minor;
+	int n_sm;
+	uint64_t total_bytes;     /* device memory */
+	uint64_t free_bytes;      /* free at the time of the call */
+	uint64_t l2_bytes;        /* L2 cache */
+	uint64_t smem_optin;      /* shared memory a block can opt in to */
+	int mem_clock_khz;        /* 0 when the runtime does not say */
+	int mem_bus_bits;
+};
+
+/* Makes dev current for this thread and creates its context. */
+int ns_cuda_init(int dev, char *err, size_t errlen);
+int ns_cuda_device_info(int dev, struct ns_cuda_devinfo *out, char *err, size_t errlen);
+
+/* Plain allocations and copies (tests, benchmarks; the backend uses struct ns_vram). */
+int ns_cuda_malloc(void **dev_p, size_t bytes, char *err, size_t errlen);
+void ns_cuda_free(void *dev_p);
+int ns_cuda_h2d(void *dev_dst, const void *src, size_t bytes);
+int ns_cuda_d2h(void *dst, const void *dev_src, size_t bytes);
+int ns_cuda_d2d_async(void *dev_dst, const void *dev_src, size_t bytes, ns_cuda_stream_t s);
+int ns_cuda_memset(void *dev_p, int byte, size_t bytes);
+int ns_cuda_sync(void);                  /* whole device; reports asynchronous kernel errors */
+int ns_cuda_stream_new(ns_cuda_stream_t *out);
+void ns_cuda_stream_destroy(ns_cuda_stream_t *s);
+int ns_cuda_stream_sync(ns_cuda_stream_t s);
+/* Last CUDA error of this thread as text (after a -EIO). */
+const char *ns_cuda_last_error(void);
+
+/* ------------------------------------------------------------ VRAM --------------------- */
+
+/* One cudaMalloc of the whole budget, sub-allocated first fit in 256-byte granules.
+ * budget = 0 takes the free memory minus reserve; otherwise exactly budget bytes are taken
+ * (refused with figures when budget + reserve exceeds the free memory).
+ * Ownership: the arena owns the device memory; ns_vram_destroy(&v) frees it (allocations die
+ * with it). Not thread-safe: one owner thread. */
+struct ns_vram;
+
+int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *err,
+		size_t errlen);
+void ns_vram_destroy(struct ns_vram **v);
+/* -ENOMEM with "need X, largest free Y of Z free of budget B" in err; never aborts. */
+int ns_vram_alloc(struct ns_vram *v, uint64_t bytes, void **dev_p, char *err, size_t errlen);
+/* p must come from ns_vram_alloc of v (else -EINVAL); NULL is ignored. */
+int ns_vram_release(struct ns_vram *v, void *dev_p);
+uint64_t ns_vram_budget(const struct ns_vram *v);
+uint64_t ns_vram_used(const struct ns_vram *v);
+uint64_t ns_vram_largest_free(const struct ns_vram *v);
+
+/* ------------------------------------------------------------ transfers ---------------- */
+
+/* Page-locks [p, p + bytes) in place (cudaHostRegister) so async copies from it overlap with
+ * compute; ns_cuda_host_unregister(p) undoes it. -EIO with the reason in err. */
+int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen);
+int ns_cuda_host_unregister(void *p);
+
+int ns_cuda_event_new(ns_cuda_event_t *out);
+void ns_cuda_event_destroy(ns_cuda_event_t *e);
+/* Copy host -> device on stream s (a copy stream), then record done on it. */
+int ns_cuda_copy_h2d_async(void *dev_dst, const void *src, size_t bytes, ns_cuda_stream_t s,
+			   ns_cuda_event_t done);
+/* Make stream s (a compute stream) wait for event e before its next work. */
+int ns_cuda_stream_wait(ns_cuda_stream_t s, ns_cuda_event_t e);
+int ns_cuda_event_record(ns_cuda_event_t e, ns_cuda_stream_t s);
+int ns_cuda_event_sync(ns_cuda_event_t e);
+/* 1 when e has completed, 0 when not yet, negative on error. */
+int ns_cuda_event_done(ns_cuda_event_t e);
+/* Milliseconds between two recorded, completed events. */
+int ns_cuda_event_ms(ns_cuda_event_t a, ns_cuda_event_t b, float *ms);
+
+/* ------------------------------------------------------------ kernels ------------------ */
+
+/* true when the kernels can compute type. */
+bool ns_cuda_type_supported(uint32_t type);
+
+/* dev_y: (n_rows, n_cols) float32, bit-identical to ns_dequant_rows. */
+int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+		    float *dev_y, ns_cuda_stream_t s);
+
+/* Decode GEMV, fused dequantization: dev_y[r] = sum_k W[r,k] * dev_x[k].
+ *   dev_x: (n_cols) float32, dev_y: (n_rows) float32.
+ * One warp per two rows, weights read once, x staged in shared memory, f32 accumulation:
+ *   |y - exact| <= (n_cols/32 + 64) * 2^-23 * sum_k |W[r,k] x[k]|   (tests/cuda). */
+int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+		 const float *dev_x, float *dev_y, ns_cuda_stream_t s);
+
+/* Prefill GEMM on tensor cores: dev_y[t * ldy + r] = sum_k W[r,k] * dev_x[t * ldx + k].
+ *   dev_x: (n_tok, ldx) float32, dev_y: (n_tok, ldy) float32, ldx >= n_cols, ldy >= n_rows.
+ * Tiles of W are dequantized into shared memory as f16, x is rounded to f16, products are
+ * accumulated in f32 (error bound in nscompute/cuda/README.md). */
+int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+			 const float *dev_x, uint64_t ldx, uint64_t n_tok, float *dev_y,
+			 uint64_t ldy, ns_cuda_stream_t s);
+
+/* y = x / sqrt(mean(x^2) + eps) * w per row, as ns_rmsnorm (sum of squares in double).
+ *   dev_x, dev_y: (n_tok, n); dev_w: (n) or NULL. y may equal x. */
+int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *dev_w, uint32_t n,
+		    uint32_t n_tok, float eps, ns_cuda_stream_t s);
+
+/* RoPE parameters, as struct ns_rope (nscompute/forward/rope.h); freq_factors is device
+ * memory (n_dims/2) or NULL. */
+struct ns_cuda_rope {
+	uint32_t n_dims;
+	bool neox;
+	float freq_base;
+	float freq_scale;
+	const float *dev_freq_factors;
+	float ext_factor;
+	float attn_factor;
+	float corr_dims[2];
+};
+
+/* Rotate dev_x: (n_tok, n_heads, head_dim) in place; token t is at position pos0 + t. */
+int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
+		 uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s);
+
+/* dev_g = act(dev_g, dev_u), (n) each: SwiGLU silu(g) * u, or with oai gpt-oss's
+ * clamp(g, max 7) * sigmoid(1.702 g) * (clamp(u, -7, 7) + 1). */
+int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai, ns_cuda_stream_t s);
+
+/* Row-wise softmax of dev_x: (n_rows, n) in place (exp in float, sum in double). */
+int ns_cuda_softmax(float *dev_x, uint32_t n, uint32_t n_rows, ns_cuda_stream_t s);
+
+/* MoE routing of n_tok tokens, as nscompute/forward/moe.c s_route:
+ *   dev_logits: (n_tok, n_expert) (overwritten with scores), dev_sel: (n_tok, k) int32,
+ *   dev_w: (n_tok, k). softmax_first: softmax over all, then top-k (else top-k then softmax of
+ *   the k); norm_w: divide by the k-sum; then times w_scale. Ties keep the lowest id.
+ *   n_expert <= 1024, k <= 32. */
+int ns_cuda_router_topk(float *dev_logits, uint32_t n_tok, uint32_t n_expert, uint32_t k,
+			bool softmax_first, bool norm_w, float w_scale, int32_t *dev_sel,
+			float *dev_w, ns_cuda_stream_t s);
+
+/* Greedy sampling: dev_out[t] = index of the largest of dev_x[t * n ...] (lowest on ties;
+ * NaN never wins). dev_x: (n_tok, n). */
+int ns_cuda_argmax(const float *dev_x, uint32_t n, uint32_t n_tok, int32_t *dev_out,
+		   ns_cuda_stream_t s);
+
+/* Attention over a float32 KV cache, causal, optional sliding window and sinks.
+ * Query t (0 <= t < n_tok) sits at position pos0 + t and attends to positions j0..pos0+t,
+ * j0 = 0 or pos0 + t + 1 - window when window > 0 and the context is longer.
+ *   dev_q:   (n_tok, n_head, dk)
+ *   dev_k:   (>= pos0 + n_tok, ldk) rows = positions, head hk at column hk * dk
+ *   dev_v:   (>= pos0 + n_tok, ldv), head hk at column hk * dv
+ *   dev_sinks: (n_head) sink logits or NULL
+ *   dev_out: (n_tok, n_head, dv)
+ *   dev_ws:  workspace of ns_cuda_attn_ws_bytes(n_tok, n_head, pos0 + n_tok, dv) bytes
+ * Head h reads KV head h / (n_head / n_head_kv). The context is split in chunks of 256
+ * positions counted from j0, each reduced by one block; the chunks are merged in order. So a
+ * query's result depends only on its own context, whether computed in decode or prefill.
+ * dk, dv <= 512. */
+uint64_t ns_cuda_attn_ws_bytes(uint32_t n_tok, uint32_t n_head, uint64_t n_ctx, uint32_t dv);
+int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, const float *dev_v,
+		      uint64_t ldv, uint32_t n_tok, uint64_t pos0, uint32_t n_head,
+		      uint32_t n_head_kv, uint32_t dk, uint32_t dv, float scale, uint32_t window,
+		      const float *dev_sinks, float *dev_out, void *dev_ws, ns_cuda_stream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,319 @@
+/* ops.cu - small kernels of the forward pass: RMSNorm, RoPE, SwiGLU, softmax, MoE router
+ * top-k, greedy argmax (nscuda.h). Written to follow nscompute/forward's CPU versions
+ * operation by operation (sums of squares and softmax sums in double, no fused multiply-adds
+ * where the CPU rounds twice); exp/sin/cos come from CUDA's libm, so results agree with the
+ * CPU to a few ulps, not bit for bit. Block reductions use a fixed tree: deterministic. */
+#include <math.h>
+
+#include "nscuda.h"
+
+#include "launch.cuh"
+
+namespace {
+
+constexpr int RT = 256; /* threads of the row kernels */
+
+/* Sum of v over the block in a fixed tree (RT threads); every thread gets the result. */
+__device__ double block_sum(double v, double *sh)
+{
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int o = RT / 2; o > 0; o >>= 1) {
+		if ((int)threadIdx.x < o)
+			sh[threadIdx.x] += sh[threadIdx.x + o];
+		__syncthreads();
+	}
+	double r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+__device__ float block_max(float v, float *sh)
+{
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int o = RT / 2; o > 0; o >>= 1) {
+		if ((int)threadIdx.x < o)
+			sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + o]);
+		__syncthreads();
+	}
+	float r = sh[0];
+	__syncthreads();
+	return r;
+}
+
+__global__ void __launch_bounds__(RT)
+k_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
+{
+	__shared__ double sh[RT];
+	const float *xr = x + (uint64_t)blockIdx.x * n;
+	float *yr = y + (uint64_t)blockIdx.x * n;
+	double part = 0.0;
+
+	for (uint32_t i = threadIdx.x; i < n; i += RT)
+		part += (double)__fmul_rn(xr[i], xr[i]);
+	const double sum = block_sum(part, sh);
+	const float mean = (float)(sum / n);
+	const float scale = 1.0f / sqrtf(mean + eps);
+	for (uint32_t i = threadIdx.x; i < n; i += RT)
+		yr[i] = w ? __fmul_rn(__fmul_rn(xr[i], scale), w[i]) : __fmul_rn(xr[i], scale);
+}
+
+struct rope_k {
+	uint32_t n_dims;
+	bool neox;
+	float freq_scale, theta_scale, ext_factor, corr0, corr1, mscale;
+	const float *ff;
+};
+
+__global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, int64_t pos0)
+{
+	const uint32_t half = r.n_dims / 2;
+	const int64_t pos = pos0 + blockIdx.x;
+	float *xt = x + (uint64_t)blockIdx.x * n_heads * head_dim;
+
+	for (uint32_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
+		const uint32_t h = idx / half, i = idx % half;
+		float theta = (float)pos, c, s;
+
+		for (uint32_t k = 0; k < i; k++) /* p * theta_scale^i, built up as the CPU does */
+			theta = __fmul_rn(theta, r.theta_scale);
+		const float ff = r.ff ? r.ff[i] : 1.0f;
+		const float te = __fdiv_rn(theta, ff);
+		if (r.ext_factor != 0.0f) {
+			const float ti = __fmul_rn(r.freq_scale, te);
+			const float den = r.corr1 - r.corr0;
+			const float yv = __fdiv_rn((float)i - r.corr0, den > 0.001f ? den : 0.001f);
+			const float ramp = 1.0f - (yv < 0.0f ? 0.0f : yv > 1.0f ? 1.0f : yv);
+			const float mix = __fmul_rn(ramp, r.ext_factor);
+			const float th = __fadd_rn(__fmul_rn(ti, 1.0f - mix), __fmul_rn(te, mix));
+			c = __fmul_rn(cosf(th), r.mscale);
+			s = __fmul_rn(sinf(th), r.mscale);
+		} else {
+			const float th = __fmul_rn(r.freq_scale, te);
+			c = cosf(th);
+			s = sinf(th);
+		}
+		float *v = xt + (uint64_t)h * head_dim;
+		const uint32_t a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
+		const float x0 = v[a], x1 = v[b];
+		v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+		v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+	}
+}
+
+__global__ void k_swiglu(float *g, const float *u, uint64_t n, bool oai)
+{
+	const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= n)
+		return;
+	if (!oai) {
+		const float a = g[i];
+		g[i] = __fmul_rn(__fdiv_rn(a, 1.0f + expf(-a)), u[i]);
+		return;
+	}
+	const float xg = 7.0f < g[i] ? 7.0f : g[i];
+	const float yu = u[i] < -7.0f ? -7.0f : 7.0f < u[i] ? 7.0f : u[i];
+	g[i] = __fmul_rn(__fdiv_rn(xg, 1.0f + expf(__fmul_rn(1.702f, -xg))), yu + 1.0f);
+}
+
+__global__ void __launch_bounds__(RT) k_softmax(float *x, uint32_t n)
+{
+	__shared__ double sh[RT];
+	float *xr = x + (uint64_t)blockIdx.x * n;
+	float m = -INFINITY;
+
+	for (uint32_t i = threadIdx.x; i < n; i += RT)
+		m = fmaxf(m, xr[i]);
+	m = block_max(m, reinterpret_cast<float *>(sh));
+	double part = 0.0;
+	for (uint32_t i = threadIdx.x; i < n; i += RT) {
+		const float e = expf(xr[i] - m);
+		xr[i] = e;
+		part += (double)e;
+	}
+	const float inv = (float)(1.0 / block_sum(part, sh));
+	for (uint32_t i = threadIdx.x; i < n; i += RT)
+		xr[i] = __fmul_rn(xr[i], inv);
+}
+
+/* softmax of (n) floats by one thread, as ns_softmax */
+__device__ void softmax_serial(float *x, uint32_t n)
+{
+	float m = -INFINITY;
+	double sum = 0.0;
+
+	for (uint32_t i = 0; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	for (uint32_t i = 0; i < n; i++) {
+		x[i] = expf(x[i] - m);
+		sum += (double)x[i];
+	}
+	const float inv = (float)(1.0 / sum);
+	for (uint32_t i = 0; i < n; i++)
+		x[i] = __fmul_rn(x[i], inv);
+}
+
+/* One thread per token: moe.c s_route, serially. */
+__global__ void k_router(float *lg, uint32_t n_tok, uint32_t E, uint32_t K, bool softmax_first,
+			 bool norm_w, float w_scale, int32_t *sel, float *wts)
+{
+	const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+	uint32_t taken[32]; /* bit per expert, E <= 1024 */
+
+	if (t >= n_tok)
+		return;
+	float *l = lg + (uint64_t)t * E;
+	int32_t *st = sel + (uint64_t)t * K;
+	float *w = wts + (uint64_t)t * K;
+
+	if (softmax_first)
+		softmax_serial(l, E);
+	for (int i = 0; i < 32; i++)
+		taken[i] = 0;
+	for (uint32_t s = 0; s < K; s++) {
+		uint32_t best = E;
+
+		for (uint32_t e = 0; e < E; e++)
+			if (!((taken[e >> 5] >> (e & 31)) & 1) && (best == E || l[e] > l[best]))
+				best = e;
+		taken[best >> 5] |= 1u << (best & 31);
+		st[s] = (int32_t)best;
+		w[s] = l[best];
+	}
+	if (!softmax_first)
+		softmax_serial(w, K);
+	if (norm_w) {
+		double sum = 0.0;
+
+		for (uint32_t s = 0; s < K; s++)
+			sum += (double)w[s];
+		float fs = (float)sum;
+		if (!(fs >= 6.103515625e-5f))
+			fs = 6.103515625e-5f;
+		for (uint32_t s = 0; s < K; s++)
+			w[s] = __fdiv_rn(w[s], fs);
+	}
+	if (w_scale != 1.0f)
+		for (uint32_t s = 0; s < K; s++)
+			w[s] = __fmul_rn(w[s], w_scale);
+}
+
+/* (v, i) beats (bv, bi): larger, or equal with the lower index; NaN never beats. */
+__device__ __forceinline__ bool beats(float v, int32_t i, float bv, int32_t bi)
+{
+	return bi < 0 ? !isnan(v) : (v > bv || (v == bv && i < bi));
+}
+
+__global__ void __launch_bounds__(RT) k_argmax(const float *x, uint32_t n, int32_t *out)
+{
+	__shared__ float sv[RT];
+	__shared__ int32_t si[RT];
+	const float *xr = x + (uint64_t)blockIdx.x * n;
+	float bv = -INFINITY;
+	int32_t bi = -1;
+
+	for (uint32_t i = threadIdx.x; i < n; i += RT)
+		if (beats(xr[i], (int32_t)i, bv, bi)) {
+			bv = xr[i];
+			bi = (int32_t)i;
+		}
+	sv[threadIdx.x] = bv;
+	si[threadIdx.x] = bi;
+	__syncthreads();
+	for (int o = RT / 2; o > 0; o >>= 1) {
+		if ((int)threadIdx.x < o && si[threadIdx.x + o] >= 0 &&
+		    beats(sv[threadIdx.x + o], si[threadIdx.x + o], sv[threadIdx.x], si[threadIdx.x])) {
+			sv[threadIdx.x] = sv[threadIdx.x + o];
+			si[threadIdx.x] = si[threadIdx.x + o];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[blockIdx.x] = si[0];
+}
+
+} /* namespace */
+
+extern "C" int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *dev_w, uint32_t n,
+			       uint32_t n_tok, float eps, ns_cuda_stream_t s)
+{
+	if (n == 0 || n_tok == 0)
+		return 0;
+	if (!dev_y || !dev_x || n_tok > INT32_MAX)
+		return -EINVAL;
+	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, dev_x, dev_w, n, eps);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
+			    uint32_t n_heads, uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
+{
+	rope_k k;
+
+	if (n_tok == 0 || n_heads == 0)
+		return 0;
+	if (!r || !dev_x || r->n_dims == 0 || r->n_dims % 2 || r->n_dims > head_dim ||
+	    n_tok > INT32_MAX)
+		return -EINVAL;
+	k.n_dims = r->n_dims;
+	k.neox = r->neox;
+	k.freq_scale = r->freq_scale;
+	/* host libm, so the angles' base equals the CPU path's */
+	k.theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
+	k.ext_factor = r->ext_factor;
+	k.corr0 = r->corr_dims[0];
+	k.corr1 = r->corr_dims[1];
+	k.mscale = r->attn_factor * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
+	k.ff = r->dev_freq_factors;
+	k_rope<<<n_tok, 128, 0, (cudaStream_t)s>>>(k, dev_x, n_heads, head_dim, pos0);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai,
+			      ns_cuda_stream_t s)
+{
+	if (n == 0)
+		return 0;
+	if (!dev_g || !dev_u || (n + 255) / 256 > INT32_MAX)
+		return -EINVAL;
+	k_swiglu<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)s>>>(dev_g, dev_u, n, oai);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_softmax(float *dev_x, uint32_t n, uint32_t n_rows, ns_cuda_stream_t s)
+{
+	if (n == 0 || n_rows == 0)
+		return 0;
+	if (!dev_x || n_rows > INT32_MAX)
+		return -EINVAL;
+	k_softmax<<<n_rows, RT, 0, (cudaStream_t)s>>>(dev_x, n);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_router_topk(float *dev_logits, uint32_t n_tok, uint32_t n_expert,
+				   uint32_t k, bool softmax_first, bool norm_w, float w_scale,
+				   int32_t *dev_sel, float *dev_w, ns_cuda_stream_t s)
+{
+	if (n_tok == 0)
+		return 0;
+	if (!dev_logits || !dev_sel || !dev_w || n_expert == 0 || n_expert > 1024 || k == 0 ||
+	    k > 32 || k > n_expert)
+		return -EINVAL;
+	k_router<<<(n_tok + 63) / 64, 64, 0, (cudaStream_t)s>>>(dev_logits, n_tok, n_expert, k,
+								 softmax_first, norm_w, w_scale,
+								 dev_sel, dev_w);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_argmax(const float *dev_x, uint32_t n, uint32_t n_tok, int32_t *dev_out,
+			      ns_cuda_stream_t s)
+{
+	if (n_tok == 0)
+		return 0;
+	if (!dev_x || !dev_out || n == 0 || n > INT32_MAX || n_tok > INT32_MAX)
+		return -EINVAL;
+	k_argmax<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_x, n, dev_out);
+	return nsl::launched();
+}

@@ -1,0 +1,272 @@
+/* weights_stream.c - see weights_stream.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "dequant.h"
+#include "gemv.h"
+#include "ggml_type.h"
+#include "ns_util.h"
+#include "weights_stream.h"
+
+struct s_stream {
+	const struct ns_model *m; /* borrowed */
+	struct ns_client *c;      /* borrowed */
+	uint32_t *cidx;           /* (n_tensors) nsio's index of each model tensor */
+	struct ns_pool *pool;     /* NULL for one thread */
+	struct ns_kopts kopts;
+	uint64_t block_rows;
+	uint32_t lookahead;
+	struct ns_weights_stream_stats st;
+	char err[NS_ERR_LEN];
+};
+
+static const struct ns_weights_ops s_stream_ops;
+
+/* State of one streamed call, handed to the block callbacks. */
+struct s_call {
+	struct s_stream *s;
+	const struct ns_model_tensor *t;
+	uint64_t row0;      /* first row of the window */
+	const float *x;     /* (n_tok, n_cols) */
+	uint64_t n_tok;
+	float *y;           /* matmul: (n_tok, ldy); get_rows: (n, n_cols) at dst row 0 */
+	uint64_t ldy;
+	uint64_t kernel_ns; /* time inside the kernels */
+};
+
+static int s_check_block(struct s_call *k, const struct ns_block *b)
+{
+	uint64_t want;
+
+	if (ns_mul_u64_overflow(b->nrows, k->t->row_bytes, &want) || b->nbytes != want ||
+	    b->row0 < k->row0 || !b->data) {
+		ns_errf(k->s->err, sizeof(k->s->err), "%s: nsio delivered a bad block "
+			"(rows %llu+%llu, %llu bytes)", k->t->name, (unsigned long long)b->row0,
+			(unsigned long long)b->nrows, (unsigned long long)b->nbytes);
+		return -EPROTO;
+	}
+	k->s->st.blocks++;
+	k->s->st.bytes += b->nbytes;
+	return 0;
+}
+
+/* matmul block: rows [b->row0, b->row0 + b->nrows) of y, from the arena bytes. */
+static int s_mm_block(void *ctx, const struct ns_block *b)
+{
+	struct s_call *k = ctx;
+	char tb[32];
+	uint64_t t0;
+	int rc = s_check_block(k, b);
+
+	if (rc)
+		return rc;
+	t0 = ns_now_ns();
+	rc = ns_gemm_ex(k->s->pool, &k->s->kopts, k->t->type, b->data, k->t->ne[0], b->nrows,
+			k->x, k->n_tok, k->y + (b->row0 - k->row0), k->ldy);
+	k->kernel_ns += ns_now_ns() - t0;
+	if (rc < 0)
+		ns_errf(k->s->err, sizeof(k->s->err), "%s (%s): kernel failed: %s", k->t->name,
+			ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
+	return rc;
+}
+
+/* get_rows block: dequantize into consecutive rows of y. */
+static int s_rows_block(void *ctx, const struct ns_block *b)
+{
+	struct s_call *k = ctx;
+	char tb[32];
+	int rc = s_check_block(k, b);
+
+	if (rc)
+		return rc;
+	rc = ns_dequant_rows(k->t->type, b->data, k->t->ne[0], b->nrows,
+			     k->y + (b->row0 - k->row0) * k->t->ne[0]);
+	if (rc < 0)
+		ns_errf(k->s->err, sizeof(k->s->err), "%s: cannot dequantize type %s: %s",
+			k->t->name, ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
+	return rc;
+}
+
+static const struct ns_model_tensor *s_tensor(struct s_stream *s, uint32_t tensor)
+{
+	if (tensor >= s->m->n_tensors) {
+		ns_errf(s->err, sizeof(s->err), "tensor index %u out of range", tensor);
+		return NULL;
+	}
+	return &s->m->tensors[tensor];
+}
+
+/* Stream [row0, row_end) of a tensor through fn; error text for stream-level failures. */
+static int s_run(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_block_fn fn)
+{
+	uint32_t ti = (uint32_t)(k->t - s->m->tensors);
+	uint64_t t0 = ns_now_ns();
+	int rc;
+
+	s->err[0] = 0;
+	rc = ns_stream_linear(s->c, s->cidx[ti], k->row0, row_end, s->block_rows, s->lookahead,
+			      fn, k);
+	s->st.wait_ns += ns_now_ns() - t0 - k->kernel_ns;
+	if (rc < 0 && !s->err[0]) {
+		if (rc == -ENOSPC) {
+			char e[NS_ERR_LEN];
+			uint64_t rows;
+
+			ns_stream_block_rows(s->c, s->cidx[ti], s->block_rows, s->lookahead, &rows,
+					     e, sizeof(e));
+			ns_errf(s->err, sizeof(s->err), "%s", e);
+		} else {
+			ns_errf(s->err, sizeof(s->err), "streaming %s rows %llu..%llu through "
+				"nsio: %s", k->t->name, (unsigned long long)k->row0,
+				(unsigned long long)row_end,
+				rc == -EPIPE ? "nsio is gone" : strerror(-rc));
+		}
+	}
+	return rc;
+}
+
+static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	struct s_stream *s = ctx;
+	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	struct s_call k;
+
+	if (!t)
+		return -EINVAL;
+	if (row0 > row_end || row_end > t->n_rows || ldy < row_end - row0) {
+		ns_errf(s->err, sizeof(s->err), "%s: bad row window %llu..%llu of %llu", t->name,
+			(unsigned long long)row0, (unsigned long long)row_end,
+			(unsigned long long)t->n_rows);
+		return -EINVAL;
+	}
+	if (row0 == row_end || n_tok == 0)
+		return 0;
+	k = (struct s_call){ .s = s, .t = t, .row0 = row0, .x = x, .n_tok = n_tok, .y = y,
+			     .ldy = ldy };
+	return s_run(s, &k, row_end, s_mm_block);
+}
+
+static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
+{
+	struct s_stream *s = ctx;
+	const struct ns_model_tensor *t = s_tensor(s, tensor);
+
+	if (!t)
+		return -EINVAL;
+	for (uint64_t i = 0; i < n;) {
+		uint64_t j = i + 1;
+		struct s_call k;
+		int rc;
+
+		if (rows[i] < 0 || (uint64_t)rows[i] >= t->n_rows) {
+			ns_errf(s->err, sizeof(s->err), "%s: row %lld out of range (%llu rows)",
+				t->name, (long long)rows[i], (unsigned long long)t->n_rows);
+			return -EINVAL;
+		}
+		/* a run of consecutive rows is one stream */
+		while (j < n && rows[j] == rows[j - 1] + 1 && (uint64_t)rows[j] < t->n_rows)
+			j++;
+		k = (struct s_call){ .s = s, .t = t, .row0 = (uint64_t)rows[i],
+				     .y = dst + i * t->ne[0] };
+		rc = s_run(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block);
+		if (rc < 0)
+			return rc;
+		i = j;
+	}
+	return 0;
+}
+
+static const char *s_last_error(void *ctx)
+{
+	return ((struct s_stream *)ctx)->err;
+}
+
+static void s_destroy(void *ctx)
+{
+	struct s_stream *s = ctx;
+
+	if (!s)
+		return;
+	free(s->cidx);
+	ns_pool_destroy(&s->pool);
+	free(s);
+}
+
+static const struct ns_weights_ops s_stream_ops = {
+	.name = "stream",
+	.matmul = s_matmul,
+	.get_rows = s_get_rows,
+	.last_error = s_last_error,
+	.destroy = s_destroy,
+};
+
+/* Match every model tensor with nsio's table (same name, type, rows and row bytes). */
+static int s_map_tensors(struct s_stream *s, char *err, size_t errlen)
+{
+	for (uint64_t i = 0; i < s->m->n_tensors; i++) {
+		const struct ns_model_tensor *t = &s->m->tensors[i];
+		int64_t ci = ns_client_find_tensor(s->c, t->name);
+		struct ns_client_tensor ct;
+
+		if (ci < 0 || ci > UINT32_MAX || ns_client_tensor(s->c, (uint64_t)ci, &ct) ||
+		    ct.type != t->type || ct.n_rows != t->n_rows || ct.row_bytes != t->row_bytes) {
+			ns_errf(err, errlen, "tensor %s: nsio serves %s", t->name,
+				ci < 0 ? "no tensor of that name" : "a different shape or type "
+				"(another model?)");
+			return -EINVAL;
+		}
+		s->cidx[i] = (uint32_t)ci;
+	}
+	return 0;
+}
+
+int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
+			  const struct ns_weights_stream_opts *opts, struct ns_weights **out,
+			  char *err, size_t errlen)
+{
+	struct s_stream *s = calloc(1, sizeof(*s));
+	struct ns_weights *w = calloc(1, sizeof(*w));
+	int n_threads = opts && opts->n_threads > 0 ? opts->n_threads : 1;
+	int rc = 0;
+
+	*out = NULL;
+	if (!s || !w || !(s->cidx = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*s->cidx)))) {
+		free(s);
+		free(w);
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->m = m;
+	s->c = c;
+	s->kopts.path = NS_KPATH_AUTO;
+	s->kopts.act = NS_ACT_F32;
+	s->block_rows = opts ? opts->block_rows : 0;
+	s->lookahead = opts ? opts->lookahead : ns_client_default_lookahead(c);
+	if (n_threads > 1 && !(s->pool = ns_pool_new(n_threads))) {
+		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);
+		rc = -ENOMEM;
+	}
+	if (rc == 0)
+		rc = s_map_tensors(s, err, errlen);
+	if (rc < 0) {
+		s_destroy(s);
+		free(w);
+		return rc;
+	}
+	w->ops = &s_stream_ops;
+	w->ctx = s;
+	w->model = m;
+	*out = w;
+	return 0;
+}
+
+void ns_weights_stream_stats(const struct ns_weights *w, struct ns_weights_stream_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (w && w->ops == &s_stream_ops)
+		*out = ((const struct s_stream *)w->ctx)->st;
+}

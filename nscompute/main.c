@@ -1,0 +1,227 @@
+/* nscompute - the compute process of a session (cpu backend).
+ *
+ *   nscompute --session ID --model PATH [--backend cpu] [--threads N] [--block-rows N]
+ *             [--lookahead N] [-c CTX] [--ctl ENDPOINT]
+ *
+ * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
+ * through nsio (weights_stream.h), and serves nsctl over one ZeroMQ PAIR socket (ctl_proto.h;
+ * default endpoint ipc://RUNDIR/compute.sock). Malformed messages are counted and dropped.
+ * SIGTERM/SIGINT, QUIT, or the death of the parent (nsctl): exit. Exit codes: 0 ok, 1 runtime
+ * failure, 2 bad usage or input. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "client.h"
+#include "compute_eval.h"
+#include "ctl_proto.h"
+#include "forward.h"
+#include "model.h"
+#include "ns_util.h"
+#include "session.h"
+#include "weights_stream.h"
+
+static volatile sig_atomic_t s_stop; /* set by SIGTERM/SIGINT; read by the serve loop */
+
+static void s_on_signal(int sig)
+{
+	(void)sig;
+	s_stop = 1;
+}
+
+static void s_usage(FILE *f)
+{
+	fprintf(f, "usage: nscompute --session ID --model PATH [--backend cpu] [--threads N] "
+		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT]\n");
+}
+
+static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (!*v || *v == '-' || *end || errno || x < min || x > max) {
+		fprintf(stderr, "nscompute: %s: bad value '%s' (%" PRIu64 "..%" PRIu64 ")\n", flag,
+			v, min, max);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int s_parse(struct nsc_proc *p, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t x = 0;
+		int rc = 0;
+
+		if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+			s_usage(stdout);
+			exit(0);
+		}
+		if (!v) {
+			fprintf(stderr, "nscompute: unknown option or missing value: %s\n", o);
+			return -EINVAL;
+		}
+		i++;
+		if (!strcmp(o, "--session")) {
+			p->session = v;
+		} else if (!strcmp(o, "--model")) {
+			p->model_path = v;
+		} else if (!strcmp(o, "--ctl")) {
+			p->endpoint = v;
+		} else if (!strcmp(o, "--backend")) {
+			if (strcmp(v, "cpu")) {
+				fprintf(stderr, "nscompute: backend '%s' is not built into this "
+					"executable (cpu)\n", v);
+				return -EINVAL;
+			}
+		} else if (!strcmp(o, "--threads")) {
+			rc = s_u64(o, v, 0, 1024, &x);
+			p->threads = (int)x;
+		} else if (!strcmp(o, "--block-rows")) {
+			rc = s_u64(o, v, 0, UINT32_MAX, &p->block_rows);
+		} else if (!strcmp(o, "--lookahead")) {
+			rc = s_u64(o, v, 0, 1024, &x);
+			p->lookahead = (uint32_t)x;
+			p->lookahead_given = true;
+		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
+			rc = s_u64(o, v, 1, 1u << 24, &x);
+			p->n_ctx = (uint32_t)x;
+		} else {
+			fprintf(stderr, "nscompute: unknown option %s\n", o);
+			return -EINVAL;
+		}
+		if (rc)
+			return rc;
+	}
+	if (!p->session || !p->model_path) {
+		s_usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Model, nsio client, provider, forward pass. */
+static int s_attach(struct nsc_proc *p)
+{
+	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000 };
+	struct ns_weights_stream_opts wo;
+	struct ns_fwd_opts fo = { 0 };
+	char err[NS_ERR_LEN];
+	int rc;
+
+	rc = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	if (rc == 0)
+		rc = ns_client_open(p->session, &co, &p->c, err, sizeof(err));
+	if (rc == 0 && p->threads <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		p->threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
+	}
+	if (rc == 0) {
+		wo = (struct ns_weights_stream_opts){
+			.n_threads = p->threads, .block_rows = p->block_rows,
+			.lookahead = p->lookahead_given ? p->lookahead
+							: ns_client_default_lookahead(p->c) };
+		rc = ns_weights_stream_new(p->m, p->c, &wo, &p->w, err, sizeof(err));
+	}
+	if (rc == 0) {
+		fo.n_ctx = p->n_ctx;
+		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
+	}
+	if (rc < 0)
+		fprintf(stderr, "nscompute: %s\n", err);
+	return rc;
+}
+
+static int s_connect(struct nsc_proc *p)
+{
+	char rundir[PATH_MAX];
+	int linger = 1000;
+
+	if (!p->endpoint) {
+		if (ns_session_rundir(p->session, rundir, sizeof(rundir)) < 0 ||
+		    snprintf(p->endpoint_buf, sizeof(p->endpoint_buf), "ipc://%s/compute.sock",
+			     rundir) >= (int)sizeof(p->endpoint_buf)) {
+			fprintf(stderr, "nscompute: runtime dir path too long\n");
+			return -ENAMETOOLONG;
+		}
+		p->endpoint = p->endpoint_buf;
+	}
+	p->zctx = zmq_ctx_new();
+	p->sock = p->zctx ? zmq_socket(p->zctx, ZMQ_PAIR) : NULL;
+	if (!p->sock || zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof(linger)) ||
+	    zmq_connect(p->sock, p->endpoint)) {
+		fprintf(stderr, "nscompute: cannot connect to %s: %s\n", p->endpoint,
+			zmq_strerror(zmq_errno()));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Serve until QUIT, a signal, or the parent's death. */
+static int s_serve(struct nsc_proc *p)
+{
+	pid_t parent = getppid();
+	int rc = nsc_send_hello(p);
+
+	while (rc == 0 && !s_stop) {
+		zmq_pollitem_t it = { .socket = p->sock, .events = ZMQ_POLLIN };
+		zmq_msg_t msg;
+		int n = zmq_poll(&it, 1, 200);
+
+		if (getppid() != parent)
+			return -EPIPE; /* nsctl is gone */
+		if (n < 0 && zmq_errno() == EINTR)
+			continue;
+		if (n <= 0)
+			continue;
+		zmq_msg_init(&msg);
+		if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&msg);
+			continue;
+		}
+		rc = nsc_handle(p, zmq_msg_data(&msg), zmq_msg_size(&msg));
+		zmq_msg_close(&msg);
+		if (rc == 1)
+			return 0; /* QUIT */
+	}
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct nsc_proc p = { .n_ctx = 4096 };
+	struct sigaction sa = { .sa_handler = s_on_signal };
+	int rc;
+
+	if (s_parse(&p, argc, argv) < 0)
+		return 2;
+	p.stop = &s_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	rc = s_attach(&p);
+	if (rc == 0)
+		rc = s_connect(&p);
+	if (rc == 0)
+		rc = s_serve(&p);
+	if (p.rejected)
+		fprintf(stderr, "nscompute: %" PRIu64 " malformed control messages rejected\n",
+			p.rejected);
+	nsc_proc_free(&p);
+	if (rc == -EINVAL)
+		return 2;
+	return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,454 @@
+/* api.c - neurostream.h: loading, generation, chat, logits over the child processes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "gguf.h"
+#include "model.h"
+#include "ns_util.h"
+#include "session.h"
+#include "tokenizer.h"
+
+void ns_engine_opts_default(struct ns_engine_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->lookahead = -1;
+}
+
+void ns_gen_params_default(struct ns_gen_params *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->n_predict = -1;
+	g->temperature = 0.8f;
+	g->top_k = 40;
+	g->top_p = 0.95f;
+	g->min_p = 0.05f;
+	g->repeat_penalty = 1.0f;
+	g->repeat_last_n = 64;
+}
+
+/* Tokenizer, chat family, end-of-generation ids. */
+static int s_load_meta(struct ns_engine *e)
+{
+	const char *tpl;
+	size_t nv;
+
+	e->tok = ns_tok_new(ns_model_meta(e->m), e->err, sizeof(e->err));
+	if (!e->tok)
+		return -EINVAL;
+	tpl = ns_gguf_get_str(ns_model_meta(e->m), "tokenizer.chat_template");
+	e->fam = ns_chat_family_detect(tpl);
+	nv = ns_tok_n_vocab(e->tok);
+	for (size_t i = 0; i < nv && i <= INT32_MAX && e->n_stop < NS_CMSG_MAX_STOP; i++)
+		if (ns_tok_is_eog(e->tok, (int32_t)i))
+			e->stop_ids[e->n_stop++] = (int32_t)i;
+	return 0;
+}
+
+int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_engine **out,
+		   char *err, size_t errlen)
+{
+	struct ns_engine *e = calloc(1, sizeof(*e));
+	int rc;
+
+	*out = NULL;
+	if (!e)
+		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
+	if (o)
+		e->o = *o;
+	else
+		ns_engine_opts_default(&e->o);
+	if (!e->o.n_ctx)
+		e->o.n_ctx = 4096;
+	if (e->o.lookahead < 0) /* as nsctl info / plan assume for the smallest budget */
+		e->o.lookahead = (int32_t)NS_DEFAULT_LOOKAHEAD;
+	if (!e->o.backend)
+		e->o.backend = "cpu";
+	rc = 0;
+	if (strcmp(e->o.backend, "cpu") && strcmp(e->o.backend, "cuda")) {
+		ns_errf(err, errlen, "unknown backend '%s' (cpu, cuda)", e->o.backend);
+		rc = -EINVAL;
+	}
+	for (int i = 0; i < NS_PROC_COUNT && rc == 0; i++) {
+		if (!e->o.wrap[i])
+			continue;
+		if (!(e->wrap_copy[i] = strdup(e->o.wrap[i]))) {
+			rc = -ENOMEM;
+			ns_errf(err, errlen, "out of memory");
+		}
+		e->o.wrap[i] = e->wrap_copy[i];
+	}
+	e->o.backend = !strcmp(e->o.backend, "cuda") ? "cuda" : "cpu"; /* static strings */
+	if (rc == 0 && !realpath(model, e->model_path)) {
+		rc = -errno;
+		ns_errf(err, errlen, "%s: %s", model, strerror(errno));
+		if (rc == -ENOENT)
+			rc = -EINVAL;
+	}
+	if (rc == 0) {
+		rc = ns_model_open(e->model_path, &e->m, e->err, sizeof(e->err));
+		if (rc == 0 && !e->o.mem_budget) {
+			/* enough for the whole model plus slack, at most 512 MiB: a small model
+			 * does not pay for mapping a large arena */
+			uint64_t want = e->m->total_tensor_bytes + (16ull << 20);
+
+			e->o.mem_budget = want < (512ull << 20) ? want : 512ull << 20;
+		}
+		if (rc == 0)
+			rc = s_load_meta(e);
+		if (rc == 0)
+			rc = nse_start(e);
+		if (rc < 0)
+			ns_errf(err, errlen, "%s", e->err);
+	}
+	if (rc < 0) {
+		ns_engine_free(&e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+void ns_engine_free(struct ns_engine **ep)
+{
+	struct ns_engine *e = ep ? *ep : NULL;
+
+	if (!e)
+		return;
+	nse_teardown(e);
+	ns_tok_destroy(&e->tok);
+	ns_model_close(&e->m);
+	for (int i = 0; i < NS_PROC_COUNT; i++)
+		free(e->wrap_copy[i]);
+	free(e->hist);
+	free(e);
+	*ep = NULL;
+}
+
+static int s_hist_push(struct ns_engine *e, int32_t id)
+{
+	if (e->n_hist == e->hist_cap) {
+		size_t cap = e->hist_cap ? e->hist_cap * 2 : 256;
+		int32_t *h = realloc(e->hist, cap * sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		e->hist = h;
+		e->hist_cap = cap;
+	}
+	e->hist[e->n_hist++] = id;
+	return 0;
+}
+
+/* Statistics of the call from nsio's counters (before/after) and nscompute's DONE. */
+static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
+			 const struct ns_stats_snapshot *b, const struct ns_cmsg_done *d)
+{
+	struct ns_engine_stats *s = &e->st;
+	uint32_t toks = d->n_prompt + d->n_decode;
+
+	s->n_prompt = d->n_prompt;
+	s->n_gen = d->n_gen;
+	s->n_decode = d->n_decode;
+	s->prefill_s = (double)d->prefill_ns / 1e9;
+	s->decode_s = (double)d->decode_ns / 1e9;
+	s->prefill_tok_s = d->prefill_ns ? d->n_prompt / s->prefill_s : 0;
+	s->decode_tok_s = d->decode_ns && d->n_decode ? d->n_decode / s->decode_s : 0;
+	s->req_prefill = d->req_prefill;
+	s->req_decode = d->req_decode;
+	s->dev_prefill = d->dev_prefill;
+	s->dev_decode = d->dev_decode;
+	s->gb_per_token = d->n_decode ? (double)d->req_decode / d->n_decode / 1e9 : 0;
+	s->dev_gb_per_token = d->n_decode ? (double)d->dev_decode / d->n_decode / 1e9 : 0;
+	s->stall_ms_per_token = toks ? (double)(b->stall_ns - a->stall_ns) / 1e6 / toks : 0;
+	s->arena_peak = b->arena_peak;
+	s->arena_bytes = b->arena_bytes;
+	s->requests = b->requests - a->requests;
+	s->cache_hits = b->cache_hits - a->cache_hits;
+	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
+	s->nsio_restarts = e->restarts[NS_PROC_NSIO];
+	s->stop_reason = d->reason;
+}
+
+struct s_run {
+	const int32_t *ids;
+	uint32_t n;
+	uint32_t flags;
+	const struct ns_gen_params *g;
+	ns_token_fn cb;
+	void *user;
+	float *logits;          /* LOGITS_ALL: (n, n_vocab) */
+	bool keep_hist;         /* append to e->hist (chat) */
+};
+
+/* One EVAL round trip. */
+static int s_run(struct ns_engine *e, struct s_run *r)
+{
+	struct ns_cmsg_eval ev = { .flags = r->flags, .n_tokens = r->n, .tokens = r->ids };
+	struct ns_stats_snapshot a, b;
+	struct ns_cmsg_done d = { 0 };
+	struct ns_detok *dt = NULL;
+	uint8_t *buf;
+	size_t sz;
+	bool stopped = false;
+	int32_t last = -1;
+	uint32_t got_logits = 0;
+	int rc;
+
+	if (r->n == 0 || r->n > NS_CMSG_MAX_TOKENS)
+		return ns_errf(e->err, sizeof(e->err), "%u tokens: nothing to evaluate or too many",
+			       r->n), -EINVAL;
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->ids[i] < 0 || (uint32_t)r->ids[i] >= e->n_vocab)
+			return ns_errf(e->err, sizeof(e->err), "token id %d out of range (vocabulary "
+				       "of %u)", r->ids[i], e->n_vocab), -EINVAL;
+	if (r->g) {
+		int64_t np = r->g->n_predict < 0 ? (int64_t)e->n_ctx : r->g->n_predict;
+
+		ev.n_predict = (uint32_t)(np > e->n_ctx ? e->n_ctx : np);
+		ev.sampling = (struct ns_cmsg_sampling){
+			.temperature = r->g->temperature, .top_k = r->g->top_k,
+			.top_p = r->g->top_p, .min_p = r->g->min_p,
+			.repeat_penalty = r->g->repeat_penalty,
+			.repeat_last_n = r->g->repeat_last_n < 0 ? 0 : r->g->repeat_last_n,
+			.seed = r->g->seed };
+		if (!r->g->no_stop) {
+			ev.n_stop = e->n_stop;
+			ev.stop = e->stop_ids;
+		}
+	} else {
+		ev.sampling.repeat_penalty = 1.0f;
+	}
+	sz = ns_cmsg_size_eval(ev.n_tokens, ev.n_stop);
+	if (!(buf = malloc(sz)))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	memset(&e->st, 0, sizeof(e->st));
+	ns_stats_snapshot(e->s->ctl, &a);
+	rc = nse_send(e, buf, ns_cmsg_enc_eval(&ev, buf, sz));
+	free(buf);
+	if (rc < 0)
+		return rc;
+	if (r->flags & NS_EVAL_RESET)
+		e->n_hist = 0;
+	if (r->keep_hist)
+		for (uint32_t i = 0; i < r->n && rc == 0; i++)
+			rc = s_hist_push(e, r->ids[i]);
+	if (rc == 0 && r->cb && !(dt = ns_detok_new(e->tok, false, false)))
+		rc = -ENOMEM;
+	while (rc == 0) {
+		zmq_msg_t msg;
+		const void *p;
+		size_t len;
+		int type;
+
+		rc = nse_recv(e, &msg, 0);
+		if (rc < 0)
+			break;
+		p = zmq_msg_data(&msg);
+		len = zmq_msg_size(&msg);
+		type = ns_cmsg_type(p, len);
+		if (type == NS_CMSG_TOKEN) {
+			struct ns_cmsg_token t;
+
+			if (ns_cmsg_dec_token(p, len, e->n_vocab, &t) == 0) {
+				const char *txt = "";
+				size_t tl = 0;
+
+				/* the previous token is now in nscompute's context */
+				if (r->keep_hist && last >= 0)
+					rc = s_hist_push(e, last);
+				last = t.id;
+				if (dt && ns_detok_feed(dt, t.id, &txt, &tl) < 0)
+					tl = 0;
+				if (!stopped && r->cb && r->cb(txt, tl, t.id, r->user)) {
+					uint8_t q[NS_CMSG_HDR];
+
+					stopped = true;
+					if (rc == 0)
+						rc = nse_send(e, q, ns_cmsg_enc_stop(q, sizeof(q)));
+				}
+				zmq_msg_close(&msg);
+				continue;
+			}
+		} else if (type == NS_CMSG_LOGITS && r->logits) {
+			uint32_t pos;
+			float *row = malloc((size_t)e->n_vocab * sizeof(float));
+
+			if (row && ns_cmsg_dec_logits(p, len, e->n_vocab, &pos, row) == 0 &&
+			    pos < r->n && got_logits < r->n) {
+				memcpy(r->logits + (uint64_t)pos * e->n_vocab, row,
+				       (size_t)e->n_vocab * sizeof(float));
+				got_logits++;
+				free(row);
+				zmq_msg_close(&msg);
+				continue;
+			}
+			free(row);
+		} else if (type == NS_CMSG_DONE) {
+			if (ns_cmsg_dec_done(p, len, &d) == 0) {
+				zmq_msg_close(&msg);
+				break;
+			}
+		} else if (type == NS_CMSG_ERROR) {
+			struct ns_cmsg_error er;
+
+			if (ns_cmsg_dec_error(p, len, &er) == 0) {
+				ns_errf(e->err, sizeof(e->err), "nscompute: %s", er.text);
+				rc = er.code == -ENOSPC || er.code == -EINVAL ? -EINVAL : er.code;
+				if (r->flags & NS_EVAL_RESET || r->keep_hist)
+					e->n_hist = 0; /* its context is undefined now */
+				zmq_msg_close(&msg);
+				break;
+			}
+		}
+		e->rejected++;
+		fprintf(stderr, "nsctl: malformed message from nscompute rejected (%zu bytes)\n",
+			len);
+		zmq_msg_close(&msg);
+	}
+	if (dt && rc == 0) {
+		const char *txt;
+		size_t tl;
+
+		if (ns_detok_flush(dt, &txt, &tl) == 0 && tl && !stopped && r->cb)
+			r->cb(txt, tl, -1, r->user);
+	}
+	ns_detok_destroy(&dt);
+	if (rc == 0 && r->logits && got_logits != r->n)
+		return ns_errf(e->err, sizeof(e->err), "nscompute sent %u of %u logits rows",
+			       got_logits, r->n), -EPROTO;
+	if (rc < 0)
+		return rc;
+	ns_stats_snapshot(e->s->ctl, &b);
+	s_fill_stats(e, &a, &b, &d);
+	return 0;
+}
+
+int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
+		       ns_token_fn cb, void *user)
+{
+	struct ns_gen_params def;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (!g) {
+		ns_gen_params_default(&def);
+		g = &def;
+	}
+	rc = ns_tok_encode(e->tok, prompt, strlen(prompt), true, false, &ids, &n);
+	if (rc < 0)
+		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the prompt"), rc;
+	if (n == 0) {
+		free(ids);
+		return ns_errf(e->err, sizeof(e->err), "the prompt is empty and the vocabulary "
+			       "adds no BOS token"), -EINVAL;
+	}
+	if (n > e->n_ctx) {
+		free(ids);
+		return ns_errf(e->err, sizeof(e->err), "the prompt has %zu tokens, more than "
+			       "the context of %u (-c)", n, e->n_ctx), -EINVAL;
+	}
+	rc = s_run(e, &(struct s_run){ .ids = ids, .n = (uint32_t)n, .flags = NS_EVAL_RESET,
+				       .g = g, .cb = cb, .user = user, .keep_hist = true });
+	free(ids);
+	return rc;
+}
+
+int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
+		   const struct ns_gen_params *g, ns_token_fn cb, void *user)
+{
+	struct ns_chat_msg *cm;
+	struct ns_gen_params def;
+	char *text = NULL;
+	int32_t *ids = NULL;
+	size_t n_ids = 0, keep = 0;
+	int rc;
+
+	if (e->fam == NS_CHAT_UNKNOWN)
+		return ns_errf(e->err, sizeof(e->err), "this model has no chat template we know "
+			       "(tokenizer.chat_template)"), -EINVAL;
+	if (!g) {
+		ns_gen_params_default(&def);
+		g = &def;
+	}
+	if (!(cm = calloc(n ? n : 1, sizeof(*cm))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		cm[i] = (struct ns_chat_msg){ .role = msgs[i].role, .content = msgs[i].content };
+	rc = ns_chat_render(e->fam, cm, n, true, NULL, &text, e->err, sizeof(e->err));
+	free(cm);
+	if (rc < 0)
+		return rc;
+	rc = ns_tok_encode(e->tok, text, strlen(text), false, true, &ids, &n_ids);
+	free(text);
+	if (rc < 0)
+		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"), rc;
+	if (n_ids > e->n_ctx) {
+		free(ids);
+		return ns_errf(e->err, sizeof(e->err), "the conversation has %zu tokens, more "
+			       "than the context of %u (-c); /reset", n_ids, e->n_ctx), -EINVAL;
+	}
+	/* keep the context when it is a strict prefix of the new tokens */
+	if (e->n_hist && e->n_hist < n_ids && !memcmp(e->hist, ids, e->n_hist * sizeof(*ids)))
+		keep = e->n_hist;
+	rc = s_run(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
+				       .flags = keep ? 0 : NS_EVAL_RESET, .g = g, .cb = cb,
+				       .user = user, .keep_hist = true });
+	free(ids);
+	return rc;
+}
+
+void ns_engine_reset(struct ns_engine *e)
+{
+	e->n_hist = 0;
+}
+
+int ns_engine_logits(struct ns_engine *e, const int32_t *ids, uint32_t n, float *out)
+{
+	if (n > e->n_ctx)
+		return ns_errf(e->err, sizeof(e->err), "%u tokens do not fit the context of %u "
+			       "(-c)", n, e->n_ctx), -EINVAL;
+	return s_run(e, &(struct s_run){ .ids = ids, .n = n,
+				       .flags = NS_EVAL_RESET | NS_EVAL_LOGITS_ALL,
+				       .logits = out });
+}
+
+int ns_engine_tokenize(struct ns_engine *e, const char *text, bool add_special, int32_t **ids,
+		       size_t *n)
+{
+	return ns_tok_encode(e->tok, text, strlen(text), add_special, false, ids, n);
+}
+
+uint32_t ns_engine_n_vocab(const struct ns_engine *e)
+{
+	return e->n_vocab;
+}
+
+const char *ns_engine_session(const struct ns_engine *e)
+{
+	return e->s ? e->s->id : "";
+}
+
+int ns_engine_pid(const struct ns_engine *e, enum ns_engine_proc p)
+{
+	return p < NS_PROC_COUNT ? (int)e->pid[p] : 0;
+}
+
+void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out)
+{
+	*out = e->st;
+}
+
+void ns_engine_cancel(struct ns_engine *e)
+{
+	if (e)
+		e->cancelled = 1;
+}
+
+const char *ns_engine_error(const struct ns_engine *e)
+{
+	return e->err;
+}

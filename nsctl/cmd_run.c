@@ -1,0 +1,341 @@
+/* nsctl run MODEL [-p PROMPT | --chat] [-n N] [sampling] [budgets] [--wrap PROC='CMD']
+ *
+ * Starts the pipeline (nsio, nsplan, nscompute) on a private session through the C API
+ * (neurostream.h), streams the generated text to stdout as tokens arrive, and prints a summary
+ * line (or --json) on stderr. Ctrl-C / SIGTERM: children stopped, shm and runtime dir removed,
+ * exit 130. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "neurostream.h"
+#include "ns_util.h"
+#include "run_report.h"
+
+static volatile sig_atomic_t s_interrupted; /* SIGINT/SIGTERM seen: the engine's cancel flag */
+
+static void s_on_signal(int sig)
+{
+	s_interrupted = sig;
+}
+
+struct s_opts {
+	const char *model, *prompt, *system;
+	bool chat, json;
+	struct ns_engine_opts eo;
+	struct ns_gen_params g;
+};
+
+static void s_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: nsctl run MODEL [-p PROMPT | --chat] [options]\n"
+		"  Streams the generated text to stdout; a summary line goes to stderr.\n"
+		"generation:\n"
+		"  -p, --prompt TEXT     prompt (BOS added as the vocabulary asks); default empty\n"
+		"  -n N                  tokens to generate at most (-1: until the context is full;\n"
+		"                        default 128); also stops at end-of-generation tokens\n"
+		"  --ignore-eos          do not stop at end-of-generation tokens\n"
+		"  --chat                interactive conversation on stdin with the model's chat\n"
+		"                        template; /reset forgets it, /quit ends\n"
+		"  --system TEXT         system message for --chat\n"
+		"  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
+		"  --seed S              sampling as llama.cpp (defaults 0.8 40 0.95 0.05 1.0 64 0);\n"
+		"                        --temp 0 is greedy\n"
+		"pipeline:\n"
+		"  --mem-budget SIZE     streaming arena (binary units: 64MB = 64 MiB; default:\n"
+		"                        the model's size + 16MB, at most 512MB)\n"
+		"  --ram-budget SIZE     RAM cache budget (given to the planner; no RAM tier yet)\n"
+		"  --vram-budget SIZE    GPU budget (cuda backend)\n"
+		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
+		"  --lookahead N         blocks in flight after the one being multiplied (4)\n"
+		"  --backend cpu|cuda    compute process: nscompute, or nscompute-cuda when built\n"
+		"  -c, --ctx N           context positions (4096)\n"
+		"  --threads N           compute threads (0: all CPUs)\n"
+		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan) under CMD, e.g.\n"
+		"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
+		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
+		"  --run-ahead           nsio reads ahead along the per-token tensor order\n"
+		"  --no-plan             do not start nsplan\n"
+		"  --verbose             children print their informational lines\n"
+		"  --json                the summary as one JSON object on stderr\n");
+}
+
+static int s_num(const char *flag, const char *v, double lo, double hi, double *out)
+{
+	char *end;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (!*v || *end || errno || !(x >= lo && x <= hi)) {
+		fprintf(stderr, "nsctl run: %s: bad value '%s'\n", flag, v);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int s_size(const char *flag, const char *v, uint64_t *out)
+{
+	if (ns_parse_bytes(v, out) < 0) {
+		fprintf(stderr, "nsctl run: %s: bad size '%s' (e.g. 512MB, 6GB)\n", flag, v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int s_wrap(struct s_opts *o, const char *v)
+{
+	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan" };
+	const char *eq = strchr(v, '=');
+
+	for (int i = 0; eq && i < NS_PROC_COUNT; i++) {
+		if (strlen(names[i]) == (size_t)(eq - v) && !strncmp(v, names[i], (size_t)(eq - v))) {
+			if (!eq[1])
+				break;
+			o->eo.wrap[i] = eq + 1;
+			return 0;
+		}
+	}
+	fprintf(stderr, "nsctl run: --wrap wants PROC=CMD with PROC one of nsio, nscompute, "
+		"nsplan (got '%s')\n", v);
+	return -EINVAL;
+}
+
+static int s_parse(struct s_opts *o, int argc, char **argv)
+{
+	ns_engine_opts_default(&o->eo);
+	ns_gen_params_default(&o->g);
+	o->g.n_predict = 128;
+	o->prompt = "";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		double x = 0;
+		int rc = 0;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			s_usage(stdout);
+			exit(0);
+		} else if (!strcmp(a, "--chat")) {
+			o->chat = true;
+			continue;
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
+			continue;
+		} else if (!strcmp(a, "--ignore-eos")) {
+			o->g.no_stop = true;
+			continue;
+		} else if (!strcmp(a, "--run-ahead")) {
+			o->eo.run_ahead = true;
+			continue;
+		} else if (!strcmp(a, "--no-plan")) {
+			o->eo.no_plan = true;
+			continue;
+		} else if (!strcmp(a, "--verbose")) {
+			o->eo.verbose = true;
+			continue;
+		} else if (a[0] != '-' || !a[1]) {
+			if (o->model) {
+				fprintf(stderr, "nsctl run: unexpected argument '%s' (prompt: -p)\n", a);
+				return -EINVAL;
+			}
+			o->model = a;
+			continue;
+		}
+		if (!v) {
+			fprintf(stderr, "nsctl run: unknown option or missing value: %s\n", a);
+			return -EINVAL;
+		}
+		i++;
+		if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+			o->prompt = v;
+		} else if (!strcmp(a, "--system")) {
+			o->system = v;
+		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+			rc = s_num(a, v, -1, 1 << 24, &x);
+			o->g.n_predict = (int32_t)x;
+			if (rc == 0 && x != (int32_t)x)
+				rc = s_num(a, "", 0, 0, &x);
+		} else if (!strcmp(a, "--temp")) {
+			rc = s_num(a, v, 0, 100, &x);
+			o->g.temperature = (float)x;
+		} else if (!strcmp(a, "--top-k")) {
+			rc = s_num(a, v, 0, 1 << 30, &x);
+			o->g.top_k = (int32_t)x;
+		} else if (!strcmp(a, "--top-p")) {
+			rc = s_num(a, v, 0, 1, &x);
+			o->g.top_p = (float)x;
+		} else if (!strcmp(a, "--min-p")) {
+			rc = s_num(a, v, 0, 1, &x);
+			o->g.min_p = (float)x;
+		} else if (!strcmp(a, "--repeat-penalty")) {
+			rc = s_num(a, v, 0.01, 100, &x);
+			o->g.repeat_penalty = (float)x;
+		} else if (!strcmp(a, "--repeat-last-n")) {
+			rc = s_num(a, v, 0, 1 << 20, &x);
+			o->g.repeat_last_n = (int32_t)x;
+		} else if (!strcmp(a, "--seed")) {
+			rc = s_num(a, v, 0, 1.8e19, &x);
+			o->g.seed = (uint64_t)x;
+		} else if (!strcmp(a, "--mem-budget")) {
+			rc = s_size(a, v, &o->eo.mem_budget);
+		} else if (!strcmp(a, "--ram-budget")) {
+			rc = s_size(a, v, &o->eo.ram_budget);
+		} else if (!strcmp(a, "--vram-budget")) {
+			rc = s_size(a, v, &o->eo.vram_budget);
+		} else if (!strcmp(a, "--block-rows")) {
+			rc = s_num(a, v, 0, 4294967295.0, &x);
+			o->eo.block_rows = (uint64_t)x;
+		} else if (!strcmp(a, "--lookahead")) {
+			rc = s_num(a, v, 0, 1024, &x);
+			o->eo.lookahead = (int32_t)x;
+		} else if (!strcmp(a, "--backend")) {
+			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+				fprintf(stderr, "nsctl run: --backend cpu|cuda (got '%s')\n", v);
+				rc = -EINVAL;
+			}
+			o->eo.backend = v;
+		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+			rc = s_num(a, v, 1, 1 << 24, &x);
+			o->eo.n_ctx = (uint32_t)x;
+		} else if (!strcmp(a, "--threads")) {
+			rc = s_num(a, v, 0, 1024, &x);
+			o->eo.threads = (int)x;
+		} else if (!strcmp(a, "--wrap")) {
+			rc = s_wrap(o, v);
+		} else {
+			fprintf(stderr, "nsctl run: unknown option %s\n", a);
+			rc = -EINVAL;
+		}
+		if (rc)
+			return rc;
+	}
+	if (!o->model) {
+		s_usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Generated text straight to stdout, flushed per token. */
+static int s_print(const char *piece, size_t len, int32_t id, void *user)
+{
+	struct ns_text *t = user;
+
+	(void)id;
+	if (len && fwrite(piece, 1, len, stdout) != len)
+		return 1; /* stdout closed: stop */
+	fflush(stdout);
+	if (t && ns_text_append(t, piece, len) < 0)
+		return 1;
+	return 0;
+}
+
+/* --chat: one user line per turn. */
+static int s_chat(struct ns_engine *e, struct s_opts *o)
+{
+	struct ns_chat_log log = { 0 };
+	char *line = NULL;
+	size_t cap = 0;
+	int rc = 0;
+
+	if (o->system && ns_chat_log_add(&log, "system", o->system) < 0)
+		return -ENOMEM;
+	for (;;) {
+		struct ns_text reply = { 0 };
+		ssize_t n;
+
+		if (isatty(STDIN_FILENO))
+			fprintf(stderr, "> ");
+		n = getline(&line, &cap, stdin);
+		if (s_interrupted) {
+			rc = -ECANCELED;
+			break;
+		}
+		if (n < 0)
+			break;
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			line[--n] = 0;
+		if (!strcmp(line, "/quit"))
+			break;
+		if (!strcmp(line, "/reset")) {
+			ns_chat_log_clear(&log);
+			ns_engine_reset(e);
+			if (o->system && (rc = ns_chat_log_add(&log, "system", o->system)) < 0)
+				break;
+			fprintf(stderr, "(conversation reset)\n");
+			continue;
+		}
+		if (!n)
+			continue;
+		rc = ns_chat_log_add(&log, "user", line);
+		if (rc == 0)
+			rc = ns_engine_chat(e, log.msgs, log.n, &o->g, s_print, &reply);
+		if (rc == 0)
+			rc = ns_chat_log_add(&log, "assistant", reply.buf ? reply.buf : "");
+		free(reply.buf);
+		fputc('\n', stdout);
+		fflush(stdout);
+		if (rc < 0)
+			break;
+		ns_run_report(e, o->json, stderr);
+	}
+	free(line);
+	ns_chat_log_clear(&log);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = s_on_signal };
+	struct ns_engine *e = NULL;
+	struct s_opts o;
+	char err[512];
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	if (s_parse(&o, argc, argv) < 0)
+		return 2;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	o.eo.cancel = &s_interrupted;
+	rc = ns_engine_load(o.model, &o.eo, &e, err, sizeof(err));
+	if (rc < 0) {
+		if (s_interrupted) {
+			fprintf(stderr, "nsctl run: interrupted; session removed\n");
+			return 130;
+		}
+		fprintf(stderr, "nsctl run: %s\n", err);
+		return rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
+	}
+	fprintf(stderr, "nsctl run: session %s: nsio pid %d, nscompute pid %d", ns_engine_session(e),
+		ns_engine_pid(e, NS_PROC_NSIO), ns_engine_pid(e, NS_PROC_NSCOMPUTE));
+	if (ns_engine_pid(e, NS_PROC_NSPLAN))
+		fprintf(stderr, ", nsplan pid %d", ns_engine_pid(e, NS_PROC_NSPLAN));
+	fprintf(stderr, " (nsctl ps shows their counters)\n");
+	if (o.chat) {
+		rc = s_chat(e, &o);
+	} else {
+		rc = ns_engine_generate(e, o.prompt, &o.g, s_print, NULL);
+		fputc('\n', stdout);
+		fflush(stdout);
+		if (rc == 0)
+			ns_run_report(e, o.json, stderr);
+	}
+	if (rc < 0 && !s_interrupted)
+		fprintf(stderr, "nsctl run: %s\n", ns_engine_error(e));
+	ns_engine_free(&e);
+	if (s_interrupted) {
+		fprintf(stderr, "nsctl run: interrupted; children stopped, session removed\n");
+		return 130;
+	}
+	return rc == 0 ? 0 : rc == -EINVAL ? 2 : 1;
+}

@@ -1,0 +1,165 @@
+/* neurostream.h - the engine as a library: load a model with memory budgets, generate with a
+ * per-token callback, chat, free. `nsctl run` is built on exactly this API.
+ *
+ *   struct ns_engine *e;
+ *   struct ns_engine_opts o;
+ *   char err[256];
+ *   ns_engine_opts_default(&o);
+ *   o.mem_budget = 64ull << 20;                           // the streaming arena: 64 MiB
+ *   if (ns_engine_load("model.gguf", &o, &e, err, sizeof(err)) < 0)
+ *           fprintf(stderr, "%s\n", err);
+ *   struct ns_gen_params g;
+ *   ns_gen_params_default(&g);
+ *   g.n_predict = 32;
+ *   ns_engine_generate(e, "Once upon a time", &g, print_piece, NULL);
+ *   ns_engine_free(&e);                                   // stops the processes, unlinks shm
+ *
+ * Behind the calls: a private session (runtime dir + shm segments), an nsio process streaming
+ * the weights under the budget, an nsplan process publishing the residency plan, and an
+ * nscompute process running the forward pass, all children of the caller. The caller owns the
+ * session: ns_engine_free (or a failed load) stops every child and removes every segment and
+ * the runtime directory. nsio or nsplan dying is survived (restarted on the same session);
+ * nscompute dying fails the call in progress with -EPIPE.
+ *
+ * Children are found as $NS_NSIO / $NS_NSCOMPUTE / $NS_NSPLAN, else under $NS_BUILD_ROOT, else
+ * next to the running executable (build tree: ../nsio/nsio; installed: same directory), else
+ * on PATH. A backend other than cpu is the executable nscompute-<backend> (build tree:
+ * nscompute/nscompute-cuda), started with the same arguments and protocol (ctl_proto.h).
+ *
+ * Threads: an engine is used by one thread at a time; ns_engine_cancel may be called from any
+ * thread or a signal handler. */
+#ifndef NEUROSTREAM_H
+#define NEUROSTREAM_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ns_engine;
+
+enum ns_engine_proc {
+	NS_PROC_NSIO = 0,
+	NS_PROC_NSCOMPUTE = 1,
+	NS_PROC_NSPLAN = 2,
+	NS_PROC_COUNT = 3,
+};
+
+struct ns_engine_opts {
+	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
+				* most 512 MiB */
+	uint64_t ram_budget;   /* RAM cache bytes (passed to the planner; no RAM tier yet) */
+	uint64_t vram_budget;  /* GPU bytes (cuda backend only) */
+	const char *backend;   /* "cpu" (NULL = cpu) runs nscompute; "cuda" runs
+				* nscompute-cuda ($NS_NSCOMPUTE_CUDA), refused when not built */
+	uint32_t n_ctx;        /* context positions; 0: 4096 */
+	uint64_t block_rows;   /* rows per streamed block; 0: whole tensors (shrunk to fit) */
+	int32_t lookahead;     /* blocks in flight after the current one; < 0:
+				* NS_DEFAULT_LOOKAHEAD (4), as nsctl info assumes */
+	int threads;           /* compute threads; 0: online CPUs */
+	bool no_plan;          /* do not start nsplan */
+	bool run_ahead;        /* nsio reads ahead along the per-token tensor order (blocks
+				* cut as nscompute cuts them, so a later request is a hit) */
+	bool verbose;          /* let the children print their informational lines */
+	/* Per process, a command line to run it under ("strace -f -c", "perf record -o F --"):
+	 * split on spaces (no quoting), placed before the executable. NULL: none. */
+	const char *wrap[NS_PROC_COUNT];
+	/* Checked while waiting; when it becomes non-zero the call in progress returns
+	 * -ECANCELED (e.g. a flag a SIGINT handler sets). May be NULL. */
+	volatile sig_atomic_t *cancel;
+};
+
+void ns_engine_opts_default(struct ns_engine_opts *o);
+
+/* Returns 0 with *out, or a negative errno with one line in err: -EINVAL for a model or
+ * option we cannot use (exit code 2 material), -ENOSPC for a budget below the smallest that
+ * works (the line names it), others for runtime failures. Nothing is left running or mapped
+ * on failure. */
+int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_engine **out,
+		   char *err, size_t errlen);
+
+/* Stops every child, removes the session's segments and runtime directory, frees, nulls *e.
+ * Safe on NULL. */
+void ns_engine_free(struct ns_engine **e);
+
+struct ns_gen_params {
+	int32_t n_predict;     /* tokens to generate at most; < 0: until the context is full */
+	float temperature;     /* <= 0: greedy */
+	int32_t top_k;         /* <= 0: off */
+	float top_p;           /* >= 1: off */
+	float min_p;           /* <= 0: off */
+	float repeat_penalty;  /* 1: off */
+	int32_t repeat_last_n;
+	uint64_t seed;
+	bool no_stop;          /* do not stop at end-of-generation tokens */
+};
+
+/* llama.cpp's defaults: n_predict -1, temp 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1.0 over 64, seed 0. */
+void ns_gen_params_default(struct ns_gen_params *g);
+
+/* Called once per generated token with the text it completes (whole UTF-8 characters; may be
+ * empty), in order. A non-zero return stops the generation (the call returns 0). */
+typedef int (*ns_token_fn)(const char *piece, size_t len, int32_t id, void *user);
+
+/* Tokenize prompt (adding BOS as the vocabulary asks), evaluate it from an empty context and
+ * generate. Returns 0 (stopped by n_predict, end of generation, a full context or the
+ * callback), -ECANCELED, -EPIPE (nscompute died), -EINVAL (prompt too long, ...) with the
+ * reason in ns_engine_error. */
+int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
+		       ns_token_fn cb, void *user);
+
+struct ns_engine_msg {
+	const char *role;    /* "system", "user", "assistant" */
+	const char *content;
+};
+
+/* Render the conversation with the model's chat template (add_generation_prompt), evaluate
+ * what is not already in the context (the longest common prefix with the previous call is
+ * kept), generate the assistant's reply. Returns as ns_engine_generate; -EINVAL when the
+ * model has no chat template we know. */
+int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
+		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
+
+/* Forget the context (next chat call evaluates everything). */
+void ns_engine_reset(struct ns_engine *e);
+
+/* Evaluate exactly ids (no BOS added) from an empty context and store the logits of every
+ * position in out: (n, n_vocab) float32. Returns 0 or negative errno. */
+int ns_engine_logits(struct ns_engine *e, const int32_t *ids, uint32_t n, float *out);
+
+/* Text <-> ids with the model's tokenizer. ids: malloc'd, caller frees. */
+int ns_engine_tokenize(struct ns_engine *e, const char *text, bool add_special, int32_t **ids,
+		       size_t *n);
+
+uint32_t ns_engine_n_vocab(const struct ns_engine *e);
+const char *ns_engine_session(const struct ns_engine *e);
+/* pid of a child (its wrapper's when wrapped), 0 if not running. */
+int ns_engine_pid(const struct ns_engine *e, enum ns_engine_proc p);
+
+/* Figures of the last generate / chat / logits call. */
+struct ns_engine_stats {
+	uint32_t n_prompt, n_gen, n_decode;
+	double prefill_s, decode_s;
+	double prefill_tok_s, decode_tok_s;  /* 0 when nothing was timed */
+	uint64_t req_prefill, req_decode;    /* weight bytes requested from nsio per phase */
+	uint64_t dev_prefill, dev_decode;    /* bytes read from the device per phase */
+	double gb_per_token, dev_gb_per_token; /* decode: req_decode / n_decode (1e9 bytes) */
+	double stall_ms_per_token;           /* nsio's stall counter over the call / tokens */
+	uint64_t arena_peak, arena_bytes;    /* peak reservation since start; the budget */
+	uint64_t requests, cache_hits;       /* over the call */
+	double cache_hit_rate;               /* cache_hits / requests (0..1) */
+	uint64_t nsio_restarts;              /* restarts of nsio during the engine's life */
+	uint32_t stop_reason;                /* 0 prompt only, 1 length, 2 end of generation,
+					      * 3 context full, 4 callback */
+};
+
+void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
+
+/* Ask the call in progress to stop (async-signal-safe): it returns -ECANCELED. */
+void ns_engine_cancel(struct ns_engine *e);
+
+/* One line about the last failure. */
+const char *ns_engine_error(const struct ns_engine *e);
+
+#endif

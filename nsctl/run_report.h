@@ -1,0 +1,30 @@
+/* run_report.h - helpers of nsctl run: the summary line / JSON, a growable text buffer, the
+ * chat message log. */
+#ifndef NSCTL_RUN_REPORT_H
+#define NSCTL_RUN_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "neurostream.h"
+
+/* The last call's figures as one line (or one JSON object with json) on f. */
+void ns_run_report(const struct ns_engine *e, bool json, FILE *f);
+
+/* A NUL-terminated growable string; buf is malloc'd (free it), NULL while empty. */
+struct ns_text {
+	char *buf;
+	size_t len, cap;
+};
+int ns_text_append(struct ns_text *t, const char *s, size_t n);
+
+/* Messages with owned copies of role and content. */
+struct ns_chat_log {
+	struct ns_engine_msg *msgs;
+	size_t n, cap;
+};
+int ns_chat_log_add(struct ns_chat_log *l, const char *role, const char *content);
+void ns_chat_log_clear(struct ns_chat_log *l);
+
+#endif

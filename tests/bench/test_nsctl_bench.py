@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""nsctl bench end to end on a small generated model: md, json and csv outputs carry
+llama-bench's columns and ours, every sample is a positive rate, the sweep yields one row per
+configuration and test, and bad usage exits 2 with one line. No timing thresholds.
+argv: NSCTL. Exit 0 pass, 1 fail, 77 skip."""
+import csv, io, json, os, subprocess, sys, tempfile
+
+nsctl = sys.argv[1]
+fails = 0
+
+
+def check(cond, msg):
+    global fails
+    if not cond:
+        print("FAIL:", msg, file=sys.stderr)
+        fails += 1
+
+
+def run(*args):
+    return subprocess.run([nsctl, *args], capture_output=True, text=True, timeout=600)
+
+
+build = os.environ.get("NS_BUILD_ROOT", ".")
+with tempfile.TemporaryDirectory(dir=build) as d:
+    model = os.path.join(d, "demo.gguf")
+    r = run("mkmodel", "--preset", "demo", "--layers", "2", "-o", model)
+    if r.returncode:
+        print(r.stderr, file=sys.stderr)
+        sys.exit(1)
+    common = ["-p", "16", "-n", "4", "-r", "2", "--threads", "1", "--disk-repeats", "1"]
+
+    r = run("bench", model, *common, "--budgets", "4MB,8MB", "-o", "json")
+    check(r.returncode == 0, "json run: " + r.stderr[-400:])
+    if r.returncode == 0:
+        rows = json.loads(r.stdout)
+        check(len(rows) == 4, "2 budgets x (pp, tg) = 4 rows, got %d" % len(rows))
+        tests = sorted((x["mem_budget"], x["test"]) for x in rows)
+        check(tests == [(4 << 20, "pp16"), (4 << 20, "tg4"), (8 << 20, "pp16"), (8 << 20, "tg4")],
+              "rows %s" % tests)
+        for x in rows:
+            check(len(x["samples_ts"]) == 2 and all(v > 0 for v in x["samples_ts"]),
+                  "samples %s" % x["samples_ts"])
+            check(abs(x["avg_ts"] - sum(x["samples_ts"]) / 2) < 1e-6 * x["avg_ts"], "avg_ts")
+            check(x["model_type"].startswith("llama ") and "Q4_K - Medium" in x["model_type"],
+                  x["model_type"])
+            check(x["disk_bps"] is None or x["disk_bps"] > 0, "disk_bps")
+        tg = [x for x in rows if x["n_gen"]]
+        for x in tg:
+            # every weight byte streams once per decoded token (nothing cached)
+            check(x["bytes_per_token"] and x["bytes_per_token"] > 0, "bytes_per_token")
+            if x["disk_bps"]:
+                check(abs(x["roofline_ts"] - x["disk_bps"] / x["bytes_per_token"])
+                      < 1e-6 * x["roofline_ts"], "roofline = disk / bytes")
+                check(abs(x["roofline_ratio"] - x["avg_ts"] / x["roofline_ts"]) < 1e-6, "ratio")
+        check("repeat 2/2" in r.stderr, "progress lines on stderr")
+        check("load" in r.stderr and "warm-up" in r.stderr, "load/warm-up timed apart")
+
+    r = run("bench", model, *common, "-o", "md", "--lookahead", "1,2")
+    check(r.returncode == 0, "md run: " + r.stderr[-400:])
+    lines = r.stdout.splitlines()
+    check(len(lines) == 2 + 4, "md: header, rule, 4 rows; got %d lines" % len(lines))
+    if lines:
+        head = [c.strip() for c in lines[0].strip("|").split("|")]
+        for col in ("model", "size", "params", "backend", "test", "t/s", "GB/tok",
+                    "stall ms/tok", "arena peak", "hit %", "roofline t/s", "ratio", "lookahead"):
+            check(col in head, "md column %s" % col)
+        check(all(" ± " in l for l in lines[2:]), "mean ± sd")
+
+    r = run("bench", model, *common, "-o", "csv", "--no-disk")
+    check(r.returncode == 0, "csv run: " + r.stderr[-400:])
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    check(len(rows) == 2, "csv rows %d" % len(rows))
+    check(all(x["roofline_ts"] == "" for x in rows), "--no-disk: no roofline")
+
+    for bad in (["-o", "xml"], ["-r", "0"], ["--budgets", "12QB"], ["--frobnicate"],
+                ["-p", "0", "-n", "0"]):
+        r = run("bench", model, *bad)
+        check(r.returncode == 2 and r.stderr.count("\n") >= 1, "bad usage %s -> %d" % (bad, r.returncode))
+    r = run("bench", os.path.join(d, "missing.gguf"))
+    check(r.returncode != 0 and "missing.gguf" in r.stderr, "missing model")
+
+sys.exit(1 if fails else 0)

@@ -1,0 +1,494 @@
+/* test_synth_presets: every `nsctl mkmodel` preset against the oracle's tiny llama.cpp model of
+ * the same architecture (../shared/oracle/tiny): the same per-layer tensor name set, global
+ * names (output.weight may be extra where the tiny model ties embeddings), ggml ne order by
+ * the same shape formulas (checked on the oracle file first, then on ours), the same metadata
+ * keys and value types apart from tokenizer extras, the quantization mix rules, llama.cpp's
+ * layout conventions (32-byte alignment, whole blocks per row), the real models' published
+ * dimensions, and --split into shards with llama-gguf-split's keys.
+ *
+ * The files are kept small: --layers 2 and, for every preset but one, the test-only caps on
+ * vocabulary and experts (synth.h); qwen3-8b is also written once at its full 151936-token
+ * vocabulary with one layer (about 1 GB, removed at once). Exit 0 pass, 1 fail, 77 skip. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ggml_type.h"
+#include "gguf.h"
+#include "model.h"
+#include "ns_test.h"
+#include "synth.h"
+
+static int s_fail;
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
+			fprintf(stderr, __VA_ARGS__);                            \
+			fputc('\n', stderr);                                     \
+			s_fail++;                                                \
+		}                                                                \
+	} while (0)
+
+/* ---- dimensions of a file, read from its own metadata ---- */
+
+struct dims {
+	char arch[32];
+	uint64_t E, F, FX, X, XU, H, HKV, HD, V, L;
+	bool tied;
+};
+
+static uint64_t s_u(const struct ns_gguf *g, const char *arch, const char *key, uint64_t dflt)
+{
+	char k[128];
+	uint64_t v;
+
+	snprintf(k, sizeof(k), "%s.%s", arch, key);
+	return ns_gguf_get_u64(g, k, &v) ? v : dflt;
+}
+
+static void s_dims(const struct ns_gguf *g, struct dims *d)
+{
+	const char *a = ns_gguf_get_str(g, "general.architecture");
+	const struct ns_gguf_value *tok = ns_gguf_get_arr(g, "tokenizer.ggml.tokens");
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->arch, sizeof(d->arch), "%s", a ? a : "?");
+	d->E = s_u(g, d->arch, "embedding_length", 0);
+	d->F = s_u(g, d->arch, "feed_forward_length", 0);
+	d->FX = s_u(g, d->arch, "expert_feed_forward_length", 0);
+	d->X = s_u(g, d->arch, "expert_count", 0);
+	d->XU = s_u(g, d->arch, "expert_used_count", 0);
+	d->H = s_u(g, d->arch, "attention.head_count", 0);
+	d->HKV = s_u(g, d->arch, "attention.head_count_kv", 0);
+	d->HD = s_u(g, d->arch, "attention.key_length", d->H ? d->E / d->H : 0);
+	d->L = s_u(g, d->arch, "block_count", 0);
+	d->V = tok ? tok->v.arr.n : 0;
+	d->tied = ns_gguf_find_tensor(g, "output.weight") < 0;
+}
+
+/* Expected ne of a tensor (name without the blk.N. prefix) in ggml order; 0 dims = unknown. */
+static uint32_t s_expect(const char *n, const struct dims *d, uint64_t ne[4])
+{
+	const uint64_t QO = d->H * d->HD, KO = d->HKV * d->HD;
+	static const struct { const char *name; const char *sym; } tab[] = {
+		{ "token_embd.weight", "EV" }, { "output.weight", "EV" },
+		{ "output_norm.weight", "E" }, { "rope_freqs.weight", "h" },
+		{ "attn_norm.weight", "E" }, { "attn_q.weight", "EQ" }, { "attn_k.weight", "EK" },
+		{ "attn_v.weight", "EK" }, { "attn_output.weight", "QE" },
+		{ "attn_q_norm.weight", "D" }, { "attn_k_norm.weight", "D" },
+		{ "ffn_norm.weight", "E" }, { "post_attention_norm.weight", "E" },
+		{ "attn_q.bias", "Q" }, { "attn_k.bias", "K" }, { "attn_v.bias", "K" },
+		{ "attn_output.bias", "E" }, { "attn_sinks.weight", "H" },
+		{ "ffn_gate_inp.weight", "EX" }, { "ffn_gate_inp.bias", "X" },
+		{ "ffn_gate_exps.weight", "EfX" }, { "ffn_up_exps.weight", "EfX" },
+		{ "ffn_down_exps.weight", "fEX" }, { "ffn_gate_exps.bias", "fX" },
+		{ "ffn_up_exps.bias", "fX" }, { "ffn_down_exps.bias", "EX" },
+		{ "ffn_gate.weight", "EF" }, { "ffn_up.weight", "EF" }, { "ffn_down.weight", "FE" },
+	};
+
+	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+		uint32_t k = 0;
+
+		if (strcmp(n, tab[i].name))
+			continue;
+		for (const char *s = tab[i].sym; *s; s++) {
+			switch (*s) {
+			case 'E': ne[k++] = d->E; break;
+			case 'V': ne[k++] = d->V; break;
+			case 'Q': ne[k++] = QO; break;
+			case 'K': ne[k++] = KO; break;
+			case 'D': ne[k++] = d->HD; break;
+			case 'h': ne[k++] = d->HD / 2; break;
+			case 'H': ne[k++] = d->H; break;
+			case 'X': ne[k++] = d->X; break;
+			case 'f': ne[k++] = d->FX; break;
+			case 'F': ne[k++] = d->F; break;
+			}
+		}
+		return k;
+	}
+	return 0;
+}
+
+/* "blk.12.attn_q.weight" -> layer 12, rest "attn_q.weight"; globals -> -1, whole name. */
+static long s_split_name(const char *name, const char **rest)
+{
+	char *end;
+	long l;
+
+	*rest = name;
+	if (strncmp(name, "blk.", 4))
+		return -1;
+	l = strtol(name + 4, &end, 10);
+	if (*end != '.')
+		return -1;
+	*rest = end + 1;
+	return l;
+}
+
+/* Check every tensor's shape against the formulas; return how many tensors were checked. */
+static int s_check_shapes(const struct ns_gguf *g, const char *what)
+{
+	struct dims d;
+	int n = 0;
+
+	s_dims(g, &d);
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		const struct ns_gguf_tensor *t = &g->tensors[i];
+		const char *rest;
+		uint64_t ne[4] = { 1, 1, 1, 1 };
+		uint32_t nd;
+
+		s_split_name(t->name.s, &rest);
+		nd = s_expect(rest, &d, ne);
+		CHECK(nd, "%s: %s has no shape rule", what, t->name.s);
+		if (!nd)
+			continue;
+		CHECK(t->n_dims == nd && t->ne[0] == ne[0] && t->ne[1] == ne[1] && t->ne[2] == ne[2],
+		      "%s: %s is %u-D [%" PRIu64 ", %" PRIu64 ", %" PRIu64 "], expected %u-D [%" PRIu64
+		      ", %" PRIu64 ", %" PRIu64 "]", what, t->name.s, t->n_dims, t->ne[0], t->ne[1],
+		      t->ne[2], nd, ne[0], ne[1], ne[2]);
+		n++;
+	}
+	return n;
+}
+
+/* ---- one preset against one oracle file ---- */
+
+enum type_rule {
+	TYPES_EXACT,   /* every tensor's type equals the oracle's (token_embd excepted if tied) */
+	TYPES_KQUANT,  /* matrices K-quants or Q8_0, experts 3-D (llama.cpp's n_expert == 8 rule
+			* in the tiny model does not apply to 128 experts) */
+};
+
+struct real {
+	const char *preset;
+	uint64_t E, F, FX, X, XU, H, HKV, HD, L, V;
+};
+
+/* config.json of each published model */
+static const struct real s_real[] = {
+	{ "llama-8b", 4096, 14336, 0, 0, 0, 32, 8, 128, 32, 128256 },
+	{ "qwen3-8b", 4096, 12288, 0, 0, 0, 32, 8, 128, 36, 151936 },
+	{ "qwen3-30b-a3b", 2048, 6144, 768, 128, 8, 32, 4, 128, 48, 151936 },
+	{ "qwen3-235b-a22b", 4096, 12288, 1536, 128, 8, 64, 4, 128, 94, 151936 },
+	{ "gpt-oss-120b", 2880, 2880, 2880, 128, 4, 64, 8, 64, 36, 201088 },
+};
+
+static bool s_is_tok_key(const char *k)
+{
+	return !strncmp(k, "tokenizer.", 10);
+}
+
+static void s_check_meta(const struct ns_gguf *ours, const struct ns_gguf *ref, const char *what)
+{
+	static const char *const tok_core[] = {
+		"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+		"tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
+		"tokenizer.ggml.eos_token_id",
+	};
+
+	for (uint64_t i = 0; i < ref->n_kv; i++) {
+		const struct ns_gguf_kv *kv = &ref->kv[i], *o;
+		if (s_is_tok_key(kv->key.s))
+			continue;
+		o = ns_gguf_find(ours, kv->key.s);
+		CHECK(o, "%s: key %s missing", what, kv->key.s);
+		if (o)
+			CHECK(o->value.type == kv->value.type, "%s: key %s is %s, llama.cpp's is %s",
+			      what, kv->key.s, ns_gguf_vtype_name(o->value.type),
+			      ns_gguf_vtype_name(kv->value.type));
+	}
+	for (uint64_t i = 0; i < ours->n_kv; i++) {
+		const char *k = ours->kv[i].key.s;
+		CHECK(s_is_tok_key(k) || ns_gguf_find(ref, k), "%s: extra key %s", what, k);
+	}
+	for (size_t i = 0; i < sizeof(tok_core) / sizeof(tok_core[0]); i++)
+		CHECK(ns_gguf_find(ours, tok_core[i]), "%s: tokenizer key %s missing", what,
+		      tok_core[i]);
+	{
+		uint64_t a = 0, b = 1;
+		CHECK(ns_gguf_get_u64(ours, "general.file_type", &a) &&
+		      ns_gguf_get_u64(ref, "general.file_type", &b) && a == b,
+		      "%s: general.file_type %" PRIu64 ", llama.cpp's %" PRIu64, what, a, b);
+	}
+}
+
+static void s_check_names_types(const struct ns_gguf *ours, const struct ns_gguf *ref,
+				enum type_rule rule, const char *what)
+{
+	struct dims dr, dd;
+
+	s_dims(ref, &dr);
+	s_dims(ours, &dd);
+	/* every oracle tensor (layer 0 and 1 stand for every layer) exists in ours, same type rule */
+	for (uint64_t l = 0; l < dd.L; l++) {
+		for (uint64_t i = 0; i < ref->n_tensors; i++) {
+			const struct ns_gguf_tensor *rt = &ref->tensors[i];
+			const char *rest;
+			long rl = s_split_name(rt->name.s, &rest);
+			char name[160];
+			int64_t k;
+
+			if (rl < 0 && l > 0)
+				continue; /* globals once */
+			if (rl >= 0 && (uint64_t)rl != (l < 2 ? l : 1))
+				continue;
+			if (rl < 0)
+				snprintf(name, sizeof(name), "%s", rest);
+			else
+				snprintf(name, sizeof(name), "blk.%" PRIu64 ".%s", l, rest);
+			k = ns_gguf_find_tensor(ours, name);
+			CHECK(k >= 0, "%s: tensor %s (llama.cpp has it) missing", what, name);
+			if (k < 0)
+				continue;
+			if (rule == TYPES_EXACT && !(dr.tied && !strcmp(name, "token_embd.weight")) &&
+			    l < 2)
+				CHECK(ours->tensors[k].type == rt->type, "%s: %s is %s, llama.cpp's %s",
+				      what, name, ns_type_get(ours->tensors[k].type)->name,
+				      ns_type_get(rt->type)->name);
+			if (rt->type == NS_TYPE_F32 && (rt->n_dims == 1 || strstr(name, "gate_inp") ||
+							strstr(name, "_exps.bias")))
+				CHECK(ours->tensors[k].type == NS_TYPE_F32, "%s: %s must stay F32", what,
+				      name);
+		}
+	}
+	/* nothing in ours that the oracle lacks, but output.weight where the tiny model is tied */
+	for (uint64_t i = 0; i < ours->n_tensors; i++) {
+		const struct ns_gguf_tensor *t = &ours->tensors[i];
+		const char *rest;
+		long l = s_split_name(t->name.s, &rest);
+		char name[160];
+
+		if (l < 0)
+			snprintf(name, sizeof(name), "%s", rest);
+		else
+			snprintf(name, sizeof(name), "blk.%d.%s", l == 0 ? 0 : 1, rest);
+		CHECK(ns_gguf_find_tensor(ref, name) >= 0 ||
+		      (dr.tied && !strcmp(name, "output.weight")),
+		      "%s: tensor %s has no counterpart in llama.cpp's file", what, t->name.s);
+		CHECK(l < (long)dd.L, "%s: %s beyond block_count %" PRIu64, what, t->name.s, dd.L);
+		if (rule == TYPES_KQUANT && t->n_dims >= 2 && !strstr(name, "gate_inp"))
+			CHECK(t->type == NS_TYPE_Q4_K || t->type == NS_TYPE_Q5_K ||
+			      t->type == NS_TYPE_Q6_K || t->type == NS_TYPE_Q8_0,
+			      "%s: %s has type %s", what, t->name.s, ns_type_get(t->type)->name);
+	}
+}
+
+/* llama.cpp's loader: data and every tensor 32-byte aligned, rows whole blocks, header sane. */
+static void s_check_layout(const struct ns_gguf *g, bool has_meta, const char *what)
+{
+	uint64_t align = 32;
+	struct dims d;
+
+	ns_gguf_get_u64(g, "general.alignment", &align);
+	CHECK(g->version == 3, "%s: GGUF version %u", what, g->version);
+	CHECK(g->alignment == align && align == 32, "%s: alignment %u", what, g->alignment);
+	CHECK(g->data_offset % align == 0, "%s: data offset %" PRIu64, what, g->data_offset);
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		const struct ns_gguf_tensor *t = &g->tensors[i];
+		const struct ns_type_info *ti = ns_type_get(t->type);
+		CHECK(t->offset % align == 0, "%s: %s at %" PRIu64, what, t->name.s, t->offset);
+		CHECK(ti && t->ne[0] % ti->block_elems == 0, "%s: %s row of %" PRIu64, what,
+		      t->name.s, t->ne[0]);
+		CHECK(t->file_offset + t->n_bytes <= g->file_size, "%s: %s past the end", what,
+		      t->name.s);
+	}
+	if (!has_meta)
+		return;
+	s_dims(g, &d);
+	CHECK(d.H && d.HKV && d.H % d.HKV == 0, "%s: heads %" PRIu64 "/%" PRIu64, what, d.H, d.HKV);
+	CHECK(d.XU <= d.X, "%s: experts used %" PRIu64 " of %" PRIu64, what, d.XU, d.X);
+	CHECK(d.V && ns_gguf_find_tensor(g, "token_embd.weight") >= 0 &&
+	      g->tensors[ns_gguf_find_tensor(g, "token_embd.weight")].ne[1] == d.V,
+	      "%s: token_embd rows differ from the %" PRIu64 " tokens", what, d.V);
+}
+
+static void s_check_real(const struct ns_gguf *g, const char *preset, uint32_t layers,
+			 bool full_vocab, const char *what)
+{
+	struct dims d;
+
+	s_dims(g, &d);
+	for (size_t i = 0; i < sizeof(s_real) / sizeof(s_real[0]); i++) {
+		const struct real *r = &s_real[i];
+		if (strcmp(r->preset, preset))
+			continue;
+		CHECK(d.E == r->E && d.F == r->F && d.FX == r->FX && d.H == r->H && d.HKV == r->HKV &&
+		      d.HD == r->HD && d.L == layers && d.XU == r->XU,
+		      "%s: dims differ from the published model", what);
+		CHECK(d.X == (r->X ? 8 : 0) || d.X == r->X, "%s: %" PRIu64 " experts", what, d.X);
+		if (full_vocab)
+			CHECK(d.V == r->V, "%s: vocabulary %" PRIu64 ", the model has %" PRIu64, what,
+			      d.V, r->V);
+		return;
+	}
+	CHECK(0, "%s: no published dimensions for %s", what, preset);
+}
+
+static char s_dir[256];
+
+static int s_gen(const char *preset, const char *quant, uint32_t layers, bool small,
+		 uint32_t split, const char *file, char *path, size_t len)
+{
+	struct ns_synth_opts o = { .preset = preset, .layers = layers, .seed = 3, .split = split };
+	char err[512];
+	int ret;
+
+	if (quant) {
+		o.quant_set = true;
+		if (ns_synth_parse_quant(quant, &o.quant))
+			return -EINVAL;
+	}
+	if (small) {
+		o.max_vocab = 4096;
+		o.max_experts = 8;
+	}
+	snprintf(path, len, "%s/%s", s_dir, file);
+	ret = ns_synth_write(&o, path, err, sizeof(err));
+	CHECK(ret == 0, "%s: %s", preset, err);
+	return ret;
+}
+
+static void s_case(const char *preset, const char *quant, const char *oracle, enum type_rule rule)
+{
+	char path[512], opath[512], rel[256], err[512], what[128];
+	struct ns_gguf *ours = NULL, *ref = NULL;
+	int n;
+
+	snprintf(what, sizeof(what), "%s/%s", preset, quant ? quant : "default");
+	snprintf(rel, sizeof(rel), "tiny/%s", oracle);
+	ns_test_oracle_path(opath, sizeof(opath), rel);
+	if (ns_gguf_open(opath, &ref, err, sizeof(err))) {
+		CHECK(0, "oracle: %s", err);
+		return;
+	}
+	n = s_check_shapes(ref, oracle); /* the formulas hold for llama.cpp's own file */
+	CHECK(n == (int)ref->n_tensors, "%s: %d of %" PRIu64 " shapes checked", oracle, n,
+	      ref->n_tensors);
+	if (s_gen(preset, quant, 2, true, 0, "m.gguf", path, sizeof(path)) == 0) {
+		if (ns_gguf_open(path, &ours, err, sizeof(err))) {
+			CHECK(0, "%s: %s", what, err);
+		} else {
+			s_check_shapes(ours, what);
+			s_check_meta(ours, ref, what);
+			s_check_names_types(ours, ref, rule, what);
+			s_check_layout(ours, true, what);
+			s_check_real(ours, preset, 2, false, what);
+			ns_gguf_close(&ours);
+		}
+		unlink(path);
+	}
+	ns_gguf_close(&ref);
+	fprintf(stderr, "checked %s against %s\n", what, oracle);
+}
+
+/* --split 3: llama-gguf-split's keys on every shard, all tensors once, loadable as one model. */
+static void s_split_case(void)
+{
+	char path[512], shard[600], err[512], opath[512];
+	struct ns_gguf *ref = NULL;
+	struct ns_model *m = NULL;
+	uint64_t total = 0;
+
+	ns_test_oracle_path(opath, sizeof(opath), "tiny/split/tiny-qwen3-F32-00002-of-00003.gguf");
+	if (ns_gguf_open(opath, &ref, err, sizeof(err))) {
+		CHECK(0, "oracle: %s", err);
+		return;
+	}
+	if (s_gen("qwen3-8b", NULL, 2, true, 3, "s.gguf", path, sizeof(path)))
+		goto out;
+	for (uint32_t s = 0; s < 3; s++) {
+		struct ns_gguf *g = NULL;
+		int64_t v;
+		snprintf(shard, sizeof(shard), "%s/s-%05u-of-00003.gguf", s_dir, s + 1);
+		if (ns_gguf_open(shard, &g, err, sizeof(err))) {
+			CHECK(0, "split: %s", err);
+			continue;
+		}
+		for (uint64_t i = 0; i < ref->n_kv; i++) { /* split.no, split.count, ... */
+			const struct ns_gguf_kv *o = ns_gguf_find(g, ref->kv[i].key.s);
+			CHECK(o && o->value.type == ref->kv[i].value.type, "split shard %u: key %s", s,
+			      ref->kv[i].key.s);
+		}
+		CHECK(ns_gguf_get_i64(g, "split.no", &v) && v == s, "shard %u: split.no", s);
+		CHECK(ns_gguf_get_i64(g, "split.count", &v) && v == 3, "shard %u: split.count", s);
+		CHECK(s == 0 || g->n_kv == ref->n_kv, "shard %u: %" PRIu64 " keys, llama-gguf-split "
+		      "writes %" PRIu64, s, g->n_kv, ref->n_kv);
+		CHECK(g->n_tensors > 0, "shard %u is empty", s);
+		s_check_layout(g, s == 0, "split");
+		total += g->n_tensors;
+		ns_gguf_close(&g);
+	}
+	snprintf(shard, sizeof(shard), "%s/s-00001-of-00003.gguf", s_dir);
+	if (ns_model_open(shard, &m, err, sizeof(err))) {
+		CHECK(0, "split model: %s", err);
+	} else {
+		int64_t n = 0;
+		struct ns_gguf *g = m->shards[0];
+		ns_gguf_get_i64(g, "split.tensors.count", &n);
+		CHECK(m->n_shards == 3, "split: %u shards", m->n_shards);
+		CHECK((uint64_t)n == m->n_tensors, "split: %" PRIu64 " tensors, split.tensors.count %"
+		      PRId64, m->n_tensors, n);
+		CHECK(ns_model_find(m, "blk.1.ffn_down.weight") && ns_model_find(m, "token_embd.weight"),
+		      "split: tensors not found");
+		ns_model_close(&m);
+	}
+	CHECK(total == 2 + 2 * 11 + 1, "split: %" PRIu64 " tensors in the shards", total);
+	for (uint32_t s = 0; s < 3; s++) {
+		snprintf(shard, sizeof(shard), "%s/s-%05u-of-00003.gguf", s_dir, s + 1);
+		unlink(shard);
+	}
+out:
+	ns_gguf_close(&ref);
+}
+
+/* One real-size file: qwen3-8b, one layer, full vocabulary (the embeddings are most of it). */
+static void s_full_vocab_case(void)
+{
+	char path[512], err[512];
+	struct ns_gguf *g = NULL;
+
+	if (s_gen("qwen3-8b", NULL, 1, false, 0, "full.gguf", path, sizeof(path)))
+		return;
+	if (ns_gguf_open(path, &g, err, sizeof(err))) {
+		CHECK(0, "full: %s", err);
+	} else {
+		s_check_shapes(g, "qwen3-8b full vocab");
+		s_check_layout(g, true, "qwen3-8b full vocab");
+		s_check_real(g, "qwen3-8b", 1, true, "qwen3-8b full vocab");
+		ns_gguf_close(&g);
+	}
+	unlink(path);
+}
+
+int main(void)
+{
+	const char *root = getenv("NS_BUILD_ROOT");
+
+	ns_test_require_oracle();
+	snprintf(s_dir, sizeof(s_dir), "%s/synth-presets-XXXXXX", root && *root ? root : "/tmp");
+	if (!mkdtemp(s_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	s_case("llama-8b", NULL, "tiny-llama-Q4_K_M.gguf", TYPES_EXACT);
+	s_case("llama-8b", "q8_0", "tiny-llama-Q8_0.gguf", TYPES_EXACT);
+	s_case("qwen3-8b", NULL, "tiny-qwen3-Q4_K_M.gguf", TYPES_EXACT);
+	s_case("qwen3-8b", "q8_0", "tiny-qwen3-Q8_0.gguf", TYPES_EXACT);
+	s_case("qwen3-30b-a3b", NULL, "tiny-qwen3moe-Q4_K_M.gguf", TYPES_KQUANT);
+	s_case("qwen3-235b-a22b", NULL, "tiny-qwen3moe-Q4_K_M.gguf", TYPES_KQUANT);
+	s_case("gpt-oss-120b", NULL, "tiny-gpt-oss-MXFP4_MOE.gguf", TYPES_EXACT);
+	s_split_case();
+	s_full_vocab_case();
+	rmdir(s_dir);
+	if (s_fail)
+		fprintf(stderr, "%d checks failed\n", s_fail);
+	return s_fail ? 1 : 0;
+}

@@ -1,0 +1,133 @@
+/* test_cuda_gemv: the fused decode GEMV and the tensor-core prefill GEMM of every type.
+ *   GEMV vs the exact dot (double) of ns_dequant_rows weights:
+ *     |y - exact| <= (n_cols/32 + 64) * 2^-23 * sum|w x|
+ *   and vs the CPU scalar path (its own bound added, gemv.h).
+ *   GEMM (f16 inputs, f32 accumulation) vs exact and vs GEMV per row:
+ *     |y - exact| <= (2^-9 + n_cols * 2^-22) * sum|w x| + 1e-6
+ *   Shapes 4096, 2880 (32-blocks) and 256 columns; Q8_0 also 65536 (x in global memory),
+ *   MXFP4 and Q4_0 also 96 (odd row sizes: byte-wise staging).
+ *   Determinism: rows computed in windows of 1, 7 and 64 rows (at other offsets, so in other
+ *   places of a tile) and tokens computed with n_tok 1 and 37 give identical bits.
+ * Exit 77 without a GPU. */
+#include <math.h>
+#include <string.h>
+
+#include "cuda_test.h"
+#include "dequant.h"
+#include "gemv.h"
+#include "ggml_type.h"
+#include "kt_util.h"
+
+#define NR 70
+#define NT 37
+
+static void s_case(int ti, uint64_t nc, uint64_t *seed)
+{
+	const uint32_t type = ct_types[ti];
+	const char *nm = ct_type_names[ti];
+	uint64_t rb;
+	uint8_t *raw = ct_random_rows(type, nc, NR, seed, &rb);
+	float *x = ct_random_floats(nc * NT, seed);
+	float *w = malloc(nc * NR * 4), yv[NR], ycpu[NR], *ym = malloc(NR * NT * 4);
+	double worst_v = 0, worst_m = 0;
+	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_F32 };
+
+	if (ns_dequant_rows(type, raw, nc, NR, w))
+		CT_FAIL("cpu dequant");
+	struct ns_pool *pool = ns_pool_new(1);
+
+	if (!pool)
+		CT_FAIL("pool");
+	if (ns_gemm_ex(pool, &ko, type, raw, nc, NR, x, 1, ycpu, NR))
+		CT_FAIL("cpu gemv");
+	uint8_t *dw = ct_upload(raw, rb * NR);
+	float *dx = ct_upload(x, nc * NT * 4), *dy = ct_dev(NR * NT * 4);
+
+	CT_CHECK(ns_cuda_gemv(type, dw, nc, NR, dx, dy, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(yv, dy, sizeof(yv));
+	CT_CHECK(ns_cuda_gemm_prefill(type, dw, nc, NR, dx, nc, NT, dy, NR, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(ym, dy, NR * NT * 4);
+	for (int r = 0; r < NR; r++) {
+		double a, e = ct_dot(w + r * nc, x, nc, &a);
+		double tv = (nc / 32 + 64) * 0x1p-23 * a;
+		double tc = tv + (nc / 16 + 320) * 0x1p-24 * a;
+
+		if (fabs(yv[r] - e) > tv)
+			CT_FAIL("%s gemv row %d: %.9g vs exact %.9g (tol %.3g)", nm, r, yv[r], e, tv);
+		if (fabs(yv[r] - ycpu[r]) > tc)
+			CT_FAIL("%s gemv row %d: %.9g vs cpu %.9g (tol %.3g)", nm, r, yv[r], ycpu[r], tc);
+		worst_v = fmax(worst_v, a > 0 ? fabs(yv[r] - e) / a : 0);
+		for (int t = 0; t < NT; t++) {
+			double at, et = ct_dot(w + r * nc, x + t * nc, nc, &at);
+			double tm = (0x1p-9 + nc * 0x1p-22) * at + 1e-6;
+			float g = ym[t * NR + r];
+
+			if (fabs(g - et) > tm)
+				CT_FAIL("%s gemm row %d tok %d: %.9g vs exact %.9g (tol %.3g)", nm, r, t,
+					g, et, tm);
+			if (t == 0 && fabs(g - yv[r]) > tm + tv)
+				CT_FAIL("%s gemm row %d vs gemv: %.9g vs %.9g", nm, r, g, yv[r]);
+			worst_m = fmax(worst_m, at > 0 ? fabs(g - et) / at : 0);
+		}
+	}
+	/* windows: rows [a, a+n) as their own window, n = 1, 7, 64 */
+	const int wins[3][2] = { { 5, 1 }, { 5, 7 }, { 3, 64 } };
+	for (int k = 0; k < 3; k++) {
+		const int a = wins[k][0], n = wins[k][1];
+		float gv[NR], *gm = malloc(n * NT * 4);
+
+		CT_CHECK(ns_cuda_gemv(type, dw + a * rb, nc, n, dx, dy, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(gv, dy, n * 4);
+		if (memcmp(gv, yv + a, n * 4))
+			CT_FAIL("%s gemv: window of %d rows at %d differs in bits", nm, n, a);
+		CT_CHECK(ns_cuda_gemm_prefill(type, dw + a * rb, nc, n, dx, nc, NT, dy, n, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(gm, dy, n * NT * 4);
+		for (int t = 0; t < NT; t++)
+			if (memcmp(gm + t * n, ym + t * NR + a, n * 4))
+				CT_FAIL("%s gemm: window of %d rows at %d, token %d differs in bits", nm,
+					n, a, t);
+		free(gm);
+	}
+	/* one token alone (token 5) equals its row in the 37-token product */
+	CT_CHECK(ns_cuda_gemm_prefill(type, dw, nc, NR, dx + 5 * nc, nc, 1, dy, NR, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(yv, dy, NR * 4);
+	if (memcmp(yv, ym + 5 * NR, NR * 4))
+		CT_FAIL("%s gemm: n_tok 1 differs in bits from n_tok %d", nm, NT);
+	printf("%-6s n_cols %5llu: gemv worst |err|/sum|wx| %.2e, gemm %.2e, windows 1/7/64 and "
+	       "n_tok 1/%d bit-identical\n", nm, (unsigned long long)nc, worst_v, worst_m, NT);
+	ns_cuda_free(dw);
+	ns_cuda_free(dx);
+	ns_cuda_free(dy);
+	free(raw);
+	free(x);
+	free(w);
+	free(ym);
+	ns_pool_destroy(&pool);
+}
+
+int main(void)
+{
+	uint64_t seed = 7;
+
+	ct_init("cuda_gemv");
+	for (int ti = 0; ti < 14; ti++) {
+		const struct ns_type_info *t = ns_type_get(ct_types[ti]);
+
+		s_case(ti, 4096, &seed);
+		if (t->block_elems == 32 || ct_types[ti] <= NS_TYPE_F16 ||
+		    ct_types[ti] == NS_TYPE_BF16)
+			s_case(ti, 2880, &seed);
+		s_case(ti, 256, &seed);
+	}
+	/* x too large for shared memory (2048 units): the global-x path */
+	s_case(7, 65536, &seed);
+	/* odd row sizes (51 and 54 bytes): windows staged with 1- and 2-byte copies */
+	s_case(13, 96, &seed);
+	s_case(3, 96, &seed);
+	return 0;
+}

@@ -1,0 +1,175 @@
+/* test_cuda_ops: RMSNorm, RoPE (normal, NeoX, YaRN), SwiGLU (plain, gpt-oss), softmax, router
+ * top-k and greedy argmax against nscompute/forward's CPU versions. exp/sin/cos differ by
+ * a few ulps between CUDA and glibc, so values are compared within a relative 2e-6 (RoPE: 2e-5
+ * of the vector's largest element, angles up to ~6000 rad); indices exactly. Exit 77 without
+ * a GPU. */
+#include <math.h>
+#include <string.h>
+
+#include "cuda_test.h"
+#include "ops.h"
+#include "rope.h"
+
+static void s_close(const char *what, const float *got, const float *want, uint64_t n,
+		    double rel, double abs_tol)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (!(fabs(got[i] - want[i]) <= rel * fabs(want[i]) + abs_tol))
+			CT_FAIL("%s[%llu]: %.9g vs cpu %.9g", what, (unsigned long long)i, got[i],
+				want[i]);
+}
+
+static void s_rope_case(const char *nm, bool neox, bool yarn, uint64_t *seed)
+{
+	enum { NT = 5, NH = 4, HD = 128 };
+	const int64_t pos0 = 6000;
+	struct ns_rope r = { .n_dims = 96, .neox = neox, .freq_base = 10000.0f,
+			     .freq_scale = yarn ? 0.25f : 1.0f };
+	float *x = ct_random_floats(NT * NH * HD, seed), *ref = malloc(NT * NH * HD * 4);
+	float *got = malloc(NT * NH * HD * 4), cs[HD];
+
+	if (yarn)
+		ns_rope_yarn_init(&r, 4096, 32.0f, 1.0f, 1.0f);
+	memcpy(ref, x, NT * NH * HD * 4);
+	for (int t = 0; t < NT; t++) {
+		ns_rope_angles(&r, pos0 + t, cs);
+		ns_rope_rotate(&r, cs, ref + t * NH * HD, NH, HD);
+	}
+	struct ns_cuda_rope g = { r.n_dims, r.neox, r.freq_base, r.freq_scale, NULL,
+				  r.ext_factor, r.attn_factor, { r.corr_dims[0], r.corr_dims[1] } };
+	float *dx = ct_upload(x, NT * NH * HD * 4);
+	CT_CHECK(ns_cuda_rope(&g, dx, NT, NH, HD, pos0, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(got, dx, NT * NH * HD * 4);
+	s_close(nm, got, ref, NT * NH * HD, 0, 2e-5 * 5.0);
+	ns_cuda_free(dx);
+	free(x);
+	free(ref);
+	free(got);
+}
+
+int main(void)
+{
+	uint64_t seed = 11;
+	enum { N = 5000, NT = 6, E = 128, K = 8 };
+
+	ct_init("cuda_ops");
+	/* rmsnorm, weighted and not */
+	float *x = ct_random_floats(N * NT, &seed), *w = ct_random_floats(N, &seed);
+	float *ref = malloc(N * NT * 4), *got = malloc(N * NT * 4);
+	float *dx = ct_upload(x, N * NT * 4), *dw = ct_upload(w, N * 4), *dy = ct_dev(N * NT * 4);
+	for (int wt = 0; wt < 2; wt++) {
+		for (int t = 0; t < NT; t++)
+			ns_rmsnorm(ref + t * N, x + t * N, wt ? w : NULL, N, 1e-6f);
+		CT_CHECK(ns_cuda_rmsnorm(dy, dx, wt ? dw : NULL, N, NT, 1e-6f, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(got, dy, N * NT * 4);
+		s_close("rmsnorm", got, ref, N * NT, 2e-6, 0);
+	}
+	/* rope */
+	s_rope_case("rope normal", false, false, &seed);
+	s_rope_case("rope neox", true, false, &seed);
+	s_rope_case("rope yarn neox", true, true, &seed);
+	/* swiglu: gate x*4 so the gpt-oss clamps are reached */
+	for (int oai = 0; oai < 2; oai++) {
+		float *g = malloc(N * 4);
+		for (int i = 0; i < N; i++) {
+			g[i] = 4.0f * x[i];
+			float u = 4.0f * w[i], xg = g[i];
+			if (!oai) {
+				ref[i] = ns_silu(xg) * u;
+			} else {
+				xg = 7.0f < xg ? 7.0f : xg;
+				u = u < -7.0f ? -7.0f : 7.0f < u ? 7.0f : u;
+				ref[i] = xg / (1.0f + expf(1.702f * (-xg))) * (u + 1.0f);
+			}
+		}
+		float *u4 = malloc(N * 4);
+		for (int i = 0; i < N; i++)
+			u4[i] = 4.0f * w[i];
+		float *dg = ct_upload(g, N * 4), *du = ct_upload(u4, N * 4);
+		CT_CHECK(ns_cuda_swiglu(dg, du, N, oai, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(got, dg, N * 4);
+		s_close(oai ? "swiglu_oai" : "swiglu", got, ref, N, 2e-6, 1e-30);
+		ns_cuda_free(dg);
+		ns_cuda_free(du);
+		free(g);
+		free(u4);
+	}
+	/* softmax rows */
+	memcpy(ref, x, N * NT * 4);
+	for (int t = 0; t < NT; t++)
+		ns_softmax(ref + t * N, N);
+	CT_CHECK(ns_cuda_h2d(dy, x, N * NT * 4));
+	CT_CHECK(ns_cuda_softmax(dy, N, NT, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(got, dy, N * NT * 4);
+	s_close("softmax", got, ref, N * NT, 2e-6, 1e-12);
+	/* router: both modes; CPU mirror of moe.c s_route */
+	for (int mode = 0; mode < 2; mode++) {
+		const bool sf = mode == 0, norm = mode == 0;
+		float lg[NT * E], wr[NT * K], wg[NT * K];
+		int32_t sr[NT * K], sg[NT * K];
+
+		memcpy(lg, x, sizeof(lg));
+		for (int t = 0; t < NT; t++) {
+			float *l = lg + t * E;
+			unsigned char taken[E] = { 0 };
+
+			if (sf)
+				ns_softmax(l, E);
+			for (int s = 0; s < K; s++) {
+				int best = E;
+				for (int e = 0; e < E; e++)
+					if (!taken[e] && (best == E || l[e] > l[best]))
+						best = e;
+				taken[best] = 1;
+				sr[t * K + s] = best;
+				wr[t * K + s] = l[best];
+			}
+			if (!sf)
+				ns_softmax(wr + t * K, K);
+			if (norm) {
+				double sum = 0;
+				for (int s = 0; s < K; s++)
+					sum += wr[t * K + s];
+				for (int s = 0; s < K; s++)
+					wr[t * K + s] /= (float)sum;
+			}
+			for (int s = 0; s < K; s++)
+				wr[t * K + s] *= 2.5f;
+		}
+		float *dl = ct_upload(x, sizeof(lg)), *dwt = ct_dev(sizeof(wg));
+		int32_t *ds = ct_dev(sizeof(sg));
+		CT_CHECK(ns_cuda_router_topk(dl, NT, E, K, sf, norm, 2.5f, ds, dwt, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(sg, ds, sizeof(sg));
+		ct_download(wg, dwt, sizeof(wg));
+		if (memcmp(sg, sr, sizeof(sg)))
+			CT_FAIL("router mode %d: experts differ", mode);
+		s_close("router weights", wg, wr, NT * K, 4e-6, 0);
+		ns_cuda_free(dl);
+		ns_cuda_free(dwt);
+		ns_cuda_free(ds);
+	}
+	/* argmax, with a tie won by the lower index */
+	x[N + 4000] = 100.0f;
+	x[N + 4001] = 100.0f;
+	x[3 * N + 17] = 100.0f;
+	CT_CHECK(ns_cuda_h2d(dx, x, N * NT * 4));
+	int32_t *di = ct_dev(NT * 4), am[NT];
+	CT_CHECK(ns_cuda_argmax(dx, N, NT, di, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(am, di, sizeof(am));
+	for (int t = 0; t < NT; t++) {
+		int best = 0;
+		for (int i = 1; i < N; i++)
+			if (x[t * N + i] > x[t * N + best])
+				best = i;
+		if (am[t] != best)
+			CT_FAIL("argmax token %d: %d vs cpu %d", t, am[t], best);
+	}
+	printf("rmsnorm, rope x3, swiglu x2, softmax, router x2, argmax: ok\n");
+	return 0;
+}

@@ -1,0 +1,136 @@
+/* test_api: the C API (neurostream.h) as an embedding program uses it, on stories260K:
+ * load under a 64 KiB budget, greedy generation through the per-token callback equals the
+ * golden tokens and text, a callback that stops early leaves the engine usable (the next
+ * generation is identical), logits match llama.cpp's, a budget below the smallest fails with
+ * -ENOSPC naming it, and free leaves no shm segment or runtime dir behind. */
+#include <math.h>
+
+#include "neurostream.h"
+#include "run_testlib.h"
+
+#define MAX_TOK 64
+
+struct s_acc {
+	char text[4096];
+	size_t len;
+	int32_t ids[MAX_TOK * 4];
+	size_t n;
+	size_t stop_after; /* 0: never */
+};
+
+static int s_on_token(const char *piece, size_t len, int32_t id, void *user)
+{
+	struct s_acc *a = user;
+
+	if (len < sizeof(a->text) - a->len) {
+		memcpy(a->text + a->len, piece, len);
+		a->len += len;
+		a->text[a->len] = 0;
+	}
+	if (id >= 0 && a->n < MAX_TOK * 4)
+		a->ids[a->n++] = id;
+	return a->stop_after && a->n >= a->stop_after;
+}
+
+int main(void)
+{
+	char path[PATH_MAX], model[PATH_MAX], err[512], id[32];
+	int64_t gold_ids[MAX_TOK], toks[MAX_TOK];
+	size_t n_gold = 0, n_toks = 0, len;
+	struct ns_engine_opts o;
+	struct ns_gen_params g;
+	struct ns_engine_stats st;
+	struct ns_engine *e = NULL;
+	struct s_acc a = { 0 }, b = { 0 }, c = { 0 };
+	char *json, *prompt, *want;
+	float *lg, *gold;
+	int32_t ids32[MAX_TOK];
+	double d = 0;
+	int rc;
+
+	ns_test_require_oracle();
+	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path),
+						     "golden/stories260K__once.json"), &len);
+	RT_CHECK(json, "%s missing", path);
+	prompt = rt_json_str(json, "prompt_text");
+	want = rt_json_str(json, "greedy_text");
+	RT_CHECK(prompt && want && !json_ints(json, "greedy_tokens", gold_ids, MAX_TOK, &n_gold) &&
+		 !json_ints(json, "tokens", toks, MAX_TOK, &n_toks), "sidecar fields");
+	free(json);
+	ns_test_oracle_path(model, sizeof(model), "models/stories260K.gguf");
+
+	/* a budget below the smallest */
+	ns_engine_opts_default(&o);
+	o.mem_budget = 4096;
+	o.no_plan = true;
+	rc = ns_engine_load(model, &o, &e, err, sizeof(err));
+	RT_CHECK(rc == -ENOSPC && !e, "4 KiB budget: rc %d, want -ENOSPC (%s)", rc, err);
+	printf("4 KiB budget refused: %s\n", err);
+
+	ns_engine_opts_default(&o);
+	o.mem_budget = 64 << 10;
+	o.threads = 1;
+	rc = ns_engine_load(model, &o, &e, err, sizeof(err));
+	RT_CHECK(rc == 0 && e, "load: %s", err);
+	snprintf(id, sizeof(id), "%s", ns_engine_session(e));
+	RT_CHECK(ns_engine_pid(e, NS_PROC_NSIO) > 0 && ns_engine_pid(e, NS_PROC_NSCOMPUTE) > 0,
+		 "child pids");
+
+	ns_gen_params_default(&g);
+	g.temperature = 0;
+	g.n_predict = (int32_t)n_gold;
+	rc = ns_engine_generate(e, prompt, &g, s_on_token, &a);
+	RT_CHECK(rc == 0, "generate: %s", ns_engine_error(e));
+	RT_CHECK(a.n == n_gold, "%zu tokens, want %zu", a.n, n_gold);
+	for (size_t i = 0; i < n_gold; i++)
+		RT_CHECK(a.ids[i] == gold_ids[i], "token %zu: %d, want %lld", i, a.ids[i],
+			 (long long)gold_ids[i]);
+	RT_CHECK(!strcmp(a.text, want), "text '%s', want '%s'", a.text, want);
+	ns_engine_stats(e, &st);
+	RT_CHECK(st.n_gen == n_gold && st.n_decode == n_gold - 1 && st.req_decode > 0 &&
+		 st.arena_peak <= st.arena_bytes && st.arena_bytes == 64 << 10,
+		 "stats: gen %u decode %u req %llu peak %llu of %llu", st.n_gen, st.n_decode,
+		 (unsigned long long)st.req_decode, (unsigned long long)st.arena_peak,
+		 (unsigned long long)st.arena_bytes);
+	printf("greedy %zu tokens = golden; %.6f GB/token, peak %llu of %llu\n", a.n,
+	       st.gb_per_token, (unsigned long long)st.arena_peak,
+	       (unsigned long long)st.arena_bytes);
+
+	/* stop from the callback, then the same generation again */
+	b.stop_after = 5;
+	rc = ns_engine_generate(e, prompt, &g, s_on_token, &b);
+	RT_CHECK(rc == 0 && b.n == 5, "stopped generation: rc %d, %zu tokens", rc, b.n);
+	ns_engine_stats(e, &st);
+	RT_CHECK(st.n_gen >= 5 && st.n_gen <= n_gold, "stopped: n_gen %u", st.n_gen);
+	rc = ns_engine_generate(e, prompt, &g, s_on_token, &c);
+	RT_CHECK(rc == 0 && c.n == n_gold && !strcmp(c.text, want),
+		 "after a stop: rc %d, %zu tokens, '%s'", rc, c.n, c.text);
+	printf("a callback stop after 5 tokens leaves the engine clean\n");
+
+	/* logits of the prompt tokens */
+	for (size_t i = 0; i < n_toks; i++)
+		ids32[i] = (int32_t)toks[i];
+	lg = malloc(n_toks * 512 * sizeof(float));
+	RT_CHECK(lg && ns_engine_n_vocab(e) == 512, "vocab");
+	rc = ns_engine_logits(e, ids32, (uint32_t)n_toks, lg);
+	RT_CHECK(rc == 0, "logits: %s", ns_engine_error(e));
+	gold = ns_test_read_file(ns_test_oracle_path(path, sizeof(path),
+						     "golden/stories260K__once.f32"), &len);
+	RT_CHECK(gold && len == n_toks * 512 * sizeof(float), "golden logits");
+	for (size_t i = 0; i < n_toks * 512; i++)
+		d = fmax(d, isnan(lg[i]) ? INFINITY : fabs((double)lg[i] - gold[i]));
+	RT_CHECK(d <= 1e-3, "logits max abs diff %.3g > 1e-3", d);
+	printf("logits max abs diff vs llama.cpp %.3g\n", d);
+	ids32[0] = 512;
+	RT_CHECK(ns_engine_logits(e, ids32, 1, lg) == -EINVAL, "token 512 accepted");
+
+	ns_engine_free(&e); /* a child ending badly says "at shutdown" on stderr (log) */
+	RT_CHECK(!e, "free did not null");
+	RT_CHECK(rt_shm_count(id) == 0 && rt_rundir_count(id) == 0, "session %s left behind", id);
+	printf("free: nothing of session %s left\n", id);
+	free(lg);
+	free(gold);
+	free(prompt);
+	free(want);
+	return 0;
+}

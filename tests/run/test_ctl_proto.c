@@ -1,0 +1,150 @@
+/* test_ctl_proto: the nsctl <-> nscompute control messages (ctl_proto.h) round-trip, and every
+ * malformed variant (each truncation, each single-byte corruption of the envelope, token ids
+ * out of range, counts over the limits, random bytes) is rejected without reading past the
+ * buffer (run under ASan). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_proto.h"
+
+#define CHECK(c, ...)                                                                     \
+	do {                                                                              \
+		if (!(c)) {                                                               \
+			fprintf(stderr, "FAIL line %d: ", __LINE__);                      \
+			fprintf(stderr, __VA_ARGS__);                                     \
+			fputc('\n', stderr);                                              \
+			return 1;                                                         \
+		}                                                                         \
+	} while (0)
+
+static int s_dec_any(const uint8_t *b, size_t n, uint32_t n_vocab)
+{
+	int32_t toks[64], stop[NS_CMSG_MAX_STOP];
+	float lg[16];
+	uint32_t pos;
+	struct ns_cmsg_eval e;
+	struct ns_cmsg_hello h;
+	struct ns_cmsg_token t;
+	struct ns_cmsg_done d;
+	struct ns_cmsg_error er;
+	int ok = 0;
+
+	ok += ns_cmsg_dec_eval(b, n, n_vocab, toks, 64, stop, &e) == 0;
+	ok += ns_cmsg_dec_hello(b, n, &h) == 0;
+	ok += ns_cmsg_dec_token(b, n, n_vocab, &t) == 0;
+	ok += ns_cmsg_dec_done(b, n, &d) == 0;
+	ok += ns_cmsg_dec_error(b, n, &er) == 0;
+	ok += ns_cmsg_dec_logits(b, n, 16, &pos, lg) == 0;
+	return ok;
+}
+
+int main(void)
+{
+	int32_t toks[5] = { 1, 2, 3, 4, 99 }, stop[2] = { 7, 8 }, out_t[64], out_s[64];
+	struct ns_cmsg_eval e = { .flags = NS_EVAL_RESET, .n_predict = 32, .n_tokens = 5,
+				  .n_stop = 2, .tokens = toks, .stop = stop,
+				  .sampling = { .temperature = 0.5f, .top_k = 40, .top_p = 0.9f,
+						.min_p = 0.05f, .repeat_penalty = 1.1f,
+						.repeat_last_n = 64, .seed = 42 } };
+	struct ns_cmsg_eval d;
+	uint8_t buf[4096], bad[4096];
+	uint64_t seed = 1;
+	int n, rejected = 0, trials = 0;
+
+	n = ns_cmsg_enc_eval(&e, buf, sizeof(buf));
+	CHECK(n == (int)ns_cmsg_size_eval(5, 2), "eval size %d", n);
+	CHECK(ns_cmsg_type(buf, (size_t)n) == NS_CMSG_EVAL, "type");
+	CHECK(ns_cmsg_dec_eval(buf, (size_t)n, 100, out_t, 64, out_s, &d) == 0, "decode");
+	CHECK(d.n_tokens == 5 && d.tokens[4] == 99 && d.n_stop == 2 && d.stop[1] == 8 &&
+	      d.sampling.seed == 42 && d.sampling.temperature == 0.5f && d.n_predict == 32 &&
+	      d.flags == NS_EVAL_RESET, "round trip");
+	CHECK(ns_cmsg_dec_eval(buf, (size_t)n, 99, out_t, 64, out_s, &d) == -EPROTO,
+	      "token 99 of a 99-token vocabulary accepted");
+	CHECK(ns_cmsg_dec_eval(buf, (size_t)n, 100, out_t, 4, out_s, &d) == -EPROTO,
+	      "more tokens than the receiver's room accepted");
+	CHECK(ns_cmsg_enc_eval(&e, buf, 20) == -ENOSPC, "short buffer");
+	e.n_tokens = 0;
+	CHECK(ns_cmsg_enc_eval(&e, buf, sizeof(buf)) == -EINVAL, "empty eval encoded");
+	e.n_tokens = 5;
+
+	/* every truncation and every corruption of the envelope is rejected */
+	n = ns_cmsg_enc_eval(&e, buf, sizeof(buf));
+	for (int k = 0; k < n; k++) {
+		CHECK(ns_cmsg_dec_eval(buf, (size_t)k, 100, out_t, 64, out_s, &d) == -EPROTO,
+		      "truncation to %d accepted", k);
+		rejected++;
+	}
+	for (int k = 0; k < NS_CMSG_HDR; k++) {
+		memcpy(bad, buf, (size_t)n);
+		bad[k] ^= 0x5a;
+		CHECK(s_dec_any(bad, (size_t)n, 100) == 0, "envelope byte %d corrupted accepted",
+		      k);
+		rejected++;
+	}
+	/* NaN temperature, unknown flags */
+	memcpy(bad, buf, (size_t)n);
+	{
+		float nan_ = NAN;
+		uint32_t fl = 0x80;
+
+		memcpy(bad + NS_CMSG_HDR + 8, &nan_, 4);
+		CHECK(ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == -EPROTO,
+		      "NaN temperature accepted");
+		memcpy(bad, buf, (size_t)n);
+		memcpy(bad + NS_CMSG_HDR, &fl, 4);
+		CHECK(ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == -EPROTO,
+		      "unknown flag accepted");
+	}
+
+	/* the other types round-trip */
+	{
+		struct ns_cmsg_token t = { .id = 5, .n_past = 9 }, t2;
+		struct ns_cmsg_done dn = { .reason = NS_DONE_STOP, .n_prompt = 3, .n_gen = 4,
+					   .n_decode = 3, .req_decode = 12345 }, dn2;
+		struct ns_cmsg_error er = { .code = -EIO }, er2;
+		float lg[16], lg2[16];
+		uint32_t pos;
+
+		n = ns_cmsg_enc_token(&t, buf, sizeof(buf));
+		CHECK(ns_cmsg_dec_token(buf, (size_t)n, 6, &t2) == 0 && t2.id == 5, "token");
+		CHECK(ns_cmsg_dec_token(buf, (size_t)n, 5, &t2) == -EPROTO, "token id range");
+		n = ns_cmsg_enc_done(&dn, buf, sizeof(buf));
+		CHECK(ns_cmsg_dec_done(buf, (size_t)n, &dn2) == 0 && dn2.req_decode == 12345 &&
+		      dn2.n_decode == 3, "done");
+		snprintf(er.text, sizeof(er.text), "boom\nline");
+		n = ns_cmsg_enc_error(&er, buf, sizeof(buf));
+		CHECK(ns_cmsg_dec_error(buf, (size_t)n, &er2) == 0 && er2.code == -EIO &&
+		      !strcmp(er2.text, "boom line"), "error '%s'", er2.text);
+		for (int i = 0; i < 16; i++)
+			lg[i] = (float)i * 0.25f;
+		n = ns_cmsg_enc_logits(&(struct ns_cmsg_logits){ .pos = 2, .n_vocab = 16,
+								 .logits = lg }, buf, sizeof(buf));
+		CHECK(ns_cmsg_dec_logits(buf, (size_t)n, 16, &pos, lg2) == 0 && pos == 2 &&
+		      !memcmp(lg, lg2, sizeof(lg)), "logits");
+		CHECK(ns_cmsg_dec_logits(buf, (size_t)n, 15, &pos, lg2) == -EPROTO, "logits size");
+	}
+
+	/* random bytes behind a valid envelope never decode as anything with bad fields */
+	for (int k = 0; k < 20000; k++) {
+		size_t len = NS_CMSG_HDR + (size_t)(seed % 200);
+		uint32_t magic = NS_CMSG_MAGIC, plen = (uint32_t)(len - NS_CMSG_HDR);
+		uint16_t ver = NS_CMSG_VERSION, type = (uint16_t)(1 + seed % 9);
+
+		for (size_t i = 0; i < len; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			bad[i] = (uint8_t)(seed >> 56);
+		}
+		memcpy(bad, &magic, 4);
+		memcpy(bad + 4, &ver, 2);
+		memcpy(bad + 6, &type, 2);
+		memcpy(bad + 8, &plen, 4);
+		(void)s_dec_any(bad, len, 100);
+		trials++;
+	}
+	printf("ctl_proto: round trips ok; %d malformed variants rejected; %d random payloads "
+	       "decoded without overrun\n", rejected, trials);
+	return 0;
+}

@@ -1,0 +1,137 @@
+/* test_run_logits: `nsctl logits` through the pipeline (nsio streaming, nscompute) gives the
+ * same logits, bit for bit, at every memory budget from the smallest that works to unlimited
+ * and at block rows 1, 7, 64, 512 and 0 (whole tensors); the same bits as the in-process fused
+ * provider (same kernels); and llama.cpp's logits within tests/forward's tolerances. A budget
+ * one page below the smallest is refused with exit 2 and a message naming that smallest.
+ *
+ *   test_run_logits NSCTL MODEL_REL PREFIX_REL f32|dequant */
+#include <inttypes.h>
+#include <math.h>
+
+#include "run_testlib.h"
+
+#define MAX_TOK 256
+
+static char s_nsctl[PATH_MAX], s_model[PATH_MAX], s_toks[4096];
+static int s_pid;
+
+/* Run nsctl logits with extra args into out; returns the exit code; stderr into errf. */
+static int s_logits(const char *out, const char *errf, const char *const *extra)
+{
+	char *argv[32];
+	int n = 0;
+
+	argv[n++] = s_nsctl;
+	argv[n++] = "logits";
+	argv[n++] = s_model;
+	argv[n++] = "--tokens";
+	argv[n++] = s_toks;
+	argv[n++] = "-o";
+	argv[n++] = (char *)out;
+	for (int i = 0; extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n] = NULL;
+	return rt_run(argv, NULL, errf);
+}
+
+static float *s_read(const char *path, size_t want)
+{
+	size_t len;
+	float *v = ns_test_read_file(path, &len);
+
+	RT_CHECK(v && len == want * sizeof(float), "%s: %zu bytes, want %zu", path,
+		 v ? len : 0, want * sizeof(float));
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	char path[PATH_MAX], rel[1024], ref_out[128], out[128], errf[128], minb[32],
+		minb_less[32];
+	int64_t toks[MAX_TOK];
+	size_t n_tok = 0, len, n_vocab;
+	uint64_t min_budget = 0;
+	char *json, *msg, *p;
+	float *ref, *gold, *got;
+	double d = 0, tol;
+	int rc, n_cmp = 0;
+
+	if (argc != 5)
+		return fprintf(stderr, "usage: %s NSCTL MODEL PREFIX f32|dequant\n", argv[0]), 2;
+	ns_test_require_oracle();
+	snprintf(s_nsctl, sizeof(s_nsctl), "%s", argv[1]);
+	ns_test_oracle_path(s_model, sizeof(s_model), argv[2]);
+	snprintf(rel, sizeof(rel), "%s.json", argv[3]);
+	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
+	RT_CHECK(json && json_ints(json, "tokens", toks, MAX_TOK, &n_tok) == 0 && n_tok,
+		 "%s: no tokens", path);
+	free(json);
+	for (size_t i = 0, k = 0; i < n_tok; i++)
+		k += (size_t)snprintf(s_toks + k, sizeof(s_toks) - k, "%s%" PRId64, i ? "," : "",
+				      toks[i]);
+	s_pid = (int)getpid();
+	snprintf(ref_out, sizeof(ref_out), "/tmp/ns_run_logits_%d_ref.f32", s_pid);
+	snprintf(out, sizeof(out), "/tmp/ns_run_logits_%d.f32", s_pid);
+	snprintf(errf, sizeof(errf), "/tmp/ns_run_logits_%d.err", s_pid);
+
+	/* the smallest budget, from nsio's refusal of a budget far too small */
+	rc = s_logits(out, errf, (const char *const[]){ "--mem-budget", "4KB", NULL });
+	msg = ns_test_read_file(errf, &len);
+	RT_CHECK(rc == 2, "4KB budget: exit %d, want 2", rc);
+	RT_CHECK(msg && (p = strstr(msg, "smallest budget that works")) &&
+		 (p = strchr(p, '(')) && sscanf(p + 1, "%" SCNu64, &min_budget) == 1 &&
+		 min_budget > 4096, "no smallest budget in: %s", msg ? msg : "");
+	free(msg);
+	snprintf(minb, sizeof(minb), "%" PRIu64, min_budget);
+	snprintf(minb_less, sizeof(minb_less), "%" PRIu64, min_budget - 4096);
+	printf("%s: smallest budget %s bytes\n", argv[2], minb);
+	rc = s_logits(out, errf, (const char *const[]){ "--mem-budget", minb_less, NULL });
+	RT_CHECK(rc == 2, "budget one page below the smallest: exit %d, want 2", rc);
+
+	/* reference run: in-process fused provider (same kernels, everything in RAM) */
+	rc = s_logits(ref_out, errf, (const char *const[]){ "--provider", "fused", NULL });
+	RT_CHECK(rc == 0, "--provider fused: exit %d", rc);
+	ref = ns_test_read_file(ref_out, &len);
+	RT_CHECK(ref && len % (n_tok * sizeof(float)) == 0 && len, "reference logits");
+	n_vocab = len / sizeof(float) / n_tok;
+
+	{
+		const char *budgets[] = { minb, "1MB", "512MB" };
+		const char *rows[] = { "1", "7", "64", "512", "0" };
+
+		for (size_t b = 0; b < sizeof(budgets) / sizeof(budgets[0]); b++) {
+			for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+				/* the middle budget only at whole-tensor blocks (time) */
+				if (b == 1 && r != 4)
+					continue;
+				unlink(out);
+				rc = s_logits(out, errf, (const char *const[]){
+					"--mem-budget", budgets[b], "--block-rows", rows[r], NULL });
+				RT_CHECK(rc == 0, "budget %s block rows %s: exit %d", budgets[b],
+					 rows[r], rc);
+				got = s_read(out, n_tok * n_vocab);
+				RT_CHECK(!memcmp(got, ref, len), "budget %s block rows %s: logits "
+					 "differ from the fused provider's", budgets[b], rows[r]);
+				free(got);
+				n_cmp++;
+			}
+		}
+	}
+	printf("%s: %d streamed runs (budgets %s .. 512MB, block rows 1 7 64 512 0) "
+	       "bit-identical to the fused provider\n", argv[2], n_cmp, minb);
+
+	tol = !strcmp(argv[4], "f32") ? 1e-3 : 2e-3;
+	snprintf(rel, sizeof(rel), "%s%s", argv[3], !strcmp(argv[4], "f32") ? ".f32" :
+		 ".dequant.f32");
+	gold = s_read(ns_test_oracle_path(path, sizeof(path), rel), n_tok * n_vocab);
+	for (size_t i = 0; i < n_tok * n_vocab; i++)
+		d = fmax(d, isnan(ref[i]) ? INFINITY : fabs((double)ref[i] - gold[i]));
+	printf("%s: max abs diff vs %s %.3g (tol %.0e) %s\n", argv[2], rel, d, tol,
+	       d <= tol ? "ok" : "FAIL");
+	free(gold);
+	free(ref);
+	unlink(out);
+	unlink(ref_out);
+	unlink(errf);
+	return d <= tol ? 0 : 1;
+}
