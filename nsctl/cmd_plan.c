@@ -14,7 +14,7 @@
 #include "model.h"
 #include "ns_util.h"
 #include "plan.h"
-#include "stats.h"
+#include "plan_stats.h"
 #include "summary.h"
 
 #define S_DEFAULT_CTX 4096u

@@ -25,7 +25,7 @@
 #include "plan.h"
 #include "plan_shm.h"
 #include "session.h"
-#include "stats.h"
+#include "plan_stats.h"
 
 struct nsplan_proc {
 	const char *session_id;

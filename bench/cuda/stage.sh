@@ -20,3 +20,9 @@ if [ -x ../shared/tools/device-bundle.sh ]; then
 fi
 mkdir -p "$stage/lib"
 du -sh "$stage"
+kib=$(du -sk "$stage" | cut -f1)
+if [ "$kib" -gt $((56 * 1024)) ]; then
+    echo "stage.sh: $stage is over 56 MiB: a device call carries 64 MiB with the working tree;" \
+        "build with -Dgpu_archs=90" >&2
+    exit 1
+fi

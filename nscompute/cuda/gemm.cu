@@ -160,7 +160,9 @@ extern "C" int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n
 	const uint8_t *w = (const uint8_t *)dev_w;
 
 	switch (type) {
-#define NSL_M(t) case nsq::t: k_gemm<nsq::t><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, dev_y, ldy); break;
+#define NSL_M(t) case nsq::t: \
+	k_gemm<nsq::t><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, dev_y, ldy); \
+	break;
 	NSQ_TYPES(NSL_M)
 #undef NSL_M
 	}

@@ -242,7 +242,9 @@ extern "C" int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols
 	const uint8_t *w = (const uint8_t *)dev_w;
 
 	switch (type) {
-#define NSL_D(t) case nsq::t: k_dequant<nsq::t><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y); break;
+#define NSL_D(t) case nsq::t: \
+	k_dequant<nsq::t><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y); \
+	break;
 	NSQ_TYPES(NSL_D)
 #undef NSL_D
 	}

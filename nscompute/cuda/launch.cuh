@@ -28,7 +28,8 @@ static inline bool aligned(const void *p, uintptr_t a)
 }
 
 /* Geometry of a weight window: -ENOTSUP for another type, -EINVAL for partial blocks or a
- * pointer misaligned for the type (see below), -EOVERFLOW when the units of a row do not fit 32 bits. */
+ * pointer misaligned for the type (see below), -EOVERFLOW when the units of a row do not fit
+ * 32 bits. */
 static inline int window(uint32_t type, const void *w, uint64_t n_cols, uint64_t *row_bytes)
 {
 	uint32_t qk = 0, bytes = 0;
@@ -46,7 +47,9 @@ static inline int window(uint32_t type, const void *w, uint64_t n_cols, uint64_t
 		return -EOVERFLOW;
 	/* each type's widest load: the lowest set bit of its block size, at most 16, so every
 	 * row of a 16-byte aligned tensor is aligned enough */
-	if (!w || !aligned(w, bytes & (0u - bytes) < 16 ? bytes & (0u - bytes) : 16))
+	const uint32_t low = bytes & (0u - bytes); /* lowest set bit of the block size */
+
+	if (!w || !aligned(w, low < 16 ? low : 16))
 		return -EINVAL;
 	*row_bytes = n_cols / qk * bytes;
 	return 0;

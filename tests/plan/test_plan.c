@@ -17,7 +17,7 @@
 #include "ns_test.h"
 #include "ns_util.h"
 #include "plan.h"
-#include "stats.h"
+#include "plan_stats.h"
 #include "summary.h"
 
 static int s_fail;

@@ -1,5 +1,5 @@
 /* stats.c - the text form of expert statistics (see stats.h). */
-#include "stats.h"
+#include "plan_stats.h"
 
 #include <errno.h>
 #include <inttypes.h>
