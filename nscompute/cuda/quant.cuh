@@ -15,8 +15,10 @@
 #ifndef NS_CUDA_QUANT_CUH
 #define NS_CUDA_QUANT_CUH
 
+#ifndef NSQ_HOST_SHIM /* tests/cuda/test_quant_host.cc compiles this file for the CPU */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#endif
 #include <stdint.h>
 
 namespace nsq {
