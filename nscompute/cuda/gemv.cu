@@ -145,7 +145,9 @@ template <int T, bool WS, bool XS>
 int launch_gemv(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float *y,
 		uint64_t n_rows, uint64_t blocks, size_t xbytes, uint32_t cp, cudaStream_t st)
 {
-	if (XS && xbytes > 48 * 1024 &&
+	/* static staging + dynamic x above the default 48 KiB needs the opt-in */
+	constexpr size_t wst = WS ? GEMV_WARPS * GEMV_ROWS * stage<T>::WCH : 16;
+	if (XS && xbytes + wst > 48 * 1024 &&
 	    cudaFuncSetAttribute(k_gemv<T, WS, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				 (int)xbytes) != cudaSuccess)
 		return nsl::launched();
