@@ -266,6 +266,7 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 
 void nsc_proc_free(struct nsc_proc *p)
 {
+	nsc_route_close(p);
 	if (p->sock)
 		zmq_close(p->sock);
 	if (p->zctx)

@@ -25,6 +25,8 @@ struct nsc_proc {
 	struct ns_weights *w;
 	struct ns_fwd *f;
 	void *zctx, *sock;
+	void *route_sock;           /* PUB of router decisions (route_pub.c), or NULL */
+	uint64_t route_sent, route_dropped;
 	volatile sig_atomic_t *stop; /* set by signals: abandon the generation */
 	uint64_t rejected;         /* malformed messages dropped */
 	bool quit;                 /* QUIT arrived during a generation */
@@ -38,5 +40,11 @@ int nsc_send_hello(struct nsc_proc *p);
  * control socket failed). Evaluation failures are reported to nsctl as ERROR, not returned. */
 int nsc_handle(struct nsc_proc *p, const void *buf, size_t len);
 void nsc_proc_free(struct nsc_proc *p);
+
+/* route_pub.c: PUB socket for router decisions (on p->zctx), the forward's on_route. */
+struct ns_fwd_route;
+int nsc_route_open(struct nsc_proc *p);
+void nsc_route_close(struct nsc_proc *p);
+int nsc_route_cb(void *user, const struct ns_fwd_route *r);
 
 #endif

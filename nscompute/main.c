@@ -131,12 +131,15 @@ static int s_attach(struct nsc_proc *p)
 	if (rc == 0) {
 		wo = (struct ns_weights_stream_opts){
 			.n_threads = p->threads, .block_rows = p->block_rows,
+			.session = p->session, /* its RAM tier, when nsio publishes one */
 			.lookahead = p->lookahead_given ? p->lookahead
 							: ns_client_default_lookahead(p->c) };
 		rc = ns_weights_stream_new(p->m, p->c, &wo, &p->w, err, sizeof(err));
 	}
 	if (rc == 0) {
 		fo.n_ctx = p->n_ctx;
+		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
+		fo.route_user = p;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
 	}
 	if (rc < 0)
@@ -166,6 +169,7 @@ static int s_connect(struct nsc_proc *p)
 			zmq_strerror(zmq_errno()));
 		return -EIO;
 	}
+	nsc_route_open(p); /* failure: announced, experts read on demand */
 	return 0;
 }
 

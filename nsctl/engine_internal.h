@@ -33,6 +33,10 @@ struct ns_engine {
 	pid_t pid[NS_PROC_COUNT];     /* direct children (wrappers when wrapped); 0 = none */
 	uint32_t restarts[NS_PROC_COUNT];
 	bool plan_gone;               /* nsplan ended on its own: not restarted */
+	pid_t router_pid;             /* nsrouter (engine_router.c); 0 = none */
+	uint32_t router_restarts;
+	bool router_off;              /* dense model, NS_NSROUTER=off, or given up */
+	char router_exe[PATH_MAX];
 	uint32_t n_vocab, n_ctx;
 	int32_t stop_ids[NS_CMSG_MAX_STOP];
 	uint32_t n_stop;
@@ -55,5 +59,10 @@ int nse_supervise(struct ns_engine *e);
 int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms);
 int nse_send(struct ns_engine *e, const void *buf, int n);
 bool nse_cancelled(const struct ns_engine *e);
+
+/* engine_router.c: nsrouter for MoE models (started after nsio, restarted when it dies). */
+void nse_router_start(struct ns_engine *e);
+void nse_router_supervise(struct ns_engine *e);
+void nse_router_stop(struct ns_engine *e);
 
 #endif

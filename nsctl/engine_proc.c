@@ -194,6 +194,8 @@ static void s_write_procs(struct ns_engine *e)
 		if (e->pid[i] > 0)
 			fprintf(f, "%s %d%s%s\n", s_names[i], (int)e->pid[i],
 				e->o.wrap[i] ? " wrapped:" : "", e->o.wrap[i] ? e->o.wrap[i] : "");
+	if (e->router_pid > 0)
+		fprintf(f, "nsrouter %d\n", (int)e->router_pid);
 	fprintf(f, "model %s\n", e->model_path);
 	if (fclose(f) == 0)
 		rename(tmp, e->procs_path);
@@ -201,9 +203,22 @@ static void s_write_procs(struct ns_engine *e)
 		unlink(tmp);
 }
 
+/* The RAM tier: nsio loads the plan's RAM windows when it is given the same --ram-budget as
+ * nsplan (it waits for nsplan's first publish). buf: at least 32 bytes, kept by the caller. */
+static size_t s_nsio_ram_args(const struct ns_engine *e, const char **args, char *buf,
+			      size_t buflen)
+{
+	if (e->o.no_plan || !e->o.ram_budget)
+		return 0;
+	snprintf(buf, buflen, "%llu", (unsigned long long)e->o.ram_budget);
+	args[0] = "--ram-budget";
+	args[1] = buf;
+	return 2;
+}
+
 static int s_start_nsio(struct ns_engine *e)
 {
-	char la[16], br[32];
+	char la[16], br[32], ram[32];
 	const char *args[20];
 	size_t n = 0;
 	uint32_t gen = atomic_load(&e->s->ctl->nsio_gen);
@@ -212,6 +227,7 @@ static int s_start_nsio(struct ns_engine *e)
 	int rc;
 
 	snprintf(la, sizeof(la), "%d", e->o.lookahead);
+	n += s_nsio_ram_args(e, args + n, ram, sizeof(ram));
 	args[n++] = "--session";
 	args[n++] = e->s->id;
 	args[n++] = "--model";
@@ -371,6 +387,8 @@ int nse_start(struct ns_engine *e)
 		return -EIO;
 	}
 	rc = s_start_nsio(e);
+	if (rc == 0)
+		nse_router_start(e); /* engine_router.c */
 	if (rc == 0 && !e->o.no_plan)
 		rc = s_start_plan(e);
 	if (rc == 0) {
@@ -403,6 +421,13 @@ int nse_supervise(struct ns_engine *e)
 		if (rc < 0)
 			return rc;
 		s_write_procs(e);
+	}
+	if (e->router_pid > 0) { /* engine_router.c restarts a dead nsrouter */
+		pid_t was = e->router_pid;
+
+		nse_router_supervise(e);
+		if (e->router_pid != was)
+			s_write_procs(e);
 	}
 	if (!e->o.no_plan && !e->plan_gone && s_exited(e, NS_PROC_NSPLAN, why, sizeof(why))) {
 		if (strstr(why, "killed") && ++e->restarts[NS_PROC_NSPLAN] <= S_MAX_RESTARTS) {
@@ -519,6 +544,7 @@ void nse_teardown(struct ns_engine *e)
 	}
 	s_stop_child(e, NS_PROC_NSCOMPUTE);
 	s_stop_child(e, NS_PROC_NSPLAN);
+	nse_router_stop(e);
 	s_stop_child(e, NS_PROC_NSIO);
 	if (e->sock)
 		zmq_close(e->sock);

@@ -43,6 +43,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	s_signals();
+	s.ram.budget = s.o.ram_budget;
+	s.ram.ready = s.o.ram_budget == 0; /* nothing to load */
 	/* 2. attach: session, model, tensor table, budget check, recovery of a dead nsio */
 	rc = nsio_attach(&s);
 	/* 3. files and io_uring */

@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "model.h"
 #include "proto_all.h"
+#include "ramcache.h"
 #include "session.h"
 
 struct nsio_opts {
@@ -35,6 +36,8 @@ struct nsio_opts {
 	bool run_ahead;         /* read ahead along the static per-token tensor order */
 	uint64_t quarantine_ms; /* after a restart, keep the dead nsio's in-flight ranges (1000) */
 	bool quiet;
+	uint64_t ram_budget;    /* --ram-budget: load the plan's RAM windows (0: none) */
+	uint64_t plan_wait_ms;  /* how long to wait for the plan before streaming all (30000) */
 };
 
 /* A read request from accept to completion. */
@@ -50,6 +53,7 @@ struct nsio_req {
 	uint64_t len;           /* aligned length = lease length */
 	uint64_t first;         /* first wanted byte, relative to file_off */
 	uint64_t want_end;      /* end of wanted bytes, relative to file_off */
+	uint64_t disk_pos;      /* first byte read from disk (the rows before it came from RAM) */
 	uint32_t lease;         /* lease slot once allocated */
 	uint64_t lease_seq;
 	uint32_t chunks_left;
@@ -104,6 +108,7 @@ struct nsio {
 	volatile sig_atomic_t *stop;
 	volatile sig_atomic_t *dump; /* SIGUSR1: print the queues to stderr */
 	bool said_short;
+	struct nsio_ram ram;    /* the RAM tier (ramcache.h) */
 };
 
 int nsio_parse_options(int argc, char **argv, struct nsio_opts *o);
@@ -116,6 +121,9 @@ int nsio_uring_setup(struct nsio *s);
 /* Serve until *stop. Returns 0 or 1. */
 int nsio_serve(struct nsio *s);
 void nsio_teardown(struct nsio *s);
+
+/* serve.c: load the RAM tier once the plan is published; true once requests may be served */
+bool nsio_ram_ready(struct nsio *s);
 
 /* io_uring plumbing (uring.c) */
 int nsio_submit_chunks(struct nsio *s);

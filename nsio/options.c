@@ -24,6 +24,9 @@ static void s_usage(FILE *f)
 		"  --no-direct         buffered reads instead of O_DIRECT\n"
 		"  --restart-quarantine-ms N  after taking over from a killed nsio, keep its\n"
 		"                      in-flight ranges unused this long (1000)\n"
+		"  --ram-budget BYTES  load the published plan's RAM windows and serve them from RAM\n"
+		"                      (must equal the plan's --ram-budget; 0: stream everything)\n"
+		"  --plan-wait-ms N    wait this long for the plan, then stream everything (30000)\n"
 		"  --quiet             no informational lines\n");
 }
 
@@ -55,7 +58,7 @@ static int s_bytes(const char *opt, const char *v, uint64_t *out)
 int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 {
 	enum { O_MODEL = 256, O_SESSION, O_BUDGET, O_QD, O_BB, O_BR, O_LA, O_NODIRECT, O_AHEAD,
-	       O_QUIET, O_HELP, O_QUAR };
+	       O_QUIET, O_HELP, O_QUAR, O_RAM, O_PLANWAIT };
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, O_MODEL },
 		{ "session", required_argument, NULL, O_SESSION },
@@ -68,6 +71,8 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 		{ "run-ahead", no_argument, NULL, O_AHEAD },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "restart-quarantine-ms", required_argument, NULL, O_QUAR },
+		{ "ram-budget", required_argument, NULL, O_RAM },
+		{ "plan-wait-ms", required_argument, NULL, O_PLANWAIT },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -79,6 +84,7 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 	o->block_bytes = 1ull << 20;
 	o->lookahead = 2;
 	o->quarantine_ms = 1000;
+	o->plan_wait_ms = 30000;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -117,6 +123,17 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 		case O_QUIET: o->quiet = true; break;
 		case O_QUAR:
 			if (s_u64("--restart-quarantine-ms", optarg, 0, 600000, &o->quarantine_ms))
+				return 2;
+			break;
+		case O_RAM:
+			if (ns_parse_bytes(optarg, &o->ram_budget) != 0) {
+				fprintf(stderr, "nsio: --ram-budget '%s' is not a byte count "
+					"(e.g. 64MB)\n", optarg);
+				return 2;
+			}
+			break;
+		case O_PLANWAIT:
+			if (s_u64("--plan-wait-ms", optarg, 0, 600000, &o->plan_wait_ms))
 				return 2;
 			break;
 		case O_HELP: s_usage(stdout); return -1;

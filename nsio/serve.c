@@ -180,8 +180,16 @@ static void s_accept_read(struct nsio *s, uint32_t client, uint64_t epoch,
 		return;
 	}
 	if (q->op == NS_REQ_READ) {
+		const uint8_t *src;
+		uint64_t res = nsio_ram_prefix(&s->ram, q->tensor, q->row0, q->nrows,
+					       s->rt[q->tensor].row_bytes, &src);
+
+		/* bytes requested: only the rows that are read from disk (DESIGN.md, Residency) */
 		atomic_fetch_add(&s->ctl->stats.requests, 1);
-		atomic_fetch_add(&s->ctl->stats.bytes_requested, bytes);
+		atomic_fetch_add(&s->ctl->stats.bytes_requested,
+				 bytes - res * s->rt[q->tensor].row_bytes);
+		if (res == q->nrows)
+			atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
 		nsio_ahead_follow(s, q->tensor, q->row0, q->nrows);
 		if (nsio_ahead_claim(s, client, epoch, q->ticket, q->tensor, q->row0, q->nrows))
 			return;
@@ -291,14 +299,70 @@ static int s_poll_rings(struct nsio *s)
 	return work;
 }
 
+/* Copy the request's resident row prefix from the RAM tier into its lease; the disk read
+ * then starts at the aligned boundary below the first non-resident byte (the bytes it reads
+ * again are the same file bytes). */
+static void s_fill_from_ram(struct nsio *s, struct nsio_req *r)
+{
+	uint64_t rb = s->model->tensors[r->tensor].row_bytes;
+	const uint8_t *src = NULL;
+	uint64_t k = nsio_ram_prefix(&s->ram, r->tensor, r->row0, r->nrows, rb, &src);
+	uint8_t *dst = s->sess->arena + s_lease(s, r->lease)->off + r->first;
+	uint64_t align = s->ctl->align ? s->ctl->align : 1;
+
+	r->disk_pos = 0;
+	if (!k)
+		return;
+	memcpy(dst, src, (size_t)(k * rb)); /* k * rb <= the wanted bytes, checked at new_req */
+	if (k == r->nrows)
+		r->disk_pos = r->len;
+	else
+		r->disk_pos = (r->first + k * rb) / align * align;
+}
+
 int nsio_start_req(struct nsio *s, struct nsio_req *r)
 {
-	int rc = nsio_queue_chunks(s, r);
+	int rc;
 
+	s_fill_from_ram(s, r);
+	rc = nsio_queue_chunks(s, r);
 	if (rc)
 		return rc;
 	s->pending_reqs++;
+	if (r->chunks_left == 0) /* all of it was resident */
+		nsio_req_done(s, r);
 	return 0;
+}
+
+bool nsio_ram_ready(struct nsio *s)
+{
+	char err[NS_ERR_LEN] = "";
+	int rc;
+
+	if (s->ram.ready)
+		return true;
+	if (!s->ram.t_start)
+		s->ram.t_start = ns_now_ns();
+	rc = nsio_ram_load(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid,
+			   s->o.block_bytes, err, sizeof(err));
+	if (rc == -EAGAIN && ns_now_ns() - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
+		return false;
+	if (rc == 0 && !s->o.quiet)
+		printf("nsio: RAM tier: %llu bytes resident of --ram-budget %llu\n",
+		       (unsigned long long)s->ram.resident_bytes,
+		       (unsigned long long)s->ram.budget);
+	if (rc == 0 && s->ram.ignored)
+		fprintf(stderr, "nsio: %llu RAM windows are not a row prefix; streaming them\n",
+			(unsigned long long)s->ram.ignored);
+	if (rc) {
+		fprintf(stderr, "nsio: no RAM tier (%s%s%s); streaming every weight\n",
+			rc == -EAGAIN ? "no plan was published in time" : err,
+			rc == -EAGAIN && err[0] ? ": " : "", rc == -EAGAIN ? err : "");
+		nsio_ram_destroy(&s->ram);
+		s->ram.ready = true;
+	}
+	fflush(stdout);
+	return true;
 }
 
 /* Give arena space to queued requests in arrival order; then read ahead if idle. */
@@ -419,6 +483,10 @@ int nsio_serve(struct nsio *s)
 		}
 		if (!s->efd_armed) /* the submission queue was full when its read finished */
 			nsio_arm_doorbell(s);
+		if (!nsio_ram_ready(s)) { /* requests wait until the RAM tier is loaded */
+			usleep(2000);
+			continue;
+		}
 		work = s_poll_rings(s);
 		rc = s_schedule(s);
 		if (rc < 0) {
@@ -514,6 +582,7 @@ void nsio_teardown(struct nsio *s)
 	free(s->sched_first);
 	free(s->sched_rows);
 	free(s->rt);
+	nsio_ram_destroy(&s->ram);
 	ns_model_close(&s->model);
 	if (s->sess) {
 		ns_session_set_owner(s->sess, s->created_session);

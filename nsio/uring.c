@@ -165,7 +165,7 @@ static void s_chunk_push(struct nsio *s, struct nsio_chunk *c)
 
 int nsio_queue_chunks(struct nsio *s, struct nsio_req *r)
 {
-	uint64_t pos = 0, bb = s->o.block_bytes;
+	uint64_t pos = r->disk_pos, bb = s->o.block_bytes; /* rows before it came from RAM */
 	uint64_t lease_off = ns_ctl_leases(s->ctl)[r->lease].off;
 
 	r->chunks_left = 0;

@@ -9,6 +9,8 @@
 #include "gemv.h"
 #include "ggml_type.h"
 #include "ns_util.h"
+#include "ramcache.h"
+#include "seg.h"
 #include "weights_stream.h"
 
 struct s_stream {
@@ -21,6 +23,13 @@ struct s_stream {
 	uint32_t lookahead;
 	struct ns_weights_stream_stats st;
 	char err[NS_ERR_LEN];
+	/* RAM tier (nsio/ramcache.h) */
+	char session[32];         /* "" when not asked for */
+	int ram_state;            /* 0: not yet known, 1: mapped, 2: none */
+	struct ns_seg ram_seg;
+	const uint64_t *ram_rows; /* [n_tensors] resident row prefix */
+	const uint64_t *ram_off;  /* [n_tensors] offset in ram_data */
+	const uint8_t *ram_data;
 };
 
 static const struct ns_weights_ops s_stream_ops;
@@ -99,6 +108,106 @@ static const struct ns_model_tensor *s_tensor(struct s_stream *s, uint32_t tenso
 	return &s->m->tensors[tensor];
 }
 
+/* Check a mapped RAM segment's directory against our model; false: do not use it. */
+static bool s_ram_check(struct s_stream *s)
+{
+	const uint8_t *base = s->ram_seg.base;
+	const struct nsio_ram_dir *d = (const struct nsio_ram_dir *)(base + 128);
+	uint64_t n = s->m->n_tensors, tab, end;
+
+	if (s->ram_seg.size < 128 + sizeof(*d) || d->magic != NSIO_RAM_MAGIC ||
+	    d->n_tensors != n || ns_mul_u64_overflow(n, 16, &tab) ||
+	    ns_add_u64_overflow(128 + sizeof(*d), tab, &tab) || tab > d->data_off ||
+	    ns_add_u64_overflow(d->data_off, d->data_bytes, &end) || end > s->ram_seg.size)
+		return false;
+	s->ram_rows = (const uint64_t *)(d + 1);
+	s->ram_off = s->ram_rows + n;
+	s->ram_data = base + d->data_off;
+	for (uint64_t t = 0; t < n; t++) {
+		uint64_t bytes;
+
+		if (!s->ram_rows[t])
+			continue;
+		if (s->ram_rows[t] > s->m->tensors[t].n_rows ||
+		    ns_mul_u64_overflow(s->ram_rows[t], s->m->tensors[t].row_bytes, &bytes) ||
+		    ns_add_u64_overflow(bytes, s->ram_off[t], &end) || end > d->data_bytes)
+			return false;
+	}
+	return true;
+}
+
+/* Find nsio's RAM segment: mapped once it is ready; given up on once a block has come from
+ * nsio without it (nsio serves nothing before its RAM tier is loaded). */
+static void s_ram_attach(struct s_stream *s)
+{
+	char e[NS_ERR_LEN];
+	const struct nsio_ram_dir *d;
+	int rc;
+
+	if (s->ram_state || !s->session[0])
+		return;
+	rc = ns_seg_open(&s->ram_seg, s->session, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, false,
+			 e, sizeof(e));
+	if (rc) {
+		if (s->st.blocks)
+			s->ram_state = 2;
+		return;
+	}
+	d = (const struct nsio_ram_dir *)((const uint8_t *)s->ram_seg.base + 128);
+	if (s->ram_seg.size >= 128 + sizeof(*d) &&
+	    !atomic_load_explicit(&((struct nsio_ram_dir *)d)->ready, memory_order_acquire)) {
+		ns_seg_unmap(&s->ram_seg); /* still loading: look again next call */
+		return;
+	}
+	if (!s_ram_check(s)) {
+		fprintf(stderr, "nscompute: nsio's RAM segment does not match the model; "
+			"streaming every weight\n");
+		ns_seg_unmap(&s->ram_seg);
+		s->ram_rows = s->ram_off = NULL;
+		s->ram_data = NULL;
+		s->ram_state = 2;
+		return;
+	}
+	s->ram_state = 1;
+}
+
+/* Resident rows at the start of [row0, row0 + n) of tensor t: count, *src their bytes. */
+static uint64_t s_ram_prefix(struct s_stream *s, uint32_t t, uint64_t row0, uint64_t n,
+			     const uint8_t **src)
+{
+	uint64_t have;
+
+	s_ram_attach(s);
+	if (s->ram_state != 1 || row0 >= s->ram_rows[t])
+		return 0;
+	have = s->ram_rows[t] - row0;
+	*src = s->ram_data + s->ram_off[t] + row0 * s->m->tensors[t].row_bytes;
+	return have < n ? have : n;
+}
+
+/* Run fn on the resident prefix of k's window [k->row0, *row_end) as one block from the RAM
+ * tier; k->row0 and k->y move past it (y_step floats per row). */
+static int s_ram_part(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_block_fn fn,
+		      uint64_t y_step)
+{
+	uint32_t ti = (uint32_t)(k->t - s->m->tensors);
+	const uint8_t *src = NULL;
+	uint64_t n = s_ram_prefix(s, ti, k->row0, row_end - k->row0, &src);
+	struct ns_block b;
+	int rc;
+
+	if (!n)
+		return 0;
+	b = (struct ns_block){ .data = src, .nbytes = n * k->t->row_bytes, .tensor = ti,
+			       .row0 = k->row0, .nrows = n };
+	rc = fn(k, &b);
+	if (rc < 0)
+		return rc;
+	k->row0 += n;
+	k->y += n * y_step;
+	return 0;
+}
+
 /* Stream [row0, row_end) of a tensor through fn; error text for stream-level failures. */
 static int s_run(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_block_fn fn)
 {
@@ -134,6 +243,7 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 	struct s_stream *s = ctx;
 	const struct ns_model_tensor *t = s_tensor(s, tensor);
 	struct s_call k;
+	int rc;
 
 	if (!t)
 		return -EINVAL;
@@ -147,6 +257,9 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		return 0;
 	k = (struct s_call){ .s = s, .t = t, .row0 = row0, .x = x, .n_tok = n_tok, .y = y,
 			     .ldy = ldy };
+	rc = s_ram_part(s, &k, row_end, s_mm_block, 1);
+	if (rc < 0 || k.row0 == row_end)
+		return rc;
 	return s_run(s, &k, row_end, s_mm_block);
 }
 
@@ -172,7 +285,9 @@ static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t 
 			j++;
 		k = (struct s_call){ .s = s, .t = t, .row0 = (uint64_t)rows[i],
 				     .y = dst + i * t->ne[0] };
-		rc = s_run(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block);
+		rc = s_ram_part(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block, t->ne[0]);
+		if (rc == 0 && k.row0 <= (uint64_t)rows[j - 1])
+			rc = s_run(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block);
 		if (rc < 0)
 			return rc;
 		i = j;
@@ -193,6 +308,8 @@ static void s_destroy(void *ctx)
 		return;
 	free(s->cidx);
 	ns_pool_destroy(&s->pool);
+	if (s->ram_seg.base)
+		ns_seg_unmap(&s->ram_seg);
 	free(s);
 }
 
@@ -245,6 +362,8 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 	s->kopts.path = NS_KPATH_AUTO;
 	s->kopts.act = NS_ACT_F32;
 	s->block_rows = opts ? opts->block_rows : 0;
+	if (opts && opts->session)
+		snprintf(s->session, sizeof(s->session), "%s", opts->session);
 	s->lookahead = opts ? opts->lookahead : ns_client_default_lookahead(c);
 	if (n_threads > 1 && !(s->pool = ns_pool_new(n_threads))) {
 		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);

@@ -11,8 +11,11 @@
  * ns_dequant_rows (embedding lookups: one row per token; norm vectors and other 1-D tensors are
  * read once, when the forward pass loads them at ns_fwd_new).
  *
- * Nothing is resident yet: every weight byte comes from nsio (the plan's RAM tier will come
- * later). Tensors are matched by name between the model and nsio's tensor table.
+ * The RAM tier (opts.session): once nsio has published its RAM segment (nsio/ramcache.h;
+ * looked for at each call until a first block has come from nsio, which nsio serves only
+ * after loading it), the resident row prefix of a window is multiplied (or dequantized) in
+ * place from the read-only mapping by the same kernels, and only the rest is streamed: a
+ * window may be split, results stay bit-identical. Tensors are matched by name between the model and nsio's tensor table.
  *
  * Ownership: the client is borrowed (one thread: the forward pass's) and must outlive the
  * provider; the model likewise. The provider owns its thread pool. */
@@ -30,6 +33,8 @@ struct ns_weights_stream_opts {
 	int n_threads;       /* kernel threads including the caller; <= 0: 1 */
 	uint64_t block_rows; /* rows per block; 0 = whole window (shrunk to fit the arena) */
 	uint32_t lookahead;  /* blocks in flight after the current one */
+	const char *session; /* multiply rows nsio holds in its RAM tier in place (the segment
+			      * of nsio/ramcache.h, mapped read-only); NULL: stream all */
 };
 
 /* Counters since creation. */

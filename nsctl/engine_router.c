@@ -1,0 +1,166 @@
+/* engine_router.c - nsrouter as a child of the engine: started for MoE models after nsio,
+ * restarted when it dies (it is only a hint: compute reads on demand meanwhile), stopped at
+ * teardown. $NS_NSROUTER names the executable; NS_NSROUTER=off runs without it. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine_internal.h"
+#include "model.h"
+#include "session.h"
+
+#define S_ROUTER_MAX_RESTARTS 64
+#define S_ROUTER_NO_EXPERTS 3 /* nsrouter's exit code for a dense model */
+
+static void s_router_exe(char *buf, size_t n)
+{
+	const char *v = getenv("NS_NSROUTER"), *root = getenv("NS_BUILD_ROOT");
+	char self[PATH_MAX], *slash;
+	ssize_t k;
+
+	if (v && *v) {
+		snprintf(buf, n, "%s", v);
+		return;
+	}
+	if (root && *root && snprintf(buf, n, "%s/nsrouter/nsrouter", root) < (int)n &&
+	    access(buf, X_OK) == 0)
+		return;
+	k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (k > 0) {
+		self[k] = 0;
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			if (snprintf(buf, n, "%s/../nsrouter/nsrouter", self) < (int)n &&
+			    access(buf, X_OK) == 0)
+				return;
+			if (snprintf(buf, n, "%s/nsrouter", self) < (int)n && access(buf, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(buf, n, "nsrouter");
+}
+
+static bool s_has_experts(const struct ns_model *m)
+{
+	if (!m)
+		return true; /* unknown: let nsrouter decide (exit 3 on a dense model) */
+	for (uint64_t i = 0; i < m->n_tensors; i++)
+		if (strstr(m->tensors[i].name, "_exps."))
+			return true;
+	return false;
+}
+
+/* fork + exec nsrouter in its own process group, dying with nsctl, stdout to stderr. */
+static int s_router_spawn(struct ns_engine *e)
+{
+	char br[32], la[16];
+	const char *argv[16];
+	size_t n = 0;
+	pid_t p;
+
+	snprintf(br, sizeof(br), "%llu", (unsigned long long)e->o.block_rows);
+	snprintf(la, sizeof(la), "%d", e->o.lookahead);
+	argv[n++] = e->router_exe;
+	argv[n++] = "--session";
+	argv[n++] = e->s->id;
+	argv[n++] = "--model";
+	argv[n++] = e->model_path;
+	argv[n++] = "--block-rows";
+	argv[n++] = br;
+	argv[n++] = "--lookahead";
+	argv[n++] = la;
+	if (!e->o.verbose)
+		argv[n++] = "--quiet";
+	argv[n] = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	p = fork();
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() == 1)
+			_exit(127);
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], (char *const *)argv);
+		fprintf(stderr, "nsctl: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	setpgid(p, p);
+	e->router_pid = p;
+	return 0;
+}
+
+void nse_router_start(struct ns_engine *e)
+{
+	const char *v = getenv("NS_NSROUTER");
+
+	e->router_pid = 0;
+	e->router_off = (v && !strcmp(v, "off")) || !s_has_experts(e->m);
+	if (e->router_off)
+		return;
+	s_router_exe(e->router_exe, sizeof(e->router_exe));
+	if (s_router_spawn(e) < 0) {
+		fprintf(stderr, "nsctl: cannot start nsrouter; experts are read on demand\n");
+		e->router_off = true;
+	}
+}
+
+void nse_router_supervise(struct ns_engine *e)
+{
+	int st;
+
+	if (e->router_off || e->router_pid <= 0 ||
+	    waitpid(e->router_pid, &st, WNOHANG) != e->router_pid)
+		return;
+	kill(-e->router_pid, SIGKILL);
+	e->router_pid = 0;
+	if (WIFEXITED(st) && (WEXITSTATUS(st) == S_ROUTER_NO_EXPERTS ||
+			      WEXITSTATUS(st) == 2 || WEXITSTATUS(st) == 0)) {
+		e->router_off = true; /* nothing to route, or it refused: not restarted */
+		return;
+	}
+	if (++e->router_restarts > S_ROUTER_MAX_RESTARTS) {
+		fprintf(stderr, "nsctl: nsrouter died %u times; experts are read on demand\n",
+			e->router_restarts - 1);
+		e->router_off = true;
+		return;
+	}
+	if (e->o.verbose)
+		fprintf(stderr, "nsctl: nsrouter died; restarting it\n");
+	if (s_router_spawn(e) < 0)
+		e->router_off = true;
+}
+
+void nse_router_stop(struct ns_engine *e)
+{
+	pid_t p = e->router_pid;
+	int st;
+
+	if (p <= 0)
+		return;
+	e->router_pid = 0;
+	kill(-p, SIGTERM);
+	kill(p, SIGTERM);
+	for (int i = 0; i < 300; i++) {
+		if (waitpid(p, &st, WNOHANG) == p) {
+			kill(-p, SIGKILL);
+			return;
+		}
+		usleep(10000);
+	}
+	kill(-p, SIGKILL);
+	kill(p, SIGKILL);
+	while (waitpid(p, &st, 0) < 0 && errno == EINTR)
+		;
+}

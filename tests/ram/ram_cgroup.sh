@@ -1,0 +1,54 @@
+#!/bin/bash
+# ram_cgroup.sh NSCTL MEMCAP MODEL - a long generation under a memory cgroup capped at
+# --mem-budget + --ram-budget + the fixed memory `nsctl plan --json` reports (fixed.total),
+# for budgets from tiny to large: each run must finish (exit 0) with no OOM kill; the
+# cgroup's peak is printed beside its cap. Skips (77) when there is no writable v1 memory
+# cgroup controller (memcap.sh needs one), saying why. MODEL is relative to NS_ORACLE_DIR.
+set -u
+nsctl=$1 memcap=$2 model=$NS_ORACLE_DIR/$3
+root=/sys/fs/cgroup/memory
+if [ ! -f "$model" ]; then
+	[ "${CI:-}" = true ] && { echo "FAIL: $model missing"; exit 1; }
+	echo "SKIP: $model missing"; exit 77
+fi
+if [ ! -x "$memcap" ]; then
+	echo "SKIP: $memcap (the cgroup wrapper) is not there"; exit 77
+fi
+probe="$root/ns_ram_probe.$$"
+if [ ! -w "$root" ] || ! mkdir "$probe" 2>/dev/null; then
+	echo "SKIP: no writable v1 memory cgroup controller at $root (memcap.sh needs one; run as root)"
+	exit 77
+fi
+rmdir "$probe"
+ctx=512 n=400
+tmp=$(mktemp -d /tmp/ns_ram_cgroup.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+total=$("$nsctl" info "$model" --json | grep -o '"bytes_per_token":[0-9]*' | head -1 | cut -d: -f2)
+[ -n "$total" ] || { echo "FAIL: no bytes_per_token from nsctl info"; exit 1; }
+fail=0 ref=
+# mem budget, ram budget: tiny to large
+for pair in "64KB 0" "64KB $((total / 10))" "256KB $((total / 2))" "4MB $((total * 2))"; do
+	set -- $pair
+	mem=$1 ram=$2
+	"$nsctl" plan "$model" --mem-budget "$mem" --ram-budget "$ram" --vram-budget 0 -c $ctx \
+		--json > "$tmp/plan.json" || { echo "FAIL: nsctl plan"; exit 1; }
+	fixed=$(grep -o '"fixed":{[^}]*}' "$tmp/plan.json" | grep -o '"total":[0-9]*' | cut -d: -f2)
+	memb=$(grep -o '"budgets":{[^}]*}' "$tmp/plan.json" | grep -o '"mem":[0-9]*' | cut -d: -f2)
+	[ -n "$fixed" ] && [ -n "$memb" ] || { echo "FAIL: no fixed.total / budgets.mem in the plan"; exit 1; }
+	cap=$((memb + ram + fixed))
+	"$memcap" $cap -- "$nsctl" run "$model" -p "Once upon a time" -n $n -c $ctx --temp 0 \
+		--mem-budget "$mem" --ram-budget "$ram" --json > "$tmp/out" 2> "$tmp/err"
+	rc=$?
+	line=$(grep '^memcap:' "$tmp/err")
+	dec=$(grep -o '"n_decode":[0-9]*' "$tmp/err" | cut -d: -f2)
+	echo "mem $mem ram $ram fixed $fixed: cap $cap B; $line; decoded ${dec:-?} tokens"
+	if [ $rc -ne 0 ] || ! echo "$line" | grep -q 'oom kills 0'; then
+		echo "FAIL: exit $rc under the cap"; tail -5 "$tmp/err"; fail=1; continue
+	fi
+	[ "${dec:-0}" -ge 100 ] || { echo "FAIL: only ${dec:-0} tokens decoded"; fail=1; }
+	if [ -z "$ref" ]; then ref=$(cat "$tmp/out"); elif [ "$ref" != "$(cat "$tmp/out")" ]; then
+		echo "FAIL: the text differs at mem $mem ram $ram"; fail=1
+	fi
+done
+[ $fail -eq 0 ] && echo "every run finished under its cap with no OOM kill; same text"
+exit $fail
