@@ -60,6 +60,9 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms);
 int nse_send(struct ns_engine *e, const void *buf, int n);
 bool nse_cancelled(const struct ns_engine *e);
 
+/* engine_proc.c: fork + exec argv (own process group, dies with nsctl, stdout to stderr). */
+int nse_fork_exec(const char *const *argv, pid_t *pid);
+
 /* engine_router.c: nsrouter for MoE models (started after nsio, restarted when it dies). */
 void nse_router_start(struct ns_engine *e);
 void nse_router_supervise(struct ns_engine *e);

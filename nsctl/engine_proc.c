@@ -59,33 +59,13 @@ static void s_find_exe(const char *dir, const char *name, const char *env, char 
 	snprintf(buf, n, "%s", name);
 }
 
-/* fork + exec [wrap words...] exe args...; the child gets its own process group (so a
- * terminal's Ctrl-C reaches nsctl only and a wrapper is stopped with what it wraps), dies
- * with its parent, and writes its stdout to stderr (stdout carries the generated text). */
-static int s_spawn(struct ns_engine *e, int which, const char *const *args, pid_t *pid)
+/* fork + exec argv[0]: the child gets its own process group (so a terminal's Ctrl-C reaches
+ * nsctl only and a wrapper is stopped with what it wraps), dies with its parent, and writes its
+ * stdout to stderr (stdout carries the generated text). */
+int nse_fork_exec(const char *const *argv, pid_t *pid)
 {
-	const char *argv[96];
-	char wrap[1024];
-	size_t n = 0;
 	pid_t p;
 
-	if (e->o.wrap[which]) {
-		char *save = NULL;
-
-		snprintf(wrap, sizeof(wrap), "%s", e->o.wrap[which]);
-		for (char *w = strtok_r(wrap, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-			if (n + 2 >= NS_ARRAY_LEN(argv))
-				return -E2BIG;
-			argv[n++] = w;
-		}
-	}
-	argv[n++] = e->exe[which];
-	for (size_t i = 0; args[i]; i++) {
-		if (n + 2 >= NS_ARRAY_LEN(argv))
-			return -E2BIG;
-		argv[n++] = args[i];
-	}
-	argv[n] = NULL;
 	fflush(stdout);
 	fflush(stderr);
 	p = fork();
@@ -107,6 +87,33 @@ static int s_spawn(struct ns_engine *e, int which, const char *const *args, pid_
 	setpgid(p, p); /* both sides, so a signal right after fork finds the group */
 	*pid = p;
 	return 0;
+}
+
+/* fork + exec [wrap words...] exe args... (see nse_fork_exec). */
+static int s_spawn(struct ns_engine *e, int which, const char *const *args, pid_t *pid)
+{
+	const char *argv[96];
+	char wrap[1024];
+	size_t n = 0;
+
+	if (e->o.wrap[which]) {
+		char *save = NULL;
+
+		snprintf(wrap, sizeof(wrap), "%s", e->o.wrap[which]);
+		for (char *w = strtok_r(wrap, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+			if (n + 2 >= NS_ARRAY_LEN(argv))
+				return -E2BIG;
+			argv[n++] = w;
+		}
+	}
+	argv[n++] = e->exe[which];
+	for (size_t i = 0; args[i]; i++) {
+		if (n + 2 >= NS_ARRAY_LEN(argv))
+			return -E2BIG;
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	return nse_fork_exec(argv, pid);
 }
 
 static void s_status_text(int st, char *buf, size_t n)

@@ -56,13 +56,14 @@ static bool s_has_experts(const struct ns_model *m)
 	return false;
 }
 
-/* fork + exec nsrouter in its own process group, dying with nsctl, stdout to stderr. */
+/* Start nsrouter (nse_fork_exec: own process group, dies with nsctl, stdout to stderr). */
 static int s_router_spawn(struct ns_engine *e)
 {
 	char br[32], la[16];
 	const char *argv[16];
 	size_t n = 0;
 	pid_t p;
+	int ret;
 
 	snprintf(br, sizeof(br), "%llu", (unsigned long long)e->o.block_rows);
 	snprintf(la, sizeof(la), "%d", e->o.lookahead);
@@ -78,25 +79,9 @@ static int s_router_spawn(struct ns_engine *e)
 	if (!e->o.verbose)
 		argv[n++] = "--quiet";
 	argv[n] = NULL;
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() == 1)
-			_exit(127);
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
-		execvp(argv[0], (char *const *)argv);
-		fprintf(stderr, "nsctl: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	setpgid(p, p);
+	ret = nse_fork_exec(argv, &p);
+	if (ret)
+		return ret;
 	e->router_pid = p;
 	return 0;
 }
