@@ -60,6 +60,10 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms);
 int nse_send(struct ns_engine *e, const void *buf, int n);
 bool nse_cancelled(const struct ns_engine *e);
 
+/* engine_proc.c: executable of a child: $ENV, $NS_BUILD_ROOT/dir/name, next to nsctl's own
+ * binary (build tree ../dir/name, installed ./name), else the bare name (PATH). */
+void nse_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n);
+
 /* engine_proc.c: fork + exec argv (own process group, dies with nsctl, stdout to stderr). */
 int nse_fork_exec(const char *const *argv, pid_t *pid);
 

@@ -27,7 +27,7 @@ bool nse_cancelled(const struct ns_engine *e)
 
 /* Executable of a child: $NS_<NAME>, $NS_BUILD_ROOT/<dir>/<name>, next to /proc/self/exe
  * (build tree ../<dir>/<name>, installed ./<name>), else the bare name (PATH). */
-static void s_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n)
+void nse_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n)
 {
 	const char *v = getenv(env), *root = getenv("NS_BUILD_ROOT");
 	char self[PATH_MAX], *slash;
@@ -353,7 +353,7 @@ int nse_start(struct ns_engine *e)
 	int linger = 0, rc;
 
 	for (int i = 0; i < NS_PROC_COUNT; i++)
-		s_find_exe(s_names[i], s_names[i], s_envs[i], e->exe[i], sizeof(e->exe[i]));
+		nse_find_exe(s_names[i], s_names[i], s_envs[i], e->exe[i], sizeof(e->exe[i]));
 	if (strcmp(e->o.backend, "cpu")) {
 		/* another backend is another compute executable: nscompute-<backend> */
 		char name[64], env[64];
@@ -362,7 +362,7 @@ int nse_start(struct ns_engine *e)
 		snprintf(env, sizeof(env), "NS_NSCOMPUTE_%s", e->o.backend);
 		for (char *c = env; *c; c++)
 			*c = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
-		s_find_exe("nscompute", name, env, e->exe[NS_PROC_NSCOMPUTE],
+		nse_find_exe("nscompute", name, env, e->exe[NS_PROC_NSCOMPUTE],
 			   sizeof(e->exe[NS_PROC_NSCOMPUTE]));
 		if (!strchr(e->exe[NS_PROC_NSCOMPUTE], '/')) {
 			ns_errf(e->err, sizeof(e->err), "backend '%s' needs the %s executable, which "

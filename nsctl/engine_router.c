@@ -13,45 +13,17 @@
 #include "engine_internal.h"
 #include "model.h"
 #include "session.h"
+#include "summary.h"
 
 #define S_ROUTER_MAX_RESTARTS 64
 #define S_ROUTER_NO_EXPERTS 3 /* nsrouter's exit code for a dense model */
-
-static void s_router_exe(char *buf, size_t n)
-{
-	const char *v = getenv("NS_NSROUTER"), *root = getenv("NS_BUILD_ROOT");
-	char self[PATH_MAX], *slash;
-	ssize_t k;
-
-	if (v && *v) {
-		snprintf(buf, n, "%s", v);
-		return;
-	}
-	if (root && *root && snprintf(buf, n, "%s/nsrouter/nsrouter", root) < (int)n &&
-	    access(buf, X_OK) == 0)
-		return;
-	k = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (k > 0) {
-		self[k] = 0;
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			if (snprintf(buf, n, "%s/../nsrouter/nsrouter", self) < (int)n &&
-			    access(buf, X_OK) == 0)
-				return;
-			if (snprintf(buf, n, "%s/nsrouter", self) < (int)n && access(buf, X_OK) == 0)
-				return;
-		}
-	}
-	snprintf(buf, n, "nsrouter");
-}
 
 static bool s_has_experts(const struct ns_model *m)
 {
 	if (!m)
 		return true; /* unknown: let nsrouter decide (exit 3 on a dense model) */
 	for (uint64_t i = 0; i < m->n_tensors; i++)
-		if (strstr(m->tensors[i].name, "_exps."))
+		if (ns_tensor_is_expert(m->tensors[i].name))
 			return true;
 	return false;
 }
@@ -94,7 +66,7 @@ void nse_router_start(struct ns_engine *e)
 	e->router_off = (v && !strcmp(v, "off")) || !s_has_experts(e->m);
 	if (e->router_off)
 		return;
-	s_router_exe(e->router_exe, sizeof(e->router_exe));
+	nse_find_exe("nsrouter", "nsrouter", "NS_NSROUTER", e->router_exe, sizeof(e->router_exe));
 	if (s_router_spawn(e) < 0) {
 		fprintf(stderr, "nsctl: cannot start nsrouter; experts are read on demand\n");
 		e->router_off = true;
