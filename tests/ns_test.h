@@ -43,6 +43,30 @@ static inline void ns_test_require_oracle(void)
 	exit(NS_TEST_SKIP);
 }
 
+/* One "FAIL file:line: message" line on stderr. NS_FAIL exits 1; NS_REQUIRE exits 1 when cond
+ * is false; NS_EXPECT counts the failure in `fails` and goes on (for tests that report all). */
+#define NS_FAIL(...)                                                         \
+	do {                                                                 \
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);         \
+		fprintf(stderr, __VA_ARGS__);                                \
+		fputc('\n', stderr);                                         \
+		exit(1);                                                     \
+	} while (0)
+#define NS_REQUIRE(cond, ...)                                                \
+	do {                                                                 \
+		if (!(cond))                                                 \
+			NS_FAIL(__VA_ARGS__);                                \
+	} while (0)
+#define NS_EXPECT(fails, cond, ...)                                          \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+			(fails)++;                                           \
+		}                                                            \
+	} while (0)
+
 /* Read a whole (small) file; returns malloc'd buffer or NULL. */
 static inline void *ns_test_read_file(const char *path, size_t *len)
 {

@@ -11,18 +11,11 @@
 #include <unistd.h>
 
 #include "diskbw.h"
+#include "ns_test.h"
 
 static int s_fail;
 
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		if (!(cond)) {                                                \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-			s_fail++;                                             \
-		}                                                             \
-	} while (0)
+#define CHECK(cond, ...) NS_EXPECT(s_fail, cond, __VA_ARGS__)
 
 static int s_write_file(const char *path, size_t bytes)
 {

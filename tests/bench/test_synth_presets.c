@@ -25,15 +25,7 @@
 
 static int s_fail;
 
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-			fprintf(stderr, __VA_ARGS__);                            \
-			fputc('\n', stderr);                                     \
-			s_fail++;                                                \
-		}                                                                \
-	} while (0)
+#define CHECK(cond, ...) NS_EXPECT(s_fail, cond, __VA_ARGS__)
 
 /* ---- dimensions of a file, read from its own metadata ---- */
 

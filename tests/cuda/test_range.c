@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "nscuda_internal.h"
+#include "ns_test.h"
 
-#define FAIL(...) do { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define FAIL(...) NS_FAIL(__VA_ARGS__)
 
 static uint64_t s_rng = 0x9e3779b97f4a7c15ull;
 

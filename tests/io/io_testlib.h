@@ -22,10 +22,10 @@
 #include "seg.h"
 #include "layout.h"
 #include "session.h"
+#include "ns_test.h"
 
-#define IOT_FAIL(...) do { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
-#define IOT_CHECK(cond, ...) do { if (!(cond)) IOT_FAIL(__VA_ARGS__); } while (0)
+#define IOT_FAIL(...) NS_FAIL(__VA_ARGS__)
+#define IOT_CHECK(cond, ...) NS_REQUIRE(cond, __VA_ARGS__)
 
 /* Deterministic bytes: byte at tensor offset off of tensor seed. */
 static inline uint8_t iot_byte(uint64_t seed, uint64_t off)

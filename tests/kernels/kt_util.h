@@ -14,8 +14,7 @@
 #include "model.h"
 #include "ns_test.h"
 
-#define KT_FAIL(...) do { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define KT_FAIL(...) NS_FAIL(__VA_ARGS__)
 
 /* Read the bytes of rows [r0, r1) of tensor t; returns malloc'd buffer (at least 1 byte). */
 static inline uint8_t *kt_read_rows(const struct ns_model *m, const struct ns_model_tensor *t,

@@ -7,16 +7,9 @@
 
 #include "hits.h"
 #include "plan_stats.h"
+#include "ns_test.h"
 
-#define CHECK(c, ...)                                                                    \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);             \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                             \
-			exit(1);                                                         \
-		}                                                                        \
-	} while (0)
+#define CHECK(cond, ...) NS_REQUIRE(cond, __VA_ARGS__)
 
 int main(void)
 {

@@ -25,15 +25,7 @@
 #include "ns_test.h"
 #include "ns_util.h"
 
-#define CHECK(cond, ...)                                                                 \
-	do {                                                                             \
-		if (!(cond)) {                                                           \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);             \
-			fprintf(stderr, __VA_ARGS__);                                    \
-			fputc('\n', stderr);                                             \
-			exit(1);                                                         \
-		}                                                                        \
-	} while (0)
+#define CHECK(cond, ...) NS_REQUIRE(cond, __VA_ARGS__)
 
 #define N_GEN "160"
 #define LOOKAHEAD 2

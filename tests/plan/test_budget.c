@@ -16,14 +16,7 @@
 
 static int s_fail;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		s_fail++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#define CHECK(cond, ...) NS_EXPECT(s_fail, cond, __VA_ARGS__)
 
 static char s_dir[256];
 

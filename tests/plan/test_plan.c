@@ -22,14 +22,7 @@
 
 static int s_fail;
 
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		s_fail++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#define CHECK(cond, ...) NS_EXPECT(s_fail, cond, __VA_ARGS__)
 
 static const char *const s_models[] = {
 	"tiny/tiny-qwen3-F32.gguf", "tiny/tiny-qwen3-Q4_K_M.gguf", "tiny/tiny-llama-Q8_0.gguf",

@@ -19,15 +19,7 @@
 #include "forward/json_ints.h"
 #include "ns_test.h"
 
-#define RT_CHECK(cond, ...)                                                              \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fputc('\n', stderr);                                              \
-			exit(1);                                                          \
-		}                                                                         \
-	} while (0)
+#define RT_CHECK(cond, ...) NS_REQUIRE(cond, __VA_ARGS__)
 
 /* Start argv with stdout and stderr redirected to files (NULL: inherited). */
 static inline pid_t rt_start(char *const argv[], const char *out, const char *err)
