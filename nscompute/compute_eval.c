@@ -132,7 +132,10 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 {
 	struct ns_sampler_params sp;
 	struct ns_sampler *smp = NULL;
-	struct ns_cmsg_done d = { .n_prompt = e->n_tokens, .reason = NS_DONE_PROMPT };
+	/* teacher forcing: the tail of the tokens is the continuation (ctl_proto.h) */
+	uint32_t n_forced = e->flags & NS_EVAL_FORCED ? e->n_predict : 0;
+	uint32_t n_prompt = e->n_tokens - n_forced;
+	struct ns_cmsg_done d = { .n_prompt = n_prompt, .reason = NS_DONE_PROMPT };
 	struct ns_weights_stream_stats w0, w1;
 	bool all = e->flags & NS_EVAL_LOGITS_ALL;
 	uint64_t t0, r0, v0, r1, v1, r2, v2;
@@ -143,7 +146,9 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 		ns_fwd_reset(p->f);
 	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
 		return s_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
-	if (s_logits_room(p, all ? e->n_tokens : 1) < 0)
+	if (n_forced >= e->n_tokens)
+		return s_send_error(p, -EINVAL, "teacher forcing needs a prompt token");
+	if (s_logits_room(p, all ? n_prompt : 1) < 0)
 		return s_send_error(p, -ENOMEM, "out of memory for the logits");
 	ns_sampler_params_default(&sp);
 	sp.temperature = e->sampling.temperature;
@@ -153,28 +158,54 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	sp.repeat_penalty = e->sampling.repeat_penalty;
 	sp.repeat_last_n = e->sampling.repeat_last_n;
 	sp.seed = e->sampling.seed;
-	if (e->n_predict && ns_sampler_new(&sp, ns_fwd_n_vocab(p->f), &smp) < 0)
+	if (e->n_predict && !n_forced && ns_sampler_new(&sp, ns_fwd_n_vocab(p->f), &smp) < 0)
 		return s_send_error(p, -EINVAL, "bad sampling parameters");
 
 	ns_weights_stream_stats(p->w, &w0);
 	s_io(p, &r0, &v0);
 	t0 = ns_now_ns();
-	rc = ns_fwd_eval(p->f, e->tokens, e->n_tokens, p->logits, all);
+	rc = ns_fwd_eval(p->f, e->tokens, n_prompt, p->logits, all);
 	d.prefill_ns = ns_now_ns() - t0;
 	s_io(p, &r1, &v1);
 	if (rc < 0) {
 		ns_sampler_destroy(&smp);
 		return s_send_error(p, rc, ns_fwd_error(p->f));
 	}
-	if (all && (rc = s_send_logits(p, p->logits, e->n_tokens,
-				       ns_fwd_n_past(p->f) - e->n_tokens)) < 0)
+	if (all && (rc = s_send_logits(p, p->logits, n_prompt,
+				       ns_fwd_n_past(p->f) - n_prompt)) < 0)
 		goto out;
+
+	/* teacher-forced decode: the same steps as generation, the token given instead of
+	 * sampled (every configuration of a benchmark decodes the same tokens) */
+	for (uint32_t i = 0; i < n_forced && !*p->stop; i++) {
+		const int32_t id = e->tokens[n_prompt + i];
+		struct ns_cmsg_token tk = { .id = id, .n_past = ns_fwd_n_past(p->f) };
+
+		d.n_gen++;
+		d.reason = NS_DONE_LENGTH;
+		if ((rc = s_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
+			goto out;
+		if (s_poll_stop(p)) {
+			d.reason = NS_DONE_STOPPED;
+			break;
+		}
+		t0 = ns_now_ns();
+		rc = ns_fwd_eval(p->f, &id, 1, p->logits, false);
+		d.decode_ns += ns_now_ns() - t0;
+		if (rc < 0) {
+			rc = s_send_error(p, rc, ns_fwd_error(p->f));
+			goto out;
+		}
+		d.n_decode++;
+		if (all && (rc = s_send_logits(p, p->logits, 1, ns_fwd_n_past(p->f) - 1)) < 0)
+			goto out;
+	}
 	for (uint32_t i = 0; i < e->n_tokens && smp; i++)
 		ns_sampler_accept(smp, e->tokens[i]);
 
 	/* the hot loop: sample, report, evaluate the token */
 	while (smp && !*p->stop) {
-		const float *last = p->logits + (all ? (uint64_t)(e->n_tokens - 1) *
+		const float *last = p->logits + (all ? (uint64_t)(n_prompt - 1) *
 							   ns_fwd_n_vocab(p->f) : 0);
 		struct ns_cmsg_token tk;
 		int32_t id = ns_sampler_sample(smp, last);

@@ -46,6 +46,11 @@ enum ns_cmsg_type {
 enum ns_eval_flags {
 	NS_EVAL_RESET = 1u << 0,      /* forget the sequence first */
 	NS_EVAL_LOGITS_ALL = 1u << 1, /* send the logits of every evaluated prompt position */
+	NS_EVAL_FORCED = 1u << 2,     /* teacher forcing: the last n_predict of the tokens are
+				       * not prompt but the continuation, evaluated one at a time
+				       * as decode steps (no sampling; each is reported as TOKEN,
+				       * and its logits as LOGITS with LOGITS_ALL); needs
+				       * 1 <= n_predict < n_tokens */
 };
 
 enum ns_done_reason {

@@ -40,6 +40,22 @@ static int s_load_meta(struct ns_engine *e)
 		return -EINVAL;
 	tpl = ns_gguf_get_str(ns_model_meta(e->m), "tokenizer.chat_template");
 	e->fam = ns_chat_family_detect(tpl);
+	if (e->o.reasoning_effort) {
+		static const char *const eff[] = { "low", "medium", "high" };
+		const char *r = e->o.reasoning_effort;
+
+		e->o.reasoning_effort = NULL; /* the caller's string: keep a static copy */
+		for (size_t i = 0; i < NS_ARRAY_LEN(eff); i++)
+			if (!strcmp(r, eff[i]))
+				e->o.reasoning_effort = eff[i];
+		if (!e->o.reasoning_effort)
+			return ns_errf(e->err, sizeof(e->err), "reasoning effort '%s': low, medium "
+				       "or high", r), -EINVAL;
+		if (e->fam != NS_CHAT_GPTOSS)
+			return ns_errf(e->err, sizeof(e->err), "a reasoning effort is for the "
+				       "harmony (gpt-oss) chat template; this model's is %s", tpl ?
+				       ns_chat_family_name(e->fam) : "missing"), -EINVAL;
+	}
 	nv = ns_tok_n_vocab(e->tok);
 	for (size_t i = 0; i < nv && i <= INT32_MAX && e->n_stop < NS_CMSG_MAX_STOP; i++)
 		if (ns_tok_is_eog(e->tok, (int32_t)i))
@@ -180,6 +196,7 @@ struct s_run {
 	ns_token_fn cb;
 	void *user;
 	float *logits;          /* LOGITS_ALL: (n, n_vocab) */
+	uint32_t n_forced;      /* FORCED: the last n_forced of ids are decoded one by one */
 	bool keep_hist;         /* append to e->hist (chat) */
 };
 
@@ -220,6 +237,10 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		}
 	} else {
 		ev.sampling.repeat_penalty = 1.0f;
+	}
+	if (r->n_forced) {
+		ev.flags |= NS_EVAL_FORCED;
+		ev.n_predict = r->n_forced;
 	}
 	sz = ns_cmsg_size_eval(ev.n_tokens, ev.n_stop);
 	if (!(buf = malloc(sz)))
@@ -357,29 +378,46 @@ int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_
 	return rc;
 }
 
+int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
+			  char **out)
+{
+	struct ns_chat_opts co = { .enable_thinking = true, /* the templates' default */
+				   .reasoning_effort = e->o.reasoning_effort };
+	struct ns_chat_msg *cm;
+	int rc;
+
+	*out = NULL;
+	if (e->fam == NS_CHAT_UNKNOWN)
+		return ns_errf(e->err, sizeof(e->err), "this model has no chat template we know "
+			       "(tokenizer.chat_template)"), -EINVAL;
+	if (!(cm = calloc(n ? n : 1, sizeof(*cm))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		cm[i] = (struct ns_chat_msg){ .role = msgs[i].role, .content = msgs[i].content };
+	rc = ns_chat_render(e->fam, cm, n, true, &co, out, e->err, sizeof(e->err));
+	free(cm);
+	return rc;
+}
+
+const char *ns_engine_chat_template(const struct ns_engine *e)
+{
+	return e->fam == NS_CHAT_UNKNOWN ? NULL : ns_chat_family_name(e->fam);
+}
+
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user)
 {
-	struct ns_chat_msg *cm;
 	struct ns_gen_params def;
 	char *text = NULL;
 	int32_t *ids = NULL;
 	size_t n_ids = 0, keep = 0;
 	int rc;
 
-	if (e->fam == NS_CHAT_UNKNOWN)
-		return ns_errf(e->err, sizeof(e->err), "this model has no chat template we know "
-			       "(tokenizer.chat_template)"), -EINVAL;
 	if (!g) {
 		ns_gen_params_default(&def);
 		g = &def;
 	}
-	if (!(cm = calloc(n ? n : 1, sizeof(*cm))))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		cm[i] = (struct ns_chat_msg){ .role = msgs[i].role, .content = msgs[i].content };
-	rc = ns_chat_render(e->fam, cm, n, true, NULL, &text, e->err, sizeof(e->err));
-	free(cm);
+	rc = ns_engine_chat_prompt(e, msgs, n, &text);
 	if (rc < 0)
 		return rc;
 	rc = ns_tok_encode(e->tok, text, strlen(text), false, true, &ids, &n_ids);
@@ -414,6 +452,32 @@ int ns_engine_logits(struct ns_engine *e, const int32_t *ids, uint32_t n, float 
 	return s_run(e, &(struct s_run){ .ids = ids, .n = n,
 				       .flags = NS_EVAL_RESET | NS_EVAL_LOGITS_ALL,
 				       .logits = out });
+}
+
+int ns_engine_decode_forced(struct ns_engine *e, const int32_t *prompt, uint32_t n_prompt,
+			    const int32_t *cont, uint32_t n_cont, float *logits, ns_token_fn cb,
+			    void *user)
+{
+	int32_t *ids;
+	uint64_t n = (uint64_t)n_prompt + n_cont;
+	int rc;
+
+	if (n_prompt == 0 || n_cont == 0)
+		return ns_errf(e->err, sizeof(e->err), "teacher forcing needs at least one prompt "
+			       "token and one continuation token"), -EINVAL;
+	if (n > e->n_ctx)
+		return ns_errf(e->err, sizeof(e->err), "%llu tokens do not fit the context of %u "
+			       "(-c)", (unsigned long long)n, e->n_ctx), -EINVAL;
+	if (!(ids = malloc((size_t)n * sizeof(*ids))))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	memcpy(ids, prompt, (size_t)n_prompt * sizeof(*ids));
+	memcpy(ids + n_prompt, cont, (size_t)n_cont * sizeof(*ids));
+	rc = s_run(e, &(struct s_run){ .ids = ids, .n = (uint32_t)n,
+				       .flags = NS_EVAL_RESET | (logits ? NS_EVAL_LOGITS_ALL : 0),
+				       .n_forced = n_cont, .logits = logits, .cb = cb,
+				       .user = user });
+	free(ids);
+	return rc;
 }
 
 int ns_engine_tokenize(struct ns_engine *e, const char *text, bool add_special, int32_t **ids,

@@ -61,6 +61,10 @@ struct ns_engine_opts {
 	bool run_ahead;        /* nsio reads ahead along the per-token tensor order (blocks
 				* cut as nscompute cuts them, so a later request is a hit) */
 	bool verbose;          /* let the children print their informational lines */
+	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
+				       * "high" on the system message's "Reasoning:" line; NULL:
+				       * medium. Any other value, or a model whose chat template is
+				       * not harmony, fails the load with -EINVAL */
 	/* Per process, a command line to run it under ("strace -f -c", "perf record -o F --"):
 	 * split on spaces (no quoting), placed before the executable. NULL: none. */
 	const char *wrap[NS_PROC_COUNT];
@@ -124,9 +128,30 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 /* Forget the context (next chat call evaluates everything). */
 void ns_engine_reset(struct ns_engine *e);
 
+/* The text ns_engine_chat would evaluate for msgs (the whole rendered conversation), into
+ * *out (malloc'd, NUL-terminated; the caller frees). Returns 0 or -EINVAL / -ENOMEM with the
+ * reason in ns_engine_error. */
+int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
+			  char **out);
+
+/* Family of the model's chat template ("gptoss" for harmony, "qwen3", "llama3", "llama31",
+ * "llama32", "gemma"), or NULL when it has none we know. */
+const char *ns_engine_chat_template(const struct ns_engine *e);
+
 /* Evaluate exactly ids (no BOS added) from an empty context and store the logits of every
  * position in out: (n, n_vocab) float32. Returns 0 or negative errno. */
 int ns_engine_logits(struct ns_engine *e, const int32_t *ids, uint32_t n, float *out);
+
+/* Teacher forcing: evaluate prompt (n_prompt >= 1, no BOS added) from an empty context as
+ * prefill, then decode cont token by token exactly as generation would (each a timed decode
+ * step streaming every weight), feeding cont[i] instead of a sampled token; cb (may be NULL)
+ * sees each cont token. logits: NULL, or (n_prompt + n_cont, n_vocab) float32 receiving the
+ * logits of every position (the prompt's from prefill, then one row per decode step).
+ * Benchmarks use it so every configuration decodes the same tokens. Returns as
+ * ns_engine_generate; stats as for generation (n_decode = n_cont). */
+int ns_engine_decode_forced(struct ns_engine *e, const int32_t *prompt, uint32_t n_prompt,
+			    const int32_t *cont, uint32_t n_cont, float *logits, ns_token_fn cb,
+			    void *user);
 
 /* Text <-> ids with the model's tokenizer. ids: malloc'd, caller frees. */
 int ns_engine_tokenize(struct ns_engine *e, const char *text, bool add_special, int32_t **ids,

@@ -121,6 +121,41 @@ int main(void)
 		d = fmax(d, isnan(lg[i]) ? INFINITY : fabs((double)lg[i] - gold[i]));
 	RT_CHECK(d <= 1e-3, "logits max abs diff %.3g > 1e-3", d);
 	printf("logits max abs diff vs llama.cpp %.3g\n", d);
+
+	/* teacher forcing: the first token as prompt, the rest decoded one by one; every
+	 * decode step's logits are llama.cpp's for that position */
+	{
+		struct s_acc f = { 0 };
+		uint64_t req_greedy;
+
+		ns_engine_generate(e, prompt, &g, NULL, NULL);
+		ns_engine_stats(e, &st);
+		req_greedy = st.req_decode / st.n_decode;
+		memset(lg, 0, n_toks * 512 * sizeof(float));
+		rc = ns_engine_decode_forced(e, ids32, 1, ids32 + 1, (uint32_t)n_toks - 1, lg,
+					     s_on_token, &f);
+		RT_CHECK(rc == 0, "decode_forced: %s", ns_engine_error(e));
+		RT_CHECK(f.n == n_toks - 1, "forced: %zu tokens reported, want %zu", f.n,
+			 n_toks - 1);
+		for (size_t i = 0; i + 1 < n_toks; i++)
+			RT_CHECK(f.ids[i] == ids32[i + 1], "forced token %zu: %d, want %d", i,
+				 f.ids[i], ids32[i + 1]);
+		d = 0;
+		for (size_t i = 0; i < n_toks * 512; i++)
+			d = fmax(d, isnan(lg[i]) ? INFINITY : fabs((double)lg[i] - gold[i]));
+		RT_CHECK(d <= 1e-3, "forced logits max abs diff %.3g > 1e-3", d);
+		ns_engine_stats(e, &st);
+		RT_CHECK(st.n_prompt == 1 && st.n_decode == n_toks - 1 && st.decode_s > 0 &&
+			 st.req_decode == req_greedy * (n_toks - 1),
+			 "forced stats: prompt %u decode %u req %llu (greedy %llu per token)",
+			 st.n_prompt, st.n_decode, (unsigned long long)st.req_decode,
+			 (unsigned long long)req_greedy);
+		printf("teacher-forced %zu steps: logits max abs diff vs llama.cpp %.3g, %llu "
+		       "bytes requested per step as in generation\n", n_toks - 1, d,
+		       (unsigned long long)req_greedy);
+		RT_CHECK(ns_engine_decode_forced(e, ids32, 0, ids32, 1, NULL, NULL, NULL) ==
+			 -EINVAL, "empty forced prompt accepted");
+	}
 	ids32[0] = 512;
 	RT_CHECK(ns_engine_logits(e, ids32, 1, lg) == -EINVAL, "token 512 accepted");
 

@@ -4,6 +4,7 @@
  * buffer (run under ASan). */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,23 @@ int main(void)
 		memcpy(bad + NS_CMSG_HDR, &fl, 4);
 		CHECK(ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == -EPROTO,
 		      "unknown flag accepted");
+	}
+	/* teacher forcing: 1 <= n_predict < n_tokens, nothing else */
+	{
+		struct ns_cmsg_eval f = e;
+		uint32_t want[] = { 0, 1, 4, 5, 32 };
+
+		f.flags = NS_EVAL_RESET | NS_EVAL_FORCED;
+		for (size_t k = 0; k < 5; k++) {
+			bool ok_want = want[k] >= 1 && want[k] < 5;
+
+			f.n_predict = want[k];
+			n = ns_cmsg_enc_eval(&f, bad, sizeof(bad));
+			CHECK(n > 0 && (ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s,
+							 &d) == 0) == ok_want,
+			      "forced eval of 5 tokens with %u forced: accepted %d", want[k],
+			      !ok_want);
+		}
 	}
 
 	/* the other types round-trip */
