@@ -31,6 +31,7 @@ void ns_bench_row_init(struct ns_bench_row *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->bytes_per_token = -1;
+	r->req_bytes_per_token = -1;
 	r->plan_bytes_per_token = -1;
 	r->stall_ms_per_token = -1;
 	r->arena_peak = -1;
@@ -143,6 +144,7 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 	COL("test", false);
 	COL("t/s", true);
 	COL("GB/tok", true);
+	COL("req GB/tok", true);
 	COL("plan GB/tok", true);
 	COL("stall ms/tok", true);
 	COL("arena peak", true);
@@ -177,6 +179,8 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 		else
 			snprintf(row[c++], S_CELL, "-");
 		s_num(r->bytes_per_token < 0 ? -1 : r->bytes_per_token / 1e9, "%.3f", row[c++], S_CELL);
+		s_num(r->req_bytes_per_token < 0 ? -1 : r->req_bytes_per_token / 1e9, "%.3f",
+		      row[c++], S_CELL);
 		s_num(r->plan_bytes_per_token < 0 ? -1 : r->plan_bytes_per_token / 1e9, "%.3f",
 		      row[c++], S_CELL);
 		s_num(r->stall_ms_per_token, "%.2f", row[c++], S_CELL);
@@ -262,6 +266,7 @@ static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len
 	F("stddev_ts", K_NUM, .d = r->n_samples ? sd : -1);
 	F("samples_ts", K_SAMPLES);
 	F("bytes_per_token", K_NUM, .d = r->bytes_per_token);
+	F("req_bytes_per_token", K_NUM, .d = r->req_bytes_per_token);
 	F("plan_bytes_per_token", K_NUM, .d = r->plan_bytes_per_token);
 	F("stall_ms_per_token", K_NUM, .d = r->stall_ms_per_token);
 	F("arena_peak", K_NUM, .d = r->arena_peak);

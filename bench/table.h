@@ -33,7 +33,9 @@ struct ns_bench_row {
 	size_t n_samples;
 	double ts[NS_BENCH_MAX_SAMPLES]; /* tokens per second of each repeat, in run order */
 	double bytes_per_token;  /* weight bytes read from the drive per token (mean) */
-	double plan_bytes_per_token; /* the planner's prediction of the same (nsctl plan) */
+	double req_bytes_per_token;  /* weight bytes requested from nsio per token (mean): before
+				      * O_DIRECT alignment widening, what the plan predicts */
+	double plan_bytes_per_token; /* the planner's prediction of requested bytes (nsctl plan) */
 	double stall_ms_per_token; /* time the compute side waited for weights, per token */
 	double arena_peak;       /* bytes of streaming arena in use at peak */
 	double cache_hit_rate;   /* 0..1 share of weight bytes served from RAM/VRAM caches */

@@ -419,16 +419,18 @@ static void s_fill_budgets(struct ns_bench_row *r, const struct s_config *c, con
 	r->lookahead = c->lookahead < 0 ? 0 : (uint32_t)c->lookahead;
 	r->disk_bps = disk_bps;
 	r->bytes_per_token = 0;
+	r->req_bytes_per_token = 0;
 	r->stall_ms_per_token = 0;
 	r->arena_peak = 0;
 	r->cache_hit_rate = 0;
 }
 
 /* Running means of the per-repeat streaming figures (finalised by dividing by n_samples). */
-static void s_accumulate(struct ns_bench_row *r, double bytes_tok, double stall, double peak,
-			 double hit)
+static void s_accumulate(struct ns_bench_row *r, double bytes_tok, double req_tok, double stall,
+			 double peak, double hit)
 {
 	r->bytes_per_token += bytes_tok;
+	r->req_bytes_per_token += req_tok;
 	r->stall_ms_per_token += stall;
 	if (peak > r->arena_peak)
 		r->arena_peak = peak;
@@ -438,10 +440,12 @@ static void s_accumulate(struct ns_bench_row *r, double bytes_tok, double stall,
 static void s_finish(struct ns_bench_row *r)
 {
 	if (!r->n_samples) {
-		r->bytes_per_token = r->stall_ms_per_token = r->arena_peak = r->cache_hit_rate = -1;
+		r->bytes_per_token = r->req_bytes_per_token = r->stall_ms_per_token = -1;
+		r->arena_peak = r->cache_hit_rate = -1;
 		return;
 	}
 	r->bytes_per_token /= (double)r->n_samples;
+	r->req_bytes_per_token /= (double)r->n_samples;
 	r->stall_ms_per_token /= (double)r->n_samples;
 	r->cache_hit_rate /= (double)r->n_samples;
 }
@@ -532,8 +536,11 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 			if (st.prefill_tok_s > 0 && pp->n_samples < NS_BENCH_MAX_SAMPLES) {
 				double dev = st.n_prompt ? (double)st.dev_prefill / st.n_prompt : 0;
 				pp->ts[pp->n_samples++] = st.prefill_tok_s;
-				s_accumulate(pp, dev, st.stall_ms_per_token, (double)st.arena_peak,
-					     st.cache_hit_rate);
+				double req = st.n_prompt ? (double)st.req_prefill / st.n_prompt
+							 : 0;
+
+				s_accumulate(pp, dev, req, st.stall_ms_per_token,
+					     (double)st.arena_peak, st.cache_hit_rate);
 			}
 		}
 	}
@@ -554,7 +561,8 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 				double b = st.dev_gb_per_token > 0 ? st.dev_gb_per_token
 								   : st.gb_per_token;
 				tg->ts[tg->n_samples++] = st.decode_tok_s;
-				s_accumulate(tg, b * 1e9, st.stall_ms_per_token, (double)st.arena_peak,
+				s_accumulate(tg, b * 1e9, (double)st.req_decode / st.n_decode,
+					     st.stall_ms_per_token, (double)st.arena_peak,
 					     st.cache_hit_rate);
 			}
 		}

@@ -46,6 +46,17 @@ with tempfile.TemporaryDirectory(dir=build) as d:
             check(x["disk_bps"] is None or x["disk_bps"] > 0, "disk_bps")
         tg = [x for x in rows if x["n_gen"]]
         for x in tg:
+            # the bytes requested per decoded token are what `nsctl plan` predicts under the
+            # same budgets (no RAM cache: --ram-budget 0), exactly
+            p = run("plan", model, "--mem-budget", str(x["mem_budget"]), "--ram-budget", "0",
+                    "--json")
+            check(p.returncode == 0, "nsctl plan: " + p.stderr[-300:])
+            if p.returncode == 0:
+                want = json.loads(p.stdout)["per_token"]["bytes"]
+                check(x["plan_bytes_per_token"] == want and x["req_bytes_per_token"] == want,
+                      "requested %s / bench's plan %s B per token, nsctl plan predicts %d"
+                      % (x["req_bytes_per_token"], x["plan_bytes_per_token"], want))
+                check(x["bytes_per_token"] >= want, "device bytes below requested")
             # every weight byte streams once per decoded token (nothing cached)
             check(x["bytes_per_token"] and x["bytes_per_token"] > 0, "bytes_per_token")
             if x["disk_bps"]:
@@ -61,7 +72,7 @@ with tempfile.TemporaryDirectory(dir=build) as d:
     check(len(lines) == 2 + 4, "md: header, rule, 4 rows; got %d lines" % len(lines))
     if lines:
         head = [c.strip() for c in lines[0].strip("|").split("|")]
-        for col in ("model", "size", "params", "backend", "test", "t/s", "GB/tok",
+        for col in ("model", "size", "params", "backend", "test", "t/s", "GB/tok", "req GB/tok",
                     "stall ms/tok", "arena peak", "hit %", "roofline t/s", "ratio", "lookahead"):
             check(col in head, "md column %s" % col)
         check(all(" ± " in l for l in lines[2:]), "mean ± sd")

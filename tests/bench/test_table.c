@@ -34,6 +34,7 @@ static void s_row(struct ns_bench_row *r)
 	r->ts[1] = 12;
 	r->ts[2] = 14;
 	r->bytes_per_token = 1.5e9; /* roofline 2 t/s at 3 GB/s */
+	r->req_bytes_per_token = 1.375e9;
 	r->plan_bytes_per_token = 1.25e9;
 	r->disk_bps = 3e9;
 	r->stall_ms_per_token = 1.25;
@@ -102,7 +103,8 @@ START_TEST(markdown)
 	ck_assert_ptr_nonnull(strstr(out, "mem 256M"));
 	ck_assert_ptr_nonnull(strstr(out, "tg128"));
 	ck_assert_ptr_nonnull(strstr(out, "pp512"));
-	ck_assert_ptr_nonnull(strstr(out, " 1.500 |       1.250 |")); /* GB/tok, plan GB/tok */
+	/* GB/tok, req GB/tok, plan GB/tok */
+	ck_assert_ptr_nonnull(strstr(out, " 1.500 |      1.375 |       1.250 |"));
 	ck_assert_ptr_nonnull(strstr(out, " 200.0 MiB |"));
 	ck_assert_ptr_nonnull(strstr(out, " 50.0 |"));
 	ck_assert_ptr_nonnull(strstr(out, " 2.00 |  6.00 |")); /* roofline 2 t/s, ratio 12/2 */
@@ -146,6 +148,7 @@ START_TEST(json)
 	ck_assert_ptr_nonnull(strstr(out, "\"samples_ts\": [10, 12, 14]"));
 	ck_assert_ptr_nonnull(strstr(out, "\"cache_hit_rate\": null"));
 	ck_assert_ptr_nonnull(strstr(out, "\"plan_bytes_per_token\": 1250000000,"));
+	ck_assert_ptr_nonnull(strstr(out, "\"req_bytes_per_token\": 1375000000,"));
 	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ts\": 2,"));
 	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ratio\": 6}"));
 	free(out);
