@@ -52,6 +52,9 @@ enum nsplan_kind nsplan_tensor_kind(const struct ns_model_tensor *t, const struc
 		return hp->tied_embeddings ? NSPLAN_KIND_OUTPUT : NSPLAN_KIND_EMBD;
 	if (!strncmp(n, "output.", 7))
 		return NSPLAN_KIND_OUTPUT;
+	/* held by compute from the start (norms, biases, expert bias tables, sinks) */
+	if (nsplan_tensor_held(t))
+		return strstr(n, "norm") ? NSPLAN_KIND_NORM : NSPLAN_KIND_VECTOR;
 	if (ns_tensor_is_expert(n))
 		return NSPLAN_KIND_EXPERT;
 	if (strstr(n, "ffn_gate_inp"))

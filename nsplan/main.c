@@ -4,7 +4,7 @@
  *          [--mem-budget B] [-c CTX] [--stats FILE] [--embd-resident] [--quiet]
  *
  * Computes the plan (plan.h) and publishes it in the session's "plan" segment (plan_shm.h).
- * SIGHUP re-reads --stats (stats.h) and publishes the next generation without stopping
+ * SIGHUP re-reads --stats (plan_stats.h) and publishes the next generation without stopping
  * anyone: readers switch when they next look, the diff says what moves. SIGTERM/SIGINT:
  * unlink the segment and exit 0. Killed instead: the segment stays, a restarted nsplan
  * re-opens it and continues the generation count. Exits when the session owner dies.

@@ -22,7 +22,9 @@ struct s_piece {
 	uint8_t kind;
 	uint8_t cls;          /* priority class, see plan.h */
 	bool eligible;        /* may be cached at all */
-	bool whole_only;      /* all rows or none (the untied embedding, see s_predict) */
+	bool whole_only;      /* all rows or none (a token embedding, see s_emit) */
+	bool held;            /* compute copies it once at start and holds it (nsplan_tensor_held) */
+	bool tied;            /* a tied token_embd: also one row per token for the lookup */
 	uint8_t fast_tier;    /* VRAM-Q or VRAM-F by type */
 	uint64_t vram_rows;   /* first vram_rows rows in VRAM, the next ram_rows in RAM */
 	uint64_t ram_rows;
@@ -43,6 +45,14 @@ static uint8_t s_class(enum nsplan_kind k)
 	default:
 		return 2;
 	}
+}
+
+/* The forward pass (nscompute/forward) copies 1-D tensors (norms, biases, sinks, rope factors)
+ * and the per-expert bias tables (*_exps.bias) once at start and holds them: a decoded token
+ * requests none of their bytes. */
+bool nsplan_tensor_held(const struct ns_model_tensor *t)
+{
+	return t->n_rows == 1 || (ns_tensor_is_expert(t->name) && strstr(t->name, ".bias"));
 }
 
 static bool s_float_type(uint32_t type)
@@ -105,8 +115,10 @@ static int s_build_pieces(const struct ns_model *m, const struct ns_hparams *hp,
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 		enum nsplan_kind kind = nsplan_tensor_kind(t, hp);
+		bool held = nsplan_tensor_held(t);
 		uint64_t n_exp = kind == NSPLAN_KIND_EXPERT ? s_expert_count(t) : 1;
 		uint64_t slab_rows = t->n_rows / n_exp;
+		bool tied = kind == NSPLAN_KIND_OUTPUT && !strcmp(t->name, "token_embd.weight");
 
 		for (uint64_t e = 0; e < n_exp; e++) {
 			struct s_piece *p = &pc[k++];
@@ -120,10 +132,22 @@ static int s_build_pieces(const struct ns_model *m, const struct ns_hparams *hp,
 			p->cls = s_class(kind);
 			p->fast_tier = s_float_type(t->type) ? NSPLAN_VRAM_F : NSPLAN_VRAM_Q;
 			p->eligible = kind != NSPLAN_KIND_EMBD || o->embd_resident;
-			p->whole_only = kind == NSPLAN_KIND_EMBD;
+			/* a token looks up one row of a token embedding: cached whole or not at
+			 * all, so whether that row is resident never depends on the token */
+			p->whole_only = kind == NSPLAN_KIND_EMBD || tied;
+			p->held = held;
+			p->tied = tied;
 			p->p_touch = 1.0;
 			p->ratio = 1.0;
-			if (n_exp > 1) {
+			if (held) {
+				/* touched every token, but from compute's own copy: caching it
+				 * saves no per-token byte, so it comes last */
+				p->cls = 5;
+				p->ratio = 0;
+				if (ns_tensor_is_expert(t->name))
+					p->p_touch = s_expert_prob(hp, NULL, -1, 0,
+								   s_expert_count(t));
+			} else if (n_exp > 1) {
 				p->p_touch = s_expert_prob(hp, o->hot, p->layer, e, n_exp);
 				p->ratio = p->p_touch;
 			} else if (kind == NSPLAN_KIND_EMBD) {
@@ -240,7 +264,17 @@ static int s_emit(struct nsplan *pl, const struct ns_model *m, const struct ns_h
 			else if (tiers[w] != NSPLAN_DISK)
 				pl->hdr.vram_used += rows[w] * p->row_bytes;
 		}
-		if (p->expert != NSPLAN_NO_EXPERT) {
+		if (p->held) {
+			/* read once at start (from disk when not resident), never per token */
+			pr->held_bytes += slab;
+			pr->held_disk += slab - res;
+			if (ns_tensor_is_expert(t->name)) { /* bias table: expected like its slabs */
+				pr->touched_expert += (double)slab * p->p_touch;
+			} else {
+				pr->touched_dense += slab;
+				pr->resident_dense += res;
+			}
+		} else if (p->expert != NSPLAN_NO_EXPERT) {
 			pr->expert_bytes += slab;
 			pr->disk_expert_bytes += slab - res;
 			pr->touched_expert += (double)slab * p->p_touch;
@@ -250,13 +284,20 @@ static int s_emit(struct nsplan *pl, const struct ns_model *m, const struct ns_h
 			uint64_t one = p->rows ? t->row_bytes : 0;
 			pr->touched_dense += one;
 			pr->resident_dense += res == slab ? one : 0;
+			pr->disk_dense += res == slab ? 0 : one;
 		} else {
 			pr->touched_dense += slab;
 			pr->resident_dense += res;
+			pr->disk_dense += slab - res;
+			/* a tied embedding on disk: the whole matrix for the logits, and once
+			 * more the row of the next token's embedding lookup */
+			if (p->tied && res != slab && p->rows) {
+				pr->tied_row = t->row_bytes;
+				pr->disk_dense += t->row_bytes;
+			}
 		}
 	}
 	pl->hdr.n_entries = k;
-	pr->disk_dense = pr->touched_dense - pr->resident_dense;
 	pr->touched = (double)pr->touched_dense + pr->touched_expert;
 	pr->bytes_per_token = (double)pr->disk_dense + pr->disk_expert;
 	pl->hdr.disk_dense = pr->disk_dense;

@@ -6,9 +6,9 @@
  * optionally, per-(layer, expert) hotness statistics.
  *
  * Priority (DESIGN.md, Residency): every placeable piece gets a class and a ratio
- * "bytes a token touches per byte held":
- *   class 0  small every-token tensors: norms and other vectors, attention (attn_*, ssm_*),
- *            the router (ffn_gate_inp*)                                 ratio 1
+ * "bytes a token requests per byte held":
+ *   class 0  small every-token matrices: attention (attn_*, ssm_*), the router
+ *            (ffn_gate_inp*)                                             ratio 1
  *   class 1  the output projection (output.weight; token_embd when tied) ratio 1
  *   class 2  the other dense tensors (dense FFN, shared experts, ...)   ratio 1
  *   class 3  expert slabs, one per (tensor, expert): ratio n_used/n_expert, or with
@@ -16,11 +16,16 @@
  *   class 4  an untied input embedding: a token needs one row, so it is read by row on
  *            demand and never resident by default (opts.embd_resident lets it in last,
  *            with ratio row_bytes / n_bytes).
+ *   class 5  held tensors (nsplan_tensor_held: norms and other 1-D vectors, expert bias
+ *            tables): compute copies them once at start and keeps them, so caching them
+ *            saves no per-token byte                                      ratio 0
  * Pieces are sorted by (class 0/1 first, then ratio descending, then class, bytes ascending
  * within class 0 (a tiny tensor on disk costs a whole aligned read), layer, expert, tensor
  * index) and filled greedily: VRAM (budget minus reserve) first, then RAM, each piece
  * taking the largest whole-row prefix that still fits, so later, smaller pieces fill what is
- * left. Because the order is by ratio, more RAM never predicts more disk bytes per token.
+ * left. A token embedding (tied or not) is placed whole or not at all: the row a token looks
+ * up is then resident or not whatever the token, which keeps the prediction exact. Because
+ * the order is by ratio, more RAM never predicts more disk bytes per token.
  *
  * Shared-memory record format (version NSPLAN_VERSION): a plan is published as one
  * struct nsplan_header (128 bytes) followed by n_entries struct nsplan_entry (32 bytes each),
@@ -95,7 +100,7 @@ struct nsplan_header {
 	uint64_t mem_budget;     /* --mem-budget (the arena) */
 	uint64_t vram_used;      /* weight bytes placed in VRAM-Q + VRAM-F */
 	uint64_t ram_used;       /* weight bytes placed in RAM */
-	uint64_t disk_dense;     /* exact non-resident non-expert bytes a token touches */
+	uint64_t disk_dense;     /* exact non-expert bytes a decoded token requests */
 	uint64_t disk_expert_bytes; /* non-resident expert slab bytes (all experts) */
 	uint8_t pad[128 - 8 - 4 - 4 - 8 - 8 - 4 * 4 - 8 * 8];
 };
@@ -124,17 +129,30 @@ struct nsplan_opts {
 	const struct nsplan_hotness *hot; /* NULL: uniform prior */
 };
 
-/* Bytes-per-token prediction. "touched" = weight bytes one decoded token touches: every dense
- * tensor whole, one row of an untied input embedding, and for each expert slab its bytes times
- * the probability the token selects it (expected value: n_used / n_expert without statistics).
- * predicted disk bytes per token = touched - resident touched = disk_dense + disk_expert. */
+/* Bytes-per-token prediction: exactly the weight bytes the forward pass requests from nsio
+ * (nsio's bytes_requested) for one decoded token, split by where they come from:
+ *   per token   every non-resident matrix row of a dense tensor, one row of an untied input
+ *               embedding when it is on disk, a tied token_embd on disk whole (the logits)
+ *               plus one row (the next token's embedding lookup), and of each expert slab
+ *               its non-resident bytes when the router selects it;
+ *   once        held tensors (nsplan_tensor_held) on disk: read when compute starts, kept,
+ *               never requested again (held_disk);
+ * "touched" is what compute reads per token wherever it lives (every dense tensor whole,
+ * held ones included, one embedding row, experts by probability): the figure nsctl info
+ * prints as weight bytes per token.
+ * predicted disk bytes per token = disk_dense + disk_expert. */
 struct nsplan_predict {
-	uint64_t touched_dense;          /* exact */
+	uint64_t touched_dense;          /* exact, held non-expert tensors included */
 	uint64_t resident_dense;         /* exact, resident part of touched_dense */
-	uint64_t disk_dense;             /* exact: touched_dense - resident_dense */
-	uint64_t expert_bytes;           /* all expert slab bytes */
+	uint64_t disk_dense;             /* exact non-expert bytes requested per token: the
+					  * non-resident part of touched_dense less held tensors,
+					  * plus tied_row */
+	uint64_t tied_row;               /* a tied token_embd on disk: its lookup row, else 0 */
+	uint64_t held_bytes;             /* held tensors (read once at start) */
+	uint64_t held_disk;              /* the part of held_bytes read from disk at start */
+	uint64_t expert_bytes;           /* routed expert slab bytes (bias tables are held) */
 	uint64_t disk_expert_bytes;      /* non-resident expert slab bytes */
-	double touched_expert;           /* expected */
+	double touched_expert;           /* expected, expert bias tables included */
 	double disk_expert;              /* expected */
 	double touched;                  /* touched_dense + touched_expert */
 	double bytes_per_token;          /* disk_dense + disk_expert: the prediction */
@@ -223,5 +241,9 @@ const char *nsplan_kind_name(unsigned kind);  /* "norm", "attn", ... */
 
 /* Classification used by the planner (exposed for nsctl and tests). */
 enum nsplan_kind nsplan_tensor_kind(const struct ns_model_tensor *t, const struct ns_hparams *hp);
+
+/* True for a tensor the forward pass copies once at start and holds (one row: norms, biases,
+ * sinks, rope factors; or a per-expert bias table *_exps.bias): never requested per token. */
+bool nsplan_tensor_held(const struct ns_model_tensor *t);
 
 #endif

@@ -9,6 +9,7 @@
 #include "model.h"
 #include "ns_util.h"
 #include "plan.h"
+#include "resident.h"
 
 static const char *const s_proj[3] = { "gate", "up", "down" };
 
@@ -33,6 +34,7 @@ static int s_find(const struct ns_model *m, struct ns_client *c, uint32_t layer,
 		return -EINVAL;
 	}
 	pr->tensor = (uint32_t)ci;
+	pr->mtensor = (uint32_t)(t - m->tensors);
 	pr->expert_rows = t->ne[1];
 	pr->row_bytes = t->row_bytes;
 	*n_expert = (uint32_t)t->ne[2];
@@ -118,21 +120,26 @@ void ns_rplan_destroy(struct ns_rplan **pp)
 }
 
 int ns_rplan_build(const struct ns_rplan *p, const struct ns_zrouter *d, uint64_t max_bytes,
-		   struct ns_zplan *plan)
+		   const struct ns_rres *res, uint32_t skip_first, struct ns_zplan *plan,
+		   struct ns_rbuild *out)
 {
+	struct ns_rbuild bs = { 0 };
 	const struct ns_rlayer *y;
 	uint64_t total = 0;
 	uint32_t n = 0;
 
+	if (out)
+		*out = bs;
 	if (d->layer >= p->n_layer || !p->layer[d->layer].present)
 		return -EINVAL;
 	y = &p->layer[d->layer];
 	plan->layer = d->layer;
+	for (uint32_t i = 0; i < d->n_used; i++)
+		if (d->expert[i] >= y->n_expert)
+			return -EINVAL;
 	for (uint32_t i = 0; i < d->n_used; i++) {
 		const uint32_t e = d->expert[i];
 
-		if (e >= y->n_expert)
-			return -EINVAL;
 		for (int k = 0; k < 3; k++) {
 			const struct ns_rproj *pr = &y->proj[k];
 			const uint64_t r0 = (uint64_t)e * pr->expert_rows, end = r0 + pr->expert_rows;
@@ -141,16 +148,28 @@ int ns_rplan_build(const struct ns_rplan *p, const struct ns_zrouter *d, uint64_
 				const uint64_t nr = end - r < pr->block_rows ? end - r
 									     : pr->block_rows;
 				const uint64_t b = nr * pr->row_bytes;
+				const bool first = bs.blocks++ < skip_first;
 
+				if (res && ns_rres_covered(res, pr->mtensor, r, nr)) {
+					bs.resident_windows++;
+					bs.resident_bytes += b;
+					continue;
+				}
 				if (n == NS_ZMSG_MAX_PLAN || (max_bytes && total + b > max_bytes))
 					goto out;
+				total += b;
+				if (first) {
+					bs.first_left++;
+					continue;
+				}
 				plan->item[n++] = (struct ns_zplan_item){
 					.tensor = pr->tensor, .row0 = r, .nrows = nr };
-				total += b;
 			}
 		}
 	}
 out:
 	plan->n_items = n;
+	if (out)
+		*out = bs;
 	return (int)n;
 }

@@ -2,9 +2,11 @@
  *
  * For each model and RAM budgets 0, a bit, half, everything (and a sweep between): every tensor
  * placed exactly once (the published records pass nsplan_records_check with coverage), budgets
- * never exceeded, the prediction equals touched - resident touched recomputed here from the
- * windows, more RAM never predicts more disk bytes. Hand-computed figures from the oracle
- * README's shapes for tiny-qwen3moe. Hotness reorders expert slabs; plan_update diffs.
+ * never exceeded, the prediction equals the bytes the forward pass requests per token,
+ * recomputed here from the windows (non-resident touched bytes, held vectors excluded, a tied
+ * embedding's lookup row added), more RAM never predicts more disk bytes. Hand-computed
+ * figures from the oracle README's shapes for tiny-qwen3moe and from the oracle's tensor
+ * table for the tied tiny-qwen3. Hotness reorders expert slabs; plan_update diffs.
  * Exit 0 pass, 1 fail, 77 skip. */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,36 +39,71 @@ static uint64_t s_rows(void *ctx, uint64_t i)
 	return ((const struct ns_model *)ctx)->tensors[i].n_rows;
 }
 
+/* Held by compute from the start, decided here from the shape and name alone: one row
+ * (norms, biases, sinks) or a per-expert bias table. */
+static bool s_held(const struct ns_model_tensor *t)
+{
+	bool one_row = true;
+
+	for (uint32_t d = 1; d < t->n_dims; d++)
+		one_row &= t->ne[d] == 1;
+	return one_row || (strstr(t->name, "_exps.") && strstr(t->name, ".bias"));
+}
+
 /* Independent recomputation of the prediction from the windows: what a token touches of each
- * window, and whether the window is resident. */
+ * window, whether the forward pass requests it per token (not a held tensor), and whether the
+ * window is resident. A tied token_embd on disk costs one more row (the embedding lookup);
+ * a token embedding is placed whole or not at all. */
 static double s_expected_disk(const struct ns_model *m, const struct ns_hparams *hp,
 			      const struct nsplan *pl, const struct nsplan_hotness *hot,
 			      double *touched)
 {
 	double disk = 0;
+	int embd_tier = -1;
 
 	*touched = 0;
 	for (uint64_t i = 0; i < pl->hdr.n_entries; i++) {
 		const struct nsplan_entry *e = &pl->entries[i];
 		const struct ns_model_tensor *t = &m->tensors[e->tensor];
 		double bytes = (double)((e->row_end - e->row_begin) * t->row_bytes), w;
+		bool embd = !strcmp(t->name, "token_embd.weight");
 
 		int64_t l = ns_tensor_layer(t->name);
 
-		if (ns_tensor_is_expert(t->name) && hot)
+		if (embd) {
+			CHECK(embd_tier < 0 || embd_tier == e->tier, "token_embd split over tiers");
+			embd_tier = e->tier;
+		}
+		if (ns_tensor_is_expert(t->name) && hot && !s_held(t))
 			w = bytes * (double)hot->hits[l * hot->n_expert + e->expert] /
 			    (double)hot->tokens[l];
 		else if (ns_tensor_is_expert(t->name))
 			w = bytes * hp->n_expert_used / (double)t->ne[t->n_dims - 1];
-		else if (!strcmp(t->name, "token_embd.weight") && !hp->tied_embeddings)
+		else if (embd && !hp->tied_embeddings)
 			w = (double)t->row_bytes * (double)(e->row_end - e->row_begin) / (double)t->n_rows;
 		else
 			w = bytes;
 		*touched += w;
-		if (e->tier == NSPLAN_DISK)
-			disk += w;
+		if (e->tier == NSPLAN_DISK && !s_held(t))
+			disk += w + (embd && hp->tied_embeddings ? (double)t->row_bytes : 0);
 	}
 	return disk;
+}
+
+/* Weight bytes per token of held tensors (touched every token, requested never). */
+static double s_held_touched(const struct ns_model *m, const struct ns_hparams *hp)
+{
+	double sum = 0;
+
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct ns_model_tensor *t = &m->tensors[i];
+		if (!s_held(t))
+			continue;
+		sum += ns_tensor_is_expert(t->name) ?
+		       (double)t->n_bytes * hp->n_expert_used / (double)t->ne[t->n_dims - 1] :
+		       (double)t->n_bytes;
+	}
+	return sum;
 }
 
 static void s_check_plan(const char *rel, const struct ns_model *m, const struct ns_hparams *hp,
@@ -153,10 +190,15 @@ static void s_model(const char *rel)
 		CHECK(fabs(pl->predict.touched - (double)sum.bytes_per_token) < 0.5,
 		      "%s: touched %.1f, summary %" PRIu64, rel, pl->predict.touched,
 		      sum.bytes_per_token);
-		if (i == 0)
-			CHECK(pl->predict.bytes_per_token == pl->predict.touched,
-			      "%s: RAM 0 predicts %.1f of %.1f", rel, pl->predict.bytes_per_token,
-			      pl->predict.touched);
+		if (i == 0) {
+			/* all on disk: what a token touches, less held tensors, plus the lookup
+			 * row of a tied embedding */
+			const struct ns_model_tensor *e = ns_model_find(m, "token_embd.weight");
+			double want = pl->predict.touched - s_held_touched(m, &hp) +
+				      (hp.tied_embeddings && e ? (double)e->row_bytes : 0);
+			CHECK(pl->predict.bytes_per_token == want, "%s: RAM 0 predicts %.1f, want "
+			      "%.1f", rel, pl->predict.bytes_per_token, want);
+		}
 		if (i == 3) {
 			/* everything cached but an untied embedding, read by row */
 			const struct ns_model_tensor *e = ns_model_find(m, "token_embd.weight");
@@ -200,19 +242,22 @@ static void s_model(const char *rel)
 
 /* Hand-computed figures for tiny-qwen3moe-F32 (oracle tiny/README.md shapes, F32 = 4 bytes):
  *   norms: output_norm 256 + per layer attn_norm 256, ffn_norm 256, q_norm 64, k_norm 64
- *          = 1024 + 2 * (1024 + 1024 + 256 + 256) = 6144
+ *          = 1024 + 2 * (1024 + 1024 + 256 + 256) = 6144: held by compute from the start,
+ *          never requested per token, cached last
  *   attention per layer: q 256*256, k 256*128, v 256*128, o 256*256 = 196608 elems = 786432 B
  *   router per layer: 256*8*4 = 8192
- *   output: 256*512*4 = 524288; token_embd row: 256*4 = 1024
+ *   output: 256*512*4 = 524288; token_embd (untied) row: 256*4 = 1024
  *   experts per layer: 3 tensors * 8 experts * 256*256*4 = 6291456 (slab 262144)
  *   touched = 6144 + 2*786432 + 2*8192 + 524288 + 1024 + 2 * 6291456 * 2/8 = 5266432
- *   (the same total the oracle's tensor table gives in check_plan.py) */
+ *   (the same total the oracle's tensor table gives in check_plan.py)
+ *   requested per token at RAM 0 = touched - 6144 norms = 5260288 */
 static void s_hand_qwen3moe(void)
 {
 	char path[1024], err[NS_ERR_LEN];
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
-	const uint64_t class0 = 6144 + 2 * 786432 + 2 * 8192, output = 524288, slab = 262144;
+	const uint64_t class0 = 2 * 786432 + 2 * 8192, output = 524288, slab = 262144;
+	const double ram0 = 5266432.0 - 6144;
 	uint64_t hits[2 * 8] = { 0 }, tokens[2] = { 100, 100 };
 	struct nsplan_hotness hot = { .n_layer = 2, .n_expert = 8, .hits = hits, .tokens = tokens };
 	struct nsplan *pl, *p2 = NULL;
@@ -226,23 +271,30 @@ static void s_hand_qwen3moe(void)
 	}
 	pl = s_plan(m, &hp, 0, 0, 0, NULL);
 	if (pl) {
-		CHECK(pl->predict.bytes_per_token == 5266432.0, "qwen3moe touched %.1f, want 5266432",
-		      pl->predict.bytes_per_token);
+		CHECK(pl->predict.touched == 5266432.0, "qwen3moe touched %.1f, want 5266432",
+		      pl->predict.touched);
+		CHECK(pl->predict.bytes_per_token == ram0 && pl->predict.held_disk == 6144 &&
+		      pl->predict.held_bytes == 6144 && pl->predict.tied_row == 0,
+		      "qwen3moe at RAM 0 predicts %.1f (held on disk %" PRIu64 "), want %.1f",
+		      pl->predict.bytes_per_token, pl->predict.held_disk, ram0);
 		nsplan_destroy(&pl);
 	}
-	/* exactly the small every-token tensors: all of them resident, nothing else */
+	/* exactly the small every-token matrices: all of them resident, nothing else (the
+	 * norms stay on disk: they cost nothing per token) */
 	pl = s_plan(m, &hp, class0, 0, 0, NULL);
 	if (pl) {
-		CHECK(pl->predict.bytes_per_token == 5266432.0 - (double)class0,
-		      "qwen3moe class0 budget predicts %.1f, want %" PRIu64,
-		      pl->predict.bytes_per_token, 5266432 - class0);
+		CHECK(pl->predict.bytes_per_token == ram0 - (double)class0,
+		      "qwen3moe class0 budget predicts %.1f, want %.1f",
+		      pl->predict.bytes_per_token, ram0 - (double)class0);
+		CHECK(pl->by_kind[NSPLAN_KIND_NORM].tier_bytes[NSPLAN_RAM] == 0 &&
+		      pl->predict.held_disk == 6144, "norms cached before the attention");
 		CHECK(pl->by_kind[NSPLAN_KIND_OUTPUT].tier_bytes[NSPLAN_RAM] == 0, "output cached early");
 		nsplan_destroy(&pl);
 	}
 	/* + output + 3 expert slabs (expert 0 of layer 0: gate, down, up) */
 	pl = s_plan(m, &hp, class0 + output + 3 * slab, 0, 0, NULL);
 	if (pl) {
-		CHECK(pl->predict.bytes_per_token == 5266432.0 - (double)(class0 + output) - 3 * slab / 4.0,
+		CHECK(pl->predict.bytes_per_token == ram0 - (double)(class0 + output) - 3 * slab / 4.0,
 		      "qwen3moe predicts %.1f", pl->predict.bytes_per_token);
 		for (uint64_t i = 0; i < pl->hdr.n_entries; i++) {
 			const struct nsplan_entry *e = &pl->entries[i];
@@ -306,6 +358,51 @@ static void s_hand_qwen3moe(void)
 		}
 		nsplan_diff_destroy(&d);
 		nsplan_destroy(&p2);
+		nsplan_destroy(&pl);
+	}
+	ns_model_close(&m);
+}
+
+/* Hand-computed figures for tiny-qwen3-Q4_K_M, whose token_embd is tied to the output
+ * (oracle meta/tiny__tiny-qwen3-Q4_K_M.json, gguf-py's table):
+ *   matrices 813312 B, of which token_embd 107520 B = 512 rows of 210 B (Q6_K), attention
+ *   229632 B; blk.0.ffn_down 73728 B (rows of 288 B), blk.0.ffn_gate rows of 144 B;
+ *   held vectors (norms) 6144 B.
+ *   RAM 0: 813312 + 210 (the tied embedding's lookup row) = 813522 per token.
+ *   RAM = attention + 107519: the embedding does not fit whole, so it stays on disk and the
+ *   dense FFN takes the budget: blk.0.ffn_down whole (73728), 234 rows of blk.0.ffn_gate
+ *   (33696), 95 bytes left that no row fits: 813522 - 229632 - 73728 - 33696 = 476466.
+ *   RAM = attention + 107520 + 73728: the embedding whole (its row too), then blk.0.ffn_down:
+ *   813522 - 229632 - 107520 - 210 - 73728 = 402432. */
+static void s_hand_tied(void)
+{
+	static const struct { uint64_t ram; double want; uint64_t tied_row; } c[] = {
+		{ 0, 813522, 210 },
+		{ 229632 + 107519, 476466, 210 },
+		{ 229632 + 107520 + 73728, 402432, 0 },
+		{ 819456, 0, 0 },
+	};
+	char path[1024], err[NS_ERR_LEN];
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+
+	ns_test_oracle_path(path, sizeof(path), "tiny/tiny-qwen3-Q4_K_M.gguf");
+	if (ns_model_open(path, &m, err, sizeof(err)) || ns_hparams_load(m, &hp, err, sizeof(err))) {
+		CHECK(0, "%s", err);
+		ns_model_close(&m);
+		return;
+	}
+	CHECK(hp.tied_embeddings, "tiny-qwen3 is not tied");
+	for (size_t i = 0; i < NS_ARRAY_LEN(c); i++) {
+		struct nsplan *pl = s_plan(m, &hp, c[i].ram, 0, 0, NULL);
+
+		if (!pl)
+			continue;
+		CHECK(pl->predict.bytes_per_token == c[i].want && pl->predict.tied_row == c[i].tied_row,
+		      "tied tiny-qwen3 at RAM %" PRIu64 ": predicts %.1f (tied row %" PRIu64 "), want "
+		      "%.1f (%" PRIu64 ")", c[i].ram, pl->predict.bytes_per_token, pl->predict.tied_row,
+		      c[i].want, c[i].tied_row);
+		CHECK(pl->predict.held_bytes == 6144, "held %" PRIu64, pl->predict.held_bytes);
 		nsplan_destroy(&pl);
 	}
 	ns_model_close(&m);
@@ -411,6 +508,7 @@ int main(void)
 	for (size_t i = 0; i < NS_ARRAY_LEN(s_models); i++)
 		s_model(s_models[i]);
 	s_hand_qwen3moe();
+	s_hand_tied();
 	s_records_bad();
 	s_stats();
 	if (s_fail) {
