@@ -49,6 +49,9 @@ struct ns_engine {
 	char err[512];
 };
 
+/* The statistics file nsplan plans from: "<opts.expert_stats>.plan" (engine_replan.c). */
+#define NSE_PLAN_STATS_FMT "%s.plan"
+
 /* engine_proc.c */
 int nse_start(struct ns_engine *e);    /* session, nsio, nsplan, nscompute (HELLO read) */
 void nse_teardown(struct ns_engine *e);

@@ -275,7 +275,7 @@ static int s_start_nsio(struct ns_engine *e)
 
 static int s_start_plan(struct ns_engine *e)
 {
-	char mem[32], ram[32], ctx[16], vram[32];
+	char mem[32], ram[32], ctx[16], vram[32], stats[PATH_MAX + 8];
 	const char *args[20];
 	size_t n = 0;
 
@@ -294,6 +294,18 @@ static int s_start_plan(struct ns_engine *e)
 	args[n++] = vram;
 	args[n++] = "-c";
 	args[n++] = ctx;
+	if (e->o.expert_stats) { /* re-read on SIGHUP (ns_engine_warmup); empty until then */
+		int fd;
+
+		if (snprintf(stats, sizeof(stats), NSE_PLAN_STATS_FMT, e->o.expert_stats) >=
+		    (int)sizeof(stats))
+			return -ENAMETOOLONG;
+		fd = open(stats, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+		args[n++] = "--stats";
+		args[n++] = stats;
+	}
 	if (!e->o.verbose)
 		args[n++] = "--quiet";
 	args[n] = NULL;

@@ -48,6 +48,10 @@ static int s_router_spawn(struct ns_engine *e)
 	argv[n++] = br;
 	argv[n++] = "--lookahead";
 	argv[n++] = la;
+	if (e->o.expert_stats) { /* hits for nsplan (ns_engine_replan) */
+		argv[n++] = "--stats";
+		argv[n++] = e->o.expert_stats;
+	}
 	if (!e->o.verbose)
 		argv[n++] = "--quiet";
 	argv[n] = NULL;

@@ -334,35 +334,106 @@ int nsio_start_req(struct nsio *s, struct nsio_req *r)
 	return 0;
 }
 
+/* What the RAM fill borrows from us: leases of at most chunk bytes. */
+static void s_ram_io(struct nsio *s, struct nsio_ram_io *io, uint64_t chunk)
+{
+	uint64_t cap = s->ctl->arena_bytes;
+
+	*io = (struct nsio_ram_io){ .ctl = s->ctl, .arena = s->sess->arena, .fds = s->fds,
+				    .chunk = chunk < cap ? chunk : cap };
+}
+
+static void s_ram_said(struct nsio *s)
+{
+	const struct nsio_ram_dir *d = s->ram.dir;
+
+	if (s->o.quiet || !d)
+		return;
+	printf("nsio: RAM tier: plan generation %u: %llu bytes resident of --ram-budget %llu; "
+	       "filled through the arena: %llu bytes in %llu reads (%llu from the device), "
+	       "leases of at most %llu bytes (arena %llu); %llu bytes kept, %llu dropped\n",
+	       s->ram.plan_gen, (unsigned long long)s->ram.resident_bytes,
+	       (unsigned long long)s->ram.budget, (unsigned long long)atomic_load(&d->fill_bytes),
+	       (unsigned long long)atomic_load(&d->fill_reads),
+	       (unsigned long long)atomic_load(&d->fill_device),
+	       (unsigned long long)atomic_load(&d->fill_lease_max),
+	       (unsigned long long)s->ctl->arena_bytes,
+	       (unsigned long long)atomic_load(&d->kept_bytes),
+	       (unsigned long long)atomic_load(&d->dropped_bytes));
+	fflush(stdout);
+}
+
 bool nsio_ram_ready(struct nsio *s)
 {
 	char err[NS_ERR_LEN] = "";
-	int rc;
+	struct nsio_ram_io io;
+	uint64_t t0 = ns_now_ns();
+	int rc = 0;
 
 	if (s->ram.ready)
 		return true;
 	if (!s->ram.t_start)
-		s->ram.t_start = ns_now_ns();
-	rc = nsio_ram_load(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid,
-			   s->o.block_bytes, err, sizeof(err));
-	if (rc == -EAGAIN && ns_now_ns() - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
-		return false;
-	if (rc == 0 && !s->o.quiet)
-		printf("nsio: RAM tier: %llu bytes resident of --ram-budget %llu\n",
-		       (unsigned long long)s->ram.resident_bytes,
-		       (unsigned long long)s->ram.budget);
-	if (rc == 0 && s->ram.ignored)
-		fprintf(stderr, "nsio: %llu RAM windows are not a row prefix; streaming them\n",
-			(unsigned long long)s->ram.ignored);
-	if (rc) {
+		s->ram.t_start = t0;
+	if (!s->ram.plan_gen) {
+		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
+				   sizeof(err));
+		if (rc == -EAGAIN && t0 - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
+			return false;
+	}
+	if (rc >= 0) { /* fill for up to 20 ms at a time: the loop keeps its other duties */
+		s_ram_io(s, &io, s->o.block_bytes);
+		do
+			rc = nsio_ram_fill_step(&s->ram, s->model, &io, err, sizeof(err));
+		while (rc == 1 && ns_now_ns() - t0 < 20000000ull);
+		if (rc == 1 || rc == -EAGAIN) /* -EAGAIN: a dead nsio's quarantined leases */
+			return false;
+	}
+	if (rc == 0) {
+		s_ram_said(s);
+		if (s->ram.ignored)
+			fprintf(stderr, "nsio: %llu RAM windows did not fit; streaming them\n",
+				(unsigned long long)s->ram.ignored);
+	} else {
 		fprintf(stderr, "nsio: no RAM tier (%s%s%s); streaming every weight\n",
 			rc == -EAGAIN ? "no plan was published in time" : err,
 			rc == -EAGAIN && err[0] ? ": " : "", rc == -EAGAIN ? err : "");
 		nsio_ram_destroy(&s->ram);
-		s->ram.ready = true;
 	}
+	s->ram.ready = true;
 	fflush(stdout);
 	return true;
+}
+
+/* Between requests: pick up a new plan generation (every 50 ms) and fill its new windows one
+ * chunk at a time while no request waits for arena space. Returns 1 when it did something. */
+static int s_ram_update(struct nsio *s)
+{
+	char err[NS_ERR_LEN] = "";
+	struct nsio_ram_io io;
+	int rc;
+
+	if (!s->ram.budget || !s->ram.plan_gen)
+		return 0;
+	if (ns_now_ns() - s->ram.t_poll > 50000000ull) {
+		s->ram.t_poll = ns_now_ns();
+		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
+				   sizeof(err));
+		if (rc < 0 && rc != -EAGAIN)
+			fprintf(stderr, "nsio: keeping RAM generation %u: %s\n", s->ram.plan_gen, err);
+	}
+	if (!s->ram.filling || s->waitq)
+		return 0;
+	s_ram_io(s, &io, s->ctl->arena_bytes / 2 < s->o.block_bytes ? s->ctl->arena_bytes / 2
+								       : s->o.block_bytes);
+	rc = nsio_ram_fill_step(&s->ram, s->model, &io, err, sizeof(err));
+	if (rc == 0) {
+		s_ram_said(s);
+	} else if (rc < 0 && rc != -EAGAIN) {
+		fprintf(stderr, "nsio: %s; streaming the rest of generation %u\n", err,
+			s->ram.plan_gen);
+		s->ram.filling = false;
+	}
+	return rc == 1;
 }
 
 /* Give arena space to queued requests in arrival order; then read ahead if idle. */
@@ -483,8 +554,13 @@ int nsio_serve(struct nsio *s)
 		}
 		if (!s->efd_armed) /* the submission queue was full when its read finished */
 			nsio_arm_doorbell(s);
+		if (s->quarantine_until && ns_now_ns() >= s->quarantine_until) {
+			atomic_fetch_add(&s->ctl->stats.leases_reclaimed,
+					 ns_arena_release_quarantine(s->ctl));
+			s->quarantine_until = 0;
+		}
 		if (!nsio_ram_ready(s)) { /* requests wait until the RAM tier is loaded */
-			usleep(2000);
+			usleep(1000);
 			continue;
 		}
 		work = s_poll_rings(s);
@@ -493,17 +569,11 @@ int nsio_serve(struct nsio *s)
 			fprintf(stderr, "nsio: out of memory\n");
 			return 1;
 		}
-		work += rc;
+		work += rc + s_ram_update(s);
 		rc = nsio_submit_chunks(s);
 		if (rc < 0) {
 			fprintf(stderr, "nsio: io_uring_submit: %s\n", strerror(-rc));
 			return 1;
-		}
-		if (s->quarantine_until && ns_now_ns() >= s->quarantine_until) {
-			atomic_fetch_add(&s->ctl->stats.leases_reclaimed,
-					 ns_arena_release_quarantine(s->ctl));
-			s->quarantine_until = 0;
-			work++;
 		}
 		if (ns_now_ns() - s->t_reap > S_REAP_NS) {
 			s_reap_clients(s);
