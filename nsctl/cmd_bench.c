@@ -92,7 +92,10 @@ static void s_usage(FILE *f)
 		"  -r N                  repeats (5)\n"
 		"  -o md|json|csv        output format (md)\n"
 		"  --budgets LIST        streaming arena sizes, e.g. 64MB,256MB,1GB\n"
-		"  --ram-budgets LIST    RAM cache budgets\n"
+		"  --ram-budgets LIST    RAM cache budgets (0: none). With neither list, one\n"
+		"                        configuration with the budgets nsctl run and nsctl plan\n"
+		"                        choose (from MemAvailable and the cgroup limit); with\n"
+		"                        only --budgets, no RAM cache\n"
 		"  --vram-budgets LIST   GPU budgets\n"
 		"  --block-rows LIST     rows per streamed block (0: whole tensors)\n"
 		"  --lookahead LIST      blocks in flight after the current one\n"
@@ -628,7 +631,20 @@ int cmd_bench(int argc, char **argv)
 	size_t nc = 0, nrow = 0;
 	int rc = 0, exit_code = 0;
 
-	if (s_parse(&o, argc, argv) || s_configs(&o, cfg, &nc))
+	if (s_parse(&o, argc, argv))
+		return 2;
+	if (!o.budgets.n && !o.ram.n) { /* as nsctl run: what nsctl plan would choose */
+		uint64_t mem = 0, ram = 0;
+		char line[320];
+
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, false, &mem, false,
+					     &ram, line, sizeof(line))))
+			return rc;
+		fprintf(stderr, "%s\n", line);
+		o.budgets = (struct s_list){ .v = { mem }, .n = 1 };
+		o.ram = (struct s_list){ .v = { ram }, .n = 1 };
+	}
+	if (s_configs(&o, cfg, &nc))
 		return 2;
 	if ((rc = ns_model_open(o.model, &m, err, sizeof(err)))) {
 		fprintf(stderr, "nsctl bench: %s\n", err);

@@ -29,6 +29,7 @@ struct s_args {
 	uint64_t overhead;
 	struct nsplan_mem_paths paths;
 	const char *stats_path;
+	const char *who;  /* prefix of the budget messages: "nsctl plan", "nsctl run" */
 };
 
 /* Everything the outputs print, gathered once. */
@@ -241,13 +242,20 @@ static void s_print_text(const struct s_report *r)
 	       ns_format_bytes(fx->total, s[0], 32));
 	printf("host memory:  %s = RAM cache + arena + fixed set\n",
 	       ns_format_bytes(r->host_total, s[0], 32));
-	printf("per token:    %.0f bytes (%s) predicted from disk of %.0f touched: dense %" PRIu64
-	       " exact", pr->bytes_per_token, ns_format_bytes((uint64_t)(pr->bytes_per_token + 0.5),
-	       s[0], 32), pr->touched, pr->disk_dense);
+	printf("per token:    %.0f bytes (%s) requested from disk per decoded token (%.0f "
+	       "touched): dense %" PRIu64 " exact", pr->bytes_per_token,
+	       ns_format_bytes((uint64_t)(pr->bytes_per_token + 0.5), s[0], 32), pr->touched,
+	       pr->disk_dense);
+	if (pr->tied_row)
+		printf(" (tied token_embd on disk: whole for the logits + one %" PRIu64
+		       "-byte row for the embedding lookup)", pr->tied_row);
 	if (pr->expert_bytes)
 		printf(" + experts %.1f expected (%" PRIu64 " non-resident expert bytes x %s)",
 		       pr->disk_expert, pr->disk_expert_bytes,
 		       pr->uniform ? "n_expert_used/n_expert" : "measured hit rate");
+	printf("\nonce:         %" PRIu64 " bytes (%s) read from disk at start of %" PRIu64
+	       " held by compute (norms, biases, expert bias tables: never per token)",
+	       pr->held_disk, ns_format_bytes(pr->held_disk, s[1], 32), pr->held_bytes);
 	printf("\n\n  %-8s %7s %14s %11s %11s %11s %11s\n", "kind", "tensors", "bytes", "VRAM-Q",
 	       "VRAM-F", "RAM", "disk");
 	for (unsigned k = 0; k < NSPLAN_KIND_COUNT; k++)
@@ -348,6 +356,9 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "touched_dense"); jo_u64(&j, pr->touched_dense);
 	jo_key(&j, "resident_dense"); jo_u64(&j, pr->resident_dense);
 	jo_key(&j, "disk_dense"); jo_u64(&j, pr->disk_dense);
+	jo_key(&j, "tied_row"); jo_u64(&j, pr->tied_row);
+	jo_key(&j, "held_bytes"); jo_u64(&j, pr->held_bytes);
+	jo_key(&j, "held_disk"); jo_u64(&j, pr->held_disk);
 	jo_key(&j, "expert_bytes"); jo_u64(&j, pr->expert_bytes);
 	jo_key(&j, "disk_expert_bytes"); jo_u64(&j, pr->disk_expert_bytes);
 	jo_key(&j, "touched_expert"); jo_f64(&j, pr->touched_expert);
@@ -414,7 +425,8 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 			a->b.reserve_vram = gpu_fixed;
 		if (a->b.reserve_vram < gpu_fixed || a->b.vram < a->b.reserve_vram) {
 			uint64_t least = a->b.reserve_vram > gpu_fixed ? a->b.reserve_vram : gpu_fixed;
-			fprintf(stderr, "nsctl plan: --vram-budget %s with reserve %s cannot hold the "
+			fprintf(stderr, "%s: ", a->who);
+			fprintf(stderr, "--vram-budget %s with reserve %s cannot hold the "
 				"GPU fixed set %s (KV cache + scratch at -c %u); smallest workable: "
 				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64 "\n",
 				ns_format_bytes(a->b.vram, s[0], 32),
@@ -423,11 +435,13 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 			return 2;
 		}
 	} else if (a->reserve_given && a->b.reserve_vram) {
-		fprintf(stderr, "nsctl plan: --reserve-vram needs a --vram-budget\n");
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "--reserve-vram needs a --vram-budget\n");
 		return 2;
 	}
 	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
-		fprintf(stderr, "nsctl plan: --mem-budget %s is below the smallest workable arena: "
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "--mem-budget %s is below the smallest workable arena: "
 			"--mem-budget %" PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n",
 			ns_format_bytes(a->b.mem, s[0], 32), sum->min_mem_budget,
 			ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
@@ -442,7 +456,8 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 		if (*probed && (ovf || need > probe->available)) {
 			uint64_t room = probe->available > fx->total + a->b.mem ?
 					probe->available - fx->total - a->b.mem : 0;
-			fprintf(stderr, "nsctl plan: --ram-budget %s + --mem-budget %s + the fixed set %s "
+			fprintf(stderr, "%s: ", a->who);
+			fprintf(stderr, "--ram-budget %s + --mem-budget %s + the fixed set %s "
 				"(KV cache, scratch, processes at -c %u) exceed the %s available; "
 				"smallest workable: --mem-budget %" PRIu64 " --ram-budget 0 with %" PRIu64
 				" bytes available%s; at this --mem-budget the largest --ram-budget is %"
@@ -456,7 +471,8 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 		return 0;
 	}
 	if (!*probed) {
-		fprintf(stderr, "nsctl plan: %s\n", err);
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "%s\n", err);
 		return 2;
 	}
 	struct nsplan_default_in in = {
@@ -470,7 +486,8 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 	uint64_t vram_w = a->b.vram - a->b.reserve_vram;
 	in.cacheable = in.cacheable > vram_w ? in.cacheable - vram_w : 0;
 	if (nsplan_default_budgets(&in, &a->b, dflt, err, sizeof(err))) {
-		fprintf(stderr, "nsctl plan: %s\n", err);
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "%s\n", err);
 		return 2;
 	}
 	*defaulted = true;
@@ -495,6 +512,7 @@ int cmd_plan(int argc, char **argv)
 	char err[NS_ERR_LEN];
 	int ret;
 
+	a.who = "nsctl plan";
 	ret = s_parse_args(argc, argv, &a);
 	if (ret)
 		return ret == 1 ? 0 : ret;
@@ -558,6 +576,62 @@ int cmd_plan(int argc, char **argv)
 out:
 	nsplan_stats_free(&st);
 	nsplan_destroy(&pl);
+	ns_summary_free(&sum);
+	ns_model_close(&m);
+	return ret;
+}
+
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool mem_given,
+		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen)
+{
+	uint64_t rss = nsplan_self_rss();
+	struct s_args a = { .path = model, .who = who, .n_ctx = n_ctx, .mem_given = mem_given,
+			    .ram_given = ram_given };
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+	struct ns_summary sum = { 0 };
+	struct nsplan_fixed fx;
+	struct nsplan_mem_probe probe;
+	struct nsplan_default_out dflt;
+	bool probed = false, defaulted = false;
+	char err[NS_ERR_LEN], s[4][32];
+	int ret;
+
+	a.b.mem = mem_given ? *mem : 0;
+	a.b.ram = ram_given ? *ram : 0;
+	line[0] = 0;
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	if (!ret)
+		ret = ns_hparams_load(m, &hp, err, sizeof(err));
+	if (!ret && ns_summary_compute(m, &hp, &sum)) {
+		ns_errf(err, sizeof(err), "out of memory");
+		ret = -ENOMEM;
+	}
+	if (!ret && !a.n_ctx)
+		a.n_ctx = hp.n_ctx_train && hp.n_ctx_train < S_DEFAULT_CTX ? hp.n_ctx_train
+									: S_DEFAULT_CTX;
+	if (!ret)
+		ret = nsplan_fixed_compute(m, &hp, a.n_ctx, rss * NSPLAN_N_PROCESSES, &fx, err,
+					   sizeof(err));
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		ret = ret == -ENOMEM ? 1 : 2;
+		goto out;
+	}
+	ret = s_budgets(&a, m, &hp, &sum, &fx, &probe, &probed, &dflt, &defaulted);
+	if (ret)
+		goto out;
+	*mem = a.b.mem;
+	*ram = a.b.ram;
+	if (defaulted)
+		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
+			 "--ram-budget %s, fixed %s at -c %u", who,
+			 ns_format_bytes(probe.available, s[0], 32),
+			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
+								  : "MemAvailable",
+			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
+			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx);
+out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);
 	return ret;

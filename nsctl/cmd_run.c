@@ -3,7 +3,12 @@
  * Starts the pipeline (nsio, nsplan, nscompute) on a private session through the C API
  * (neurostream.h), streams the generated text to stdout as tokens arrive, and prints a summary
  * line (or --json) on stderr. Ctrl-C / SIGTERM: children stopped, shm and runtime dir removed,
- * exit 130. */
+ * exit 130.
+ *
+ * Harmony (a model whose chat template is gpt-oss's): -p is sent as one user message rendered
+ * with the template (--system, --reasoning), and the generated stream is split into channels
+ * by modelfile/tokenizer/harmony.h: the final channel on stdout, analysis and commentary on
+ * stderr as "[analysis] ..." blocks (none with --final-only). */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -15,6 +20,7 @@
 #include "commands.h"
 #include "neurostream.h"
 #include "ns_util.h"
+#include "run_output.h"
 #include "run_report.h"
 
 static volatile sig_atomic_t s_interrupted; /* SIGINT/SIGTERM seen: the engine's cancel flag */
@@ -27,6 +33,10 @@ static void s_on_signal(int sig)
 struct s_opts {
 	const char *model, *prompt, *system;
 	bool chat, json;
+	bool mem_given, ram_given; /* else nsctl plan's defaults fill them */
+	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
+	const char *warmup;       /* --warmup: prompt whose expert hits pin experts in RAM */
+	char stats_tmp[64];       /* the statistics file we made for --warmup ("" if none) */
 	struct ns_engine_opts eo;
 	struct ns_gen_params g;
 };
@@ -43,14 +53,24 @@ static void s_usage(FILE *f)
 		"  --ignore-eos          do not stop at end-of-generation tokens\n"
 		"  --chat                interactive conversation on stdin with the model's chat\n"
 		"                        template; /reset forgets it, /quit ends\n"
-		"  --system TEXT         system message for --chat\n"
+		"  --system TEXT         system message for --chat (and for -p with a harmony model)\n"
+		"harmony (gpt-oss chat template): -p is sent as a user message with the template;\n"
+		"  the final channel goes to stdout, the analysis and commentary channels to stderr\n"
+		"  as '[analysis] ...' blocks (2>/dev/null keeps only the answer)\n"
+		"  --reasoning low|medium|high  the system message's reasoning effort (medium)\n"
+		"  --final-only          do not show the analysis and commentary channels\n"
+		"  --raw                 send -p as plain text (no template, no channel split)\n"
+		"  --print-prompt        print the text the model is given on stderr first\n"
 		"  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
 		"  --seed S              sampling as llama.cpp (defaults 0.8 40 0.95 0.05 1.0 64 0);\n"
 		"                        --temp 0 is greedy\n"
 		"pipeline:\n"
-		"  --mem-budget SIZE     streaming arena (binary units: 64MB = 64 MiB; default:\n"
-		"                        the model's size + 16MB, at most 512MB)\n"
-		"  --ram-budget SIZE     RAM cache budget (given to the planner; no RAM tier yet)\n"
+		"  --mem-budget SIZE     streaming arena (binary units: 64MB = 64 MiB)\n"
+		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
+		"                        (0: none). A budget not named is chosen as nsctl plan\n"
+		"                        does, from MemAvailable and the cgroup memory limit, and\n"
+		"                        printed; with --no-plan the arena defaults to the model's\n"
+		"                        size + 16MB, at most 512MB\n"
 		"  --vram-budget SIZE    GPU budget (cuda backend)\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
 		"  --lookahead N         blocks in flight after the one being multiplied (4)\n"
@@ -62,8 +82,17 @@ static void s_usage(FILE *f)
 		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
 		"  --run-ahead           nsio reads ahead along the per-token tensor order\n"
 		"  --no-plan             do not start nsplan\n"
+		"  --warmup TEXT         MoE: evaluate TEXT first (with the chat template when the\n"
+		"                        run uses one), then re-plan so the experts it routed to\n"
+		"                        most are pinned in the --ram-budget; the context is then\n"
+		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
+		"  --expert-stats FILE   expert hit counts (nsplan's format) nsrouter keeps up to\n"
+		"                        date; FILE.plan gets the warm-up's, which nsplan plans\n"
+		"                        from (default with --warmup: temporary files)\n"
 		"  --verbose             children print their informational lines\n"
-		"  --json                the summary as one JSON object on stderr\n");
+		"  --json                the summary as one JSON object on stderr, with the\n"
+		"                        generated text in \"content\" (what stdout got) and, for\n"
+		"                        harmony models, \"reasoning\" (analysis and commentary)\n");
 }
 
 static int s_num(const char *flag, const char *v, double lo, double hi, double *out)
@@ -128,6 +157,15 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--json")) {
 			o->json = true;
 			continue;
+		} else if (!strcmp(a, "--final-only")) {
+			o->final_only = true;
+			continue;
+		} else if (!strcmp(a, "--raw")) {
+			o->raw = true;
+			continue;
+		} else if (!strcmp(a, "--print-prompt")) {
+			o->print_prompt = true;
+			continue;
 		} else if (!strcmp(a, "--ignore-eos")) {
 			o->g.no_stop = true;
 			continue;
@@ -157,6 +195,17 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->prompt = v;
 		} else if (!strcmp(a, "--system")) {
 			o->system = v;
+		} else if (!strcmp(a, "--warmup")) {
+			o->warmup = v;
+		} else if (!strcmp(a, "--expert-stats")) {
+			o->eo.expert_stats = v;
+		} else if (!strcmp(a, "--reasoning")) {
+			if (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")) {
+				fprintf(stderr, "nsctl run: --reasoning low|medium|high (got '%s')\n",
+					v);
+				rc = -EINVAL;
+			}
+			o->eo.reasoning_effort = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			rc = s_num(a, v, -1, 1 << 24, &x);
 			o->g.n_predict = (int32_t)x;
@@ -185,8 +234,10 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->g.seed = (uint64_t)x;
 		} else if (!strcmp(a, "--mem-budget")) {
 			rc = s_size(a, v, &o->eo.mem_budget);
+			o->mem_given = true;
 		} else if (!strcmp(a, "--ram-budget")) {
 			rc = s_size(a, v, &o->eo.ram_budget);
+			o->ram_given = true;
 		} else if (!strcmp(a, "--vram-budget")) {
 			rc = s_size(a, v, &o->eo.vram_budget);
 		} else if (!strcmp(a, "--block-rows")) {
@@ -220,21 +271,42 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		s_usage(stderr);
 		return -EINVAL;
 	}
+	if (o->raw && (o->chat || o->final_only || o->eo.reasoning_effort)) {
+		fprintf(stderr, "nsctl run: --raw sends -p as plain text; it does not go with "
+			"--chat, --final-only or --reasoning\n");
+		return -EINVAL;
+	}
 	return 0;
 }
 
-/* Generated text straight to stdout, flushed per token. */
-static int s_print(const char *piece, size_t len, int32_t id, void *user)
+/* End of one reply (the -n line needs the call's stop reason). */
+static void s_out_end(struct ns_engine *e, struct ns_run_out *out, const struct s_opts *o,
+		      int rc)
 {
-	struct ns_text *t = user;
+	struct ns_engine_stats st = { 0 };
 
-	(void)id;
-	if (len && fwrite(piece, 1, len, stdout) != len)
-		return 1; /* stdout closed: stop */
-	fflush(stdout);
-	if (t && ns_text_append(t, piece, len) < 0)
-		return 1;
-	return 0;
+	if (rc == 0)
+		ns_engine_stats(e, &st);
+	ns_run_out_end(out, st.stop_reason, o->g.n_predict);
+}
+
+static bool s_harmony(struct ns_engine *e)
+{
+	const char *f = ns_engine_chat_template(e);
+
+	return f && !strcmp(f, "gptoss");
+}
+
+/* The rendered conversation on stderr (--print-prompt). */
+static int s_show_prompt(struct ns_engine *e, const struct ns_engine_msg *m, size_t n)
+{
+	char *text = NULL;
+	int rc = ns_engine_chat_prompt(e, m, n, &text);
+
+	if (rc == 0)
+		fprintf(stderr, "%s\n", text);
+	free(text);
+	return rc;
 }
 
 /* --chat: one user line per turn. */
@@ -248,7 +320,7 @@ static int s_chat(struct ns_engine *e, struct s_opts *o)
 	if (o->system && ns_chat_log_add(&log, "system", o->system) < 0)
 		return -ENOMEM;
 	for (;;) {
-		struct ns_text reply = { 0 };
+		struct ns_run_out out;
 		ssize_t n;
 
 		if (isatty(STDIN_FILENO))
@@ -275,20 +347,86 @@ static int s_chat(struct ns_engine *e, struct s_opts *o)
 		if (!n)
 			continue;
 		rc = ns_chat_log_add(&log, "user", line);
-		if (rc == 0)
-			rc = ns_engine_chat(e, log.msgs, log.n, &o->g, s_print, &reply);
-		if (rc == 0)
-			rc = ns_chat_log_add(&log, "assistant", reply.buf ? reply.buf : "");
-		free(reply.buf);
-		fputc('\n', stdout);
-		fflush(stdout);
+		if (rc == 0 && o->print_prompt)
+			rc = s_show_prompt(e, log.msgs, log.n);
+		if (rc == 0 && (rc = ns_run_out_begin(&out, s_harmony(e), o->final_only, stdout,
+						      stderr)) == 0) {
+			rc = ns_engine_chat(e, log.msgs, log.n, &o->g, ns_run_out_piece, &out);
+			s_out_end(e, &out, o, rc);
+			/* the history keeps what stdout got: for harmony the final channel only
+			 * (the template drops the analysis of earlier turns) */
+			if (rc == 0)
+				rc = ns_chat_log_add(&log, "assistant",
+						     out.content.buf ? out.content.buf : "");
+			if (rc == 0)
+				ns_run_report(e, o->json, &out.content,
+					      out.h ? &out.reasoning : NULL, stderr);
+			ns_run_out_free(&out);
+		}
 		if (rc < 0)
 			break;
-		ns_run_report(e, o->json, stderr);
 	}
 	free(line);
 	ns_chat_log_clear(&log);
 	return rc;
+}
+
+/* --warmup: the warm-up text formatted as the run formats its prompts (the chat template for
+ * --chat and harmony models, else plain); its expert hits pin experts in RAM. */
+static int s_warmup(struct ns_engine *e, const struct s_opts *o)
+{
+	bool tpl = o->chat || (!o->raw && s_harmony(e));
+	struct ns_warmup_report w;
+	int rc = ns_engine_warmup(e, o->warmup, tpl, o->system, 60000, &w);
+
+	if (rc < 0)
+		return rc;
+	fprintf(stderr, "nsctl run: warmup: %u tokens%s, %llu expert hits (%u evaluation%s); plan "
+		"generation %u pins the most-hit experts, loaded by nsio\n", w.n_tokens,
+		tpl ? " (chat template)" : "", (unsigned long long)w.hits, w.passes,
+		w.passes == 1 ? "" : "s", w.generation);
+	return 0;
+}
+
+/* -p: plain text, or (harmony model, no --raw) one user message with the template. */
+static int s_single(struct ns_engine *e, const struct s_opts *o)
+{
+	bool harmony = !o->raw && s_harmony(e);
+	struct ns_engine_msg m[2];
+	struct ns_run_out out;
+	size_t n = 0;
+	int rc;
+
+	if (harmony && o->system)
+		m[n++] = (struct ns_engine_msg){ .role = "system", .content = o->system };
+	m[n++] = (struct ns_engine_msg){ .role = "user", .content = o->prompt };
+	if (o->print_prompt && harmony && (rc = s_show_prompt(e, m, n)) < 0)
+		return rc;
+	if (o->print_prompt && !harmony)
+		fprintf(stderr, "%s\n", o->prompt);
+	if ((rc = ns_run_out_begin(&out, harmony, o->final_only, stdout, stderr)) < 0)
+		return rc;
+	if (harmony)
+		rc = ns_engine_chat(e, m, n, &o->g, ns_run_out_piece, &out);
+	else
+		rc = ns_engine_generate(e, o->prompt, &o->g, ns_run_out_piece, &out);
+	s_out_end(e, &out, o, rc);
+	if (rc == 0)
+		ns_run_report(e, o->json, &out.content, out.h ? &out.reasoning : NULL, stderr);
+	ns_run_out_free(&out);
+	return rc;
+}
+
+/* Remove the statistics files we made for --warmup (and the one nsplan read). */
+static void s_stats_rm(const struct s_opts *o)
+{
+	char plan[sizeof(o->stats_tmp) + 8];
+
+	if (!o->stats_tmp[0])
+		return;
+	unlink(o->stats_tmp);
+	snprintf(plan, sizeof(plan), "%s.plan", o->stats_tmp);
+	unlink(plan);
 }
 
 int cmd_run(int argc, char **argv)
@@ -307,7 +445,34 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	o.eo.cancel = &s_interrupted;
+	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed */
+	if (!o.eo.no_plan && (!o.mem_given || !o.ram_given)) {
+		char line[320];
+
+		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.mem_given,
+					&o.eo.mem_budget, o.ram_given, &o.eo.ram_budget, line,
+					sizeof(line));
+		if (rc)
+			return rc;
+		if (line[0])
+			fprintf(stderr, "%s\n", line);
+	}
+	if (o.warmup && !o.eo.expert_stats) { /* nsrouter writes hits there, nsplan reads them */
+		int fd;
+
+		snprintf(o.stats_tmp, sizeof(o.stats_tmp), "/tmp/nsctl-hits-XXXXXX");
+		fd = mkstemp(o.stats_tmp);
+		if (fd < 0) {
+			fprintf(stderr, "nsctl run: --warmup: cannot make a statistics file: %s\n",
+				strerror(errno));
+			return 1;
+		}
+		close(fd);
+		o.eo.expert_stats = o.stats_tmp;
+	}
 	rc = ns_engine_load(o.model, &o.eo, &e, err, sizeof(err));
+	if (rc < 0)
+		s_stats_rm(&o);
 	if (rc < 0) {
 		if (s_interrupted) {
 			fprintf(stderr, "nsctl run: interrupted; session removed\n");
@@ -321,18 +486,22 @@ int cmd_run(int argc, char **argv)
 	if (ns_engine_pid(e, NS_PROC_NSPLAN))
 		fprintf(stderr, ", nsplan pid %d", ns_engine_pid(e, NS_PROC_NSPLAN));
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
-	if (o.chat) {
-		rc = s_chat(e, &o);
-	} else {
-		rc = ns_engine_generate(e, o.prompt, &o.g, s_print, NULL);
-		fputc('\n', stdout);
-		fflush(stdout);
-		if (rc == 0)
-			ns_run_report(e, o.json, stderr);
+	if (o.final_only && !s_harmony(e)) {
+		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "
+			"chat template; this model's is %s\n", ns_engine_chat_template(e) ?
+			ns_engine_chat_template(e) : "missing");
+		ns_engine_free(&e);
+		return 2;
 	}
+	rc = o.warmup ? s_warmup(e, &o) : 0;
+	if (rc == 0 && o.chat)
+		rc = s_chat(e, &o);
+	else if (rc == 0)
+		rc = s_single(e, &o);
 	if (rc < 0 && !s_interrupted)
 		fprintf(stderr, "nsctl run: %s\n", ns_engine_error(e));
 	ns_engine_free(&e);
+	s_stats_rm(&o);
 	if (s_interrupted) {
 		fprintf(stderr, "nsctl run: interrupted; children stopped, session removed\n");
 		return 130;

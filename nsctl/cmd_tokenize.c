@@ -1,6 +1,6 @@
 /* nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] [--] TEXT
  * nsctl tokenize MODEL --chat [--system S] [--no-think] [--chat-date YYYY-MM-DD]
- *                      [--reasoning-effort E] [--chat-template FAMILY] [--print-prompt] TEXT
+ *                      [--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt] TEXT
  * nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] [--] IDS...
  *
  * tokenize prints one line per token ("   id -> 'piece'", as llama-tokenize does), or the bare
@@ -193,7 +193,8 @@ int cmd_tokenize(int argc, char **argv)
 			chat.system = argv[++i];
 		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-date")) {
 			chat.date = argv[++i];
-		} else if (i + 1 < argc && !strcmp(argv[i], "--reasoning-effort")) {
+		} else if (i + 1 < argc && (!strcmp(argv[i], "--reasoning-effort") ||
+					    !strcmp(argv[i], "--reasoning"))) {
 			chat.effort = argv[++i];
 		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-template")) {
 			chat.family = argv[++i];
@@ -210,7 +211,7 @@ int cmd_tokenize(int argc, char **argv)
 	if (!model || first_text < 0 || first_text >= argc) {
 		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
 			"[--parse-special] [--chat [--system S] [--no-think] [--chat-date YYYY-MM-DD] "
-			"[--reasoning-effort E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
+			"[--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
 			"(TEXT - reads standard input)\n");
 		return 2;
 	}

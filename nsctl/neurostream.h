@@ -48,7 +48,7 @@ enum ns_engine_proc {
 struct ns_engine_opts {
 	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
 				* most 512 MiB */
-	uint64_t ram_budget;   /* RAM cache bytes (passed to the planner; no RAM tier yet) */
+	uint64_t ram_budget;   /* RAM cache bytes: nsplan places weights, nsio loads them */
 	uint64_t vram_budget;  /* GPU bytes (cuda backend only) */
 	const char *backend;   /* "cpu" (NULL = cpu) runs nscompute; "cuda" runs
 				* nscompute-cuda ($NS_NSCOMPUTE_CUDA), refused when not built */
@@ -65,6 +65,11 @@ struct ns_engine_opts {
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is
 				       * not harmony, fails the load with -EINVAL */
+	/* Expert hit statistics file (nsplan's stats format, plan_stats.h), MoE models only:
+	 * nsrouter keeps it up to date with every token's routing; nsplan plans from
+	 * "<expert_stats>.plan" (written by ns_engine_warmup; created empty at start). The
+	 * caller keeps the string. NULL: no statistics. */
+	const char *expert_stats;
 	/* Per process, a command line to run it under ("strace -f -c", "perf record -o F --"):
 	 * split on spaces (no quoting), placed before the executable. NULL: none. */
 	const char *wrap[NS_PROC_COUNT];
@@ -180,6 +185,27 @@ struct ns_engine_stats {
 };
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
+
+/* MoE expert cache warm-up (needs opts.expert_stats, nsplan and nsrouter): evaluate text
+ * from an empty context (as one user message with the model's chat template when chat, after
+ * system when not NULL; plain text otherwise), take the expert hits of exactly that
+ * evaluation from nsrouter's statistics file, write them to "<expert_stats>.plan" (the file
+ * nsplan plans from), have nsplan re-plan (SIGHUP: the most-hit experts pinned in the RAM
+ * budget, a new plan generation) and wait until nsio has loaded that generation's RAM
+ * windows. The context is forgotten afterwards. nsrouter subscribes to the router decisions
+ * a moment after the engine starts: an evaluation it did not count whole is repeated (at
+ * most 3 passes). Returns 0 with *out filled, -EINVAL (no statistics file, nsplan or nsrouter:
+ * a dense model), -ETIMEDOUT (nothing counted / no new generation / not loaded within
+ * timeout_ms), -ECANCELED, or an evaluation's error. */
+struct ns_warmup_report {
+	uint32_t n_tokens;    /* tokens of the warm-up prompt */
+	uint32_t passes;      /* evaluations it took until nsrouter counted one whole */
+	uint32_t generation;  /* plan generation nsio loaded */
+	uint64_t hits;        /* expert selections counted (n_tokens x n_used x MoE layers) */
+};
+
+int ns_engine_warmup(struct ns_engine *e, const char *text, bool chat, const char *system,
+		     uint64_t timeout_ms, struct ns_warmup_report *out);
 
 /* Ask the call in progress to stop (async-signal-safe): it returns -ECANCELED. */
 void ns_engine_cancel(struct ns_engine *e);

@@ -9,14 +9,18 @@
 
 #include "neurostream.h"
 
-/* The last call's figures as one line (or one JSON object with json) on f. */
-void ns_run_report(const struct ns_engine *e, bool json, FILE *f);
-
 /* A NUL-terminated growable string; buf is malloc'd (free it), NULL while empty. */
 struct ns_text {
 	char *buf;
 	size_t len, cap;
 };
+
+/* The last call's figures as one line (or one JSON object with json) on f. The JSON object
+ * also carries the generated text: "content" (what went to stdout; content may be NULL: left
+ * out) and "reasoning" (a harmony model's analysis and commentary channels; NULL: left out,
+ * the model's output has no channels). */
+void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *content,
+		   const struct ns_text *reasoning, FILE *f);
 int ns_text_append(struct ns_text *t, const char *s, size_t n);
 
 /* Messages with owned copies of role and content. */

@@ -5,11 +5,14 @@ by gguf-py), never from our own reader.
 For every tiny model and RAM budgets 0, a bit, half, everything (+ a sweep):
   * --json parses; every tensor of the oracle table is placed exactly once (windows partition
     its rows, rows = bytes / row bytes from the oracle shape);
-  * RAM used <= budget; per_token.bytes = total touched - resident touched, where touched is
-    computed here: dense tensors whole, one row of an untied token_embd, expert tensors
-    bytes * n_expert_used / n_expert;
-  * total touched at RAM 0 and the figure for a budget of exactly the small every-token
-    tensors (norms, attention, router) are hand-computed here;
+  * RAM used <= budget; per_token.bytes = what the forward pass requests per decoded token:
+    the non-resident touched bytes of every tensor that is not held, where touched is
+    computed here (dense tensors whole, one row of an untied token_embd, expert tensors
+    bytes * n_expert_used / n_expert), plus one row of a tied token_embd on disk (the
+    embedding lookup). Held tensors (one row: norms, biases, sinks; expert bias tables) are
+    read once at start: per_token.held_disk = their bytes on disk, never per token;
+  * total touched, the prediction at RAM 0 and for a budget of exactly the small every-token
+    matrices (attention, router) are hand-computed here;
   * more RAM never predicts more bytes.
 Refusals: exit 2 with one line naming the smallest workable figures. Default budgets from fake
 /proc/meminfo and cgroup files. Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI)."""
@@ -51,13 +54,19 @@ def is_expert(name):
     return "_exps" in name
 
 
-def small_every_token(t):
-    """norms, other vectors, attention, ssm mixers, router (class 0 of the design notes)."""
+def held(t):
+    """copied once at start by the forward pass: one row (norms, biases, sinks, rope
+    factors) or a per-expert bias table"""
     n = t["name"]
-    if n.startswith("token_embd.") or n.startswith("output.") or is_expert(n):
+    return all(d == 1 for d in t["shape"][1:]) or (is_expert(n) and n.endswith(".bias"))
+
+
+def small_every_token(t):
+    """attention, ssm mixers, router matrices (class 0 of the design notes)."""
+    n = t["name"]
+    if n.startswith("token_embd.") or n.startswith("output.") or is_expert(n) or held(t):
         return False
-    vector = all(d == 1 for d in t["shape"][1:])
-    return ("norm" in n or vector or "attn_" in n or "ssm_" in n or "ffn_gate_inp" in n)
+    return "attn_" in n or "ssm_" in n or "ffn_gate_inp" in n
 
 
 def hparam(meta, key):
@@ -88,6 +97,10 @@ def check_model(rel, meta_path):
         return b
 
     total = sum(touched(t) for t in meta["tensors"])
+    held_touched = sum(touched(t) for t in meta["tensors"] if held(t))
+    embd = tensors["token_embd.weight"]
+    tied_row = embd["bytes"] // rows(embd) if tied else 0
+    ram0 = total - held_touched + tied_row  # everything on disk, per decoded token
     total_bytes = sum(t["bytes"] for t in meta["tensors"])
     class0 = sum(t["bytes"] for t in meta["tensors"] if small_every_token(t))
     prev = None
@@ -105,7 +118,8 @@ def check_model(rel, meta_path):
         if set(seen) != set(tensors):
             fail(f"{tag}: placed {sorted(set(seen) ^ set(tensors))} wrongly")
             continue
-        resident = 0.0
+        disk = 0.0
+        held_disk = 0
         used = 0
         for name, ws in seen.items():
             t = tensors[name]
@@ -115,22 +129,31 @@ def check_model(rel, meta_path):
                     fail(f"{tag}: {name} window starts at {a}, expected {pos}")
                 pos = b
                 if tier != "disk":
-                    resident += touched(t, b - a)
                     used += t["bytes"] // rows(t) * (b - a)
+                elif held(t):
+                    held_disk += t["bytes"] // rows(t) * (b - a)
+                else:
+                    disk += touched(t, b - a)
+                    if name == "token_embd.weight" and tied:
+                        disk += tied_row
+            if name == "token_embd.weight" and len({w[2] for w in ws}) != 1:
+                fail(f"{tag}: token_embd split over tiers {ws}")
             if pos != rows(t):
                 fail(f"{tag}: {name} covered to row {pos} of {rows(t)}")
         if used > ram or used != p["placed"]["ram"]:
             fail(f"{tag}: RAM used {used} (nsctl says {p['placed']['ram']}) over budget")
-        want = total - resident
+        want = disk
         got = p["per_token"]["bytes"]
+        if p["per_token"]["held_disk"] != held_disk:
+            fail(f"{tag}: held on disk {p['per_token']['held_disk']}, hand {held_disk}")
         if abs(got - want) > 1e-6 * max(1, want):
             fail(f"{tag}: predicted {got} bytes/token, hand {want}")
         if abs(p["per_token"]["touched"] - total) > 1e-6 * total:
             fail(f"{tag}: touched {p['per_token']['touched']}, hand {total}")
-        if ram == 0 and got != total:
-            fail(f"{tag}: RAM 0 predicts {got}, hand {total}")
-        if ram == class0 and got != total - class0:
-            fail(f"{tag}: small every-token tensors budget predicts {got}, hand {total - class0}")
+        if ram == 0 and got != ram0:
+            fail(f"{tag}: RAM 0 predicts {got}, hand {ram0}")
+        if ram == class0 and got != ram0 - class0:
+            fail(f"{tag}: small every-token matrices budget predicts {got}, hand {ram0 - class0}")
         if ram == total_bytes:
             row = tensors["token_embd.weight"]["bytes"] // rows(tensors["token_embd.weight"])
             if got != (0 if tied else row):
@@ -139,7 +162,8 @@ def check_model(rel, meta_path):
             if prev is not None and got > prev:
                 fail(f"{tag}: more RAM predicts more ({got} > {prev})")
             prev = got
-    print(f"ok {rel}: touched {total:.0f} B/token, small every-token {class0} B")
+    print(f"ok {rel}: touched {total:.0f} B/token, requested at RAM 0 {ram0:.0f} B/token, "
+          f"held {held_touched:.0f} B, small every-token matrices {class0} B")
 
 
 def check_refusals(path):
@@ -221,8 +245,8 @@ def check_defaults(path):
 
 def check_stats(path):
     """--stats: a hot expert's slabs are cached first (tiny-qwen3moe-F32: small every-token
-    tensors 1595392 B + output 524288 B + 3 slabs of 256*256*4 B)."""
-    ram = 1595392 + 524288 + 3 * 262144
+    matrices 1589248 B + output 524288 B + 3 slabs of 256*256*4 B; the norms come last)."""
+    ram = 1589248 + 524288 + 3 * 262144
     with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
         f.write("tokens 0 50\ntokens 1 50\n1 6 45\n0 2 10\n")
         f.flush()
@@ -242,6 +266,36 @@ def check_stats(path):
             fail(f"bad --stats: exit {r.returncode}, stderr {r.stderr!r}")
 
 
+def check_run_defaults(path):
+    """nsctl run with no budgets takes the ones nsctl plan chooses, says so on stderr, and
+    requests per decoded token exactly what the plan predicts under them. (A tiny model: its
+    budgets are bound by the model's size, not by the machine's fluctuating MemAvailable.)"""
+    p = subprocess.run([nsctl, "plan", path, "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"plan {path}: {p.stderr.strip()}")
+        return
+    pl = json.loads(p.stdout)
+    b = pl["budgets"]
+    if not (b["mem_default"] and b["ram_default"]):
+        fail(f"plan without budgets did not default them: {b}")
+    r = subprocess.run([nsctl, "run", path, "-p", "Once upon a time", "-n", "6", "--temp", "0",
+                        "--ignore-eos", "--json"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        fail(f"run without budgets: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+        return
+    if "nsctl run: budgets from" not in r.stderr:
+        fail("run without budgets did not print the budgets it chose")
+    summary = json.loads(r.stderr.strip().splitlines()[-1])
+    if summary["arena_budget"] != b["mem"]:
+        fail(f"run's arena {summary['arena_budget']} != plan's default --mem-budget {b['mem']}")
+    per_tok = summary["bytes_requested_decode"] / summary["n_decode"]
+    if per_tok != pl["per_token"]["bytes"]:
+        fail(f"run without budgets requested {per_tok} B/token, plan predicts "
+             f"{pl['per_token']['bytes']} under its defaults {b}")
+    print(f"run without budgets: arena {b['mem']}, RAM {b['ram']}: {per_tok:.0f} B/token "
+          f"requested = plan")
+
+
 def main():
     if not os.path.isdir(oracle):
         if os.environ.get("CI") == "true":
@@ -256,6 +310,7 @@ def main():
     check_refusals(moe)
     check_defaults(moe)
     check_stats(os.path.join(oracle, "tiny", "tiny-qwen3moe-F32.gguf"))
+    check_run_defaults(os.path.join(oracle, "tiny", "tiny-qwen3-Q4_K_M.gguf"))
     if failures:
         print(f"{len(failures)} failures")
         return 1

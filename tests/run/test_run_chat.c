@@ -6,43 +6,11 @@
  *   - after ns_engine_reset the first turn answers as before;
  *   - `nsctl run --chat` reads turns from stdin, honours /reset and /quit, exits 0;
  *   - a model without a chat template: ns_engine_chat is -EINVAL. */
-#include "gguf.h"
-#include "gguf_write.h"
 #include "neurostream.h"
-#include "run_testlib.h"
+#include "rt_template.h"
 
 #define TEMPLATE "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}" \
 	"<|im_end|>\n{%- endfor %}<|im_start|>assistant\n<think>\n\n</think>\n\n"
-
-/* Copy src to dst with tokenizer.chat_template set. */
-static void s_copy_with_template(const char *src, const char *dst)
-{
-	struct ns_gguf *g = NULL;
-	struct ns_gguf_writer *w = ns_gguf_writer_new(32);
-	char err[512];
-	FILE *f;
-
-	RT_CHECK(w && ns_gguf_open(src, &g, err, sizeof(err)) == 0, "open %s: %s", src, err);
-	for (uint64_t i = 0; i < g->n_kv; i++)
-		RT_CHECK(ns_gguf_writer_set_value(w, g->kv[i].key.s, &g->kv[i].value) == 0, "kv");
-	RT_CHECK(ns_gguf_writer_set_str(w, "tokenizer.chat_template", TEMPLATE) == 0, "tpl");
-	f = fopen(src, "rb");
-	RT_CHECK(f, "reopen %s", src);
-	for (uint64_t i = 0; i < g->n_tensors; i++) {
-		const struct ns_gguf_tensor *t = &g->tensors[i];
-		void *buf = malloc(t->n_bytes ? t->n_bytes : 1);
-
-		RT_CHECK(buf && fseek(f, (long)t->file_offset, SEEK_SET) == 0 &&
-			 fread(buf, 1, t->n_bytes, f) == t->n_bytes, "read %s", t->name.s);
-		RT_CHECK(ns_gguf_writer_add_tensor(w, t->name.s, t->type, t->n_dims, t->ne, buf,
-						   t->n_bytes) == 0, "add %s", t->name.s);
-		free(buf);
-	}
-	fclose(f);
-	RT_CHECK(ns_gguf_writer_write_file(w, dst, err, sizeof(err)) == 0, "write: %s", err);
-	ns_gguf_writer_destroy(&w);
-	ns_gguf_close(&g);
-}
 
 struct s_acc {
 	char text[8192];
@@ -92,7 +60,7 @@ int main(int argc, char **argv)
 	snprintf(out, sizeof(out), "/tmp/ns_run_chat_%d.out", (int)getpid());
 	snprintf(errf, sizeof(errf), "/tmp/ns_run_chat_%d.err", (int)getpid());
 	snprintf(in, sizeof(in), "/tmp/ns_run_chat_%d.in", (int)getpid());
-	s_copy_with_template(src, model);
+	rt_copy_with_template(src, model, TEMPLATE);
 
 	ns_gen_params_default(&g);
 	g.temperature = 0;

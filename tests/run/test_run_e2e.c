@@ -29,7 +29,8 @@ int main(int argc, char **argv)
 
 	{
 		char *a[] = { (char *)nsctl, "run", model, "-p", prompt, "-n", "32", "--temp", "0",
-			      "--mem-budget", "64KB", "--block-rows", "7", "--json", NULL };
+			      "--mem-budget", "64KB", "--ram-budget", "0", "--block-rows", "7",
+			      "--json", NULL };
 		rc = rt_run(a, out, errf);
 	}
 	got = ns_test_read_file(out, &len);
@@ -90,8 +91,9 @@ int main(int argc, char **argv)
 		char *d[] = { (char *)nsctl, "run", model, "--mem-budget", "4KB", NULL };
 		RT_CHECK(rt_run(d, out, errf) == 2, "budget below the smallest: want exit 2");
 		err = ns_test_read_file(errf, &len);
-		RT_CHECK(err && strstr(err, "smallest budget that works"), "no smallest budget in "
-			 "'%s'", err ? err : "");
+		/* 5 blocks of one 688-byte row of blk.0.ffn_down, each widened to 8 KiB */
+		RT_CHECK(err && strstr(err, "smallest") && strstr(err, "40960"), "no smallest "
+			 "budget (40960) in '%s'", err ? err : "");
 		free(err);
 	}
 	printf("bad usage and a too-small budget exit 2 with a message\n");
