@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ggml_type.h"
 #include "kern_internal.h"
 #include "ns_util.h"
 
@@ -72,7 +73,7 @@ void ns_kquant_x_scalar(const float *x, uint64_t n_cols, int8_t *q, float *dg, f
 
 /* Quantize x [n_tok][n_cols] once per call; buffers are zeroed (calloc) so padding reads 0. */
 static void s_quantize_x(struct ns_kjob *j, enum ns_kpath path, int8_t *xq, float *dxg,
-			 float *xsg, int32_t *c4)
+			 float *xsg, int32_t *c4, float *dxl)
 {
 	for (uint64_t t = 0; t < j->n_tok; t++) {
 		const float *x = j->x + t * j->ldx;
@@ -86,6 +87,9 @@ static void s_quantize_x(struct ns_kjob *j, enum ns_kpath path, int8_t *xq, floa
 		else
 			ns_kquant_x_scalar(x, j->n_cols, xq + t * j->ldq, dxg + t * j->ldg,
 					   xsg + t * j->ldg, c4 + t * j->ldc);
+		/* per-lane scales: only the AVX-512 MXFP4 kernel reads them */
+		for (uint64_t k = 0; j->qt->type == NS_TYPE_MXFP4 && k < j->n_cols / 4; k++)
+			dxl[t * j->ldc + k] = dxg[t * j->ldg + k / 4]; /* group k / 4 holds element 4k */
 	}
 }
 
@@ -160,7 +164,7 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 		j.ldq = (n_cols + 63) / 64 * 64 + 64;
 		j.ldg = (n_cols / NS_KGROUP + 16 + 15) / 16 * 16;
 		j.ldc = (n_cols / 4 + 16 + 15) / 16 * 16;
-		if (ns_mul_u64_overflow(n_tok, j.ldq + 2 * 4 * j.ldg + 4 * j.ldc, &tmp) ||
+		if (ns_mul_u64_overflow(n_tok, j.ldq + 2 * 4 * j.ldg + 2 * 4 * j.ldc, &tmp) ||
 		    tmp > SIZE_MAX - 64)
 			return -EOVERFLOW;
 		xq_n = n_tok * j.ldq;
@@ -172,12 +176,14 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 		int8_t *xq = buf;
 		float *dxg = (float *)(void *)(xq + xq_n), *xsg = dxg + g_n;
 		int32_t *c4 = (int32_t *)(void *)(xsg + g_n);
+		float *dxl = (float *)(void *)(c4 + n_tok * j.ldc);
 
-		s_quantize_x(&j, path, xq, dxg, xsg, c4);
+		s_quantize_x(&j, path, xq, dxg, xsg, c4, dxl);
 		j.xq = xq;
 		j.dxg = dxg;
 		j.xsg = xsg;
 		j.c4 = c4;
+		j.dxl = dxl;
 	}
 
 	struct s_run run = { .job = &j, .fn = s_path_fn(path), .n_rows = n_rows };

@@ -15,8 +15,14 @@
  *     correction (-o * sum(xq) per 4 elements), so lanes hold exact integer sums of s * xq;
  *     scaled by d_g * dx_g per group of 16 and summed in one 16-lane float accumulator.
  * Scale vectors are built in registers: loading 64 bytes just written as smaller stores would
- * miss store forwarding (that alone halved the Q4_K / Q6_K speed). The weight stream is
- * prefetched S_PF_DIST bytes ahead. */
+ * miss store forwarding (that alone halved the Q4_K / Q6_K speed). Per-group scales that
+ * are broadcast one at a time are the opposite case: they are stored once and broadcast from
+ * memory (s_reload), a load-port op, where a broadcast from a register takes the shuffle
+ * port the table lookups and widenings need (Q4_K / Q5_K / Q6_K f32 +25..40% in L2).
+ * Q4_K f32 computes the scales of up to 16 superblocks before multiplying them, so the
+ * latency chain scale bytes -> table -> lookup is off the main loop. The weight stream is
+ * prefetched S_PF_DIST bytes ahead. The MXFP4 q8 kernel uses AVX512-VBMI (vpermb) when the
+ * CPU has it (Ice Lake and later), the older one otherwise. */
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
@@ -122,6 +128,13 @@ static inline __m512 s_q6k_d512(const uint8_t *b)
 	return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), _mm512_set1_ps(s_h2f(b + 208)));
 }
 
+/* Make the compiler read v[] back from memory: a broadcast from memory is a load-port op,
+ * one from a register a shuffle-port op (the port the table lookups need). */
+static inline void s_reload(float *v)
+{
+	__asm__ volatile("" : : "r"(v) : "memory");
+}
+
 /* Software prefetch distance into the weight stream, in bytes: the unpacking work between
  * loads keeps too few misses in flight for the hardware prefetcher alone. */
 #ifndef S_PF_DIST
@@ -159,18 +172,23 @@ s_q8_0_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 		bool two = b + 1 < nb;
 
 		s_pf(p, 68);
-		__m512i z = s_q8_0_pair(p, two);
 		float d0 = s_h2f(p), d1 = two ? s_h2f(p + 34) : 0.0f;
-		float d[4] = { d0, d0, d1, d1 };
 
 		if (!two) { /* last odd block: 32 elements */
+			__m512i z = s_q8_0_pair(p, two);
+
 			for (uint32_t t = 0; t < nt; t++)
 				s_f32_dot32(z, d0, j->x + S_TOK(f, t) * j->ldx + 32 * b, acc[t]);
 			continue;
 		}
 		__m512 w[4];
 
-		s_f32_w64(z, d, NULL, w);
+		/* widened straight from memory (no extracts), the same products as s_f32_w64 */
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++)
+			w[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+						     (const __m128i *)(p + 2 + 34 * (k / 2) + 16 * (k % 2))))),
+					     _mm512_set1_ps(k < 2 ? d0 : d1));
 		for (uint32_t t = 0; t < nt; t++)
 			s_fma64(w, j->x + S_TOK(f, t) * j->ldx + 32 * b, acc[t]);
 	}
@@ -333,14 +351,162 @@ s_nib_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt,
 		out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+/* MXFP4 f32 mode: as s_nib_f32_impl (same sums in the same order, so the same bits), with
+ * the loop trimmed: four blocks per step with no per-block tests, token pointers hoisted. */
 static inline __attribute__((always_inline)) void
-s_mxfp4_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+s_mx_w32(const uint8_t *q, __m512 vals, __m512 *w)
 {
-	s_nib_f32_impl(f, row, out, nt, false);
+	__m512 lut = _mm512_mul_ps(vals, _mm512_set1_ps(s_e8m0_half(q[0])));
+	__m512i n = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + 1)));
+
+	w[0] = _mm512_permutexvar_ps(n, lut);
+	w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(n, 4), lut);
 }
 
 static inline __attribute__((always_inline)) void
+s_mxfp4_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+{
+	const struct ns_kjob *j = f->j;
+	const __m512 vals = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+	const float *x0 = j->x + f->t0 * j->ldx;
+	uint64_t ldx = j->ldx, nb = j->n_cols / 32, b = 0;
+	__m512 acc[NS_KTILE][4];
+
+	for (uint32_t t = 0; t < nt; t++)
+		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
+	for (; b + 4 <= nb; b += 4) {
+		const uint8_t *p = row + 17 * b;
+		__m512 w[8];
+
+		if (b % 8 == 0)
+			s_pf(p, 136);
+		s_mx_w32(p, vals, w);
+		s_mx_w32(p + 17, vals, w + 2);
+		s_mx_w32(p + 34, vals, w + 4);
+		s_mx_w32(p + 51, vals, w + 6);
+		for (uint32_t t = 0; t < nt; t++) {
+			const float *x = x0 + t * ldx + 32 * b;
+
+			s_fma64(w, x, acc[t]);
+			s_fma64(w + 4, x + 64, acc[t]);
+		}
+	}
+	for (; b < nb; b += 2) { /* the last 1-3 blocks */
+		const uint8_t *p = row + 17 * b;
+		bool two = b + 1 < nb;
+		__m512 w[4];
+
+		s_mx_w32(p, vals, w);
+		if (two)
+			s_mx_w32(p + 17, vals, w + 2);
+		for (uint32_t t = 0; t < nt; t++) {
+			const float *x = x0 + t * ldx + 32 * b;
+
+			if (two) {
+				s_fma64(w, x, acc[t]);
+			} else {
+				acc[t][0] = _mm512_fmadd_ps(w[0], _mm512_loadu_ps(x), acc[t][0]);
+				acc[t][1] = _mm512_fmadd_ps(w[1], _mm512_loadu_ps(x + 16), acc[t][1]);
+			}
+		}
+	}
+	for (uint32_t t = 0; t < nt; t++)
+		out[t] = s_sum4(acc[t]);
+}
+
+/* MXFP4 q8 mode, two blocks (34 bytes) per step: one masked load, one vpermb placing each
+ * block's 16 nibble bytes twice (lanes 0-31: block b, 32-63: block b + 1), a masked 16-bit
+ * shift bringing the high nibbles of the second copies down, and a second vpermb mapping
+ * nibble -> value + 128 (vpermb reads 6 index bits: the 16-entry table is repeated 4 times,
+ * so the bits above the nibble need no mask). Scales: [d0 x 8 lanes, d1 x 8] times dxl.
+ * Needs AVX512-VBMI (Ice Lake and later), checked at run time: without it (Cascade Lake)
+ * MXFP4 q8 uses s_nib_q8_impl. */
+static inline __attribute__((always_inline, target("avx512vbmi"))) __m512i
+s_mx_u64(const uint8_t *p, bool whole, __mmask64 k, __m512i arr, __m512i lut)
+{
+	/* whole: the 64 bytes at p lie inside the row (no mask needed) */
+	__m512i raw = whole ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(k, p);
+	__m512i z = _mm512_permutexvar_epi8(arr, raw);
+
+	z = _mm512_mask_srli_epi16(z, 0xff00ff00u, z, 4);
+	return _mm512_permutexvar_epi8(z, lut);
+}
+
+static inline __attribute__((always_inline, target("avx512vbmi"))) void
 s_mxfp4_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+{
+	const struct ns_kjob *j = f->j;
+	const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8((char)128, (char)129, (char)130,
+								 (char)131, (char)132, (char)134,
+								 (char)136, (char)140, (char)128, 127,
+								 126, 125, 124, 122, 120, 116));
+	_Alignas(64) static const uint8_t arr_b[64] = {
+		1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+		1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+		18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+		18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+	};
+	const __m512i arr = _mm512_load_si512(arr_b);
+	const int8_t *xq = j->xq + f->t0 * j->ldq;
+	const int32_t *c4 = j->c4 + f->t0 * j->ldc;
+	const float *dxl = j->dxl + f->t0 * j->ldc;
+	uint64_t ldq = j->ldq, ldc = j->ldc, nb = j->n_cols / 32, b = 0;
+	__m512 acc[NS_KTILE][2];
+
+	for (uint32_t t = 0; t < nt; t++)
+		acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+	/* four blocks (128 elements) per step, two accumulators; while six blocks remain the
+	 * 64-byte loads stay inside the row and need no mask */
+	for (; b + 4 <= nb; b += 4) {
+		const uint8_t *p = row + 17 * b;
+		bool whole = b + 6 <= nb;
+		__m512i u[2];
+		__m512 ws[2];
+
+		s_pf(p, 68);
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *q = p + 34 * h;
+
+			u[h] = s_mx_u64(q, whole, 0x3ffffffffull, arr, lut);
+			ws[h] = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s_e8m0_half(q[0])),
+						     _mm512_set1_ps(s_e8m0_half(q[17])));
+		}
+		for (uint32_t t = 0; t < nt; t++) {
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				uint64_t o = 2 * (uint64_t)h + b;
+				__m512i dp = _mm512_dpbusd_epi32(_mm512_loadu_si512(c4 + t * ldc + 8 * o), u[h],
+								 _mm512_loadu_si512(xq + t * ldq + 32 * o));
+				__m512 sc = _mm512_mul_ps(ws[h], _mm512_loadu_ps(dxl + t * ldc + 8 * o));
+
+				acc[t][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[t][h]);
+			}
+		}
+	}
+	/* the last 1-3 blocks, two at a time: a missing second block reads as zero bytes,
+	 * value 0 (+128) against xq = 0 and c4 = 0 (padding), scale 0 */
+	for (; b < nb; b += 2) {
+		const uint8_t *p = row + 17 * b;
+		bool two = b + 1 < nb;
+		__m512i u = s_mx_u64(p, false, two ? 0x3ffffffffull : 0x1ffffull, arr, lut);
+		__m512 ws = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(s_e8m0_half(p[0])),
+						 _mm512_set1_ps(two ? s_e8m0_half(p[17]) : 0.0f));
+
+		for (uint32_t t = 0; t < nt; t++) {
+			__m512i dp = _mm512_dpbusd_epi32(_mm512_loadu_si512(c4 + t * ldc + 8 * b), u,
+							 _mm512_loadu_si512(xq + t * ldq + 32 * b));
+			__m512 sc = _mm512_mul_ps(ws, _mm512_loadu_ps(dxl + t * ldc + 8 * b));
+
+			acc[t][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dp), sc, acc[t][0]);
+		}
+	}
+	for (uint32_t t = 0; t < nt; t++)
+		out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
+}
+
+static inline __attribute__((always_inline)) void
+s_mxfp4_q8_novbmi_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
 {
 	s_nib_q8_impl(f, row, out, nt, false);
 }
@@ -401,6 +567,8 @@ s_k45_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt
 
 		s_pf(p, five ? 176 : 144);
 		s_k4_dm_simd(p, &dm);
+		s_reload(dm.d);
+		s_reload(dm.m);
 #pragma GCC unroll 4
 		for (int c = 0; c < 4; c++) {
 			__m512 w[4];
@@ -460,32 +628,53 @@ s_k45_q8_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt,
 }
 
 /* Q4_K f32 mode: per 32-element sub-block a 16-entry table of exact weights
- * (d1 * q - m1, ggml's order), picked by nibble with vpermps. */
+ * (d1 * q - m1, ggml's rounding), picked by nibble with vpermps. The sub-block scales and
+ * offsets of superblock sb + 1 are computed (one ymm each, stored) while superblock sb is
+ * multiplied: the latency chain scale bytes -> table -> lookup then overlaps the work of the
+ * previous superblock, and the scalar unpacking fills issue slots the vector work leaves.
+ * Each table is one FMA of two broadcast loads: d1 = d * sc has at most 17 significant bits
+ * (fp16 times a 6-bit scale), so d1 * q (q < 16) is exact in float and fma(q, d1, -m1)
+ * rounds exactly as ggml's d1 * q - m1. */
+static inline void s_k4_dm16(const uint8_t *p, float *dm)
+{
+	uint64_t sc, mn;
+
+	s_k4_sc_mn(p, &sc, &mn);
+	__m256 dv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc))),
+				  _mm256_set1_ps(s_h2f(p)));
+	__m256 mv = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn))),
+				  _mm256_set1_ps(s_h2f(p + 2)));
+
+	_mm256_store_ps(dm, dv);                                           /* d * sc[8] */
+	_mm256_store_ps(dm + 8, _mm256_xor_ps(mv, _mm256_set1_ps(-0.0f))); /* -(dmin * mn)[8] */
+}
+
 static inline __attribute__((always_inline)) void
 s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
 {
 	const struct ns_kjob *j = f->j;
 	const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	uint64_t nsb = j->n_cols / 256;
-	struct ns_kdec dm;
+	_Alignas(64) float dm[2][16]; /* [2][16]: superblocks sb and sb + 1 (s_k4_dm16) */
 	__m512 acc[NS_KTILE][4];
 
 	for (uint32_t t = 0; t < nt; t++)
 		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
+	s_k4_dm16(row, dm[0]);
 	for (uint64_t sb = 0; sb < nsb; sb++) {
 		const uint8_t *p = row + 144 * sb;
+		const float *ds = dm[sb & 1], *ms = dm[sb & 1] + 8;
 		__m512 w[4][4]; /* the superblock's 256 exact weights */
 
+		if (sb + 1 < nsb)
+			s_k4_dm16(p + 144, dm[(sb + 1) & 1]);
+		s_reload(&dm[0][0]);
 		s_pf(p, 144);
-		s_k4_dm_simd(p, &dm);
-
 #pragma GCC unroll 4
 		for (int c = 0; c < 4; c++) {
 			const uint8_t *qs = p + 16 + 32 * c;
-			__m512 lo = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_set1_ps(dm.d[4 * c])),
-						  _mm512_set1_ps(dm.m[4 * c]));
-			__m512 hi = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_set1_ps(dm.d[4 * c + 2])),
-						  _mm512_set1_ps(dm.m[4 * c + 2]));
+			__m512 lo = _mm512_fmadd_ps(iota, _mm512_set1_ps(ds[2 * c]), _mm512_set1_ps(ms[2 * c]));
+			__m512 hi = _mm512_fmadd_ps(iota, _mm512_set1_ps(ds[2 * c + 1]), _mm512_set1_ps(ms[2 * c + 1]));
 			__m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
 			__m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16)));
 
@@ -566,6 +755,7 @@ s_q6_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 
 		s_pf(p, 210);
 		s_scales16_i8((const int8_t *)(p + 192), s_h2f(p + 208), d);
+		s_reload(d);
 #pragma GCC unroll 2
 		for (int n = 0; n < 2; n++) {
 			__m512i a, b;
@@ -690,7 +880,16 @@ s_float_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
 S_SPECIALIZE(s_q8_0_f32)
 S_SPECIALIZE(s_q8_0_q8)
 S_SPECIALIZE(s_mxfp4_f32)
-S_SPECIALIZE(s_mxfp4_q8)
+S_SPECIALIZE(s_mxfp4_q8_novbmi)
+
+static __attribute__((target("avx512vbmi"))) void s_mxfp4_q8(const struct s_fx *f, const uint8_t *row,
+							       float *out)
+{
+	if (f->nt == 1)
+		s_mxfp4_q8_impl(f, row, out, 1);
+	else
+		s_mxfp4_q8_impl(f, row, out, f->nt);
+}
 S_SPECIALIZE(s_q4_k_f32)
 S_SPECIALIZE(s_q4_k_q8)
 S_SPECIALIZE(s_q6_k_f32)
@@ -711,7 +910,9 @@ bool ns_krows_avx512_fused(const struct ns_kjob *j, uint64_t r0, uint64_t r1)
 
 	switch (j->qt->type) {
 	case NS_TYPE_Q8_0: fn = q8 ? s_q8_0_q8 : s_q8_0_f32; break;
-	case NS_TYPE_MXFP4: fn = q8 ? s_mxfp4_q8 : s_mxfp4_f32; break;
+	case NS_TYPE_MXFP4:
+		fn = !q8 ? s_mxfp4_f32 : __builtin_cpu_supports("avx512vbmi") ? s_mxfp4_q8 : s_mxfp4_q8_novbmi;
+		break;
 	case NS_TYPE_Q4_K: fn = q8 ? s_q4_k_q8 : s_q4_k_f32; break;
 	case NS_TYPE_Q6_K: fn = q8 ? s_q6_k_q8 : s_q6_k_f32; break;
 	case NS_TYPE_Q4_0: fn = q8 ? s_q4_0_q8 : s_q4_0_f32; break;

@@ -59,7 +59,9 @@ void ns_kdec_to_f32(const struct ns_kqtype *qt, const struct ns_kdec *dc, uint32
  *   xq  : [n_tok][ldq] int8, 32-element blocks, zero padded past n_cols
  *   dxg : [n_tok][ldg] scale of the 32-block holding group g (so each value twice), zero padded
  *   xsg : [n_tok][ldg] dxg[g] * (sum of xq over group g), zero padded
- *   c4  : [n_tok][ldc] -128 * (sum of xq over each 4 elements), zero padded (AVX-512 VNNI) */
+ *   c4  : [n_tok][ldc] -128 * (sum of xq over each 4 elements), zero padded (AVX-512 VNNI)
+ *   dxl : [n_tok][ldc] scale of the 32-block holding each 4 elements (dxg at the granularity
+ *         of a vpdpbusd lane), zero padded; filled for MXFP4 only (its AVX-512 q8 kernel) */
 struct ns_kjob {
 	const struct ns_kqtype *qt;
 	const uint8_t *w;
@@ -77,6 +79,7 @@ struct ns_kjob {
 	const float *xsg;
 	uint64_t ldg;
 	const int32_t *c4;
+	const float *dxl;
 	uint64_t ldc;
 };
 
