@@ -164,6 +164,19 @@ static uint64_t s_cacheable(const struct ns_model *m, const struct ns_hparams *h
 	return total;
 }
 
+/* Routed-expert bytes one token reads in one layer, on average over the layers (0: dense). */
+static uint64_t s_layer_expert_bytes(const struct ns_model *m, const struct ns_hparams *hp)
+{
+	uint64_t total = 0;
+
+	if (!hp->n_expert || !hp->n_expert_used || !hp->n_layer)
+		return 0;
+	for (uint64_t i = 0; i < m->n_tensors; i++)
+		if (nsplan_tensor_kind(&m->tensors[i], hp) == NSPLAN_KIND_EXPERT)
+			total += m->tensors[i].n_bytes; /* <= the file sizes: no overflow */
+	return total / hp->n_layer / hp->n_expert * hp->n_expert_used;
+}
+
 /* ---- text output ---- */
 
 static void s_print_tally_row(const char *label, const struct nsplan_tally *t)
@@ -480,6 +493,7 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 		.max_row_bytes = sum->max_row_bytes,
 		.cacheable = s_cacheable(m, hp, a->embd_resident),
 		.lookahead = NS_DEFAULT_LOOKAHEAD, .block_bytes = NSPLAN_DEFAULT_BLOCK_BYTES,
+		.layer_expert_bytes = s_layer_expert_bytes(m, hp),
 		.ram_given = a->ram_given, .mem_given = a->mem_given,
 	};
 	/* what VRAM holds need not be cached in RAM too */

@@ -205,6 +205,8 @@ int nsplan_default_budgets(const struct nsplan_default_in *in, struct nsplan_bud
 	out->usable = U;
 	slot_rows = in->block_bytes > in->max_row_bytes ? in->block_bytes : in->max_row_bytes;
 	out->arena_want = (uint64_t)(in->lookahead + 1) * ns_stream_slot_bytes(slot_rows);
+	if (in->layer_expert_bytes <= UINT64_MAX / 2 && 2 * in->layer_expert_bytes > out->arena_want)
+		out->arena_want = 2 * in->layer_expert_bytes;
 	if (!in->mem_given) {
 		uint64_t share = U / 4 > in->min_arena ? U / 4 : in->min_arena;
 		b->mem = s_min(out->arena_want, share);

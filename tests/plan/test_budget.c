@@ -132,6 +132,16 @@ static void s_split(void)
 	      b.ram == o.usable - want_arena, "split: H %" PRIu64 " U %" PRIu64 " mem %" PRIu64
 	      " ram %" PRIu64, o.headroom, o.usable, b.mem, b.ram);
 	CHECK(b.ram + b.mem + in.fixed + o.headroom == in.available, "split does not add up");
+	/* MoE: the arena holds twice one layer's routed-expert bytes (nsrouter's prefetch) */
+	in.layer_expert_bytes = 53 * M;
+	b = (struct nsplan_budgets){ 0 };
+	CHECK(nsplan_default_budgets(&in, &b, &o, err, sizeof(err)) == 0 && b.mem == 106 * M &&
+	      b.ram == o.usable - 106 * M, "MoE arena %" PRIu64 ", want 106 MiB", b.mem);
+	in.layer_expert_bytes = 1 * M; /* smaller than lookahead + 1 blocks: those */
+	b = (struct nsplan_budgets){ 0 };
+	CHECK(nsplan_default_budgets(&in, &b, &o, err, sizeof(err)) == 0 && b.mem == want_arena,
+	      "small MoE layer arena %" PRIu64, b.mem);
+	in.layer_expert_bytes = 0;
 	/* the RAM cache never takes more than the model */
 	in.cacheable = 3 * G;
 	b = (struct nsplan_budgets){ 0 };
@@ -145,6 +155,12 @@ static void s_split(void)
 	CHECK(nsplan_default_budgets(&in, &b, &o, err, sizeof(err)) == 0 && o.headroom == 64 * M &&
 	      b.mem == 1 * M && b.ram == 3 * M, "small: H %" PRIu64 " mem %" PRIu64 " ram %" PRIu64,
 	      o.headroom, b.mem, b.ram);
+	/* MoE on small memory: still at most a quarter of usable */
+	in.layer_expert_bytes = 53 * M;
+	b = (struct nsplan_budgets){ 0 };
+	CHECK(nsplan_default_budgets(&in, &b, &o, err, sizeof(err)) == 0 && b.mem == 1 * M,
+	      "small MoE: mem %" PRIu64, b.mem);
+	in.layer_expert_bytes = 0;
 	/* a given RAM budget is kept */
 	b = (struct nsplan_budgets){ .ram = 123 };
 	in.ram_given = true;
