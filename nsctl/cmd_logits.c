@@ -48,7 +48,7 @@ static void s_usage(FILE *f)
 		"                        fused: in-process, all weight bytes in RAM, fused kernels\n"
 		"  --threads N           kernel threads for stream and fused (default 1)\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
-		"  --ram-budget SIZE     RAM cache size (given to the planner; no RAM tier yet)\n"
+		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
 		"  --lookahead N         blocks in flight after the one being multiplied\n"
 		"  The budget flags apply to --provider stream only.\n");
