@@ -127,6 +127,22 @@ static bool s_is_stop(const struct ns_cmsg_eval *e, int32_t id)
 	return false;
 }
 
+/* One timed single-token evaluation (a decode step), its logits in p->logits. Returns 0, or
+ * with *failed set after sending ERROR: 0 or -EPIPE from that send. */
+static int s_decode_step(struct nsc_proc *p, int32_t id, struct ns_cmsg_done *d, bool *failed)
+{
+	uint64_t t0 = ns_now_ns();
+	int rc = ns_fwd_eval(p->f, &id, 1, p->logits, false);
+
+	d->decode_ns += ns_now_ns() - t0;
+	if (rc < 0) {
+		*failed = true;
+		return s_send_error(p, rc, ns_fwd_error(p->f));
+	}
+	d->n_decode++;
+	return 0;
+}
+
 /* Evaluate, then generate. Returns 0 (DONE or ERROR sent) or -EPIPE (socket gone). */
 static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 {
@@ -137,7 +153,7 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	uint32_t n_prompt = e->n_tokens - n_forced;
 	struct ns_cmsg_done d = { .n_prompt = n_prompt, .reason = NS_DONE_PROMPT };
 	struct ns_weights_stream_stats w0, w1;
-	bool all = e->flags & NS_EVAL_LOGITS_ALL;
+	bool all = e->flags & NS_EVAL_LOGITS_ALL, failed = false;
 	uint64_t t0, r0, v0, r1, v1, r2, v2;
 	uint8_t buf[64];
 	int rc;
@@ -189,14 +205,9 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 			d.reason = NS_DONE_STOPPED;
 			break;
 		}
-		t0 = ns_now_ns();
-		rc = ns_fwd_eval(p->f, &id, 1, p->logits, false);
-		d.decode_ns += ns_now_ns() - t0;
-		if (rc < 0) {
-			rc = s_send_error(p, rc, ns_fwd_error(p->f));
+		rc = s_decode_step(p, id, &d, &failed);
+		if (failed || rc < 0)
 			goto out;
-		}
-		d.n_decode++;
 		if (all && (rc = s_send_logits(p, p->logits, 1, ns_fwd_n_past(p->f) - 1)) < 0)
 			goto out;
 	}
@@ -236,14 +247,9 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 			break;
 		}
 		all = false;
-		t0 = ns_now_ns();
-		rc = ns_fwd_eval(p->f, &id, 1, p->logits, false);
-		d.decode_ns += ns_now_ns() - t0;
-		if (rc < 0) {
-			rc = s_send_error(p, rc, ns_fwd_error(p->f));
+		rc = s_decode_step(p, id, &d, &failed);
+		if (failed || rc < 0)
 			goto out;
-		}
-		d.n_decode++;
 	}
 	if (*p->stop) {
 		rc = -EPIPE;

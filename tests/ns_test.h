@@ -6,6 +6,8 @@
 #ifndef NS_TEST_H
 #define NS_TEST_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,19 @@ static inline void *ns_test_read_file(const char *path, size_t *len)
 	}
 	fclose(f);
 	return buf;
+}
+
+/* The unsigned integer after the first "key": in a JSON text; false when the key is absent. */
+static inline bool ns_test_json_u64(const char *json, const char *key, uint64_t *out)
+{
+	char k[96];
+	const char *p;
+
+	snprintf(k, sizeof(k), "\"%s\":", key);
+	if (!json || !(p = strstr(json, k)))
+		return false;
+	*out = strtoull(p + strlen(k), NULL, 10);
+	return true;
 }
 
 #endif

@@ -39,29 +39,19 @@ struct run {
 
 static char *s_slurp(const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	char *b;
-	long n;
+	size_t len;
+	char *b = ns_test_read_file(path, &len);
 
-	CHECK(f, "open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = calloc(1, (size_t)n + 1);
-	CHECK(b && fread(b, 1, (size_t)n, f) == (size_t)n, "read %s", path);
-	fclose(f);
+	CHECK(b, "read %s", path);
 	return b;
 }
 
 static uint64_t s_key(const char *json, const char *key)
 {
-	char k[64];
-	const char *p;
+	uint64_t v = 0;
 
-	snprintf(k, sizeof(k), "\"%s\":", key);
-	p = strstr(json, k);
-	CHECK(p, "no %s in the summary: %s", key, json);
-	return strtoull(p + strlen(k), NULL, 10);
+	CHECK(ns_test_json_u64(json, key, &v), "no %s in: %.400s", key, json);
+	return v;
 }
 
 /* Children of parent named comm (a scan of /proc). */

@@ -60,13 +60,10 @@ static char *s_slurp(const char *path)
 
 static uint64_t s_key(const char *json, const char *key)
 {
-	char k[64];
-	const char *p;
+	uint64_t v = 0;
 
-	snprintf(k, sizeof(k), "\"%s\":", key);
-	p = strstr(json, k);
-	CHECK(p, "no %s in: %.400s", key, json);
-	return strtoull(p + strlen(k), NULL, 10);
+	CHECK(ns_test_json_u64(json, key, &v), "no %s in: %.400s", key, json);
+	return v;
 }
 
 /* Run argv with stdout/stderr to files, env NS_NSROUTER=router (NULL: unset, "off": none). */
