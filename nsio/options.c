@@ -110,7 +110,7 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 			}
 			break;
 		case O_BR:
-			if (s_u64("--block-rows", optarg, 1, UINT32_MAX, &o->block_rows))
+			if (s_u64("--block-rows", optarg, 0, UINT32_MAX, &o->block_rows))
 				return 2;
 			break;
 		case O_LA:

@@ -361,22 +361,32 @@ static void s_split(void)
 	}
 }
 
+struct s_count {
+	const struct iot_ref *ref;
+	uint64_t blocks;
+};
+
 static int s_ok_block(void *ctx, const struct ns_block *b)
 {
-	return iot_block_ok(ctx, b) ? 0 : -EIO;
+	struct s_count *k = ctx;
+
+	k->blocks++;
+	return iot_block_ok(k->ref, b) ? 0 : -EIO;
 }
 
 /* --run-ahead: a consumer streaming the tensors in file order with nsio's lookahead and block
- * rows finds most blocks already read (cache hits), and the bytes are still right. */
-static void s_run_ahead(const char *model, const struct iot_ref *ref)
+ * rows finds most blocks already read (cache hits), and the bytes are still right. rows:
+ * --block-rows as given to nsio and to the consumer ("0": as large as the arena allows). */
+static void s_run_ahead(const char *model, const struct iot_ref *ref, const char *rows)
 {
 	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
-	const char *extra[] = { "--quiet", "--run-ahead", "--lookahead", "1", "--block-rows", "16",
+	const char *extra[] = { "--quiet", "--run-ahead", "--lookahead", "1", "--block-rows", rows,
 				NULL };
 	struct ns_session *s;
 	struct ns_client *c;
+	struct s_count k = { .ref = ref };
 	char err[NS_ERR_LEN];
-	uint64_t blocks = 0, hits;
+	uint64_t hits;
 	pid_t pid;
 
 	p.arena_bytes = 4 << 20;
@@ -389,19 +399,18 @@ static void s_run_ahead(const char *model, const struct iot_ref *ref)
 			struct ns_client_tensor ti;
 
 			ns_client_tensor(c, t, &ti);
-			IOT_CHECK(ns_stream_linear(c, t, 0, ti.n_rows, 16, 1, s_ok_block,
-						   (void *)ref) == 0, "stream %llu",
+			IOT_CHECK(ns_stream_linear(c, t, 0, ti.n_rows, strtoull(rows, NULL, 10), 1,
+						   s_ok_block, &k) == 0, "stream %llu",
 				  (unsigned long long)t);
-			blocks += (ti.n_rows + 15) / 16;
 			usleep(2000); /* compute time: lets nsio run ahead */
 		}
 	}
 	ns_client_close(&c);
 	hits = atomic_load(&s->ctl->stats.cache_hits);
-	printf("run-ahead: %llu of %llu blocks were read ahead\n", (unsigned long long)hits,
-	       (unsigned long long)blocks);
-	IOT_CHECK(hits * 4 >= blocks, "run-ahead served only %llu of %llu blocks",
-		  (unsigned long long)hits, (unsigned long long)blocks);
+	printf("run-ahead, --block-rows %s: %llu of %llu blocks were read ahead\n", rows,
+	       (unsigned long long)hits, (unsigned long long)k.blocks);
+	IOT_CHECK(hits * 4 >= k.blocks, "run-ahead (--block-rows %s) served only %llu of %llu "
+		  "blocks", rows, (unsigned long long)hits, (unsigned long long)k.blocks);
 	IOT_CHECK(atomic_load(&s->ctl->arena.peak) <= s->ctl->arena_bytes, "peak");
 	IOT_CHECK(iot_stop_nsio(pid) == 0, "nsio exit");
 	iot_cleanup_register(NULL, 0, model);
@@ -421,7 +430,8 @@ int main(void)
 	s_bad_usage(model);
 	s_refuse_and_accept(model, &ref);
 	s_bad_records(model);
-	s_run_ahead(model, &ref);
+	s_run_ahead(model, &ref, "16");
+	s_run_ahead(model, &ref, "0");
 	iot_ref_close(&ref);
 	unlink(model);
 	s_tmpfs();
