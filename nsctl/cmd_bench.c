@@ -371,6 +371,50 @@ static int s_collect(const char *piece, size_t len, int32_t id, void *user)
 	return 0;
 }
 
+/* An MoE token's expert reads are scattered over the file, so beside the sequential roofline
+ * (the table's, conservative) print the drive's random-read rate at the same read size and
+ * queue depth, and each tg row's ratio to the roofline it gives. Dense models: nothing. */
+static void s_moe_random_limit(const struct s_opts *o, const struct ns_model *m,
+			       const struct ns_bench_row *tg, size_t nc)
+{
+	struct ns_diskbw_opts d;
+	struct ns_diskbw_result r;
+	const struct ns_gguf *big = m->shards[0];
+	char err[NS_ERR_LEN];
+	bool moe = false;
+
+	for (uint64_t i = 0; i < m->n_tensors && !moe; i++)
+		moe = strstr(m->tensors[i].name, "_exps") != NULL;
+	if (!moe || o->no_disk)
+		return;
+	for (uint32_t i = 1; i < m->n_shards; i++)
+		if (m->shards[i]->file_size > big->file_size)
+			big = m->shards[i];
+	ns_diskbw_opts_default(&d);
+	d.block_bytes = S_NSIO_READ_BYTES;
+	d.queue_depth = S_NSIO_QUEUE_DEPTH;
+	d.repeats = 3;
+	d.pattern = NS_DISKBW_RAND;
+	if (ns_diskbw_measure(big->path, &d, &r, err, sizeof(err))) {
+		fprintf(stderr, "nsctl bench: random-read measurement failed: %s\n", err);
+		return;
+	}
+	fprintf(stderr, "nsctl bench: MoE: expert reads are scattered; random %" PRIu64 "-byte "
+		"reads at queue depth %u: %.3f GB/s (median of 3 passes)\n", d.block_bytes,
+		d.queue_depth, r.median_bps / 1e9);
+	for (size_t i = 0; i < nc; i++) {
+		double mean, sd;
+
+		if (!tg[i].n_samples || !(tg[i].bytes_per_token > 0))
+			continue;
+		ns_stats_mean_sd(tg[i].ts, tg[i].n_samples, &mean, &sd);
+		fprintf(stderr, "nsctl bench: MoE: configuration %zu: tg %.3f t/s against a "
+			"random-read roofline of %.3f t/s: ratio %.2f\n", i + 1, mean,
+			r.median_bps / tg[i].bytes_per_token,
+			mean / (r.median_bps / tg[i].bytes_per_token));
+	}
+}
+
 /* The teacher-forced sequence: n ids of the pp words (BOS first when the vocabulary adds one),
  * the text repeated when its tokens run short. */
 static int s_forced(struct ns_engine *e, uint32_t n, struct s_ids *out)
@@ -749,6 +793,8 @@ int cmd_bench(int argc, char **argv)
 			out[nrow++] = tg[i];
 		}
 	}
+	if (o.n_gen && disk_bps > 0)
+		s_moe_random_limit(&o, m, tg, nc);
 	if (ns_table_print(stdout, o.fmt, out, nrow) < 0) {
 		fprintf(stderr, "nsctl bench: cannot write the table\n");
 		exit_code = 1;

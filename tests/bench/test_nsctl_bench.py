@@ -90,4 +90,19 @@ with tempfile.TemporaryDirectory(dir=build) as d:
     r = run("bench", os.path.join(d, "missing.gguf"))
     check(r.returncode != 0 and "missing.gguf" in r.stderr, "missing model")
 
+    # an MoE model also gets the random-read limit of its scattered expert reads; a dense one not
+    r = run("bench", model, "-p", "0", "-n", "2", "-r", "1", "--threads", "1",
+            "--disk-repeats", "1")
+    check(r.returncode == 0 and "MoE:" not in r.stderr, "dense model given an MoE line")
+    oracle = os.environ.get("NS_ORACLE_DIR", "")
+    moe = os.path.join(oracle, "tiny", "tiny-qwen3moe-Q4_K_M.gguf")
+    if not os.path.exists(moe):
+        check(os.environ.get("CI") != "true", "oracle model %s missing under CI" % moe)
+    else:
+        r = run("bench", moe, "-p", "0", "-n", "2", "-r", "1", "--threads", "1",
+                "--disk-repeats", "1", "--budgets", "1MB")
+        check(r.returncode == 0, "moe bench: " + r.stderr[-400:])
+        check("MoE: expert reads are scattered; random" in r.stderr and
+              "random-read roofline" in r.stderr, "no random-read limit for an MoE model")
+
 sys.exit(1 if fails else 0)
