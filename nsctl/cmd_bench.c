@@ -371,6 +371,17 @@ static int s_collect(const char *piece, size_t len, int32_t id, void *user)
 	return 0;
 }
 
+/* The drive is measured on the largest shard of the model. */
+static const struct ns_gguf *s_largest_shard(const struct ns_model *m)
+{
+	const struct ns_gguf *big = m->shards[0];
+
+	for (uint32_t i = 1; i < m->n_shards; i++)
+		if (m->shards[i]->file_size > big->file_size)
+			big = m->shards[i];
+	return big;
+}
+
 /* An MoE token's expert reads are scattered over the file, so beside the sequential roofline
  * (the table's, conservative) print the drive's random-read rate at the same read size and
  * queue depth, and each tg row's ratio to the roofline it gives. Dense models: nothing. */
@@ -379,7 +390,7 @@ static void s_moe_random_limit(const struct s_opts *o, const struct ns_model *m,
 {
 	struct ns_diskbw_opts d;
 	struct ns_diskbw_result r;
-	const struct ns_gguf *big = m->shards[0];
+	const struct ns_gguf *big = s_largest_shard(m);
 	char err[NS_ERR_LEN];
 	bool moe = false;
 
@@ -387,9 +398,6 @@ static void s_moe_random_limit(const struct s_opts *o, const struct ns_model *m,
 		moe = strstr(m->tensors[i].name, "_exps") != NULL;
 	if (!moe || o->no_disk)
 		return;
-	for (uint32_t i = 1; i < m->n_shards; i++)
-		if (m->shards[i]->file_size > big->file_size)
-			big = m->shards[i];
 	ns_diskbw_opts_default(&d);
 	d.block_bytes = S_NSIO_READ_BYTES;
 	d.queue_depth = S_NSIO_QUEUE_DEPTH;
@@ -628,14 +636,11 @@ static void s_measure_disk(const struct s_opts *o, const struct ns_model *m, uin
 {
 	struct ns_diskbw_opts d;
 	struct ns_diskbw_result r;
-	const struct ns_gguf *big = m->shards[0];
+	const struct ns_gguf *big = s_largest_shard(m);
 	char err[NS_ERR_LEN];
 
 	if (o->no_disk || disk->failed)
 		return;
-	for (uint32_t i = 1; i < m->n_shards; i++)
-		if (m->shards[i]->file_size > big->file_size)
-			big = m->shards[i];
 	ns_diskbw_opts_default(&d);
 	d.block_bytes = S_NSIO_READ_BYTES;
 	d.queue_depth = S_NSIO_QUEUE_DEPTH;
