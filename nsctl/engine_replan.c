@@ -243,6 +243,9 @@ int ns_engine_warmup(struct ns_engine *e, const char *text, bool chat, const cha
 			goto out;
 		t_pass = ns_now_ns();
 		do {
+			/* ask nsrouter to write its counts now rather than at its 2 s tick */
+			if (e->router_pid > 0)
+				kill(e->router_pid, SIGUSR1);
 			nsplan_stats_free(&b);
 			if ((rc = s_load(e->o.expert_stats, &hp, &b)) < 0)
 				goto out;

@@ -14,7 +14,8 @@
  * Blocks already in the RAM cache (the RAM windows of the plan nsplan publishes, resident.h)
  * are never prefetched: compute's request for them is served by copy.
  * --stats FILE: expert hits per (layer, expert) in nsplan's stats format (hits.h), rewritten
- * atomically every 2 s while they change and at exit.
+ * atomically every 2 s while they change, at once on SIGUSR1 (nsctl --warmup asks so), and
+ * at exit.
  *
  * Exit: SIGTERM/SIGINT or nsio gone. Codes: 0 ok, 1 runtime failure, 2 bad usage or input,
  * 3 the model has no experts (nothing to do). */
@@ -40,12 +41,15 @@
 #include "session.h"
 #include "zmsg.h"
 
-static volatile sig_atomic_t s_stop; /* set by SIGTERM/SIGINT */
+static volatile sig_atomic_t s_stop;  /* set by SIGTERM/SIGINT */
+static volatile sig_atomic_t s_flush; /* set by SIGUSR1: write the --stats file now */
 
 static void s_on_signal(int sig)
 {
-	(void)sig;
-	s_stop = 1;
+	if (sig == SIGUSR1)
+		s_flush = 1;
+	else
+		s_stop = 1;
 }
 
 struct s_opts {
@@ -230,9 +234,11 @@ static int s_serve(struct ns_client *c, const struct ns_rplan *rp, struct ns_rhi
 	}
 	while (!s_stop && rc == 0) {
 		zmq_pollitem_t it = { .socket = sock, .events = ZMQ_POLLIN };
-		int n = zmq_poll(&it, 1, 200);
+		int n = zmq_poll(&it, 1, 200); /* a signal ends the wait early */
+		bool flush = s_flush;
 
-		if (hits && hits->dirty && ns_now_ns() - t_write > 2000000000ull) {
+		s_flush = 0;
+		if (hits && hits->dirty && (flush || ns_now_ns() - t_write > 2000000000ull)) {
 			ns_rhits_write(hits, stats_path);
 			t_write = ns_now_ns();
 		}
@@ -289,6 +295,7 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	rc = ns_model_open(o.model, &m, err, sizeof(err));
 	if (rc == 0)
