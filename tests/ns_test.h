@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NS_TEST_SKIP 77
 
@@ -93,17 +94,48 @@ static inline void *ns_test_read_file(const char *path, size_t *len)
 	return buf;
 }
 
-/* The unsigned integer after the first "key": in a JSON text; false when the key is absent. */
-static inline bool ns_test_json_u64(const char *json, const char *key, uint64_t *out)
+/* The unsigned integer after the first "key": in a JSON text; fails the test when absent. */
+static inline uint64_t ns_test_json_u64(const char *json, const char *key)
 {
 	char k[96];
 	const char *p;
 
 	snprintf(k, sizeof(k), "\"%s\":", key);
-	if (!json || !(p = strstr(json, k)))
-		return false;
-	*out = strtoull(p + strlen(k), NULL, 10);
-	return true;
+	NS_REQUIRE(json && (p = strstr(json, k)), "no %s in: %.400s", key, json ? json : "(none)");
+	return strtoull(p + strlen(k), NULL, 10);
+}
+
+/* A whole text file, or the test fails. Caller frees. */
+static inline char *ns_test_read_text(const char *path)
+{
+	size_t len;
+	char *b = ns_test_read_file(path, &len);
+
+	NS_REQUIRE(b, "cannot read %s", path);
+	return b;
+}
+
+/* A scratch file path /tmp/<tag>_<pid>.<suffix>, removed at exit (also when a check fails).
+ * ns_test_scratch(NULL, NULL) removes them (registered with atexit on first use). The
+ * returned string lives until exit; at most 8 per test program. */
+static inline char *ns_test_scratch(const char *tag, const char *suffix)
+{
+	static char paths[8][192];
+	static int n;
+
+	if (!tag) {
+		for (int i = 0; i < n; i++)
+			unlink(paths[i]);
+		return NULL;
+	}
+	NS_REQUIRE(n < 8, "more than 8 scratch files");
+	snprintf(paths[n], sizeof(paths[n]), "/tmp/%s_%d.%s", tag, (int)getpid(), suffix);
+	return paths[n++];
+}
+
+static inline void ns_test_scratch_remove(void)
+{
+	ns_test_scratch(NULL, NULL);
 }
 
 #endif

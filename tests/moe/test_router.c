@@ -37,23 +37,6 @@ struct run {
 	int kills, pids;
 };
 
-static char *s_slurp(const char *path)
-{
-	size_t len;
-	char *b = ns_test_read_file(path, &len);
-
-	CHECK(b, "read %s", path);
-	return b;
-}
-
-static uint64_t s_key(const char *json, const char *key)
-{
-	uint64_t v = 0;
-
-	CHECK(ns_test_json_u64(json, key, &v), "no %s in: %.400s", key, json);
-	return v;
-}
-
 /* Children of parent named comm (a scan of /proc). */
 static int s_children(pid_t parent, const char *comm, pid_t *out, int max)
 {
@@ -136,17 +119,17 @@ static void s_run(const char *nsctl, const char *model, const char *block_rows, 
 	}
 	close(fo);
 	close(fe);
-	r->text = s_slurp(out);
-	r->json = s_slurp(err);
+	r->text = ns_test_read_text(out);
+	r->json = ns_test_read_text(err);
 	unlink(out);
 	unlink(err);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nsctl run failed (%d): %s", st, r->json);
 	r->pids = n_seen;
-	r->req_decode = s_key(r->json, "bytes_requested_decode");
-	r->n_decode = s_key(r->json, "n_decode");
-	r->peak = s_key(r->json, "arena_peak");
-	r->hits = s_key(r->json, "cache_hits");
-	r->requests = s_key(r->json, "requests");
+	r->req_decode = ns_test_json_u64(r->json, "bytes_requested_decode");
+	r->n_decode = ns_test_json_u64(r->json, "n_decode");
+	r->peak = ns_test_json_u64(r->json, "arena_peak");
+	r->hits = ns_test_json_u64(r->json, "cache_hits");
+	r->requests = ns_test_json_u64(r->json, "requests");
 }
 
 int main(int argc, char **argv)

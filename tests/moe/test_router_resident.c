@@ -49,23 +49,6 @@ struct s_run {
 	bool router_line;
 };
 
-static char *s_slurp(const char *path)
-{
-	size_t len;
-	char *b = ns_test_read_file(path, &len);
-
-	CHECK(b, "read %s", path);
-	return b;
-}
-
-static uint64_t s_key(const char *json, const char *key)
-{
-	uint64_t v = 0;
-
-	CHECK(ns_test_json_u64(json, key, &v), "no %s in: %.400s", key, json);
-	return v;
-}
-
 /* Run argv with stdout/stderr to files, env NS_NSROUTER=router (NULL: unset, "off": none). */
 static int s_exec(char *const *argv, const char *router, char **out, char **err)
 {
@@ -90,8 +73,8 @@ static int s_exec(char *const *argv, const char *router, char **out, char **err)
 		CHECK(errno == EINTR, "waitpid");
 	close(o);
 	close(e);
-	*out = s_slurp(fo);
-	*err = s_slurp(fe);
+	*out = ns_test_read_text(fo);
+	*err = ns_test_read_text(fe);
 	unlink(fo);
 	unlink(fe);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
@@ -108,7 +91,7 @@ static int s_plan_windows(const char *nsctl, const char *model, const char *ram,
 	int n = 0;
 
 	CHECK(s_exec(argv, NULL, &out, &err) == 0, "nsctl plan: %s", err);
-	*placed = s_key(strstr(out, "\"placed\":"), "ram");
+	*placed = ns_test_json_u64(strstr(out, "\"placed\":"), "ram");
 	p = strstr(out, "\"windows\":");
 	CHECK(p, "no windows");
 	while ((p = strstr(p, "{\"tensor\":\""))) {
@@ -159,7 +142,8 @@ static void s_run(const char *nsctl, const char *model, const char *ram, const c
 	memset(r, 0, sizeof(*r));
 	rc = s_exec(argv, router, &r->text, &r->json);
 	CHECK(rc == 0, "nsctl run --ram-budget %s: exit %d: %s", ram, rc, r->json);
-	r->req_decode = s_key(strstr(r->json, "{\"session\""), "bytes_requested_decode");
+	r->req_decode = ns_test_json_u64(strstr(r->json, "{\"session\""),
+					 "bytes_requested_decode");
 	p = strstr(r->json, "nsrouter: plan generation ");
 	if (p)
 		CHECK(sscanf(strstr(p, "windows, ") + 9, "%" SCNu64, &r->announced) == 1, "announce");
@@ -178,17 +162,6 @@ static void s_run(const char *nsctl, const char *model, const char *ram, const c
 		      sscanf(b + 9, "%" SCNu64, &r->skipped_bytes) == 1, "nsrouter line: %.200s", p);
 		r->router_line = true;
 	}
-}
-
-static char s_wrapper[PATH_MAX], s_stats[PATH_MAX];
-
-/* The scratch files go whether the test passes or fails. */
-static void s_cleanup(void)
-{
-	if (s_wrapper[0])
-		unlink(s_wrapper);
-	if (s_stats[0])
-		unlink(s_stats);
 }
 
 /* Hits per (layer, expert) from an nsrouter --stats file ("L E HITS" lines). */
@@ -216,7 +189,7 @@ int main(int argc, char **argv)
 	static struct s_win win[MAX_WIN];
 	static const char *const proj[3] = { "gate", "up", "down" };
 	char path[PATH_MAX], err[NS_ERR_LEN], ram[32], all[32], router[PATH_MAX];
-	char *const wrapper = s_wrapper, *const stats = s_stats;
+	char *wrapper, *stats;
 	const char *root = getenv("NS_BUILD_ROOT");
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
@@ -258,9 +231,9 @@ int main(int argc, char **argv)
 	/* c(l, e) from the plan's windows and the block cuts */
 	hits = calloc((size_t)hp.n_layer * hp.n_expert, sizeof(*hits));
 	CHECK(hits, "calloc");
-	snprintf(s_stats, sizeof(s_stats), "/tmp/ns_rres_stats_%d.txt", (int)getpid());
-	snprintf(s_wrapper, sizeof(s_wrapper), "/tmp/ns_rres_router_%d.sh", (int)getpid());
-	atexit(s_cleanup);
+	atexit(ns_test_scratch_remove); /* they go whether the test passes or fails */
+	stats = ns_test_scratch("ns_rres_stats", "txt");
+	wrapper = ns_test_scratch("ns_rres_router", "sh");
 	snprintf(router, sizeof(router), "%s/nsrouter/nsrouter", root && *root ? root : ".");
 	f = fopen(wrapper, "w");
 	CHECK(f, "write %s", wrapper);

@@ -117,7 +117,7 @@ static char *s_plan(const char *nsctl, const char *model, unsigned long long ram
 
 int main(int argc, char **argv)
 {
-	char nsctl_buf[PATH_MAX], model[PATH_MAX], out[128], errf[128], err[NS_ERR_LEN];
+	char nsctl_buf[PATH_MAX], model[PATH_MAX], *out, *errf, err[NS_ERR_LEN];
 	const char *nsctl = rt_nsctl(argc, argv, nsctl_buf, sizeof(nsctl_buf));
 	unsigned long long budgets[S_MAX_BUDGETS], prev = ~0ull, total = 0, attn = 0, output = 0;
 	unsigned long long n_tied_disk = 0, n_once = 0;
@@ -129,8 +129,9 @@ int main(int argc, char **argv)
 	RT_CHECK(argc == 3, "usage: test_ram_accounting NSCTL MODEL");
 	ns_test_require_oracle();
 	ns_test_oracle_path(model, sizeof(model), argv[2]);
-	snprintf(out, sizeof(out), "/tmp/ns_ram_acct_%d.out", (int)getpid());
-	snprintf(errf, sizeof(errf), "/tmp/ns_ram_acct_%d.err", (int)getpid());
+	atexit(ns_test_scratch_remove); /* also when a check fails */
+	out = ns_test_scratch("ns_ram_acct", "out");
+	errf = ns_test_scratch("ns_ram_acct", "err");
 	RT_CHECK(ns_model_open(model, &m, err, sizeof(err)) == 0, "%s", err);
 	tied = ns_model_find(m, "output.weight") == NULL;
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
@@ -216,7 +217,5 @@ int main(int argc, char **argv)
 	       "recomputed from its windows at every RAM budget; same text at every budget\n");
 	free(first_text);
 	ns_model_close(&m);
-	unlink(out);
-	unlink(errf);
 	return 0;
 }

@@ -61,19 +61,10 @@ static char *s_run(const char *nsctl, const char *model, const char *mem, const 
 	return text;
 }
 
-static char s_tmp[4][128]; /* scratch files: removed at exit, also when a check fails */
-
-static void s_cleanup(void)
-{
-	for (int i = 0; i < 4; i++)
-		if (s_tmp[i][0])
-			unlink(s_tmp[i]);
-}
-
 int main(int argc, char **argv)
 {
 	char nsctl_buf[PATH_MAX], model[PATH_MAX], sidecar[PATH_MAX];
-	char *out = s_tmp[0], *errf = s_tmp[1], *la = s_tmp[2], *lb = s_tmp[3];
+	char *out, *errf, *la, *lb;
 	char toks[512] = "", err[NS_ERR_LEN];
 	const char *nsctl = rt_nsctl(argc, argv, nsctl_buf, sizeof(nsctl_buf));
 	const char *rams[] = { "4MB", "200KB" };
@@ -108,11 +99,11 @@ int main(int argc, char **argv)
 			 (long long)ids[i]);
 	free(json);
 
-	snprintf(out, sizeof(s_tmp[0]), "/tmp/ns_ram_fill_%d.out", (int)getpid());
-	snprintf(errf, sizeof(s_tmp[1]), "/tmp/ns_ram_fill_%d.err", (int)getpid());
-	snprintf(la, sizeof(s_tmp[2]), "/tmp/ns_ram_fill_%d.a.f32", (int)getpid());
-	snprintf(lb, sizeof(s_tmp[3]), "/tmp/ns_ram_fill_%d.b.f32", (int)getpid());
-	atexit(s_cleanup);
+	atexit(ns_test_scratch_remove);
+	out = ns_test_scratch("ns_ram_fill", "out");
+	errf = ns_test_scratch("ns_ram_fill", "err");
+	la = ns_test_scratch("ns_ram_fill", "a.f32");
+	lb = ns_test_scratch("ns_ram_fill", "b.f32");
 
 	base_text = s_run(nsctl, model, argv[3], "0", out, errf, &base_err);
 	arena = s_after(strstr(base_err, "{"), "\"arena_budget\":");

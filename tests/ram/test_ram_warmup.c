@@ -128,19 +128,10 @@ static uint64_t s_disk_rows(const struct nsplan *p, uint32_t t, uint64_t r0, uin
 	return disk;
 }
 
-static char s_tmp[4][160]; /* scratch files: removed at exit, also when a check fails */
-
-static void s_cleanup(void)
-{
-	for (int i = 0; i < 4; i++)
-		if (s_tmp[i][0])
-			unlink(s_tmp[i]);
-}
-
 int main(int argc, char **argv)
 {
 	char nsctl_buf[PATH_MAX], model[PATH_MAX];
-	char *out = s_tmp[0], *errf = s_tmp[1], *stats = s_tmp[2], *plan_file = s_tmp[3];
+	char *out, *errf, *stats, *plan_file;
 	char err[NS_ERR_LEN], ids_text[8192] = "";
 	const char *nsctl = rt_nsctl(argc, argv, nsctl_buf, sizeof(nsctl_buf));
 	static int32_t wids[S_MAX_TOK], pids[S_MAX_TOK], gen[S_N_GEN + 1];
@@ -163,11 +154,11 @@ int main(int argc, char **argv)
 	ns_test_require_oracle();
 	ns_test_oracle_path(model, sizeof(model), argv[2]);
 	RT_CHECK(ns_parse_bytes(argv[4], &ram) == 0, "RAM budget '%s'", argv[4]);
-	snprintf(out, sizeof(s_tmp[0]), "/tmp/ns_ram_warm_%d.out", (int)getpid());
-	snprintf(errf, sizeof(s_tmp[1]), "/tmp/ns_ram_warm_%d.err", (int)getpid());
-	snprintf(stats, sizeof(s_tmp[2]), "/tmp/ns_ram_warm_%d.hits", (int)getpid());
-	snprintf(plan_file, sizeof(s_tmp[3]), "/tmp/ns_ram_warm_%d.hits.plan", (int)getpid());
-	atexit(s_cleanup);
+	atexit(ns_test_scratch_remove);
+	out = ns_test_scratch("ns_ram_warm", "out");
+	errf = ns_test_scratch("ns_ram_warm", "err");
+	stats = ns_test_scratch("ns_ram_warm", "hits");
+	plan_file = ns_test_scratch("ns_ram_warm", "hits.plan");
 	RT_CHECK(ns_model_open(model, &m, err, sizeof(err)) == 0 &&
 		 ns_hparams_load(m, &hp, err, sizeof(err)) == 0, "%s", err);
 	RT_CHECK(hp.n_expert && hp.n_layer <= S_MAX_LAYER && hp.n_expert <= S_MAX_EXPERT,
