@@ -20,6 +20,9 @@ struct nsc_proc {
 	uint32_t lookahead;
 	bool lookahead_given;
 	uint32_t n_ctx;
+	bool cuda;                 /* --backend cuda (nscompute-cuda only) */
+	uint64_t vram_budget;      /* --vram-budget: the device arena; 0 = exactly what is needed */
+	const void *arena_pinned;  /* cuda: the arena mapping, page-locked; NULL when not */
 	struct ns_model *m;
 	struct ns_client *c;
 	struct ns_weights *w;
@@ -46,5 +49,11 @@ struct ns_fwd_route;
 int nsc_route_open(struct nsc_proc *p);
 void nsc_route_close(struct nsc_proc *p);
 int nsc_route_cb(void *user, const struct ns_fwd_route *r);
+
+/* cuda_attach.c (nscompute-cuda only): p->f = the CUDA forward pass over p->w, with the VRAM
+ * windows of the published plan when p->vram_budget is set. */
+int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen);
+/* Frees the CUDA pass and unlocks the arena (before the client unmaps it). */
+void nsc_cuda_detach(struct nsc_proc *p);
 
 #endif

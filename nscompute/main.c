@@ -1,10 +1,12 @@
-/* nscompute - the compute process of a session (cpu backend).
+/* nscompute - the compute process of a session (cpu backend; built a second time with the cuda
+ * backend as nscompute-cuda).
  *
- *   nscompute --session ID --model PATH [--backend cpu] [--threads N] [--block-rows N]
- *             [--lookahead N] [-c CTX] [--ctl ENDPOINT]
+ *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
+ *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
- * through nsio (weights_stream.h), and serves nsctl over one ZeroMQ PAIR socket (ctl_proto.h;
+ * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
+ * and the rest streamed through nsio (cfwd.h, cuda_attach.c) - and serves nsctl over one ZeroMQ PAIR socket (ctl_proto.h;
  * default endpoint ipc://RUNDIR/compute.sock). Malformed messages are counted and dropped.
  * SIGTERM/SIGINT, QUIT, or the death of the parent (nsctl): exit. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage or input. */
@@ -27,6 +29,12 @@
 #include "session.h"
 #include "weights_stream.h"
 
+#ifdef NS_WITH_CUDA
+#define S_BACKENDS "cpu|cuda"
+#else
+#define S_BACKENDS "cpu"
+#endif
+
 static volatile sig_atomic_t s_stop; /* set by SIGTERM/SIGINT; read by the serve loop */
 
 static void s_on_signal(int sig)
@@ -37,8 +45,9 @@ static void s_on_signal(int sig)
 
 static void s_usage(FILE *f)
 {
-	fprintf(f, "usage: nscompute --session ID --model PATH [--backend cpu] [--threads N] "
-		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT]\n");
+	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
+		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
+		   "[--vram-budget SIZE]\n", S_BACKENDS);
 }
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -80,9 +89,17 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 		} else if (!strcmp(o, "--ctl")) {
 			p->endpoint = v;
 		} else if (!strcmp(o, "--backend")) {
-			if (strcmp(v, "cpu")) {
+#ifdef NS_WITH_CUDA
+			p->cuda = !strcmp(v, "cuda");
+#endif
+			if (strcmp(v, "cpu") && !p->cuda) {
 				fprintf(stderr, "nscompute: backend '%s' is not built into this "
-					"executable (cpu)\n", v);
+					"executable (%s)\n", v, S_BACKENDS);
+				return -EINVAL;
+			}
+		} else if (!strcmp(o, "--vram-budget")) {
+			if (ns_parse_bytes(v, &p->vram_budget) < 0) {
+				fprintf(stderr, "nscompute: --vram-budget: bad size '%s'\n", v);
 				return -EINVAL;
 			}
 		} else if (!strcmp(o, "--threads")) {
@@ -136,7 +153,11 @@ static int s_attach(struct nsc_proc *p)
 							: ns_client_default_lookahead(p->c) };
 		rc = ns_weights_stream_new(p->m, p->c, &wo, &p->w, err, sizeof(err));
 	}
-	if (rc == 0) {
+	if (rc == 0 && p->cuda) {
+#ifdef NS_WITH_CUDA
+		rc = nsc_cuda_attach(p, err, sizeof(err));
+#endif
+	} else if (rc == 0) {
 		fo.n_ctx = p->n_ctx;
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
@@ -224,6 +245,9 @@ int main(int argc, char **argv)
 	if (p.rejected)
 		fprintf(stderr, "nscompute: %" PRIu64 " malformed control messages rejected\n",
 			p.rejected);
+#ifdef NS_WITH_CUDA
+	nsc_cuda_detach(&p);
+#endif
 	nsc_proc_free(&p);
 	if (rc == -EINVAL)
 		return 2;

@@ -68,9 +68,11 @@ struct s_opts {
 	int threads;
 	uint32_t n_ctx;
 	bool no_disk, no_plan;
+	const char *backend; /* "cpu" (default) or "cuda" */
 };
 
 struct s_config {
+	bool cuda;
 	uint64_t mem, ram, vram, rows;
 	int32_t lookahead; /* < 0: the engine's default */
 };
@@ -96,7 +98,8 @@ static void s_usage(FILE *f)
 		"                        configuration with the budgets nsctl run and nsctl plan\n"
 		"                        choose (from MemAvailable and the cgroup limit); with\n"
 		"                        only --budgets, no RAM cache\n"
-		"  --vram-budgets LIST   GPU budgets\n"
+		"  --vram-budgets LIST   GPU budgets (cuda backend)\n"
+		"  --backend cpu|cuda    compute process (nscompute or nscompute-cuda)\n"
 		"  --block-rows LIST     rows per streamed block (0: whole tensors)\n"
 		"  --lookahead LIST      blocks in flight after the current one\n"
 		"  --threads N           compute threads (0: all CPUs)\n"
@@ -219,6 +222,12 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--vram-budgets") || !strcmp(a, "--vram-budget")) {
 			if (s_list(a, v, true, 0, &o->vram))
 				return -1;
+		} else if (!strcmp(a, "--backend")) {
+			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+				fprintf(stderr, "nsctl bench: --backend cpu|cuda (got '%s')\n", v);
+				return -1;
+			}
+			o->backend = v;
 		} else if (!strcmp(a, "--block-rows")) {
 			if (s_list(a, v, false, UINT32_MAX, &o->rows))
 				return -1;
@@ -271,6 +280,7 @@ static int s_configs(const struct s_opts *o, struct s_config *c, size_t *n)
 							return -1;
 						}
 						c[(*n)++] = (struct s_config){
+							o->backend && !strcmp(o->backend, "cuda"),
 							mem->v[a], ram->v[b], vram->v[d], rows->v[r],
 							o->lookahead.n ? (int32_t)o->lookahead.v[l] : -1 };
 					}
@@ -464,7 +474,7 @@ static void s_fill_budgets(struct ns_bench_row *r, const struct s_config *c, con
 {
 	ns_bench_row_init(r);
 	snprintf(r->model, sizeof(r->model), "%s", model);
-	snprintf(r->backend, sizeof(r->backend), "CPU");
+	snprintf(r->backend, sizeof(r->backend), "%s", c->cuda ? "CUDA" : "CPU");
 	r->size_bytes = size;
 	r->n_params = n_params;
 	r->mem_budget = c->mem;
@@ -559,6 +569,7 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 	eo.mem_budget = c->mem;
 	eo.ram_budget = c->ram;
 	eo.vram_budget = c->vram;
+	eo.backend = o->backend ? o->backend : "cpu";
 	eo.block_rows = c->rows;
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;

@@ -9,6 +9,7 @@
 #include "budget_defaults.h"
 #include "commands.h"
 #include "fixed_mem.h"
+#include "gpu_need.h"
 #include "hparams.h"
 #include "json_out.h"
 #include "model.h"
@@ -434,13 +435,19 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 	char err[NS_ERR_LEN], s[4][32];
 
 	if (a->b.vram) {
+		/* the CUDA pass's exact set besides weight windows (nsplan/gpu_need.h) */
+		struct nsplan_gpu_need gn;
+
+		if (nsplan_gpu_need(m, fx->n_ctx, 0, 0, &gn, err, sizeof(err)) == 0)
+			gpu_fixed = gn.total;
 		if (!a->reserve_given)
 			a->b.reserve_vram = gpu_fixed;
 		if (a->b.reserve_vram < gpu_fixed || a->b.vram < a->b.reserve_vram) {
 			uint64_t least = a->b.reserve_vram > gpu_fixed ? a->b.reserve_vram : gpu_fixed;
 			fprintf(stderr, "%s: ", a->who);
 			fprintf(stderr, "--vram-budget %s with reserve %s cannot hold the "
-				"GPU fixed set %s (KV cache + scratch at -c %u); smallest workable: "
+				"GPU fixed set %s (KV cache, scratch, vectors and staging at -c %u); smallest "
+				"workable: "
 				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64 "\n",
 				ns_format_bytes(a->b.vram, s[0], 32),
 				ns_format_bytes(a->b.reserve_vram, s[1], 32),
@@ -649,4 +656,33 @@ out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);
 	return ret;
+}
+
+int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
+		     uint64_t reserve)
+{
+	struct ns_model *m = NULL;
+	struct nsplan_gpu_need gn;
+	char err[NS_ERR_LEN], s[3][32];
+	int ret;
+
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	if (!ret)
+		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : S_DEFAULT_CTX, 0, 0, &gn, err, sizeof(err));
+	ns_model_close(&m);
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return ret == -ENOMEM ? 1 : 2;
+	}
+	if (!reserve)
+		reserve = gn.total;
+	if (reserve < gn.total || vram < reserve) {
+		fprintf(stderr, "%s: --vram-budget %s with reserve %s cannot hold the cuda pass's KV "
+			"cache, scratch, vectors and staging (%s at -c %u); smallest workable: "
+			"--vram-budget %" PRIu64 "\n", who, ns_format_bytes(vram, s[0], 32),
+			ns_format_bytes(reserve, s[1], 32), ns_format_bytes(gn.total, s[2], 32),
+			n_ctx ? n_ctx : S_DEFAULT_CTX, reserve > gn.total ? reserve : gn.total);
+		return 2;
+	}
+	return 0;
 }

@@ -71,7 +71,9 @@ static void s_usage(FILE *f)
 		"                        does, from MemAvailable and the cgroup memory limit, and\n"
 		"                        printed; with --no-plan the arena defaults to the model's\n"
 		"                        size + 16MB, at most 512MB\n"
-		"  --vram-budget SIZE    GPU budget (cuda backend)\n"
+		"  --vram-budget SIZE    GPU budget (cuda backend): nsplan puts weights in VRAM\n"
+		"  --reserve-vram SIZE   the part of it kept for KV cache, scratch and staging\n"
+		"                        (default: exactly what the cuda pass needs)\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
 		"  --lookahead N         blocks in flight after the one being multiplied (4)\n"
 		"  --backend cpu|cuda    compute process: nscompute, or nscompute-cuda when built\n"
@@ -240,6 +242,8 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->ram_given = true;
 		} else if (!strcmp(a, "--vram-budget")) {
 			rc = s_size(a, v, &o->eo.vram_budget);
+		} else if (!strcmp(a, "--reserve-vram")) {
+			rc = s_size(a, v, &o->eo.reserve_vram);
 		} else if (!strcmp(a, "--block-rows")) {
 			rc = s_num(a, v, 0, 4294967295.0, &x);
 			o->eo.block_rows = (uint64_t)x;
@@ -445,6 +449,12 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	o.eo.cancel = &s_interrupted;
+	if (o.eo.vram_budget) {
+		rc = nsctl_check_vram("nsctl run", o.model, o.eo.n_ctx, o.eo.vram_budget,
+				      o.eo.reserve_vram);
+		if (rc)
+			return rc;
+	}
 	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed */
 	if (!o.eo.no_plan && (!o.mem_given || !o.ram_given)) {
 		char line[320];

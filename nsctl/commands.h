@@ -27,4 +27,11 @@ int cmd_ps(int argc, char **argv);
 int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool mem_given,
 		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen);
 
+/* A --vram-budget for the cuda backend: 0 when it holds what the cuda pass keeps besides
+ * weight windows at n_ctx (nsplan/gpu_need.h; reserve 0: exactly that, else reserve, which
+ * must cover it and fit the budget); else exit code 2 after one line naming the smallest
+ * workable budget (1 when the model cannot be read). */
+int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
+		     uint64_t reserve);
+
 #endif

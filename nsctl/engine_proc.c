@@ -275,13 +275,14 @@ static int s_start_nsio(struct ns_engine *e)
 
 static int s_start_plan(struct ns_engine *e)
 {
-	char mem[32], ram[32], ctx[16], vram[32], stats[PATH_MAX + 8];
-	const char *args[20];
+	char mem[32], ram[32], ctx[16], vram[32], reserve[32], stats[PATH_MAX + 8];
+	const char *args[24];
 	size_t n = 0;
 
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)e->o.mem_budget);
 	snprintf(ram, sizeof(ram), "%llu", (unsigned long long)e->o.ram_budget);
 	snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);
+	snprintf(reserve, sizeof(reserve), "%llu", (unsigned long long)e->o.reserve_vram);
 	snprintf(ctx, sizeof(ctx), "%u", e->o.n_ctx);
 	args[n++] = "--session";
 	args[n++] = e->s->id;
@@ -292,6 +293,10 @@ static int s_start_plan(struct ns_engine *e)
 	args[n++] = ram;
 	args[n++] = "--vram-budget";
 	args[n++] = vram;
+	if (e->o.reserve_vram) {
+		args[n++] = "--reserve-vram";
+		args[n++] = reserve;
+	}
 	args[n++] = "-c";
 	args[n++] = ctx;
 	if (e->o.expert_stats) { /* re-read on SIGHUP (ns_engine_warmup); empty until then */
@@ -314,8 +319,8 @@ static int s_start_plan(struct ns_engine *e)
 
 static int s_start_compute(struct ns_engine *e)
 {
-	char th[16], br[32], la[16], ctx[16];
-	const char *args[24];
+	char th[16], br[32], la[16], ctx[16], vram[32];
+	const char *args[28];
 	size_t n = 0;
 	zmq_msg_t msg;
 	struct ns_cmsg_hello h;
@@ -341,6 +346,11 @@ static int s_start_compute(struct ns_engine *e)
 	args[n++] = ctx;
 	args[n++] = "--ctl";
 	args[n++] = e->endpoint;
+	if (strcmp(e->o.backend, "cpu")) { /* the GPU arena: nsplan placed weights in it */
+		snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);
+		args[n++] = "--vram-budget";
+		args[n++] = vram;
+	}
 	args[n] = NULL;
 	rc = s_spawn(e, NS_PROC_NSCOMPUTE, args, &e->pid[NS_PROC_NSCOMPUTE]);
 	if (rc < 0)

@@ -49,7 +49,10 @@ struct ns_engine_opts {
 	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
 				* most 512 MiB */
 	uint64_t ram_budget;   /* RAM cache bytes: nsplan places weights, nsio loads them */
-	uint64_t vram_budget;  /* GPU bytes (cuda backend only) */
+	uint64_t vram_budget;  /* GPU bytes (cuda backend only): weights nsplan places in VRAM
+				* plus reserve_vram */
+	uint64_t reserve_vram; /* part of vram_budget kept for KV, scratch, staging; 0: exactly
+				* what the cuda pass needs (nsplan/gpu_need.h) */
 	const char *backend;   /* "cpu" (NULL = cpu) runs nscompute; "cuda" runs
 				* nscompute-cuda ($NS_NSCOMPUTE_CUDA), refused when not built */
 	uint32_t n_ctx;        /* context positions; 0: 4096 */

@@ -401,6 +401,12 @@ uint64_t ns_client_arena_bytes(const struct ns_client *c)
 	return c->ctl->arena_bytes;
 }
 
+void ns_client_arena_map(const struct ns_client *c, const void **base, uint64_t *bytes)
+{
+	*base = c->sess->arena_seg.base;
+	*bytes = c->sess->arena_seg.size;
+}
+
 uint32_t ns_client_align(const struct ns_client *c)
 {
 	return c->ctl->align;

@@ -70,6 +70,9 @@ uint64_t ns_client_n_tensors(const struct ns_client *c);
 int64_t ns_client_find_tensor(const struct ns_client *c, const char *name);
 int ns_client_tensor(const struct ns_client *c, uint64_t idx, struct ns_client_tensor *t);
 uint64_t ns_client_arena_bytes(const struct ns_client *c);
+/* The whole read-only arena mapping (page-aligned; every block's data lies inside it), for a
+ * GPU backend to page-lock it once. Valid until ns_client_close. */
+void ns_client_arena_map(const struct ns_client *c, const void **base, uint64_t *bytes);
 uint32_t ns_client_align(const struct ns_client *c);
 /* Most requests one client may have outstanding (ring_slots / 2). */
 uint32_t ns_client_max_outstanding(const struct ns_client *c);

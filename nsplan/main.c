@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "fixed_mem.h"
+#include "gpu_need.h"
 #include "hparams.h"
 #include "model.h"
 #include "ns_util.h"
@@ -140,12 +141,13 @@ static int s_attach(struct nsplan_proc *p)
 	if (!p->mem_given)
 		p->opts.budgets.mem = p->session->ctl->budget_bytes;
 	if (p->opts.budgets.vram && !p->reserve_given) {
-		struct nsplan_fixed fx;
-		if (nsplan_fixed_compute(p->m, &p->hp, p->n_ctx, 0, &fx, err, sizeof(err))) {
+		/* what the CUDA pass holds besides weight windows (gpu_need.h) */
+		struct nsplan_gpu_need gn;
+		if (nsplan_gpu_need(p->m, p->n_ctx, 0, 0, &gn, err, sizeof(err))) {
 			fprintf(stderr, "nsplan: %s\n", err);
 			return 2;
 		}
-		p->opts.budgets.reserve_vram = fx.total;
+		p->opts.budgets.reserve_vram = gn.total;
 	}
 	ret = nsplan_shm_create(&p->seg, p->session_id, nsplan_entry_bound(p->m, &p->hp),
 				p->session->ctl->hdr.owner_pid, err, sizeof(err));

@@ -9,15 +9,22 @@
  *                the read+write total is printed too
  *   ratio      = GEMV GB/s / copy read+write GB/s (what the memory delivered in the copy;
  *                target >= 0.75 on the large shapes)
+ * "host" is the launch loop's own time per call on the CPU: when it is close to us/gemv the
+ * loop, not the GPU, set the pace (launch overhead; small shapes).
+ * Each shape is timed for every GEMV kernel family (ns_cuda_gemv_variant, nscuda_internal.h):
+ * v1 gemv.cu (ns_cuda_gemv's default), v2 gemv2.cu (all quantized types staged with cp.async),
+ * v3 gemv2.cu with Q4_K/Q5_K read directly (printed for those two only).
  * Also the tensor-core prefill GEMM of 512 tokens on 4096 x 4096, in TFLOP/s.
  * Usage: bench_cuda_gemv [--iters N] [--types q4_k,q8_0,...]. Exit 77 without a GPU. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ggml_type.h"
 #include "nscuda.h"
+#include "nscuda_internal.h"
 
 #define DIE(...) do { fprintf(stderr, "bench_cuda_gemv: "); fprintf(stderr, __VA_ARGS__); \
 	fputc('\n', stderr); exit(1); } while (0)
@@ -61,6 +68,16 @@ static void s_fill(uint32_t type, uint8_t *b, uint64_t n, uint32_t blk)
 			b[o + at + 3] = (uint8_t)(h >> 8);
 		}
 	}
+}
+
+/* host clock: the launch loop's own time per call next to the GPU's (a host-bound loop shows
+ * both about equal) */
+static uint64_t s_host_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 struct shape {
@@ -148,7 +165,7 @@ int main(int argc, char **argv)
 		free(hx);
 	}
 
-	printf("%-6s %14s %9s %7s %9s %7s\n", "type", "rows x cols", "MiB", "copies", "GB/s",
+	printf("%-9s %14s %9s %7s %9s %7s\n", "type", "rows x cols", "MiB", "copies", "GB/s",
 	       "/copy");
 	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
 		const struct ns_type_info *tinfo = ns_type_get(types[ti].type);
@@ -180,20 +197,30 @@ int main(int argc, char **argv)
 			float ms;
 			CK(ns_cuda_event_new(&e0));
 			CK(ns_cuda_event_new(&e1));
-			for (int i = 0; i < n_copies; i++)
-				CK(ns_cuda_gemv(types[ti].type, dw[i], sh.cols, sh.rows, dx, dy, NULL));
-			CK(ns_cuda_event_record(e0, NULL));
-			for (int i = 0; i < iters; i++)
-				CK(ns_cuda_gemv(types[ti].type, dw[i % n_copies], sh.cols, sh.rows, dx, dy,
-						NULL));
-			CK(ns_cuda_event_record(e1, NULL));
-			CK(ns_cuda_event_sync(e1));
-			CK(ns_cuda_event_ms(e0, e1, &ms));
-			const double gbs = (double)bytes * iters / (ms * 1e-3) / 1e9;
-			printf("%-6s %6llu x %5llu %9.1f %7d %9.0f %7.2f   %.1f us/gemv\n",
-			       types[ti].name, (unsigned long long)sh.rows,
-			       (unsigned long long)sh.cols, bytes / 1048576.0, n_copies, gbs,
-			       gbs / (2 * copy), ms * 1e3 / iters);
+			for (int var = 1; var <= 3; var++) {
+				const uint32_t ty = types[ti].type;
+
+				if (var == 3 && ty != NS_TYPE_Q4_K && ty != NS_TYPE_Q5_K)
+					continue; /* v3 = v2 for the other types */
+				for (int i = 0; i < n_copies; i++)
+					CK(ns_cuda_gemv_variant(var, ty, dw[i], sh.cols, sh.rows, dx, dy,
+								NULL));
+				CK(ns_cuda_event_record(e0, NULL));
+				const uint64_t h0 = s_host_ns();
+				for (int i = 0; i < iters; i++)
+					CK(ns_cuda_gemv_variant(var, ty, dw[i % n_copies], sh.cols,
+								sh.rows, dx, dy, NULL));
+				const uint64_t h1 = s_host_ns();
+				CK(ns_cuda_event_record(e1, NULL));
+				CK(ns_cuda_event_sync(e1));
+				CK(ns_cuda_event_ms(e0, e1, &ms));
+				const double gbs = (double)bytes * iters / (ms * 1e-3) / 1e9;
+				printf("%-6s v%d %6llu x %5llu %9.1f %7d %9.0f %7.2f   %.1f us/gemv "
+				       "(host %.1f us/call)\n", types[ti].name, var,
+				       (unsigned long long)sh.rows, (unsigned long long)sh.cols,
+				       bytes / 1048576.0, n_copies, gbs, gbs / (2 * copy),
+				       ms * 1e3 / iters, (h1 - h0) / 1e3 / iters);
+			}
 			if (si == 0) { /* prefill: 512 tokens through the tensor-core GEMM */
 				const int nt = 512, gi = iters / 20 + 2;
 				CK(ns_cuda_gemm_prefill(types[ti].type, dw[0], sh.cols, sh.rows, dx,
@@ -206,7 +233,7 @@ int main(int argc, char **argv)
 				CK(ns_cuda_event_record(e1, NULL));
 				CK(ns_cuda_event_sync(e1));
 				CK(ns_cuda_event_ms(e0, e1, &ms));
-				printf("%-6s %6llu x %5llu   prefill GEMM, %d tokens: %.1f TFLOP/s "
+				printf("%-9s %6llu x %5llu   prefill GEMM, %d tokens: %.1f TFLOP/s "
 				       "(%.2f ms)\n", types[ti].name, (unsigned long long)sh.rows,
 				       (unsigned long long)sh.cols, nt,
 				       2.0 * sh.rows * sh.cols * nt * gi / (ms * 1e-3) / 1e12, ms / gi);

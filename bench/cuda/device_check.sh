@@ -1,14 +1,17 @@
 #!/bin/bash
-# device_check.sh [STAGE_DIR] - run on the GPU machine from the repository root: the CUDA
-# tests and the GEMV benchmark from a staged folder (bench/cuda/stage.sh, default
-# build-gpu-stage), one report to $OUT/cuda-report.txt (./cuda-report.txt without $OUT).
-# Builds nothing. Every step has its own time limit so one hang cannot eat the lease.
+# device_check.sh [STAGE_DIR] - run on the GPU machine from the repository root: everything
+# bench/cuda/stage.sh put in the stage folder (default build-gpu-stage), one report to
+# $OUT/cuda-report.txt (./cuda-report.txt without $OUT). Builds nothing. Every step has its own
+# time limit so one hang cannot eat the lease. Steps whose binaries were not staged are left
+# out. The report ends with "=== failures: N" (a skip, rc 77, counts as a failure here).
 set -u
 stage=${1:-build-gpu-stage}
 out=${OUT:-.}
 report=$out/cuda-report.txt
+work=${NS_DEVICE_WORK:-$PWD/.devdata/work}
 export LD_LIBRARY_PATH=$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NS_ORACLE_DIR=$PWD/$stage/oracle
+export NS_BUILD_ROOT=$PWD/$stage/bin
 export CI=true # a missing oracle fails instead of skipping
 fails=0
 step() { # step NAME SECONDS CMD...
@@ -22,21 +25,42 @@ step() { # step NAME SECONDS CMD...
     echo
     [ "$rc" = 0 ] || fails=$((fails + 1))
 }
+has() { [ -x "$stage/bin/$1" ]; }
+mkdir -p "$work"
+[ -f "$stage/bin.tgz" ] && tar xzf "$stage/bin.tgz" -C "$stage"
 {
     echo "neurostream CUDA device check, $(date -u)"
     git log -1 --format='commit %H %s' 2>/dev/null
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
     echo
-    for t in test_range test_cuda_vram test_cuda_dequant test_cuda_gemv test_cuda_ops test_cuda_attn; do
-        step "$t" 120 "$stage/bin/$t"
+    for t in test_range test_cuda_vram test_cuda_dequant test_cuda_gemv test_cuda_ops \
+        test_cuda_attn; do
+        has "$t" && step "$t" 120 "$stage/bin/$t"
     done
-    step bench_cuda_gemv 240 "$stage/bin/bench_cuda_gemv"
-    if command -v cuobjdump >/dev/null; then
-        echo "=== SASS opcode histogram of k_gemv<Q4_K> (sm_90)"
-        cuobjdump --dump-sass --gpu-architecture sm_90 "$stage/bin/bench_cuda_gemv" 2>/dev/null |
-            awk '/Function : .*k_gemvILi12E/{on=1; next} /Function :/{on=0} on' |
-            grep -oE '^ +/\*[0-9a-f]+\*/ +[A-Z0-9_.]+' | awk '{print $2}' | sort | uniq -c |
-            sort -rn | head -25
+    if has test_cfwd; then
+        for m in "$stage"/oracle/models/*.gguf "$stage"/oracle/tiny/*.gguf; do
+            [ -e "$m" ] || continue
+            rel=${m#"$stage/oracle/"}
+            step "test_cfwd $rel" 120 "$stage/bin/test_cfwd" "$rel"
+        done
+    fi
+    if has bench_cuda_decode && has nsctl; then
+        step "mkmodel llama-8b q4_k_m" 240 "$stage/bin/nsctl" mkmodel --preset llama-8b \
+            --quant q4_k_m -o "$work/l8b.gguf"
+        step "bench_cuda_decode llama-8b" 240 "$stage/bin/bench_cuda_decode" "$work/l8b.gguf" \
+            -p 128 -n 128 -r 3
+        NS_CFWD_PROFILE=1 step "bench_cuda_decode llama-8b, profiled" 240 \
+            "$stage/bin/bench_cuda_decode" "$work/l8b.gguf" -p 128 -n 32 -r 1
+        if [ -n "${NS_DEVICE_GEMV_SWEEP:-}" ]; then
+            for v in 1 2 3; do
+                NS_CUDA_GEMV=$v step "bench_cuda_decode llama-8b, NS_CUDA_GEMV=$v" 240 \
+                    "$stage/bin/bench_cuda_decode" "$work/l8b.gguf" -p 128 -n 64 -r 2
+            done
+        fi
+    fi
+    has bench_cuda_gemv && step bench_cuda_gemv 240 "$stage/bin/bench_cuda_gemv"
+    if [ -x bench/cuda/device_pipeline.sh ] && has nscompute-cuda; then
+        step "pipeline" 300 bash bench/cuda/device_pipeline.sh "$stage" "$work"
     fi
     echo "=== failures: $fails"
 } 2>&1 | tee "$report"

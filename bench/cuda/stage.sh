@@ -1,28 +1,70 @@
 #!/bin/bash
-# stage.sh BUILD_DIR [STAGE_DIR] - gather what bench/cuda/device_check.sh needs on the GPU
-# machine into one small folder (default build-gpu-stage, ignored by git through build*/):
-# the CUDA test and benchmark binaries, the quantization goldens they read, and the non-system
-# shared libraries the binaries link (shared/tools/device-bundle.sh). Builds nothing.
+# stage.sh BUILD_DIR [STAGE_DIR] [PART...] - gather what bench/cuda/device_check.sh needs on the
+# GPU machine into one small folder (default build-gpu-stage, ignored by git through build*/).
+# Builds nothing. PARTs (default: kernels fwd):
+#   kernels   the CUDA kernel tests and the GEMV benchmark
+#   dequant   the dequantization test and its goldens (17 MB)
+#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss oracle models,
+#             bench_cuda_decode, and nsctl (mkmodel makes the 8B model there)
+#   fwd-f32   the F32 tiny models too (30 MB more: stage them in a call of their own)
+#   pipeline  nsctl, nsio, nsplan, nsrouter, nscompute, nscompute-cuda (nsctl run --backend cuda)
+# plus the non-system shared libraries the binaries link (shared/tools/device-bundle.sh).
 set -euo pipefail
-build=${1:?usage: stage.sh BUILD_DIR [STAGE_DIR]}
+build=${1:?usage: stage.sh BUILD_DIR [STAGE_DIR] [PART...]}
 stage=${2:-build-gpu-stage}
+shift $(( $# >= 2 ? 2 : 1 ))
+parts=${*:-kernels fwd}
 oracle=${NS_ORACLE_DIR:-../shared/oracle}
 rm -rf "$stage"
-mkdir -p "$stage/bin" "$stage/oracle"
-for t in test_range test_cuda_dequant test_cuda_gemv test_cuda_ops test_cuda_attn test_cuda_vram; do
-    cp "$build/tests/cuda/$t" "$stage/bin/"
+mkdir -p "$stage/bin" "$stage/oracle/models" "$stage/oracle/tiny"
+bin() { for b in "$@"; do cp "$build/$b" "$stage/bin/"; done; }
+mkdir -p "$stage/bin"
+for part in $parts; do
+    case $part in
+    kernels)
+        for t in test_range test_cuda_gemv test_cuda_ops test_cuda_attn test_cuda_vram; do
+            bin "tests/cuda/$t"
+        done
+        bin bench/cuda/bench_cuda_gemv ;;
+    dequant)
+        bin tests/cuda/test_cuda_dequant
+        cp -r "$oracle/quant" "$stage/oracle/" ;;
+    fwd)
+        bin tests/cuda/test_cfwd bench/cuda/bench_cuda_decode nsctl/nsctl
+        for f in synth-llama-k256-Q4_K_M synth-llama-k256-Q5_K synth-llama-k256-Q6_K; do
+            cp "$oracle/models/$f.gguf" "$stage/oracle/models/"
+        done
+        for f in llama-Q8_0 llama-Q4_K_M qwen3-Q4_K_M qwen3-Q5_K_M qwen3-Q6_K qwen3-Q4_0 \
+            qwen3moe-Q4_K_M gpt-oss-MXFP4_MOE; do
+            cp "$oracle/tiny/tiny-$f.gguf" "$stage/oracle/tiny/"
+        done ;;
+    fwd-f32)
+        bin tests/cuda/test_cfwd
+        for f in llama qwen3 qwen3moe gpt-oss; do
+            cp "$oracle/tiny/tiny-$f-F32.gguf" "$stage/oracle/tiny/"
+        done ;;
+    pipeline)
+        bin nsctl/nsctl nsio/nsio nsplan/nsplan nsrouter/nsrouter nscompute/nscompute \
+            nscompute/nscompute-cuda
+        cp "$oracle/tiny/tiny-qwen3moe-Q4_K_M.gguf" "$oracle/tiny/tiny-llama-Q4_K_M.gguf" \
+            "$stage/oracle/tiny/" ;;
+    *)
+        echo "stage.sh: unknown part $part" >&2
+        exit 2 ;;
+    esac
 done
-cp "$build/bench/cuda/bench_cuda_gemv" "$stage/bin/"
 strip --strip-debug "$stage"/bin/* # host debug info only; the device code stays
-cp -r "$oracle/quant" "$stage/oracle/"
 if [ -x ../shared/tools/device-bundle.sh ]; then
     ../shared/tools/device-bundle.sh "$stage/bin" "$stage/lib" >/dev/null
 fi
 mkdir -p "$stage/lib"
+# the binaries carry CUDA fat binaries that gzip to a quarter; device_check.sh unpacks them
+tar czf "$stage/bin.tgz" -C "$stage" bin lib
+rm -rf "$stage/bin" "$stage/lib"
 du -sh "$stage"
 kib=$(du -sk "$stage" | cut -f1)
 if [ "$kib" -gt $((56 * 1024)) ]; then
     echo "stage.sh: $stage is over 56 MiB: a device call carries 64 MiB with the working tree;" \
-        "build with -Dgpu_archs=90" >&2
+        "stage fewer parts per call, and build with -Dgpu_archs=90" >&2
     exit 1
 fi

@@ -25,12 +25,13 @@ struct attn_args {
 	uint32_t n_tok, n_head, gqa, dk, dv, window, n_chunk;
 	float scale;
 	float *ws, *out;
+	const int64_t *pos_ptr; /* non-NULL: the position of token 0 is *pos_ptr, not pos0 */
 };
 
 __device__ __forceinline__ void context(const attn_args &a, uint32_t t, uint64_t *j0,
 					uint64_t *n_pos)
 {
-	const uint64_t p1 = a.pos0 + t + 1;
+	const uint64_t p1 = (a.pos_ptr ? (uint64_t)*a.pos_ptr : a.pos0) + t + 1;
 
 	*j0 = a.window && p1 > a.window ? p1 - a.window : 0;
 	*n_pos = p1 - *j0;
@@ -157,11 +158,13 @@ extern "C" uint64_t ns_cuda_attn_ws_bytes(uint32_t n_tok, uint32_t n_head, uint6
 	return r;
 }
 
-extern "C" int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk,
-				 const float *dev_v, uint64_t ldv, uint32_t n_tok, uint64_t pos0,
-				 uint32_t n_head, uint32_t n_head_kv, uint32_t dk, uint32_t dv,
-				 float scale, uint32_t window, const float *dev_sinks,
-				 float *dev_out, void *dev_ws, ns_cuda_stream_t s)
+/* Both entry points: pos_ptr NULL takes pos0; else the grid covers max_ctx positions and
+ * the blocks past the query's context return at once. */
+static int attention(const float *dev_q, const float *dev_k, uint64_t ldk, const float *dev_v,
+		     uint64_t ldv, uint32_t n_tok, uint64_t pos0, const int64_t *pos_ptr,
+		     uint64_t max_ctx, uint32_t n_head, uint32_t n_head_kv, uint32_t dk,
+		     uint32_t dv, float scale, uint32_t window, const float *dev_sinks,
+		     float *dev_out, void *dev_ws, cudaStream_t s)
 {
 	attn_args a;
 
@@ -171,7 +174,7 @@ extern "C" int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_
 	    n_head % n_head_kv || dk == 0 || dv == 0 || dk > MAXD || dv > MAXD ||
 	    ldk < (uint64_t)n_head_kv * dk || ldv < (uint64_t)n_head_kv * dv)
 		return -EINVAL;
-	const uint64_t nc = n_chunks(pos0 + n_tok);
+	const uint64_t nc = n_chunks(pos_ptr ? max_ctx : pos0 + n_tok);
 	if (nc > INT32_MAX || n_head > 65535 || n_tok > 65535)
 		return -EOVERFLOW;
 	a.q = dev_q;
@@ -181,6 +184,7 @@ extern "C" int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_
 	a.ldk = ldk;
 	a.ldv = ldv;
 	a.pos0 = pos0;
+	a.pos_ptr = pos_ptr;
 	a.n_tok = n_tok;
 	a.n_head = n_head;
 	a.gqa = n_head / n_head_kv;
@@ -195,10 +199,34 @@ extern "C" int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_
 	uint64_t gx = nc;
 	if (window && n_chunks(window) < gx)
 		gx = n_chunks(window);
-	k_attn_chunk<<<dim3((unsigned)gx, n_head, n_tok), AT, 0, (cudaStream_t)s>>>(a);
+	k_attn_chunk<<<dim3((unsigned)gx, n_head, n_tok), AT, 0, s>>>(a);
 	int rc = nsl::launched();
 	if (rc)
 		return rc;
-	k_attn_merge<<<dim3(n_head, n_tok), AT, 0, (cudaStream_t)s>>>(a);
+	k_attn_merge<<<dim3(n_head, n_tok), AT, 0, s>>>(a);
 	return nsl::launched();
+}
+
+extern "C" int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk,
+				 const float *dev_v, uint64_t ldv, uint32_t n_tok, uint64_t pos0,
+				 uint32_t n_head, uint32_t n_head_kv, uint32_t dk, uint32_t dv,
+				 float scale, uint32_t window, const float *dev_sinks,
+				 float *dev_out, void *dev_ws, ns_cuda_stream_t s)
+{
+	return attention(dev_q, dev_k, ldk, dev_v, ldv, n_tok, pos0, NULL, 0, n_head, n_head_kv,
+			 dk, dv, scale, window, dev_sinks, dev_out, dev_ws, (cudaStream_t)s);
+}
+
+extern "C" int ns_cuda_attention_at(const float *dev_q, const float *dev_k, uint64_t ldk,
+				    const float *dev_v, uint64_t ldv, const int64_t *dev_pos,
+				    uint64_t max_ctx, uint32_t n_head, uint32_t n_head_kv,
+				    uint32_t dk, uint32_t dv, float scale, uint32_t window,
+				    const float *dev_sinks, float *dev_out, void *dev_ws,
+				    ns_cuda_stream_t s)
+{
+	if (!dev_pos || max_ctx == 0)
+		return -EINVAL;
+	return attention(dev_q, dev_k, ldk, dev_v, ldv, 1, 0, dev_pos, max_ctx, n_head,
+			 n_head_kv, dk, dv, scale, window, dev_sinks, dev_out, dev_ws,
+			 (cudaStream_t)s);
 }

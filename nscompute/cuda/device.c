@@ -164,6 +164,43 @@ void ns_cuda_stream_destroy(ns_cuda_stream_t *s)
 	}
 }
 
+int ns_cuda_graph_begin(ns_cuda_stream_t s)
+{
+	return ns_cuda_rc(cudaStreamBeginCapture((cudaStream_t)s,
+						 cudaStreamCaptureModeThreadLocal));
+}
+
+int ns_cuda_graph_end(ns_cuda_stream_t s, ns_cuda_graph_t *out)
+{
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t x = NULL;
+	int rc = ns_cuda_rc(cudaStreamEndCapture((cudaStream_t)s, &g));
+
+	*out = NULL;
+	if (rc == 0)
+		rc = ns_cuda_rc(cudaGraphInstantiate(&x, g, 0));
+	if (g)
+		(void)cudaGraphDestroy(g);
+	if (rc == 0)
+		*out = (ns_cuda_graph_t)x;
+	else
+		(void)cudaGetLastError();
+	return rc;
+}
+
+int ns_cuda_graph_launch(ns_cuda_graph_t g, ns_cuda_stream_t s)
+{
+	return ns_cuda_rc(cudaGraphLaunch((cudaGraphExec_t)g, (cudaStream_t)s));
+}
+
+void ns_cuda_graph_destroy(ns_cuda_graph_t *g)
+{
+	if (g && *g) {
+		(void)cudaGraphExecDestroy((cudaGraphExec_t)*g);
+		*g = NULL;
+	}
+}
+
 int ns_cuda_stream_sync(ns_cuda_stream_t s)
 {
 	return ns_cuda_rc(cudaStreamSynchronize((cudaStream_t)s));
@@ -171,9 +208,9 @@ int ns_cuda_stream_sync(ns_cuda_stream_t s)
 
 /* ---------------------------------------------------------------- transfers ------------ */
 
-int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen)
+static int s_register(void *p, size_t bytes, unsigned flags, char *err, size_t errlen)
 {
-	cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+	cudaError_t e = cudaHostRegister(p, bytes, flags);
 
 	if (e != cudaSuccess) {
 		char b[32];
@@ -185,6 +222,16 @@ int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen)
 		return ns_cuda_rc(e);
 	}
 	return 0;
+}
+
+int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen)
+{
+	return s_register(p, bytes, cudaHostRegisterDefault, err, errlen);
+}
+
+int ns_cuda_host_register_ro(const void *p, size_t bytes, char *err, size_t errlen)
+{
+	return s_register((void *)p, bytes, cudaHostRegisterReadOnly, err, errlen);
 }
 
 int ns_cuda_host_unregister(void *p)

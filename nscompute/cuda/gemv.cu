@@ -9,6 +9,9 @@
  * reduced by a fixed xor-shuffle tree: the order of every operation depends only on n_cols,
  * so a row gives the same bits in any window, in either slot of a pair and in any block. */
 #include "nscuda.h"
+#include "nscuda_internal.h"
+
+#include <stdlib.h>
 
 #include "launch.cuh"
 
@@ -253,8 +256,9 @@ extern "C" int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols
 	return nsl::launched();
 }
 
-extern "C" int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
-			    const float *dev_x, float *dev_y, ns_cuda_stream_t s)
+/* variant 1 of ns_cuda_gemv_variant */
+static int gemv_v1(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+		   const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
 	uint64_t rb;
 	int rc = nsl::window(type, dev_w, n_cols, &rb);
@@ -277,4 +281,36 @@ extern "C" int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, u
 #undef NSL_V
 	}
 	return -ENOTSUP;
+}
+
+extern "C" int ns_cuda_gemv_variant(int variant, uint32_t type, const void *dev_w,
+				    uint64_t n_cols, uint64_t n_rows, const float *dev_x,
+				    float *dev_y, ns_cuda_stream_t s)
+{
+	/* 4: per type, the family measured faster on the H200 (nscompute/cuda/README.md) */
+	if (variant == 4)
+		variant = type == nsq::Q4_K || type == nsq::Q5_K ? 1 : 2;
+	if (variant == 1)
+		return gemv_v1(type, dev_w, n_cols, n_rows, dev_x, dev_y, s);
+	return ns_cuda_gemv2(variant, type, dev_w, n_cols, n_rows, dev_x, dev_y, s);
+}
+
+extern "C" int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+			    const float *dev_x, float *dev_y, ns_cuda_stream_t s)
+{
+	/* The one static of this file (accepted by the lead): the kernel family is a process-wide
+	 * switch read from NS_CUDA_GEMV once, not per call (getenv per launch would cost more
+	 * than a small GEMV and could change between the layers of one token). 0 = not read
+	 * yet; racing first calls read the same environment and store the same value. */
+	static int s_variant;
+	int v = __atomic_load_n(&s_variant, __ATOMIC_RELAXED);
+
+	if (v == 0) {
+		const char *e = getenv("NS_CUDA_GEMV");
+
+		/* default 4: per type, the family measured faster on the H200 */
+		v = e && e[0] >= '1' && e[0] <= '4' && !e[1] ? e[0] - '0' : 4;
+		__atomic_store_n(&s_variant, v, __ATOMIC_RELAXED);
+	}
+	return ns_cuda_gemv_variant(v, type, dev_w, n_cols, n_rows, dev_x, dev_y, s);
 }

@@ -95,6 +95,10 @@ uint64_t ns_vram_largest_free(const struct ns_vram *v);
  * compute; ns_cuda_host_unregister(p) undoes it. -EIO with the reason in err. */
 int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen);
 int ns_cuda_host_unregister(void *p);
+/* The same for memory the process may only read (a read-only shared mapping such as nsio's
+ * arena): cudaHostRegisterReadOnly. Fails (-EIO, reason in err) where the device or platform
+ * does not support it; undo with ns_cuda_host_unregister. */
+int ns_cuda_host_register_ro(const void *p, size_t bytes, char *err, size_t errlen);
 
 int ns_cuda_event_new(ns_cuda_event_t *out);
 void ns_cuda_event_destroy(ns_cuda_event_t *e);
@@ -195,6 +199,65 @@ int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, cons
 		      uint64_t ldv, uint32_t n_tok, uint64_t pos0, uint32_t n_head,
 		      uint32_t n_head_kv, uint32_t dk, uint32_t dv, float scale, uint32_t window,
 		      const float *dev_sinks, float *dev_out, void *dev_ws, ns_cuda_stream_t s);
+
+/* ------------------------------------------------------------ forward-pass glue --------- */
+/* Small element-wise kernels the forward pass needs between the big ones (glue.cu). Row
+ * counts (n_tok, m) are at most 65535 (-EINVAL beyond). */
+
+/* dev_y[i] += dev_x[i] for i < n. */
+int ns_cuda_add(float *dev_y, const float *dev_x, uint64_t n, ns_cuda_stream_t s);
+
+/* dev_y[t * ld + i] += dev_b[i] for t < n_tok, i < n (a bias on every token's row). */
+int ns_cuda_add_rows(float *dev_y, uint64_t ld, const float *dev_b, uint64_t n, uint32_t n_tok,
+		     ns_cuda_stream_t s);
+
+/* dev_dst[i * n + j] = dev_src[dev_idx[i] * n + j] for i < m, j < n (MoE: the tokens routed
+ * to one expert). dev_idx: (m) int32 device. */
+int ns_cuda_gather_rows(float *dev_dst, const float *dev_src, const int32_t *dev_idx, uint32_t m,
+			uint64_t n, ns_cuda_stream_t s);
+
+/* dev_ys[dev_slot[i] * n + j] = dev_src[i * n + j] * dev_w[dev_slot[i]] for i < m, j < n (MoE:
+ * one expert's outputs into their (token, slot) rows, weighted). dev_slot: (m) int32. */
+int ns_cuda_scatter_scaled(float *dev_ys, const float *dev_src, const int32_t *dev_slot,
+			   const float *dev_w, uint32_t m, uint64_t n, ns_cuda_stream_t s);
+
+/* dev_y[t * n + j] = sum over s < k, in order s = 0, 1, ..., of dev_ys[(t * k + s) * n + j]
+ * (the first term copied, the others added in float, as nscompute/forward/moe.c). */
+int ns_cuda_sum_slots(float *dev_y, const float *dev_ys, uint32_t n_tok, uint32_t k, uint64_t n,
+		      ns_cuda_stream_t s);
+
+/* ------------------------------------------------------------ graphs -------------------- */
+/* A decode step replayed as a CUDA graph reads its position from device memory: these
+ * variants of ns_cuda_rope, ns_cuda_attention (one token) and of the KV-cache write take it
+ * from dev_pos (one int64 on the device), so one captured graph serves every position. Same
+ * arithmetic as the plain calls: bit-identical results. */
+
+/* ns_cuda_rope for one token at position *dev_pos. */
+int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads,
+		    uint32_t head_dim, const int64_t *dev_pos, ns_cuda_stream_t s);
+
+/* ns_cuda_attention for one query at position *dev_pos < max_ctx; dev_ws sized by
+ * ns_cuda_attn_ws_bytes(1, n_head, max_ctx, dv). */
+int ns_cuda_attention_at(const float *dev_q, const float *dev_k, uint64_t ldk,
+			 const float *dev_v, uint64_t ldv, const int64_t *dev_pos,
+			 uint64_t max_ctx, uint32_t n_head, uint32_t n_head_kv, uint32_t dk,
+			 uint32_t dv, float scale, uint32_t window, const float *dev_sinks,
+			 float *dev_out, void *dev_ws, ns_cuda_stream_t s);
+
+/* dev_dst[*dev_pos * ld + i] = dev_src[i] for i < n (a KV-cache row). */
+int ns_cuda_store_row(float *dev_dst, uint64_t ld, const float *dev_src, uint64_t n,
+		      const int64_t *dev_pos, ns_cuda_stream_t s);
+
+typedef struct CUgraphExec_st *ns_cuda_graph_t;
+
+/* Record what is launched on s (nothing runs) until ns_cuda_graph_end, which instantiates
+ * it. Host copies and synchronisations are not allowed in between. -ENOTSUP where graphs
+ * are not available (the emulation). */
+int ns_cuda_graph_begin(ns_cuda_stream_t s);
+/* Ends the capture; *out = the executable graph (NULL and an error if the capture failed). */
+int ns_cuda_graph_end(ns_cuda_stream_t s, ns_cuda_graph_t *out);
+int ns_cuda_graph_launch(ns_cuda_graph_t g, ns_cuda_stream_t s);
+void ns_cuda_graph_destroy(ns_cuda_graph_t *g);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nscuda.h"
+
 #define NS_RANGE_ALIGN 256u
 
 struct ns_extent {
@@ -37,5 +39,27 @@ uint64_t ns_range_largest(const struct ns_range *r);
 
 /* cudaError_t -> negative errno (0 for success). */
 int ns_cuda_rc(int cuda_error);
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The fused decode GEMV by kernel family, same arguments, contract and errors as ns_cuda_gemv
+ * (nscuda.h); -EINVAL for an unknown variant. 1: gemv.cu's k_gemv;
+ * 2: gemv2.cu's k_gemv2, every quantized type staged through shared memory with cp.async;
+ * 3: k_gemv2 with Q4_K and Q5_K read straight from global memory; 4: per type the faster on
+ * the H200 (1 for Q4_K and Q5_K, else 2), the default. ns_cuda_gemv takes the variant from the
+ * environment variable NS_CUDA_GEMV (1 to 4; anything else 4) at its first call; tests and benchmarks
+ * call this directly to compare them in one process. Each variant is deterministic on its
+ * own; different variants need not agree in bits. */
+int ns_cuda_gemv_variant(int variant, uint32_t type, const void *dev_w, uint64_t n_cols,
+			 uint64_t n_rows, const float *dev_x, float *dev_y, ns_cuda_stream_t s);
+/* gemv2.cu: variants 2 and 3 (-EINVAL for another). */
+int ns_cuda_gemv2(int variant, uint32_t type, const void *dev_w, uint64_t n_cols,
+		  uint64_t n_rows, const float *dev_x, float *dev_y, ns_cuda_stream_t s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -64,16 +64,19 @@ struct rope_k {
 	bool neox;
 	float freq_scale, theta_scale, ext_factor, corr0, corr1, mscale;
 	const float *ff;
+	const int64_t *pos_ptr; /* non-NULL: token 0's position is *pos_ptr */
 };
 
+/* One block per token: the angles of the position once (shared, as the CPU's ns_rope_angles
+ * fills cs), then every head rotated with them. */
 __global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, int64_t pos0)
 {
+	__shared__ float cs[2 * 256]; /* (cos, sin) of each pair; n_dims <= 512 */
 	const uint32_t half = r.n_dims / 2;
-	const int64_t pos = pos0 + blockIdx.x;
+	const int64_t pos = (r.pos_ptr ? *r.pos_ptr : pos0) + blockIdx.x;
 	float *xt = x + (uint64_t)blockIdx.x * n_heads * head_dim;
 
-	for (uint32_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
-		const uint32_t h = idx / half, i = idx % half;
+	for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
 		float theta = (float)pos, c, s;
 
 		for (uint32_t k = 0; k < i; k++) /* p * theta_scale^i, built up as the CPU does */
@@ -94,6 +97,13 @@ __global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, 
 			c = cosf(th);
 			s = sinf(th);
 		}
+		cs[2 * i] = c;
+		cs[2 * i + 1] = s;
+	}
+	__syncthreads();
+	for (uint32_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
+		const uint32_t h = idx / half, i = idx % half;
+		const float c = cs[2 * i], s = cs[2 * i + 1];
 		float *v = xt + (uint64_t)h * head_dim;
 		const uint32_t a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
 		const float x0 = v[a], x1 = v[b];
@@ -247,15 +257,15 @@ extern "C" int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *de
 	return nsl::launched();
 }
 
-extern "C" int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
-			    uint32_t n_heads, uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
+static int rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
+		uint32_t head_dim, int64_t pos0, const int64_t *pos_ptr, cudaStream_t s)
 {
 	rope_k k;
 
 	if (n_tok == 0 || n_heads == 0)
 		return 0;
 	if (!r || !dev_x || r->n_dims == 0 || r->n_dims % 2 || r->n_dims > head_dim ||
-	    n_tok > INT32_MAX)
+	    r->n_dims > 512 || n_tok > INT32_MAX)
 		return -EINVAL;
 	k.n_dims = r->n_dims;
 	k.neox = r->neox;
@@ -267,8 +277,23 @@ extern "C" int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t
 	k.corr1 = r->corr_dims[1];
 	k.mscale = r->attn_factor * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
 	k.ff = r->dev_freq_factors;
-	k_rope<<<n_tok, 128, 0, (cudaStream_t)s>>>(k, dev_x, n_heads, head_dim, pos0);
+	k.pos_ptr = pos_ptr;
+	k_rope<<<n_tok, 256, 0, s>>>(k, dev_x, n_heads, head_dim, pos0);
 	return nsl::launched();
+}
+
+extern "C" int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
+			    uint32_t n_heads, uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
+{
+	return rope(r, dev_x, n_tok, n_heads, head_dim, pos0, NULL, (cudaStream_t)s);
+}
+
+extern "C" int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads,
+			       uint32_t head_dim, const int64_t *dev_pos, ns_cuda_stream_t s)
+{
+	if (!dev_pos)
+		return -EINVAL;
+	return rope(r, dev_x, 1, n_heads, head_dim, 0, dev_pos, (cudaStream_t)s);
 }
 
 extern "C" int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai,

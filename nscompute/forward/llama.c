@@ -25,30 +25,13 @@
 #include <string.h>
 
 #include "forward_impl.h"
+#include "llama.h"
 #include "ggml_type.h"
 #include "moe.h"
 #include "ops.h"
 #include "rope.h"
 
-struct s_layer {
-	uint32_t wq;      /* attn_q.weight      (n_head * dk rows, n_embd cols) */
-	uint32_t wk;      /* attn_k.weight      (n_head_kv * dk, n_embd) */
-	uint32_t wv;      /* attn_v.weight      (n_head_kv * dv, n_embd) */
-	uint32_t wo;      /* attn_output.weight (n_embd, n_head * dv) */
-	uint32_t w_gate;  /* ffn_gate.weight    (n_ff, n_embd) */
-	uint32_t w_up;    /* ffn_up.weight      (n_ff, n_embd) */
-	uint32_t w_down;  /* ffn_down.weight    (n_embd, n_ff) */
-	float *attn_norm; /* (n_embd) */
-	float *ffn_norm;  /* (n_embd) */
-	float *q_norm;    /* (dk) qwen3 only, else NULL */
-	float *k_norm;    /* (dk) qwen3 only, else NULL */
-	float *bq;        /* (n_head * dk) or NULL */
-	float *bk;        /* (n_head_kv * dk) or NULL */
-	float *bv;        /* (n_head_kv * dv) or NULL */
-	float *bo;        /* (n_embd) or NULL */
-	float *sinks;     /* (n_head) attention sink logits (gpt-oss) or NULL */
-	uint32_t window;  /* sliding window in positions, 0 = full causal attention */
-};
+
 
 /* What an architecture changes in the layer. */
 struct s_arch {
@@ -59,44 +42,19 @@ struct s_arch {
 	const char *ffn_norm; /* name of the norm before the FFN, "blk.%u." + this */
 };
 
-struct s_llama {
-	uint32_t n_embd, n_layer, n_head, n_head_kv, dk, dv, n_ff, n_vocab, n_ctx;
-	float eps;
-	float attn_scale;
-	struct ns_rope rope;
-	uint32_t tok_embd;  /* token_embd.weight (n_tok_rows, n_embd) */
-	uint32_t output;    /* output.weight, or token_embd.weight when tied (n_vocab, n_embd) */
-	float *output_norm; /* (n_embd) */
-	float *rope_freqs;  /* (rope.n_dims / 2) llama3 frequency divisors, or NULL */
-	struct s_layer *layers; /* (n_layer) */
-	struct ns_moe *moe; /* MoE FFN of every layer, or NULL for dense */
-	uint32_t ffn_rows;  /* neurons per phase-1 window */
-	/* scratch, sized for n_batch tokens */
-	int64_t *ids; /* (n_batch) token ids as embedding rows */
-	float *x;     /* (n_batch, n_embd) residual stream */
-	float *xb;    /* (n_batch, n_embd) normed input of a sublayer */
-	float *xb2;   /* (n_batch, n_embd) sublayer output */
-	float *q;     /* (n_batch, n_head * dk) */
-	float *k;     /* (n_batch, n_head_kv * dk) */
-	float *v;     /* (n_batch, n_head_kv * dv) */
-	float *ao;    /* (n_batch, n_head * dv) attention output */
-	float *hb;    /* (n_batch, n_ff) FFN activation */
-	float *hu;    /* (n_batch, ffn_rows) up projection of one window */
-	float *att;   /* (n_ctx) scores of one head */
-	float *cs;    /* (rope.n_dims) angles of one position */
-};
+
 
 /* ---------------------------------------------------------------- setup ---------------- */
 
 static void s_destroy(void *arch)
 {
-	struct s_llama *L = arch;
+	struct ns_llama *L = arch;
 
 	if (!L)
 		return;
 	if (L->layers) {
 		for (uint32_t l = 0; l < L->n_layer; l++) {
-			struct s_layer *y = &L->layers[l];
+			struct ns_llama_layer *y = &L->layers[l];
 
 			free(y->attn_norm);
 			free(y->ffn_norm);
@@ -209,10 +167,10 @@ static int s_vector(struct ns_fwd *f, const struct ns_model *m, const char *name
 }
 
 /* The dense FFN matrices of layer l. */
-static int s_dense_init(const struct ns_model *m, struct s_llama *L, uint32_t l, char *err,
+static int s_dense_init(const struct ns_model *m, struct ns_llama *L, uint32_t l, char *err,
 			size_t errlen)
 {
-	struct s_layer *y = &L->layers[l];
+	struct ns_llama_layer *y = &L->layers[l];
 	char name[96];
 	int rc;
 
@@ -228,11 +186,11 @@ static int s_dense_init(const struct ns_model *m, struct s_llama *L, uint32_t l,
 	return 0;
 }
 
-static int s_layer_init(struct ns_fwd *f, const struct ns_model *m, struct s_llama *L,
+static int s_layer_init(struct ns_fwd *f, const struct ns_model *m, struct ns_llama *L,
 			uint32_t l, const struct s_arch *a, char *err, size_t errlen)
 {
 	const bool qk_norm = a->qk_norm;
-	struct s_layer *y = &L->layers[l];
+	struct ns_llama_layer *y = &L->layers[l];
 	const uint64_t nq = (uint64_t)L->n_head * L->dk;
 	const uint64_t nk = (uint64_t)L->n_head_kv * L->dk;
 	const uint64_t nv = (uint64_t)L->n_head_kv * L->dv;
@@ -272,7 +230,7 @@ static int s_layer_init(struct ns_fwd *f, const struct ns_model *m, struct s_lla
  * (llama_context cancels the magnitude term ggml's rope multiplies in again), times
  * rope.scaling.attn_factor. Everything in float as llama.cpp computes it. */
 static void s_yarn_init(const struct ns_model *m, const struct ns_hparams *hp,
-			struct s_llama *L)
+			struct ns_llama *L)
 {
 	const float factor = 1.0f / L->rope.freq_scale;
 	double beta_fast = 32.0, beta_slow = 1.0, log_mul = 0.0, attn = 1.0;
@@ -298,7 +256,7 @@ static void s_yarn_init(const struct ns_model *m, const struct ns_hparams *hp,
 /* Rope settings from the metadata: base (default 10000), linear scaling, llama3 factors,
  * YaRN. */
 static int s_rope_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
-		       struct s_llama *L, bool neox, char *err, size_t errlen)
+		       struct ns_llama *L, bool neox, char *err, size_t errlen)
 {
 	const char *type = hp->rope_scaling_type;
 	int rc;
@@ -327,7 +285,7 @@ static int s_rope_init(struct ns_fwd *f, const struct ns_model *m, const struct 
 	return rc;
 }
 
-static int s_scratch_init(struct s_llama *L, uint32_t n_batch)
+static int s_scratch_init(struct ns_llama *L, uint32_t n_batch)
 {
 	const uint64_t nb = n_batch;
 	int rc;
@@ -371,10 +329,10 @@ static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 
 /* ao[t] = attention of the chunk's token t (position p = pos0 + t) over positions j0..p:
  * j0 = 0, or p + 1 - window on a sliding-window layer. */
-static void s_attention(struct s_llama *L, struct ns_kvcache *kv, uint32_t l, uint32_t pos0,
+static void s_attention(struct ns_llama *L, struct ns_kvcache *kv, uint32_t l, uint32_t pos0,
 			uint32_t n)
 {
-	const struct s_layer *y = &L->layers[l];
+	const struct ns_llama_layer *y = &L->layers[l];
 	const uint32_t gqa = L->n_head / L->n_head_kv;
 
 	for (uint32_t t = 0; t < n; t++) {
@@ -414,9 +372,9 @@ static void s_attention(struct s_llama *L, struct ns_kvcache *kv, uint32_t l, ui
 	}
 }
 
-static int s_attention_block(struct ns_fwd *f, struct s_llama *L, uint32_t l, uint32_t n)
+static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
-	struct s_layer *y = &L->layers[l];
+	struct ns_llama_layer *y = &L->layers[l];
 	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk;
 	const uint64_t nk = (uint64_t)L->n_head_kv * L->dk;
@@ -464,9 +422,9 @@ static int s_attention_block(struct ns_fwd *f, struct s_llama *L, uint32_t l, ui
 	return 0;
 }
 
-static int s_ffn_block(struct ns_fwd *f, struct s_llama *L, uint32_t l, uint32_t n)
+static int s_ffn_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
-	struct s_layer *y = &L->layers[l];
+	struct ns_llama_layer *y = &L->layers[l];
 	int rc;
 
 	/* xb = rmsnorm(x) * ffn_norm   (n, n_embd) */
@@ -508,7 +466,7 @@ static int s_ffn_block(struct ns_fwd *f, struct s_llama *L, uint32_t l, uint32_t
 static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			bool all)
 {
-	struct s_llama *L = f->arch;
+	struct ns_llama *L = f->arch;
 	uint32_t t0;
 	int rc;
 
@@ -537,7 +495,7 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 
 /* gpt-oss: layer l slides when l % period < period - 1 (llama.cpp's swa pattern; period
  * from attention.sliding_window_pattern, default 2: even layers slide). */
-static int s_swa_init(const struct ns_model *m, const struct ns_hparams *hp, struct s_llama *L,
+static int s_swa_init(const struct ns_model *m, const struct ns_hparams *hp, struct ns_llama *L,
 		      char *err, size_t errlen)
 {
 	uint64_t period = 2;
@@ -553,8 +511,8 @@ static int s_swa_init(const struct ns_model *m, const struct ns_hparams *hp, str
 	return 0;
 }
 
-int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
-		  uint32_t ffn_rows, char *err, size_t errlen)
+int ns_llama_setup(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
+		   uint32_t ffn_rows, bool host_state, char *err, size_t errlen)
 {
 	const bool gptoss = !strcmp(hp->arch, "gpt-oss");
 	const struct s_arch a = {
@@ -565,7 +523,7 @@ int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hp
 		.ffn_norm = gptoss ? "post_attention_norm.weight" : "ffn_norm.weight",
 	};
 	const struct ns_model_tensor *te;
-	struct s_llama *L;
+	struct ns_llama *L;
 	double scale = 0.0;
 	uint32_t tmp;
 	int rc;
@@ -653,6 +611,15 @@ int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hp
 		return rc;
 	if (a.moe && (rc = ns_moe_new(f, m, hp, f->n_batch, ffn_rows, &L->moe, err, errlen)))
 		return rc;
+	if (!host_state) { /* n_past only: the backend keeps its own cache */
+		f->kv = calloc(1, sizeof(*f->kv));
+		if (!f->kv) {
+			ns_errf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		f->kv->n_ctx = f->n_ctx;
+		return 0;
+	}
 	rc = ns_kvcache_new(L->n_layer, f->n_ctx, L->n_head_kv * L->dk, L->n_head_kv * L->dv,
 			    &f->kv);
 	if (rc == 0)
@@ -661,4 +628,10 @@ int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hp
 		ns_errf(err, errlen, "forward: cannot allocate the KV cache and scratch for "
 			"n_ctx %u, n_batch %u: %s", f->n_ctx, f->n_batch, strerror(-rc));
 	return rc;
+}
+
+int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
+		  uint32_t ffn_rows, char *err, size_t errlen)
+{
+	return ns_llama_setup(f, m, hp, ffn_rows, true, err, errlen);
 }

@@ -13,38 +13,9 @@
 #define S_OAI_LIMIT 7.0f
 #define S_WSUM_MIN 6.103515625e-5f /* smallest normal f16: llama.cpp's clamp of the k-sum */
 
-struct s_moe_layer {
-	uint32_t router;  /* ffn_gate_inp.weight   (n_expert rows, n_embd cols) */
-	uint32_t gate;    /* ffn_gate_exps.weight  (n_expert * n_ff_exp, n_embd) */
-	uint32_t up;      /* ffn_up_exps.weight    (n_expert * n_ff_exp, n_embd) */
-	uint32_t down;    /* ffn_down_exps.weight  (n_expert * n_embd, n_ff_exp) */
-	float *router_b;  /* (n_expert) or NULL */
-	float *gate_b;    /* (n_expert, n_ff_exp) or NULL */
-	float *up_b;      /* (n_expert, n_ff_exp) or NULL */
-	float *down_b;    /* (n_expert, n_embd) or NULL */
-};
 
-struct ns_moe {
-	uint32_t n_layer, n_embd, n_ff_exp, n_expert, n_used, ffn_rows;
-	bool softmax_first; /* softmax over all logits, then top-k (else top-k, then softmax) */
-	bool norm_w;        /* divide the k weights by their sum */
-	float w_scale;      /* then multiply them by expert_weights_scale; 1 without */
-	bool oai;           /* swiglu_oai activation (else SwiGLU) */
-	struct s_moe_layer *layers; /* (n_layer) */
-	/* scratch, sized for n_batch tokens */
-	float *logits;    /* (n_batch, n_expert) router logits, then scores */
-	int32_t *sel;     /* (n_batch, n_used) chosen experts */
-	float *wts;       /* (n_batch, n_used) their weights */
-	uint8_t *taken;   /* (n_expert) top-k bookkeeping of one token */
-	uint32_t *start;  /* (n_expert + 1) first slot of each expert in order */
-	uint32_t *fill;   /* (n_expert) fill cursor */
-	uint32_t *order;  /* (n_batch * n_used) slot ids t * n_used + s, grouped by expert */
-	float *xg;        /* (n_batch, n_embd) inputs gathered for one expert */
-	float *hb;        /* (n_batch, n_ff_exp) expert activation */
-	float *hu;        /* (n_batch, ffn_rows) up projection of one window */
-	float *yd;        /* (n_batch, n_embd) down projection of one expert */
-	float *ys;        /* (n_batch, n_used, n_embd) weighted output of each slot */
-};
+
+
 
 /* ---------------------------------------------------------------- setup ---------------- */
 
@@ -160,7 +131,7 @@ static int s_table(struct ns_fwd *f, const struct ns_model *m, const char *name,
 static int s_layer_init(struct ns_fwd *f, const struct ns_model *m, struct ns_moe *moe,
 			uint32_t l, char *err, size_t errlen)
 {
-	struct s_moe_layer *y = &moe->layers[l];
+	struct ns_moe_layer *y = &moe->layers[l];
 	const uint64_t E = moe->n_expert;
 	char name[96];
 	int rc;
@@ -308,28 +279,25 @@ static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t r
 	return rc;
 }
 
-/* One token: lg (n_expert) router logits (overwritten) -> sel, w (n_used). Top-k keeps the
- * lowest expert id among equal scores. */
-static void s_route(struct ns_moe *moe, float *lg, int32_t *sel, float *w)
+void ns_moe_route_token(float *lg, uint32_t E, uint32_t K, bool softmax_first, bool norm_w,
+			float w_scale, uint8_t *taken, int32_t *sel, float *w)
 {
-	const uint32_t E = moe->n_expert, K = moe->n_used;
-
-	if (moe->softmax_first)
+	if (softmax_first)
 		ns_softmax(lg, E); /* scores are probabilities */
-	memset(moe->taken, 0, E);
+	memset(taken, 0, E);
 	for (uint32_t s = 0; s < K; s++) {
 		uint32_t best = E;
 
 		for (uint32_t e = 0; e < E; e++)
-			if (!moe->taken[e] && (best == E || lg[e] > lg[best]))
+			if (!taken[e] && (best == E || lg[e] > lg[best]))
 				best = e;
-		moe->taken[best] = 1;
+		taken[best] = 1;
 		sel[s] = (int32_t)best;
 		w[s] = lg[best];
 	}
-	if (!moe->softmax_first)
+	if (!softmax_first)
 		ns_softmax(w, K); /* weights: softmax of the chosen logits */
-	if (moe->norm_w) {
+	if (norm_w) {
 		double sum = 0.0;
 		float fs;
 
@@ -341,9 +309,15 @@ static void s_route(struct ns_moe *moe, float *lg, int32_t *sel, float *w)
 		for (uint32_t s = 0; s < K; s++)
 			w[s] /= fs;
 	}
-	if (moe->w_scale != 1.0f)
+	if (w_scale != 1.0f)
 		for (uint32_t s = 0; s < K; s++)
-			w[s] *= moe->w_scale;
+			w[s] *= w_scale;
+}
+
+static void s_route(struct ns_moe *moe, float *lg, int32_t *sel, float *w)
+{
+	ns_moe_route_token(lg, moe->n_expert, moe->n_used, moe->softmax_first, moe->norm_w,
+			   moe->w_scale, moe->taken, sel, w);
 }
 
 /* h = act(g, u) in place of g: (n) */
@@ -370,7 +344,7 @@ static void s_add_row(float *y, const float *b, uint32_t n)
 }
 
 /* yd: (m, n_embd) = expert e of layer y applied to xg: (m, n_embd). */
-static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct s_moe_layer *y,
+static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
 		    uint32_t e, uint32_t m)
 {
 	const uint32_t F = moe->n_ff_exp, D = moe->n_embd;
@@ -424,7 +398,7 @@ static void s_group(struct ns_moe *moe, uint32_t n)
 int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		const float *xb, uint32_t n, float *out)
 {
-	const struct s_moe_layer *y = &moe->layers[layer];
+	const struct ns_moe_layer *y = &moe->layers[layer];
 	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
 	uint64_t *hits = f->expert_hits + (uint64_t)layer * E;
 	int rc;

@@ -20,9 +20,43 @@
 #ifndef NS_MOE_H
 #define NS_MOE_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "forward_impl.h"
 
-struct ns_moe;
+struct ns_moe_layer {
+	uint32_t router;  /* ffn_gate_inp.weight   (n_expert rows, n_embd cols) */
+	uint32_t gate;    /* ffn_gate_exps.weight  (n_expert * n_ff_exp, n_embd) */
+	uint32_t up;      /* ffn_up_exps.weight    (n_expert * n_ff_exp, n_embd) */
+	uint32_t down;    /* ffn_down_exps.weight  (n_expert * n_embd, n_ff_exp) */
+	float *router_b;  /* (n_expert) or NULL */
+	float *gate_b;    /* (n_expert, n_ff_exp) or NULL */
+	float *up_b;      /* (n_expert, n_ff_exp) or NULL */
+	float *down_b;    /* (n_expert, n_embd) or NULL */
+};
+
+struct ns_moe {
+	uint32_t n_layer, n_embd, n_ff_exp, n_expert, n_used, ffn_rows;
+	bool softmax_first; /* softmax over all logits, then top-k (else top-k, then softmax) */
+	bool norm_w;        /* divide the k weights by their sum */
+	float w_scale;      /* then multiply them by expert_weights_scale; 1 without */
+	bool oai;           /* swiglu_oai activation (else SwiGLU) */
+	struct ns_moe_layer *layers; /* (n_layer) */
+	/* scratch, sized for n_batch tokens */
+	float *logits;    /* (n_batch, n_expert) router logits, then scores */
+	int32_t *sel;     /* (n_batch, n_used) chosen experts */
+	float *wts;       /* (n_batch, n_used) their weights */
+	uint8_t *taken;   /* (n_expert) top-k bookkeeping of one token */
+	uint32_t *start;  /* (n_expert + 1) first slot of each expert in order */
+	uint32_t *fill;   /* (n_expert) fill cursor */
+	uint32_t *order;  /* (n_batch * n_used) slot ids t * n_used + s, grouped by expert */
+	float *xg;        /* (n_batch, n_embd) inputs gathered for one expert */
+	float *hb;        /* (n_batch, n_ff_exp) expert activation */
+	float *hu;        /* (n_batch, ffn_rows) up projection of one window */
+	float *yd;        /* (n_batch, n_embd) down projection of one expert */
+	float *ys;        /* (n_batch, n_used, n_embd) weighted output of each slot */
+};
 
 /* Check and index the MoE tensors of every layer (blk.L.ffn_gate_inp, ffn_{gate,up,down}_exps
  * and, gpt-oss, their biases), allocate scratch for n_batch tokens and f->expert_hits.
@@ -39,5 +73,12 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 		const float *xb, uint32_t n, float *out);
 
 void ns_moe_destroy(struct ns_moe **moe);
+
+/* The router of one token: lg (E) logits, overwritten with scores -> sel, w (K), as the
+ * header comment says (softmax_first: qwen3moe; else gpt-oss; then norm_w, w_scale). Top-k
+ * keeps the lowest expert id among equal scores. taken: (E) scratch. Also the reference the
+ * CUDA emulation routes with. */
+void ns_moe_route_token(float *lg, uint32_t E, uint32_t K, bool softmax_first, bool norm_w,
+			float w_scale, uint8_t *taken, int32_t *sel, float *w);
 
 #endif

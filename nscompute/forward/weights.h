@@ -18,10 +18,16 @@
 #ifndef NS_WEIGHTS_H
 #define NS_WEIGHTS_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "model.h"
+
+/* A block of raw rows handed out by visit: nrows whole rows from row0 in the tensor's GGUF
+ * layout (row_bytes each). data is read-only and valid only during the callback. */
+typedef int (*ns_weights_block_fn)(void *cbctx, uint64_t row0, uint64_t nrows,
+				   const void *data);
 
 struct ns_weights_ops {
 	const char *name; /* "ref", "fused", ... for messages */
@@ -36,6 +42,14 @@ struct ns_weights_ops {
 	/* dst[i * n_cols + c] = W[rows[i]][c] as float32, for i < n.
 	 * Rows are bounds-checked by the provider (-EINVAL). */
 	int (*get_rows)(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst);
+
+	/* Optional (NULL for a provider without raw bytes): hand rows [row0, row_end) of the
+	 * tensor to cb in row order, in blocks of whole rows, from wherever the provider holds
+	 * them (its RAM copy, nsio's RAM tier in place, streamed arena blocks). The GPU
+	 * backend copies them to the device. A non-zero return of cb stops the walk and is
+	 * returned; other failures are negative errnos with last_error set. */
+	int (*visit)(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		     ns_weights_block_fn cb, void *cbctx);
 
 	/* One line about the last failure; valid until the next call. */
 	const char *(*last_error)(void *ctx);
@@ -55,6 +69,11 @@ struct ns_weights {
 int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *err,
 		       size_t errlen);
 
+/* For providers: 0 when [row0, row_end) is a row window of t and ldy (a matmul's output row
+ * stride; UINT64_MAX when there is none) holds it, else -EINVAL with a line in err. */
+int ns_weights_check_window(const struct ns_model_tensor *t, uint64_t row0, uint64_t row_end,
+			    uint64_t ldy, char *err, size_t errlen);
+
 /* Frees the provider and nulls *w. Safe on NULL. */
 void ns_weights_destroy(struct ns_weights **w);
 
@@ -70,6 +89,15 @@ static inline int ns_weights_get_rows(struct ns_weights *w, uint32_t tensor, con
 				      uint64_t n, float *dst)
 {
 	return w->ops->get_rows(w->ctx, tensor, rows, n, dst);
+}
+
+/* -ENOTSUP (with no message) when the provider has no raw bytes to hand out. */
+static inline int ns_weights_visit(struct ns_weights *w, uint32_t tensor, uint64_t row0,
+				   uint64_t row_end, ns_weights_block_fn cb, void *cbctx)
+{
+	if (!w->ops->visit)
+		return -ENOTSUP;
+	return w->ops->visit(w->ctx, tensor, row0, row_end, cb, cbctx);
 }
 
 static inline const char *ns_weights_error(const struct ns_weights *w)

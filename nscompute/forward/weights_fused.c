@@ -60,12 +60,8 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 
 	if (!t)
 		return -EINVAL;
-	if (row0 > row_end || row_end > t->n_rows) {
-		ns_errf(s->err, sizeof(s->err), "%s: bad row window %llu..%llu of %llu", t->name,
-			(unsigned long long)row0, (unsigned long long)row_end,
-			(unsigned long long)t->n_rows);
+	if (ns_weights_check_window(t, row0, row_end, ldy, s->err, sizeof(s->err)))
 		return -EINVAL;
-	}
 	if (row0 == row_end || n_tok == 0)
 		return 0;
 	rc = ns_gemm_ex(s->pool, &s->kopts, t->type, s->bytes[tensor] + row0 * t->row_bytes,
@@ -103,6 +99,22 @@ static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t 
 	return 0;
 }
 
+/* The whole window is one block of the RAM copy. */
+static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		   ns_weights_block_fn cb, void *cbctx)
+{
+	struct s_fused *s = ctx;
+	const struct ns_model_tensor *t = s_tensor(s, tensor);
+
+	if (!t)
+		return -EINVAL;
+	if (ns_weights_check_window(t, row0, row_end, UINT64_MAX, s->err, sizeof(s->err)))
+		return -EINVAL;
+	if (row0 == row_end)
+		return 0;
+	return cb(cbctx, row0, row_end - row0, s->bytes[tensor] + row0 * t->row_bytes);
+}
+
 static const char *s_last_error(void *ctx)
 {
 	return ((struct s_fused *)ctx)->err;
@@ -127,6 +139,7 @@ static const struct ns_weights_ops s_fused_ops = {
 	.name = "fused",
 	.matmul = s_matmul,
 	.get_rows = s_get_rows,
+	.visit = s_visit,
 	.last_error = s_last_error,
 	.destroy = s_destroy,
 };

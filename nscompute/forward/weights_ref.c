@@ -129,12 +129,8 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 	if (!t)
 		return -EINVAL;
 	n_cols = t->ne[0];
-	if (row0 > row_end || row_end > t->n_rows || ldy < row_end - row0) {
-		ns_errf(r->err, sizeof(r->err), "%s: bad row window %llu..%llu of %llu", t->name,
-			(unsigned long long)row0, (unsigned long long)row_end,
-			(unsigned long long)t->n_rows);
+	if (ns_weights_check_window(t, row0, row_end, ldy, r->err, sizeof(r->err)))
 		return -EINVAL;
-	}
 	block = t->row_bytes ? S_BLOCK_BYTES / t->row_bytes : 1;
 	if (block == 0)
 		block = 1;

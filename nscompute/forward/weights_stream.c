@@ -43,6 +43,8 @@ struct s_call {
 	uint64_t n_tok;
 	float *y;           /* matmul: (n_tok, ldy); get_rows: (n, n_cols) at dst row 0 */
 	uint64_t ldy;
+	ns_weights_block_fn visit_cb; /* visit: the caller's callback and its context */
+	void *visit_ctx;
 	uint64_t kernel_ns; /* time inside the kernels */
 };
 
@@ -96,6 +98,21 @@ static int s_rows_block(void *ctx, const struct ns_block *b)
 	if (rc < 0)
 		ns_errf(k->s->err, sizeof(k->s->err), "%s: cannot dequantize type %s: %s",
 			k->t->name, ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
+	return rc;
+}
+
+/* visit block: the caller's callback on the arena (or RAM tier) bytes. */
+static int s_visit_block(void *ctx, const struct ns_block *b)
+{
+	struct s_call *k = ctx;
+	uint64_t t0;
+	int rc = s_check_block(k, b);
+
+	if (rc)
+		return rc;
+	t0 = ns_now_ns();
+	rc = k->visit_cb(k->visit_ctx, b->row0, b->nrows, b->data);
+	k->kernel_ns += ns_now_ns() - t0;
 	return rc;
 }
 
@@ -204,7 +221,8 @@ static int s_ram_part(struct s_stream *s, struct s_call *k, uint64_t row_end, ns
 	if (rc < 0)
 		return rc;
 	k->row0 += n;
-	k->y += n * y_step;
+	if (y_step)
+		k->y += n * y_step;
 	return 0;
 }
 
@@ -247,12 +265,8 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 
 	if (!t)
 		return -EINVAL;
-	if (row0 > row_end || row_end > t->n_rows || ldy < row_end - row0) {
-		ns_errf(s->err, sizeof(s->err), "%s: bad row window %llu..%llu of %llu", t->name,
-			(unsigned long long)row0, (unsigned long long)row_end,
-			(unsigned long long)t->n_rows);
+	if (ns_weights_check_window(t, row0, row_end, ldy, s->err, sizeof(s->err)))
 		return -EINVAL;
-	}
 	if (row0 == row_end || n_tok == 0)
 		return 0;
 	k = (struct s_call){ .s = s, .t = t, .row0 = row0, .x = x, .n_tok = n_tok, .y = y,
@@ -261,6 +275,27 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 	if (rc < 0 || k.row0 == row_end)
 		return rc;
 	return s_run(s, &k, row_end, s_mm_block);
+}
+
+static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		   ns_weights_block_fn cb, void *cbctx)
+{
+	struct s_stream *s = ctx;
+	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	struct s_call k;
+	int rc;
+
+	if (!t)
+		return -EINVAL;
+	if (ns_weights_check_window(t, row0, row_end, UINT64_MAX, s->err, sizeof(s->err)))
+		return -EINVAL;
+	if (row0 == row_end)
+		return 0;
+	k = (struct s_call){ .s = s, .t = t, .row0 = row0, .visit_cb = cb, .visit_ctx = cbctx };
+	rc = s_ram_part(s, &k, row_end, s_visit_block, 0);
+	if (rc < 0 || k.row0 == row_end)
+		return rc;
+	return s_run(s, &k, row_end, s_visit_block);
 }
 
 static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
@@ -317,6 +352,7 @@ static const struct ns_weights_ops s_stream_ops = {
 	.name = "stream",
 	.matmul = s_matmul,
 	.get_rows = s_get_rows,
+	.visit = s_visit,
 	.last_error = s_last_error,
 	.destroy = s_destroy,
 };

@@ -8,6 +8,10 @@
  *   MXFP4 and Q4_0 also 96 (odd row sizes: byte-wise staging).
  *   Determinism: rows computed in windows of 1, 7 and 64 rows (at other offsets, so in other
  *   places of a tile) and tokens computed with n_tok 1 and 37 give identical bits.
+ *   The GEMV checks run for each kernel family of ns_cuda_gemv_variant (nscuda_internal.h:
+ *   1 gemv.cu, 2 and 3 gemv2.cu, 4 the per-type pick); each is deterministic on its own (they
+ *   need not agree in bits). Then windows of 9001 rows (several row groups per warp in gemv2) vs
+ *   exact, and a 4500-row window from row 3 bit-identical to the whole.
  * Exit 77 without a GPU. */
 #include <math.h>
 #include <string.h>
@@ -17,11 +21,12 @@
 #include "gemv.h"
 #include "ggml_type.h"
 #include "kt_util.h"
+#include "nscuda_internal.h"
 
 #define NR 70
 #define NT 37
 
-static void s_case(int ti, uint64_t nc, uint64_t *seed)
+static void s_case(int var, int ti, uint64_t nc, uint64_t *seed)
 {
 	const uint32_t type = ct_types[ti];
 	const char *nm = ct_type_names[ti];
@@ -43,7 +48,7 @@ static void s_case(int ti, uint64_t nc, uint64_t *seed)
 	uint8_t *dw = ct_upload(raw, rb * NR);
 	float *dx = ct_upload(x, nc * NT * 4), *dy = ct_dev(NR * NT * 4);
 
-	CT_CHECK(ns_cuda_gemv(type, dw, nc, NR, dx, dy, NULL));
+	CT_CHECK(ns_cuda_gemv_variant(var, type, dw, nc, NR, dx, dy, NULL));
 	CT_CHECK(ns_cuda_sync());
 	ct_download(yv, dy, sizeof(yv));
 	CT_CHECK(ns_cuda_gemm_prefill(type, dw, nc, NR, dx, nc, NT, dy, NR, NULL));
@@ -55,9 +60,11 @@ static void s_case(int ti, uint64_t nc, uint64_t *seed)
 		double tc = tv + (nc / 16 + 320) * 0x1p-24 * a;
 
 		if (fabs(yv[r] - e) > tv)
-			CT_FAIL("%s gemv row %d: %.9g vs exact %.9g (tol %.3g)", nm, r, yv[r], e, tv);
+			CT_FAIL("%s v%d gemv row %d: %.9g vs exact %.9g (tol %.3g)", nm, var, r, yv[r], e,
+				tv);
 		if (fabs(yv[r] - ycpu[r]) > tc)
-			CT_FAIL("%s gemv row %d: %.9g vs cpu %.9g (tol %.3g)", nm, r, yv[r], ycpu[r], tc);
+			CT_FAIL("%s v%d gemv row %d: %.9g vs cpu %.9g (tol %.3g)", nm, var, r, yv[r],
+				ycpu[r], tc);
 		worst_v = fmax(worst_v, a > 0 ? fabs(yv[r] - e) / a : 0);
 		for (int t = 0; t < NT; t++) {
 			double at, et = ct_dot(w + r * nc, x + t * nc, nc, &at);
@@ -78,11 +85,11 @@ static void s_case(int ti, uint64_t nc, uint64_t *seed)
 		const int a = wins[k][0], n = wins[k][1];
 		float gv[NR], *gm = malloc(n * NT * 4);
 
-		CT_CHECK(ns_cuda_gemv(type, dw + a * rb, nc, n, dx, dy, NULL));
+		CT_CHECK(ns_cuda_gemv_variant(var, type, dw + a * rb, nc, n, dx, dy, NULL));
 		CT_CHECK(ns_cuda_sync());
 		ct_download(gv, dy, n * 4);
 		if (memcmp(gv, yv + a, n * 4))
-			CT_FAIL("%s gemv: window of %d rows at %d differs in bits", nm, n, a);
+			CT_FAIL("%s v%d gemv: window of %d rows at %d differs in bits", nm, var, n, a);
 		CT_CHECK(ns_cuda_gemm_prefill(type, dw + a * rb, nc, n, dx, nc, NT, dy, n, NULL));
 		CT_CHECK(ns_cuda_sync());
 		ct_download(gm, dy, n * NT * 4);
@@ -98,8 +105,9 @@ static void s_case(int ti, uint64_t nc, uint64_t *seed)
 	ct_download(yv, dy, NR * 4);
 	if (memcmp(yv, ym + 5 * NR, NR * 4))
 		CT_FAIL("%s gemm: n_tok 1 differs in bits from n_tok %d", nm, NT);
-	printf("%-6s n_cols %5llu: gemv worst |err|/sum|wx| %.2e, gemm %.2e, windows 1/7/64 and "
-	       "n_tok 1/%d bit-identical\n", nm, (unsigned long long)nc, worst_v, worst_m, NT);
+	printf("v%d %-6s n_cols %5llu: gemv worst |err|/sum|wx| %.2e, gemm %.2e, windows 1/7/64 "
+	       "and n_tok 1/%d bit-identical\n", var, nm, (unsigned long long)nc, worst_v, worst_m,
+	       NT);
 	ns_cuda_free(dw);
 	ns_cuda_free(dx);
 	ns_cuda_free(dy);
@@ -110,24 +118,99 @@ static void s_case(int ti, uint64_t nc, uint64_t *seed)
 	ns_pool_destroy(&pool);
 }
 
+/* Many rows (MR): every family vs exact; a window of MR / 2 rows from row 3 (other row groups,
+ * other alignment) bit-identical to the same rows of the whole. */
+#define MR 9001
+
+static void s_many(int ti, uint64_t nc, uint64_t *seed)
+{
+	const uint32_t type = ct_types[ti];
+	uint64_t rb;
+	uint8_t *raw = ct_random_rows(type, nc, MR, seed, &rb);
+	float *x = ct_random_floats(nc, seed);
+	float *w = malloc(nc * MR * 4), *y = malloc(MR * 4), *yw = malloc(MR * 4);
+	double *ex = malloc(MR * sizeof(double)), *ab = malloc(MR * sizeof(double));
+	const char *env = getenv("NS_CUDA_GEMV");
+	const int dv = env && env[0] >= '1' && env[0] <= '4' && !env[1] ? env[0] - '0' : 4;
+
+	if (!w || !y || !yw || !ex || !ab)
+		CT_FAIL("out of memory");
+	if (ns_dequant_rows(type, raw, nc, MR, w))
+		CT_FAIL("cpu dequant");
+	for (int r = 0; r < MR; r++)
+		ex[r] = ct_dot(w + (uint64_t)r * nc, x, nc, &ab[r]);
+	uint8_t *dw = ct_upload(raw, rb * MR);
+	float *dx = ct_upload(x, nc * 4), *dy = ct_dev(MR * 4);
+
+	for (int var = 1; var <= 4; var++) {
+		CT_CHECK(ns_cuda_gemv_variant(var, type, dw, nc, MR, dx, dy, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(y, dy, MR * 4);
+		for (int r = 0; r < MR; r++) {
+			double tv = (nc / 32 + 64) * 0x1p-23 * ab[r];
+
+			if (!(fabs(y[r] - ex[r]) <= tv))
+				CT_FAIL("%s v%d %d rows: row %d: %.9g vs exact %.9g (tol %.3g)",
+					ct_type_names[ti], var, MR, r, y[r], ex[r], tv);
+		}
+		CT_CHECK(ns_cuda_gemv_variant(var, type, dw + 3 * rb, nc, MR / 2, dx, dy, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(yw, dy, MR / 2 * 4);
+		if (memcmp(yw, y + 3, MR / 2 * 4))
+			CT_FAIL("%s v%d: window of %d rows at 3 differs in bits", ct_type_names[ti],
+				var, MR / 2);
+		if (var == dv) { /* the public entry runs the family NS_CUDA_GEMV names */
+			CT_CHECK(ns_cuda_gemv(type, dw, nc, MR, dx, dy, NULL));
+			CT_CHECK(ns_cuda_sync());
+			ct_download(yw, dy, MR * 4);
+			if (memcmp(yw, y, MR * 4))
+				CT_FAIL("%s: ns_cuda_gemv differs from variant %d", ct_type_names[ti],
+					dv);
+		}
+	}
+	printf("%-6s n_cols %5llu, %d rows: v1/v2/v3/v4 within the bound, window of %d at row 3 "
+	       "bit-identical\n", ct_type_names[ti], (unsigned long long)nc, MR, MR / 2);
+	ns_cuda_free(dw);
+	ns_cuda_free(dx);
+	ns_cuda_free(dy);
+	free(raw);
+	free(x);
+	free(w);
+	free(y);
+	free(yw);
+	free(ex);
+	free(ab);
+}
+
 int main(void)
 {
 	uint64_t seed = 7;
 
 	ct_init("cuda_gemv");
-	for (int ti = 0; ti < 14; ti++) {
-		const struct ns_type_info *t = ns_type_get(ct_types[ti]);
+	for (int var = 1; var <= 4; var++) {
+		for (int ti = 0; ti < 14; ti++) {
+			const struct ns_type_info *t = ns_type_get(ct_types[ti]);
 
-		s_case(ti, 4096, &seed);
-		if (t->block_elems == 32 || ct_types[ti] <= NS_TYPE_F16 ||
-		    ct_types[ti] == NS_TYPE_BF16)
-			s_case(ti, 2880, &seed);
-		s_case(ti, 256, &seed);
+			s_case(var, ti, 4096, &seed);
+			if (t->block_elems == 32 || ct_types[ti] <= NS_TYPE_F16 ||
+			    ct_types[ti] == NS_TYPE_BF16)
+				s_case(var, ti, 2880, &seed);
+			s_case(var, ti, 256, &seed);
+		}
+		/* x too large for shared memory (2048 units): the global-x path */
+		s_case(var, 7, 65536, &seed);
+		/* odd row sizes (51 and 54 bytes): windows staged with 1- and 2-byte copies */
+		s_case(var, 13, 96, &seed);
+		s_case(var, 3, 96, &seed);
 	}
-	/* x too large for shared memory (2048 units): the global-x path */
-	s_case(7, 65536, &seed);
-	/* odd row sizes (51 and 54 bytes): windows staged with 1- and 2-byte copies */
-	s_case(13, 96, &seed);
-	s_case(3, 96, &seed);
+	/* several row groups per warp (gemv2's grid holds at most 2 blocks of 16 rows per SM);
+	 * 512 columns: both warps of a group busy; 2880 columns: odd chunk count, rows aligned
+	 * to 4 / 2 bytes */
+	for (int ti = 0; ti < 14; ti++)
+		s_many(ti, 512, &seed);
+	s_many(7, 2880, &seed);
+	s_many(3, 2880, &seed);
+	s_many(13, 2880, &seed);
+	s_many(12, 4096, &seed);
 	return 0;
 }

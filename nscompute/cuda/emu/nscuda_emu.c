@@ -1,0 +1,387 @@
+/* nscuda_emu.c - the device half of nscuda.h emulated on the host: one "device", memory,
+ * copies, streams, events and struct ns_vram (see emu/README.md for what differs from CUDA).
+ *
+ * "Device memory" is host memory, so dev_* pointers may be read directly by the host (the real
+ * backend's callers must not). Every call runs synchronously: a launch or copy has finished
+ * when it returns, streams and events are bookkeeping only. No CUDA header is included. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ns_util.h"
+#include "nscuda.h"
+#include "nscuda_internal.h"
+#include "nscuda_emu.h"
+
+/* ---------------------------------------------------------------- device --------------- */
+
+int ns_cuda_device_count(void)
+{
+	return 1;
+}
+
+const char *ns_cuda_last_error(void)
+{
+	return "no error (cpu emulation: calls complete synchronously)";
+}
+
+int ns_cuda_init(int dev, char *err, size_t errlen)
+{
+	if (dev != 0) {
+		ns_errf(err, errlen, "cuda: device %d does not exist (1 found)", dev);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+int ns_cuda_device_info(int dev, struct ns_cuda_devinfo *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	if (dev != 0) {
+		ns_errf(err, errlen, "cuda: properties of device %d: invalid device ordinal", dev);
+		return -ENODEV;
+	}
+	snprintf(out->name, sizeof(out->name), "cpu-emulation");
+	out->cc_major = 0;
+	out->cc_minor = 0;
+	out->n_sm = 1;
+	out->total_bytes = NS_EMU_MEM_BYTES;
+	out->free_bytes = NS_EMU_MEM_BYTES;
+	out->l2_bytes = 0;
+	out->smem_optin = 0;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- memory --------------- */
+
+int ns_cuda_malloc(void **dev_p, size_t bytes, char *err, size_t errlen)
+{
+	size_t n = bytes ? bytes : 1;
+	char b[32];
+
+	*dev_p = NULL;
+	if (n > SIZE_MAX - NS_RANGE_ALIGN || n > NS_EMU_MEM_BYTES) {
+		ns_errf(err, errlen, "cuda: cannot allocate %s of device memory: out of memory "
+			"(emulated device of %s)", ns_format_bytes(bytes, b, sizeof(b)),
+			"16 GiB");
+		return -ENOMEM;
+	}
+	n = (n + NS_RANGE_ALIGN - 1) / NS_RANGE_ALIGN * NS_RANGE_ALIGN;
+	*dev_p = aligned_alloc(NS_RANGE_ALIGN, n);
+	if (!*dev_p) {
+		ns_errf(err, errlen, "cuda: cannot allocate %s of device memory: out of host memory "
+			"(cpu emulation)", ns_format_bytes(bytes, b, sizeof(b)));
+		return -ENOMEM;
+	}
+	memset(*dev_p, NS_EMU_POISON, n); /* never zero: cudaMalloc does not clear either */
+	return 0;
+}
+
+void ns_cuda_free(void *dev_p)
+{
+	free(dev_p);
+}
+
+int ns_cuda_h2d(void *dev_dst, const void *src, size_t bytes)
+{
+	if (bytes && (!dev_dst || !src))
+		return -EINVAL;
+	if (bytes)
+		memmove(dev_dst, src, bytes);
+	return 0;
+}
+
+int ns_cuda_d2h(void *dst, const void *dev_src, size_t bytes)
+{
+	return ns_cuda_h2d(dst, dev_src, bytes);
+}
+
+int ns_cuda_d2d_async(void *dev_dst, const void *dev_src, size_t bytes, ns_cuda_stream_t s)
+{
+	(void)s;
+	return ns_cuda_h2d(dev_dst, dev_src, bytes);
+}
+
+int ns_cuda_memset(void *dev_p, int byte, size_t bytes)
+{
+	if (bytes && !dev_p)
+		return -EINVAL;
+	if (bytes)
+		memset(dev_p, byte, bytes);
+	return 0;
+}
+
+int ns_cuda_sync(void)
+{
+	return 0;
+}
+
+/* ---------------------------------------------------------------- streams, events ------ */
+
+/* The opaque handle types of nscuda.h, given a body here (no CUDA headers in the emulation). */
+struct CUstream_st {
+	uint32_t magic;
+};
+
+struct CUevent_st {
+	uint32_t magic;
+	bool recorded;
+	uint64_t t_ns; /* host clock when recorded: work before it has finished by then */
+};
+
+#define S_STREAM_MAGIC 0x5354524du /* "STRM" */
+#define S_EVENT_MAGIC 0x45564e54u  /* "EVNT" */
+
+int ns_cuda_stream_new(ns_cuda_stream_t *out)
+{
+	struct CUstream_st *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	s->magic = S_STREAM_MAGIC;
+	*out = s;
+	return 0;
+}
+
+void ns_cuda_stream_destroy(ns_cuda_stream_t *s)
+{
+	if (s && *s) {
+		(*s)->magic = 0;
+		free(*s);
+		*s = NULL;
+	}
+}
+
+/* NULL is the legacy default stream; anything else must be a live stream. */
+static int s_stream_ok(ns_cuda_stream_t s)
+{
+	return !s || s->magic == S_STREAM_MAGIC ? 0 : -EINVAL;
+}
+
+int ns_cuda_stream_sync(ns_cuda_stream_t s)
+{
+	return s_stream_ok(s);
+}
+
+int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen)
+{
+	if (!p || !bytes) {
+		ns_errf(err, errlen, "cuda: cannot page-lock %zu bytes of host memory at %p: "
+			"invalid argument", bytes, p);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int ns_cuda_host_register_ro(const void *p, size_t bytes, char *err, size_t errlen)
+{
+	return ns_cuda_host_register((void *)p, bytes, err, errlen);
+}
+
+int ns_cuda_host_unregister(void *p)
+{
+	return p ? 0 : -EINVAL;
+}
+
+int ns_cuda_event_new(ns_cuda_event_t *out)
+{
+	struct CUevent_st *e = calloc(1, sizeof(*e));
+
+	*out = NULL;
+	if (!e)
+		return -ENOMEM;
+	e->magic = S_EVENT_MAGIC;
+	*out = e;
+	return 0;
+}
+
+void ns_cuda_event_destroy(ns_cuda_event_t *e)
+{
+	if (e && *e) {
+		(*e)->magic = 0;
+		free(*e);
+		*e = NULL;
+	}
+}
+
+static int s_event_ok(ns_cuda_event_t e)
+{
+	return e && e->magic == S_EVENT_MAGIC ? 0 : -EINVAL;
+}
+
+int ns_cuda_event_record(ns_cuda_event_t e, ns_cuda_stream_t s)
+{
+	int rc = s_event_ok(e);
+
+	if (rc || (rc = s_stream_ok(s)))
+		return rc;
+	e->recorded = true;
+	e->t_ns = ns_now_ns();
+	return 0;
+}
+
+int ns_cuda_copy_h2d_async(void *dev_dst, const void *src, size_t bytes, ns_cuda_stream_t s,
+			   ns_cuda_event_t done)
+{
+	int rc = s_stream_ok(s);
+
+	if (rc || (rc = ns_cuda_h2d(dev_dst, src, bytes)))
+		return rc;
+	return done ? ns_cuda_event_record(done, s) : 0;
+}
+
+int ns_cuda_stream_wait(ns_cuda_stream_t s, ns_cuda_event_t e)
+{
+	int rc = s_stream_ok(s);
+
+	return rc ? rc : s_event_ok(e);
+}
+
+int ns_cuda_event_sync(ns_cuda_event_t e)
+{
+	return s_event_ok(e);
+}
+
+int ns_cuda_event_done(ns_cuda_event_t e)
+{
+	int rc = s_event_ok(e);
+
+	return rc ? rc : 1; /* never-recorded events count as done, as in CUDA */
+}
+
+int ns_cuda_event_ms(ns_cuda_event_t a, ns_cuda_event_t b, float *ms)
+{
+	int rc = s_event_ok(a);
+
+	if (rc || (rc = s_event_ok(b)))
+		return rc;
+	if (!ms || !a->recorded || !b->recorded)
+		return -EINVAL; /* CUDA: cudaErrorInvalidResourceHandle */
+	/* host time between the two records (work runs synchronously, so this is its cost) */
+	*ms = (float)(((double)b->t_ns - (double)a->t_ns) / 1e6);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- VRAM ----------------- */
+
+struct ns_vram {
+	uint8_t *base;   /* host memory of map_bytes, mmap'd (pages committed on first touch) */
+	size_t map_bytes;
+	uint64_t budget;
+	struct ns_range range;
+};
+
+int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *err,
+		size_t errlen)
+{
+	const uint64_t fr = NS_EMU_MEM_BYTES, tot = NS_EMU_MEM_BYTES;
+	struct ns_vram *v;
+	char b1[32], b2[32], b3[32], b4[32];
+	void *m;
+
+	*out = NULL;
+	if (budget == 0) {
+		if (reserve >= fr) {
+			ns_errf(err, errlen, "cuda: --reserve-vram %s leaves nothing of the %s free "
+				"(of %s)", ns_format_bytes(reserve, b1, sizeof(b1)),
+				ns_format_bytes(fr, b2, sizeof(b2)),
+				ns_format_bytes(tot, b3, sizeof(b3)));
+			return -ENOMEM;
+		}
+		budget = fr - reserve;
+		if (budget > NS_EMU_AUTO_BUDGET)
+			budget = NS_EMU_AUTO_BUDGET; /* emulation: see NS_EMU_AUTO_BUDGET */
+	} else if (budget > fr || reserve > fr - budget) {
+		ns_errf(err, errlen, "cuda: --vram-budget %s plus --reserve-vram %s exceeds the %s "
+			"free on the device (of %s)", ns_format_bytes(budget, b1, sizeof(b1)),
+			ns_format_bytes(reserve, b2, sizeof(b2)), ns_format_bytes(fr, b3, sizeof(b3)),
+			ns_format_bytes(tot, b4, sizeof(b4)));
+		return -ENOMEM;
+	}
+	budget = budget / NS_RANGE_ALIGN * NS_RANGE_ALIGN;
+	v = calloc(1, sizeof(*v));
+	if (!v || ns_range_init(&v->range, budget)) {
+		free(v);
+		ns_errf(err, errlen, "cuda: out of host memory for the VRAM bookkeeping");
+		return -ENOMEM;
+	}
+	v->budget = budget;
+	v->map_bytes = budget ? (size_t)budget : NS_RANGE_ALIGN;
+	/* reserved, not committed: a large budget costs only the pages actually touched */
+	m = mmap(NULL, v->map_bytes, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		ns_errf(err, errlen, "cuda: cannot allocate the VRAM budget of %s (%s free of %s): "
+			"out of host memory (cpu emulation)", ns_format_bytes(budget, b1, sizeof(b1)),
+			ns_format_bytes(fr, b2, sizeof(b2)), ns_format_bytes(tot, b3, sizeof(b3)));
+		ns_range_fini(&v->range);
+		free(v);
+		return -ENOMEM;
+	}
+	v->base = m;
+	*out = v;
+	return 0;
+}
+
+void ns_vram_destroy(struct ns_vram **pv)
+{
+	struct ns_vram *v;
+
+	if (!pv || !*pv)
+		return;
+	v = *pv;
+	(void)munmap(v->base, v->map_bytes);
+	ns_range_fini(&v->range);
+	free(v);
+	*pv = NULL;
+}
+
+int ns_vram_alloc(struct ns_vram *v, uint64_t bytes, void **dev_p, char *err, size_t errlen)
+{
+	uint64_t off = 0;
+	int rc = ns_range_alloc(&v->range, bytes, &off);
+	char b1[32], b2[32], b3[32], b4[32];
+
+	*dev_p = NULL;
+	if (rc) {
+		ns_errf(err, errlen, "cuda: VRAM allocation of %s failed: largest free extent %s, "
+			"%s free of the %s budget", ns_format_bytes(bytes, b1, sizeof(b1)),
+			ns_format_bytes(ns_range_largest(&v->range), b2, sizeof(b2)),
+			ns_format_bytes(v->range.size - v->range.used, b3, sizeof(b3)),
+			ns_format_bytes(v->budget, b4, sizeof(b4)));
+		return rc;
+	}
+	*dev_p = v->base + off;
+	/* poison what the caller asked for: reads before writes show up as NaN */
+	memset(*dev_p, NS_EMU_POISON, bytes);
+	return 0;
+}
+
+int ns_vram_release(struct ns_vram *v, void *dev_p)
+{
+	uint8_t *p = dev_p;
+
+	if (!p)
+		return 0;
+	if (p < v->base || p >= v->base + v->range.size)
+		return -EINVAL;
+	return ns_range_release(&v->range, (uint64_t)(p - v->base));
+}
+
+uint64_t ns_vram_budget(const struct ns_vram *v)
+{
+	return v->budget;
+}
+
+uint64_t ns_vram_used(const struct ns_vram *v)
+{
+	return v->range.used;
+}
+
+uint64_t ns_vram_largest_free(const struct ns_vram *v)
+{
+	return ns_range_largest(&v->range);
+}

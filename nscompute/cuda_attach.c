@@ -1,0 +1,143 @@
+/* cuda_attach.c - the cuda backend's part of nscompute (built into nscompute-cuda only): the
+ * VRAM windows of the plan nsplan published, and the CUDA forward pass over the streaming
+ * provider (weights not in VRAM come through nsio as on the cpu backend, then are copied to
+ * the device block by block). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfwd.h"
+#include "client.h"
+#include "compute_eval.h"
+#include "model.h"
+#include "ns_util.h"
+#include "nscuda.h"
+#include "plan.h"
+#include "plan_shm.h"
+#include "seg.h"
+
+#define S_PLAN_WAIT_MS 30000
+
+static uint64_t s_n_rows(void *ctx, uint64_t tensor)
+{
+	return ((const struct ns_model *)ctx)->tensors[tensor].n_rows;
+}
+
+/* The plan's VRAM-Q / VRAM-F windows: waits for nsplan's first publish. */
+static int s_plan_windows(struct nsc_proc *p, struct ns_cfwd_window **out, uint64_t *n_out,
+			  char *err, size_t errlen)
+{
+	struct ns_seg seg = { 0 };
+	size_t cap = 1 << 20, len = 0;
+	void *buf = NULL;
+	int rc = -ENOENT;
+
+	*out = NULL;
+	*n_out = 0;
+	for (int waited = 0; waited < S_PLAN_WAIT_MS; waited += 20) {
+		if (!seg.base && nsplan_shm_open(&seg, p->session, err, errlen) < 0) {
+			usleep(20000);
+			continue;
+		}
+		for (;;) {
+			void *nb = realloc(buf, cap);
+
+			if (!nb) {
+				rc = -ENOMEM;
+				goto done;
+			}
+			buf = nb;
+			rc = nsplan_shm_read(&seg, buf, cap, &len);
+			if (rc != -ENOSPC || cap >= (1u << 30))
+				break;
+			cap *= 2;
+		}
+		if (rc != -ENOENT && rc != -EAGAIN)
+			break;
+		usleep(20000);
+	}
+	if (rc == 0)
+		rc = nsplan_records_check(buf, len, p->m->n_tensors, s_n_rows, p->m, err, errlen);
+	if (rc == 0) {
+		const struct nsplan_header *h = buf;
+		const struct nsplan_entry *e = (const struct nsplan_entry *)(h + 1);
+		struct ns_cfwd_window *w = calloc(h->n_entries ? h->n_entries : 1, sizeof(*w));
+		uint64_t n = 0;
+
+		if (!w) {
+			rc = -ENOMEM;
+			goto done;
+		}
+		for (uint64_t i = 0; i < h->n_entries; i++)
+			if (e[i].tier == NSPLAN_VRAM_Q || e[i].tier == NSPLAN_VRAM_F)
+				w[n++] = (struct ns_cfwd_window){ e[i].tensor, e[i].row_begin,
+								  e[i].row_end };
+		*out = w;
+		*n_out = n;
+	} else if (rc == -ENOENT || rc == -EAGAIN) {
+		ns_errf(err, errlen, "no residency plan was published within %d s (nsplan not "
+			"running?): cannot tell which weights belong in VRAM", S_PLAN_WAIT_MS / 1000);
+	} else if (rc == -ENOMEM) {
+		ns_errf(err, errlen, "out of memory");
+	}
+done:
+	free(buf);
+	if (seg.base)
+		ns_seg_unmap(&seg);
+	return rc < 0 ? rc : 0;
+}
+
+int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
+{
+	struct ns_cfwd_window *w = NULL;
+	struct ns_cfwd_opts o = { 0 };
+	struct ns_cfwd_stats st;
+	uint64_t n = 0;
+	int rc = 0;
+
+	if (p->vram_budget)
+		rc = s_plan_windows(p, &w, &n, err, errlen);
+	if (rc < 0)
+		return rc;
+	o.n_ctx = p->n_ctx;
+	o.vram_budget = p->vram_budget;
+	o.reserve_vram = 0; /* exactly what KV, scratch, vectors and staging take */
+	o.vram = w;
+	o.n_vram = n;
+	o.on_route = nsc_route_cb;
+	o.route_user = p;
+	rc = ns_cfwd_new(p->m, p->w, &o, &p->f, err, errlen);
+	free(w);
+	if (rc == 0) { /* page-locked, the arena's blocks go to the device by DMA */
+		const void *base;
+		uint64_t bytes;
+		char e[256];
+
+		ns_client_arena_map(p->c, &base, &bytes);
+		if (ns_cuda_host_register_ro(base, bytes, e, sizeof(e)) == 0)
+			p->arena_pinned = base;
+		else
+			fprintf(stderr, "nscompute: cuda: the arena stays pageable (%s); copies from "
+				"it are slower\n", e);
+	}
+	if (rc == 0) {
+		char a[32], b[32], c[32];
+
+		ns_cfwd_stats(p->f, &st);
+		fprintf(stderr, "nscompute: cuda: %s of weights in %llu VRAM windows, arena %s "
+			"(%s used)\n", ns_format_bytes(st.vram_bytes, a, sizeof(a)),
+			(unsigned long long)n, ns_format_bytes(st.vram_budget, b, sizeof(b)),
+			ns_format_bytes(st.vram_used, c, sizeof(c)));
+	}
+	return rc;
+}
+
+void nsc_cuda_detach(struct nsc_proc *p)
+{
+	ns_fwd_destroy(&p->f); /* device work done before the arena is unlocked */
+	if (p->arena_pinned)
+		ns_cuda_host_unregister((void *)p->arena_pinned);
+	p->arena_pinned = NULL;
+}

@@ -1,0 +1,115 @@
+/* gpu_need.c - see gpu_need.h. The allocations mirror nscompute/cuda/cfwd.c s_state: one
+ * rounded allocation per buffer, in the same list. */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "gpu_need.h"
+#include "hparams.h"
+#include "ns_util.h"
+#include "plan.h"
+
+/* *acc += a * b * c * sz rounded to the granule (an empty buffer still takes one granule);
+ * false on overflow. */
+static bool s_acc(uint64_t *acc, uint64_t a, uint64_t b, uint64_t c, uint64_t sz)
+{
+	uint64_t n;
+
+	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, c, &n) ||
+	    ns_mul_u64_overflow(n, sz, &n) || n > UINT64_MAX - NSPLAN_GPU_GRAN)
+		return false;
+	return !ns_add_u64_overflow(*acc, nsplan_gpu_round(n ? n : 1), acc);
+}
+
+uint64_t nsplan_gpu_attn_ws(uint64_t n_tok, uint64_t n_head, uint64_t n_ctx, uint64_t dv)
+{
+	const uint64_t chunks = (n_ctx + NSPLAN_GPU_ATTN_CHUNK - 1) / NSPLAN_GPU_ATTN_CHUNK;
+	uint64_t r;
+
+	if (ns_mul_u64_overflow(n_tok, n_head, &r) || ns_mul_u64_overflow(r, chunks, &r) ||
+	    ns_mul_u64_overflow(r, dv + 2, &r) || ns_mul_u64_overflow(r, 4, &r))
+		return UINT64_MAX;
+	return r;
+}
+
+int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
+		    uint64_t stage_bytes, struct nsplan_gpu_need *n, char *err, size_t errlen)
+{
+	struct ns_hparams hp;
+	const struct ns_model_tensor *out, *g0;
+	uint64_t nb, nq, nk, nv, no, ff, F, E, K, D, V, ws, s = 0, kv = 0, row_max = 0;
+	bool ok;
+	int rc;
+
+	memset(n, 0, sizeof(*n));
+	if (!n_ctx) {
+		ns_errf(err, errlen, "GPU sizes: n_ctx must be > 0");
+		return -EINVAL;
+	}
+	rc = ns_hparams_load(m, &hp, err, errlen);
+	if (rc < 0)
+		return rc;
+	out = ns_model_find(m, "output.weight");
+	if (!out)
+		out = ns_model_find(m, "token_embd.weight");
+	g0 = ns_model_find(m, "blk.0.ffn_gate_exps.weight");
+	if (!hp.n_layer || !hp.n_embd || !hp.n_head || !hp.head_dim_k || !hp.head_dim_v || !out) {
+		ns_errf(err, errlen, "GPU sizes: %s hyperparameters incomplete", hp.arch);
+		return -EINVAL;
+	}
+	nb = n_batch ? n_batch : NSPLAN_GPU_NBATCH;
+	if (nb > n_ctx)
+		nb = n_ctx;
+	D = hp.n_embd;
+	V = out->n_rows;
+	nq = (uint64_t)hp.n_head * hp.head_dim_k;
+	nk = (uint64_t)hp.n_head_kv * hp.head_dim_k;
+	nv = (uint64_t)hp.n_head_kv * hp.head_dim_v;
+	no = (uint64_t)hp.n_head * hp.head_dim_v;
+	E = hp.n_expert;
+	K = hp.n_expert_used;
+	F = E ? (hp.n_ff_exp ? hp.n_ff_exp : g0 ? g0->ne[1] : 0) : 0;
+	ff = E ? F : hp.n_ff;
+	ws = nsplan_gpu_attn_ws(nb, hp.n_head, n_ctx, hp.head_dim_v);
+	/* cfwd.c s_state: K, V; x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
+	 * the decode graph's position */
+	ok = s_acc(&kv, hp.n_layer, n_ctx, nk, 4) && s_acc(&kv, hp.n_layer, n_ctx, nv, 4) &&
+	     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
+	     s_acc(&s, nb, nq, 1, 4) && s_acc(&s, nb, nk, 1, 4) && s_acc(&s, nb, nv, 1, 4) &&
+	     s_acc(&s, nb, no, 1, 4) && s_acc(&s, nb, ff ? ff : 1, 1, 4) &&
+	     s_acc(&s, nb, ff ? ff : 1, 1, 4) &&
+	     s_acc(&s, nb < NSPLAN_GPU_LOGIT_TOK ? nb : NSPLAN_GPU_LOGIT_TOK, V, 1, 4) &&
+	     ws != UINT64_MAX && s_acc(&s, 1, 1, 1, ws) && s_acc(&s, 1, 1, 1, 8);
+	/* MoE: router logits, weights, gathered rows, expert output, slot outputs; sel, tok, slot */
+	if (ok && E)
+		ok = s_acc(&s, nb, E, 1, 4) && s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
+		     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb * K, D, 1, 4) &&
+		     s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, K, 1, 4);
+	for (uint64_t i = 0; ok && i < m->n_tensors; i++) {
+		const struct ns_model_tensor *t = &m->tensors[i];
+
+		if (nsplan_tensor_held(t)) {
+			ok = s_acc(&n->vectors, t->n_elems, 1, 1, 4);
+		} else if (t->n_rows > 1) {
+			row_max = t->row_bytes > row_max ? t->row_bytes : row_max;
+			ok = !ns_add_u64_overflow(n->slack, NSPLAN_GPU_GRAN *
+						  (strstr(t->name, "_exps") && t->ne[2] > 1 ?
+						   t->ne[2] : 1), &n->slack);
+		}
+	}
+	n->kv = kv;
+	n->scratch = s;
+	n->staging = stage_bytes ? stage_bytes : NSPLAN_GPU_STAGE;
+	if (n->staging < row_max)
+		n->staging = row_max;
+	n->staging = 2 * nsplan_gpu_round(n->staging);
+	if (!ok || ns_add_u64_overflow(n->kv, n->scratch, &n->total) ||
+	    ns_add_u64_overflow(n->total, n->vectors, &n->total) ||
+	    ns_add_u64_overflow(n->total, n->staging, &n->total) ||
+	    ns_add_u64_overflow(n->total, n->slack, &n->total)) {
+		ns_errf(err, errlen, "GPU sizes overflow (n_ctx %u, n_batch %llu)", n_ctx,
+			(unsigned long long)nb);
+		return -EOVERFLOW;
+	}
+	return 0;
+}

@@ -1,0 +1,46 @@
+/* gpu_need.h - the VRAM the CUDA forward pass (nscompute/cuda/cfwd.h) takes besides its weight
+ * windows, exactly: the KV cache, the activations of one prefill chunk, the small vectors it
+ * holds, and its two staging slots. nsplan uses it as the default --reserve-vram, so a plan's
+ * VRAM weight windows always fit next to them; cfwd sizes its arena with the same function.
+ * Pure arithmetic over the model index: no GPU needed. */
+#ifndef NSPLAN_GPU_NEED_H
+#define NSPLAN_GPU_NEED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define NSPLAN_GPU_GRAN 256ull              /* the device arena's allocation granule */
+#define NSPLAN_GPU_STAGE (16ull << 20)      /* default bytes of one staging slot */
+#define NSPLAN_GPU_LOGIT_TOK 16u            /* tokens per output-head pass */
+#define NSPLAN_GPU_ATTN_CHUNK 256u          /* positions per attention chunk (attn.cu) */
+#define NSPLAN_GPU_NBATCH 512u              /* nscompute's prefill chunk */
+
+struct nsplan_gpu_need {
+	uint64_t kv;        /* K and V of every layer for n_ctx positions */
+	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
+	uint64_t vectors;   /* held tensors: norms, biases, sinks, rope factors, bias tables */
+	uint64_t staging;   /* the two staging slots (each at least the widest weight row) */
+	uint64_t slack;     /* one granule per placeable piece (a matrix, or an expert slab of
+			     * a stacked one): what rounding a plan's VRAM windows to the
+			     * granule can add to their exact bytes */
+	uint64_t total;     /* the five, each allocation rounded to the granule: a reserve
+			     * that leaves room for any plan's windows as allocated */
+};
+
+/* n_batch 0 = NSPLAN_GPU_NBATCH (capped at n_ctx); stage_bytes 0 = NSPLAN_GPU_STAGE.
+ * Returns 0, or -EINVAL / -EOVERFLOW with a line in err. */
+int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
+		    uint64_t stage_bytes, struct nsplan_gpu_need *out, char *err, size_t errlen);
+
+/* a rounded up to the granule. */
+static inline uint64_t nsplan_gpu_round(uint64_t a)
+{
+	return (a + NSPLAN_GPU_GRAN - 1) / NSPLAN_GPU_GRAN * NSPLAN_GPU_GRAN;
+}
+
+/* Bytes of the attention workspace of attn.cu for n_tok queries over n_ctx positions. */
+uint64_t nsplan_gpu_attn_ws(uint64_t n_tok, uint64_t n_head, uint64_t n_ctx, uint64_t dv);
+
+#endif
