@@ -21,6 +21,7 @@ struct nsc_proc {
 	bool lookahead_given;
 	uint32_t n_ctx;
 	bool cuda;                 /* --backend cuda (nscompute-cuda only) */
+	bool act_q8;               /* --act q8: int8 activations in the CPU kernels (gemv.h) */
 	uint64_t vram_budget;      /* --vram-budget: the device arena; 0 = exactly what is needed */
 	const void *arena_pinned;  /* cuda: the arena mapping, page-locked; NULL when not */
 	struct ns_model *m;

@@ -2,7 +2,7 @@
  * backend as nscompute-cuda).
  *
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
- *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE]
+ *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -24,6 +24,7 @@
 #include "compute_eval.h"
 #include "ctl_proto.h"
 #include "forward.h"
+#include "gemv.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -47,7 +48,7 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
-		   "[--vram-budget SIZE]\n", S_BACKENDS);
+		   "[--vram-budget SIZE] [--act f32|q8]\n", S_BACKENDS);
 }
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -97,6 +98,12 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 					"executable (%s)\n", v, S_BACKENDS);
 				return -EINVAL;
 			}
+		} else if (!strcmp(o, "--act")) {
+			if (strcmp(v, "f32") && strcmp(v, "q8")) {
+				fprintf(stderr, "nscompute: --act f32|q8 (got '%s')\n", v);
+				return -EINVAL;
+			}
+			p->act_q8 = !strcmp(v, "q8");
 		} else if (!strcmp(o, "--vram-budget")) {
 			if (ns_parse_bytes(v, &p->vram_budget) < 0) {
 				fprintf(stderr, "nscompute: --vram-budget: bad size '%s'\n", v);
@@ -149,6 +156,7 @@ static int s_attach(struct nsc_proc *p)
 		wo = (struct ns_weights_stream_opts){
 			.n_threads = p->threads, .block_rows = p->block_rows,
 			.session = p->session, /* its RAM tier, when nsio publishes one */
+			.act = p->act_q8 ? NS_ACT_Q8 : NS_ACT_F32,
 			.lookahead = p->lookahead_given ? p->lookahead
 							: ns_client_default_lookahead(p->c) };
 		rc = ns_weights_stream_new(p->m, p->c, &wo, &p->w, err, sizeof(err));

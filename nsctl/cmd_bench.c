@@ -69,6 +69,7 @@ struct s_opts {
 	uint32_t n_ctx;
 	bool no_disk, no_plan;
 	const char *backend; /* "cpu" (default) or "cuda" */
+	bool act_q8;         /* --act q8 */
 };
 
 struct s_config {
@@ -100,6 +101,7 @@ static void s_usage(FILE *f)
 		"                        only --budgets, no RAM cache\n"
 		"  --vram-budgets LIST   GPU budgets (cuda backend)\n"
 		"  --backend cpu|cuda    compute process (nscompute or nscompute-cuda)\n"
+		"  --act f32|q8          cpu kernels' activations (f32 default; q8 as llama.cpp)\n"
 		"  --block-rows LIST     rows per streamed block (0: whole tensors)\n"
 		"  --lookahead LIST      blocks in flight after the current one\n"
 		"  --threads N           compute threads (0: all CPUs)\n"
@@ -222,6 +224,12 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--vram-budgets") || !strcmp(a, "--vram-budget")) {
 			if (s_list(a, v, true, 0, &o->vram))
 				return -1;
+		} else if (!strcmp(a, "--act")) {
+			if (strcmp(v, "f32") && strcmp(v, "q8")) {
+				fprintf(stderr, "nsctl bench: --act f32|q8 (got '%s')\n", v);
+				return -1;
+			}
+			o->act_q8 = !strcmp(v, "q8");
 		} else if (!strcmp(a, "--backend")) {
 			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
 				fprintf(stderr, "nsctl bench: --backend cpu|cuda (got '%s')\n", v);
@@ -570,6 +578,7 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 	eo.ram_budget = c->ram;
 	eo.vram_budget = c->vram;
 	eo.backend = o->backend ? o->backend : "cpu";
+	eo.act_q8 = o->act_q8;
 	eo.block_rows = c->rows;
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;

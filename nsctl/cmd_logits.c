@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "forward.h"
+#include "gemv.h"
 #include "neurostream.h"
 #include "model.h"
 #include "ns_util.h"
@@ -32,6 +33,7 @@ struct s_opts {
 	const char *provider;
 	uint64_t mem_budget, ram_budget, block_rows, lookahead;
 	bool budget_given;
+	bool act_q8;
 	int threads;
 };
 
@@ -47,6 +49,8 @@ static void s_usage(FILE *f)
 		"                        ref: in-process pread + dequantize + double dot products;\n"
 		"                        fused: in-process, all weight bytes in RAM, fused kernels\n"
 		"  --threads N           kernel threads for stream and fused (default 1)\n"
+		"  --act f32|q8          kernel activations for stream and fused: f32 (default,\n"
+		"                        exact weights) or q8 (int8 per 32, as llama.cpp)\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
@@ -107,6 +111,12 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			o->out = v;
 		} else if (!strcmp(a, "--provider") && v) {
 			o->provider = v;
+		} else if (!strcmp(a, "--act") && v) {
+			if (strcmp(v, "f32") && strcmp(v, "q8")) {
+				fprintf(stderr, "nsctl logits: --act f32|q8 (got '%s')\n", v);
+				rc = -EINVAL;
+			}
+			o->act_q8 = !strcmp(v, "q8");
 		} else if (!strcmp(a, "--threads") && v) {
 			rc = s_parse_u64(a, v, 1, &n);
 			if (rc == 0 && n > 1024) {
@@ -230,6 +240,7 @@ static int s_logits_stream(const struct s_opts *o, const int32_t *ids, uint32_t 
 	eo.block_rows = o->block_rows;
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
+	eo.act_q8 = o->act_q8;
 	eo.n_ctx = n;
 	eo.no_plan = true;
 	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));
@@ -297,7 +308,8 @@ int cmd_logits(int argc, char **argv)
 		goto out;
 	}
 	if (!strcmp(o.provider, "fused")) {
-		struct ns_weights_fused_opts fo = { .n_threads = o.threads };
+		struct ns_weights_fused_opts fo = { .n_threads = o.threads,
+						    .act = o.act_q8 ? NS_ACT_Q8 : NS_ACT_F32 };
 
 		rc = ns_weights_fused_new(m, &fo, &w, err, sizeof(err));
 	} else {

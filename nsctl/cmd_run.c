@@ -79,6 +79,8 @@ static void s_usage(FILE *f)
 		"  --backend cpu|cuda    compute process: nscompute, or nscompute-cuda when built\n"
 		"  -c, --ctx N           context positions (4096)\n"
 		"  --threads N           compute threads (0: all CPUs)\n"
+		"  --act f32|q8          cpu kernels' activations: f32 (default, exact weights) or\n"
+		"                        q8 (int8 per 32 as llama.cpp: faster 4-bit kernels)\n"
 		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan) under CMD, e.g.\n"
 		"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
 		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
@@ -259,6 +261,12 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
 			rc = s_num(a, v, 1, 1 << 24, &x);
 			o->eo.n_ctx = (uint32_t)x;
+		} else if (!strcmp(a, "--act")) {
+			if (strcmp(v, "f32") && strcmp(v, "q8")) {
+				fprintf(stderr, "nsctl run: --act f32|q8 (got '%s')\n", v);
+				return -EINVAL;
+			}
+			o->eo.act_q8 = !strcmp(v, "q8");
 		} else if (!strcmp(a, "--threads")) {
 			rc = s_num(a, v, 0, 1024, &x);
 			o->eo.threads = (int)x;

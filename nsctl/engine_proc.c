@@ -346,6 +346,10 @@ static int s_start_compute(struct ns_engine *e)
 	args[n++] = ctx;
 	args[n++] = "--ctl";
 	args[n++] = e->endpoint;
+	if (e->o.act_q8) {
+		args[n++] = "--act";
+		args[n++] = "q8";
+	}
 	if (strcmp(e->o.backend, "cpu")) { /* the GPU arena: nsplan placed weights in it */
 		snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);
 		args[n++] = "--vram-budget";

@@ -60,6 +60,9 @@ struct ns_engine_opts {
 	int32_t lookahead;     /* blocks in flight after the current one; < 0:
 				* NS_DEFAULT_LOOKAHEAD (4), as nsctl info assumes */
 	int threads;           /* compute threads; 0: online CPUs */
+	bool act_q8;           /* cpu backend: quantize activations to int8 per 32 for the dot
+				* products, as llama.cpp does (faster 4-bit kernels; error bound in
+				* nscompute/kernels/gemv.h); default: exact float activations */
 	bool no_plan;          /* do not start nsplan */
 	bool run_ahead;        /* nsio reads ahead along the per-token tensor order (blocks
 				* cut as nscompute cuts them, so a later request is a hit) */

@@ -192,7 +192,7 @@ int ns_weights_fused_new(const struct ns_model *m, const struct ns_weights_fused
 	}
 	s->m = m;
 	s->kopts.path = opts ? (enum ns_kpath)opts->kpath : NS_KPATH_AUTO;
-	s->kopts.act = NS_ACT_F32;
+	s->kopts.act = opts && opts->act == NS_ACT_Q8 ? NS_ACT_Q8 : NS_ACT_F32;
 	if (!ns_kpath_supported(s->kopts.path)) {
 		ns_errf(err, errlen, "kernel path %s is not supported on this CPU",
 			ns_kpath_name(s->kopts.path));

@@ -17,6 +17,8 @@
 struct ns_weights_fused_opts {
 	int n_threads; /* kernel threads including the caller; <= 0: 1 */
 	int kpath;     /* enum ns_kpath; 0 = AUTO */
+	int act;       /* enum ns_act: 0 = NS_ACT_F32 (exact weights), NS_ACT_Q8 (activations
+			* quantized per 32 as llama.cpp, faster; bound in gemv.h) */
 };
 
 /* opts may be NULL (1 thread, AUTO path). Returns 0 or a negative errno with one line in err

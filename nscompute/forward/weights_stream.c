@@ -396,7 +396,7 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 	s->m = m;
 	s->c = c;
 	s->kopts.path = NS_KPATH_AUTO;
-	s->kopts.act = NS_ACT_F32;
+	s->kopts.act = opts && opts->act == NS_ACT_Q8 ? NS_ACT_Q8 : NS_ACT_F32;
 	s->block_rows = opts ? opts->block_rows : 0;
 	if (opts && opts->session)
 		snprintf(s->session, sizeof(s->session), "%s", opts->session);

@@ -35,6 +35,8 @@ struct ns_weights_stream_opts {
 	uint32_t lookahead;  /* blocks in flight after the current one */
 	const char *session; /* multiply rows nsio holds in its RAM tier in place (the segment
 			      * of nsio/ramcache.h, mapped read-only); NULL: stream all */
+	int act;             /* enum ns_act of the kernels (gemv.h): 0 = NS_ACT_F32, exact
+			      * weights; NS_ACT_Q8, activations quantized per 32 as llama.cpp */
 };
 
 /* Counters since creation. */

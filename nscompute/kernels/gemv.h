@@ -28,7 +28,9 @@
  *       E = sum_b (dx_b / 2) * sum_{k in b} |W[r,k]|                                 (tested)
  *     Several times faster for 4-bit types; on random data the error is typically 1e-3..1e-2
  *     of sum_k |W x| (more when a 32-block of x holds an outlier). The forward pass needs
- *     <= 2e-3 absolute vs f32 math on tiny models, hence NS_ACT_F32 is the default.
+ *     <= 2e-3 absolute vs f32 math on tiny models, hence NS_ACT_F32 is the default; users
+ *     choose NS_ACT_Q8 with `--act q8` (nsctl run / logits / bench; tests/run checks it
+ *     end to end against the oracle).
  *   Float types (F32, F16, BF16) always use float activations.
  *
  * Paths: NS_KPATH_AUTO picks the best the CPU supports at run time (AVX-512 F/BW/VL/VNNI, else

@@ -1,7 +1,8 @@
 /* test_run_logits: `nsctl logits` through the pipeline (nsio streaming, nscompute) gives the
  * same logits, bit for bit, at every memory budget from the smallest that works to unlimited
  * and at block rows 1, 7, 64, 512 and 0 (whole tensors); the same bits as the in-process fused
- * provider (same kernels); and llama.cpp's logits within tests/forward's tolerances. A budget
+ * provider (same kernels); and llama.cpp's logits within tests/forward's tolerances; --act q8
+ * (int8 activations) the same through both, near the reference. A budget
  * one page below the smallest is refused with exit 2 and a message naming that smallest.
  *
  *   test_run_logits NSCTL MODEL_REL PREFIX_REL f32|dequant */
@@ -11,6 +12,7 @@
 #include "run_testlib.h"
 
 #define MAX_TOK 256
+#define S_Q8_TOL 0.05 /* --act q8: |diff| / logit range, per position */
 
 static char s_nsctl[PATH_MAX], s_model[PATH_MAX], s_toks[4096];
 static int s_pid;
@@ -128,6 +130,61 @@ int main(int argc, char **argv)
 		d = fmax(d, isnan(ref[i]) ? INFINITY : fabs((double)ref[i] - gold[i]));
 	printf("%s: max abs diff vs %s %.3g (tol %.0e) %s\n", argv[2], rel, d, tol,
 	       d <= tol ? "ok" : "FAIL");
+
+	/* --act q8 (activations quantized per 32 as llama.cpp): the pipeline and the fused
+	 * provider agree bit for bit; the logits are not the exact-weight ones (the option took
+	 * effect); per position they stay within S_Q8_TOL of the position's logit range of the
+	 * reference, and the top token is the reference's wherever its margin is above that */
+	{
+		float *q8, *q8f;
+		double worst = 0;
+		int top_same = 0, top_checked = 0;
+
+		unlink(out);
+		rc = s_logits(out, errf, (const char *const[]){ "--act", "q8", NULL });
+		RT_CHECK(rc == 0, "--act q8: exit %d", rc);
+		q8 = s_read(out, n_tok * n_vocab);
+		unlink(out);
+		rc = s_logits(out, errf, (const char *const[]){ "--act", "q8", "--provider", "fused",
+								NULL });
+		RT_CHECK(rc == 0, "--act q8 --provider fused: exit %d", rc);
+		q8f = s_read(out, n_tok * n_vocab);
+		RT_CHECK(!memcmp(q8, q8f, len), "--act q8: pipeline and fused provider differ");
+		/* float weights always multiply float activations: nothing to apply */
+		RT_CHECK(!strcmp(argv[4], "f32") || memcmp(q8, ref, len),
+			 "--act q8 gave the f32 logits: not applied");
+		for (size_t t = 0; t < n_tok; t++) {
+			const float *g = gold + t * n_vocab, *y = q8 + t * n_vocab;
+			double lo = INFINITY, hi = -INFINITY, e = 0;
+			size_t b = 0, b2 = n_vocab > 1 ? 1 : 0, yb = 0;
+
+			for (size_t i = 0; i < n_vocab; i++) {
+				lo = fmin(lo, g[i]);
+				hi = fmax(hi, g[i]);
+				e = fmax(e, fabs((double)y[i] - g[i]));
+				if (y[i] > y[yb])
+					yb = i;
+				if (g[i] > g[b]) {
+					b2 = b;
+					b = i;
+				} else if (i != b && g[i] > g[b2]) {
+					b2 = i;
+				}
+			}
+			e /= hi > lo ? hi - lo : 1;
+			worst = fmax(worst, e);
+			if ((g[b] - g[b2]) / (hi > lo ? hi - lo : 1) > 2 * S_Q8_TOL) {
+				top_checked++;
+				top_same += yb == b;
+			}
+		}
+		printf("%s: --act q8: max |diff| %.3g of the logit range (tol %.0e), top token "
+		       "same at %d of %d clear positions\n", argv[2], worst, S_Q8_TOL, top_same,
+		       top_checked);
+		RT_CHECK(worst <= S_Q8_TOL && top_same == top_checked, "--act q8 too far off");
+		free(q8);
+		free(q8f);
+	}
 	free(gold);
 	free(ref);
 	unlink(out);
