@@ -525,7 +525,7 @@ static void s_finish(struct ns_bench_row *r)
 
 static void s_config_text(const struct s_config *c, char *buf, size_t len)
 {
-	char m[32] = "default", r[32] = "default", v[32] = "default", la[16] = "default";
+	char m[32] = "default", r[32] = "0", v[32] = "0", la[16] = "default"; /* ram, vram 0: none */
 
 	if (c->mem)
 		ns_format_bytes(c->mem, m, sizeof(m));

@@ -1,7 +1,10 @@
 /* test_router.c - routing drives I/O (nsrouter) through the real pipeline (nsctl run).
  *
- *   test_router NSCTL MODEL(relative to the oracle) BLOCK_ROWS
+ *   test_router NSCTL MODEL(relative to the oracle) BLOCK_ROWS [BACKEND [COMPUTE]]
  *
+ * BACKEND (default cpu) is passed to nsctl run --backend; with cuda, COMPUTE is the
+ * nscompute-cuda to run (set as $NS_NSCOMPUTE_CUDA: nscompute-cudaemu, the kernels emulated
+ * on the CPU, in CI), through the same checks.
  * 1. Without nsrouter: nsio's bytes-requested counter per decoded token equals the model's
  *    non-expert bytes (token_embd: one row, unless tied) plus exactly n_used / n_expert of each
  *    layer's expert bytes (the active experts only); the arena peak is at most
@@ -74,6 +77,8 @@ static int s_children(pid_t parent, const char *comm, pid_t *out, int max)
 	return n;
 }
 
+static const char *s_backend = "cpu";
+
 static void s_run(const char *nsctl, const char *model, const char *block_rows, bool router,
 		  int kills, struct run *r)
 {
@@ -96,7 +101,8 @@ static void s_run(const char *nsctl, const char *model, const char *block_rows, 
 			setenv("NS_NSROUTER", "off", 1);
 		execl(nsctl, nsctl, "run", model, "-p", "Once upon a time", "-n", N_GEN,
 		      "--ignore-eos", "--temp", "0", "--block-rows", block_rows, "--lookahead", la,
-		      "--threads", "1", "--no-plan", "--json", (char *)NULL);
+		      "--threads", "1", "--no-plan", "--json", "--backend", s_backend,
+		      (char *)NULL);
 		_exit(127);
 	}
 	memset(r, 0, sizeof(*r));
@@ -140,7 +146,12 @@ int main(int argc, char **argv)
 	uint64_t nonexp = 0, exps = 0, exp_active = 0, max_block = 0, expert_win = 0, br;
 	struct run a, b, k;
 
-	CHECK(argc == 4, "usage: test_router NSCTL MODEL BLOCK_ROWS");
+	CHECK(argc >= 4 && argc <= 6, "usage: test_router NSCTL MODEL BLOCK_ROWS [BACKEND "
+	      "[COMPUTE]]");
+	if (argc >= 5)
+		s_backend = argv[4];
+	if (argc == 6)
+		setenv("NS_NSCOMPUTE_CUDA", argv[5], 1);
 	ns_test_require_oracle();
 	ns_test_oracle_path(path, sizeof(path), argv[2]);
 	br = strtoull(argv[3], NULL, 10);
