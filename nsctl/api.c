@@ -15,6 +15,7 @@ void ns_engine_opts_default(struct ns_engine_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->lookahead = -1;
+	o->run_ahead = -1;
 }
 
 void ns_gen_params_default(struct ns_gen_params *g)
@@ -105,6 +106,8 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 	}
 	if (rc == 0) {
 		rc = ns_model_open(e->model_path, &e->m, e->err, sizeof(e->err));
+		if (rc == 0 && e->o.run_ahead < 0) /* dense: read ahead; MoE: nsrouter does */
+			e->o.run_ahead = ns_model_find(e->m, "blk.0.ffn_gate_exps.weight") == NULL;
 		if (rc == 0 && !e->o.mem_budget) {
 			/* enough for the whole model plus slack, at most 512 MiB: a small model
 			 * does not pay for mapping a large arena */

@@ -70,6 +70,7 @@ struct s_opts {
 	bool no_disk, no_plan;
 	const char *backend; /* "cpu" (default) or "cuda" */
 	bool act_q8;         /* --act q8 */
+	int run_ahead;       /* -1 engine default (dense: on), 0 --no-run-ahead, 1 --run-ahead */
 };
 
 struct s_config {
@@ -109,6 +110,8 @@ static void s_usage(FILE *f)
 		"  --disk-repeats N      timed passes of the drive measurement (3)\n"
 		"  --no-disk             skip the drive measurement (no roofline)\n"
 		"  --no-plan             do not start nsplan\n"
+		"  --run-ahead, --no-run-ahead  nsio reads the token's next matrices ahead\n"
+		"                        (default: on for dense models)\n"
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
 
@@ -164,7 +167,7 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	uint64_t x;
 
 	*o = (struct s_opts){ .n_prompt = 512, .n_gen = 128, .repeats = 5, .disk_repeats = 3,
-			      .fmt = NS_TABLE_MD };
+			      .fmt = NS_TABLE_MD, .run_ahead = -1 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -176,6 +179,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			continue;
 		} else if (!strcmp(a, "--no-plan")) {
 			o->no_plan = true;
+			continue;
+		} else if (!strcmp(a, "--run-ahead") || !strcmp(a, "--no-run-ahead")) {
+			o->run_ahead = !strcmp(a, "--run-ahead");
 			continue;
 		} else if (a[0] != '-' || !a[1]) {
 			if (o->model) {
@@ -579,6 +585,8 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 	eo.vram_budget = c->vram;
 	eo.backend = o->backend ? o->backend : "cpu";
 	eo.act_q8 = o->act_q8;
+	if (o->run_ahead >= 0)
+		eo.run_ahead = o->run_ahead;
 	eo.block_rows = c->rows;
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;

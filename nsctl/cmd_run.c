@@ -84,7 +84,8 @@ static void s_usage(FILE *f)
 		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan) under CMD, e.g.\n"
 		"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
 		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
-		"  --run-ahead           nsio reads ahead along the per-token tensor order\n"
+		"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
+		"                        of the forward pass (default: on for dense models)\n"
 		"  --no-plan             do not start nsplan\n"
 		"  --warmup TEXT         MoE: evaluate TEXT first (with the chat template when the\n"
 		"                        run uses one), then re-plan so the experts it routed to\n"
@@ -174,7 +175,10 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->g.no_stop = true;
 			continue;
 		} else if (!strcmp(a, "--run-ahead")) {
-			o->eo.run_ahead = true;
+			o->eo.run_ahead = 1;
+			continue;
+		} else if (!strcmp(a, "--no-run-ahead")) {
+			o->eo.run_ahead = 0;
 			continue;
 		} else if (!strcmp(a, "--no-plan")) {
 			o->eo.no_plan = true;

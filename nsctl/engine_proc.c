@@ -241,7 +241,7 @@ static int s_start_nsio(struct ns_engine *e)
 	args[n++] = e->model_path;
 	args[n++] = "--lookahead";
 	args[n++] = la;
-	if (e->o.run_ahead) {
+	if (e->o.run_ahead > 0) {
 		snprintf(br, sizeof(br), "%llu", (unsigned long long)e->o.block_rows);
 		args[n++] = "--run-ahead";
 		if (e->o.block_rows) { /* nsio's own default is 0: as large as fits */

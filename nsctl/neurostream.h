@@ -64,8 +64,11 @@ struct ns_engine_opts {
 				* products, as llama.cpp does (faster 4-bit kernels; error bound in
 				* nscompute/kernels/gemv.h); default: exact float activations */
 	bool no_plan;          /* do not start nsplan */
-	bool run_ahead;        /* nsio reads ahead along the per-token tensor order (blocks
-				* cut as nscompute cuts them, so a later request is a hit) */
+	int run_ahead;         /* nsio reads ahead along the per-token order of the matrices
+				* (blocks cut as nscompute cuts them, each tensor after its
+				* RAM-resident rows, so a later request is a hit): 1 on, 0 off,
+				* < 0 (ns_engine_opts_default): on for dense models (an MoE
+				* model's experts are nsrouter's; its arena is kept for them) */
 	bool verbose;          /* let the children print their informational lines */
 	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
 				       * "high" on the system message's "Reasoning:" line; NULL:

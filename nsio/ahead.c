@@ -89,9 +89,9 @@ void nsio_ahead_follow(struct nsio *s, uint32_t tensor, uint64_t row0, uint64_t 
 
 	if (!s->n_sched || tensor >= s->model->n_tensors || !(rows = s->sched_rows[tensor]))
 		return;
-	if (row0 % rows)
+	if (row0 < s->sched_start[tensor] || (row0 - s->sched_start[tensor]) % rows)
 		return;
-	k = s->sched_first[tensor] + row0 / rows;
+	k = s->sched_first[tensor] + (row0 - s->sched_start[tensor]) / rows;
 	if (k < s->n_sched && s->sched[k].tensor == tensor && s->sched[k].nrows == nrows)
 		s->ahead_next = (k + 1) % s->n_sched;
 }

@@ -191,6 +191,7 @@ int nsio_attach(struct nsio *s)
 	atomic_store(&s->ctl->nsio_gen, (uint32_t)gen);
 	if (gen > 1)
 		atomic_fetch_add(&s->ctl->stats.restarts, 1);
+	s->restarted = gen > 1;
 	rc = s_publish_tensors(s);
 	if (rc)
 		return rc;

@@ -101,10 +101,13 @@ struct nsio {
 	struct ns_zplan_item *sched;
 	uint64_t n_sched, ahead_next;  /* next schedule block to read ahead */
 	uint64_t *sched_first;         /* per tensor: its first schedule block */
-	uint64_t *sched_rows;          /* per tensor: rows per schedule block */
+	uint64_t *sched_rows;          /* per tensor: rows per schedule block (0: not in it) */
+	uint64_t *sched_start;         /* per tensor: row of its first block (RAM prefix) */
 	uint64_t ahead_bytes;          /* bytes held by read-ahead leases */
 	uint64_t t_reap, t_cpu;
 	uint64_t quarantine_until;     /* ns_now_ns() when quarantined leases may go, or 0 */
+	bool restarted;                /* took over from a dead nsio (generation > 1): serve
+					* while the RAM tier reloads, see nsio_serve */
 	volatile sig_atomic_t *stop;
 	volatile sig_atomic_t *dump; /* SIGUSR1: print the queues to stderr */
 	bool said_short;

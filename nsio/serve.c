@@ -400,6 +400,10 @@ bool nsio_ram_ready(struct nsio *s)
 		nsio_ram_destroy(&s->ram);
 	}
 	s->ram.ready = true;
+	/* the run-ahead schedule starts each tensor after its RAM-resident prefix */
+	if (s->o.run_ahead && nsio_build_schedule(s) != 0)
+		fprintf(stderr, "nsio: out of memory for the run-ahead schedule; reading on "
+			"demand\n");
 	fflush(stdout);
 	return true;
 }
@@ -559,7 +563,12 @@ int nsio_serve(struct nsio *s)
 					 ns_arena_release_quarantine(s->ctl));
 			s->quarantine_until = 0;
 		}
-		if (!nsio_ram_ready(s)) { /* requests wait until the RAM tier is loaded */
+		/* At the first start requests wait until the RAM tier is loaded (compute maps it
+		 * then, and bytes per token count only streamed rows). After a restart they do
+		 * not: the compute already works from its mapping of the dead nsio's segment,
+		 * and its leases, kept across the restart, may hold the arena space the reload
+		 * needs, so waiting could never end. Rows not yet reloaded are read from disk. */
+		if (!nsio_ram_ready(s) && !s->restarted) {
 			usleep(1000);
 			continue;
 		}
@@ -651,6 +660,7 @@ void nsio_teardown(struct nsio *s)
 	free(s->sched);
 	free(s->sched_first);
 	free(s->sched_rows);
+	free(s->sched_start);
 	free(s->rt);
 	nsio_ram_destroy(&s->ram);
 	ns_model_close(&s->model);
