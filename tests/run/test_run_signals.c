@@ -7,6 +7,8 @@
 
 #include "run_testlib.h"
 
+#define S_NSIO_KILLS 12
+
 static char s_model[PATH_MAX], s_out[128], s_err[128];
 static const char *s_nsctl;
 
@@ -119,22 +121,30 @@ int main(int argc, char **argv)
 	pid = s_start("160");
 	RT_CHECK(rt_wait(pid) == 0, "undisturbed run failed");
 	want = s_read(s_out);
-	pid = s_start("160");
-	s_wait_text(8);
-	victim = rt_child_pid(s_err, "nsio");
-	RT_CHECK(victim > 0, "no nsio pid");
-	kill(victim, SIGKILL);
-	rc = rt_wait(pid);
-	err = s_read(s_err);
-	got = s_read(s_out);
-	RT_CHECK(rc == 0, "nsio killed: exit %d, want 0; stderr:\n%s", rc, err);
-	RT_CHECK(strstr(err, "restarting"), "nsio killed: no restart reported (did the "
-		 "generation end first?):\n%s", err);
-	RT_CHECK(!strcmp(got, want), "nsio killed: text differs:\n got: %s\nwant: %s", got, want);
-	printf("nsio SIGKILLed mid-generation: restarted, the %zu bytes of text are unchanged\n",
-	       strlen(got));
-	free(err);
-	free(got);
+	/* several times: the takeover must never wait on arena space the client's kept leases
+	 * hold (a restarted nsio once waited for its RAM tier to reload before serving, and the
+	 * reload needed that space; it hung about one kill in twelve) */
+	for (int round = 0; round < S_NSIO_KILLS; round++) {
+		pid = s_start("160");
+		s_wait_text(8);
+		victim = rt_child_pid(s_err, "nsio");
+		RT_CHECK(victim > 0, "no nsio pid");
+		kill(victim, SIGKILL);
+		rc = rt_wait(pid);
+		err = s_read(s_err);
+		got = s_read(s_out);
+		RT_CHECK(rc == 0, "nsio killed (round %d): exit %d, want 0; stderr:\n%s", round,
+			 rc, err);
+		RT_CHECK(strstr(err, "restarting"), "nsio killed: no restart reported (did the "
+			 "generation end first?):\n%s", err);
+		RT_CHECK(!strcmp(got, want), "nsio killed: text differs:\n got: %s\nwant: %s",
+			 got, want);
+		if (round == S_NSIO_KILLS - 1)
+			printf("nsio SIGKILLed mid-generation %d times: restarted, the %zu bytes of "
+			       "text are unchanged\n", S_NSIO_KILLS, strlen(got));
+		free(err);
+		free(got);
+	}
 	free(want);
 	s_check_clean("nsio SIGKILLed");
 	unlink(s_out);
