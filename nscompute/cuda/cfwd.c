@@ -1045,17 +1045,8 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 	int rc;
 
 	*out = NULL;
-	if (!opts || opts->n_ctx == 0) {
-		ns_errf(err, errlen, "cuda: n_ctx must be > 0");
-		return -EINVAL;
-	}
-	rc = ns_hparams_load(m, &hp, err, errlen);
-	if (rc < 0)
-		return rc;
-	if (strcmp(hp.arch, "llama") && strcmp(hp.arch, "qwen3") && strcmp(hp.arch, "qwen3moe") &&
-	    strcmp(hp.arch, "gpt-oss")) {
-		ns_errf(err, errlen, "cuda: architecture '%s' is not supported by the cuda "
-			"forward pass (supported: llama, qwen3, qwen3moe, gpt-oss)", hp.arch);
+	if (!opts) {
+		ns_errf(err, errlen, "cuda: no options");
 		return -EINVAL;
 	}
 	for (uint64_t i = 0; i < m->n_tensors; i++) { /* the kernels work in 32-column units */
@@ -1068,21 +1059,16 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 			return -EINVAL;
 		}
 	}
-	f = calloc(1, sizeof(*f));
+	rc = ns_fwd_alloc(m, host, opts->n_ctx, opts->n_batch, opts->on_route, opts->route_user,
+			  "cuda", &hp, &f, err, errlen);
+	if (rc < 0)
+		return rc;
 	c = calloc(1, sizeof(*c));
-	if (!f || !c) {
-		free(f);
-		free(c);
+	if (!c) {
+		ns_fwd_destroy(&f);
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	f->w = host;
-	f->n_ctx = opts->n_ctx;
-	f->n_batch = opts->n_batch ? opts->n_batch : 512;
-	if (f->n_batch > f->n_ctx)
-		f->n_batch = f->n_ctx;
-	f->on_route = opts->on_route;
-	f->route_user = opts->route_user;
 	/* the model description, as the CPU pass builds it, without its host state */
 	rc = ns_llama_setup(f, m, &hp, 0, false, err, errlen);
 	c->L = f->arch;

@@ -5,6 +5,44 @@
 
 #include "forward_impl.h"
 
+int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
+		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, const char *backend,
+		 struct ns_hparams *hp, struct ns_fwd **out, char *err, size_t errlen)
+{
+	struct ns_fwd *f;
+	int rc;
+
+	*out = NULL;
+	if (n_ctx == 0) {
+		ns_errf(err, errlen, "forward: n_ctx must be > 0");
+		return -EINVAL;
+	}
+	rc = ns_hparams_load(m, hp, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen3") &&
+	    strcmp(hp->arch, "qwen3moe") && strcmp(hp->arch, "gpt-oss")) {
+		ns_errf(err, errlen, "forward: architecture '%s' is not supported by the %s "
+			"forward pass (supported: llama, qwen3, qwen3moe, gpt-oss)", hp->arch,
+			backend);
+		return -EINVAL;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	f->w = w;
+	f->n_ctx = n_ctx;
+	f->n_batch = n_batch ? n_batch : 512;
+	if (f->n_batch > f->n_ctx)
+		f->n_batch = f->n_ctx;
+	f->on_route = on_route;
+	f->route_user = route_user;
+	*out = f;
+	return 0;
+}
+
 int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_fwd_opts *opts,
 	       struct ns_fwd **out, char *err, size_t errlen)
 {
@@ -13,33 +51,15 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	int rc;
 
 	*out = NULL;
-	if (!opts || opts->n_ctx == 0) {
-		ns_errf(err, errlen, "forward: n_ctx must be > 0");
+	if (!opts) {
+		ns_errf(err, errlen, "forward: no options");
 		return -EINVAL;
 	}
-	rc = ns_hparams_load(m, &hp, err, errlen);
+	rc = ns_fwd_alloc(m, w, opts->n_ctx, opts->n_batch, opts->on_route, opts->route_user,
+			  "cpu", &hp, &f, err, errlen);
 	if (rc < 0)
 		return rc;
-	f = calloc(1, sizeof(*f));
-	if (!f) {
-		ns_errf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	f->w = w;
-	f->n_ctx = opts->n_ctx;
-	f->n_batch = opts->n_batch ? opts->n_batch : 512;
-	if (f->n_batch > f->n_ctx)
-		f->n_batch = f->n_ctx;
-	f->on_route = opts->on_route;
-	f->route_user = opts->route_user;
-	if (!strcmp(hp.arch, "llama") || !strcmp(hp.arch, "qwen3") ||
-	    !strcmp(hp.arch, "qwen3moe") || !strcmp(hp.arch, "gpt-oss")) {
-		rc = ns_llama_init(f, m, &hp, opts->ffn_rows, err, errlen);
-	} else {
-		ns_errf(err, errlen, "forward: architecture '%s' is not supported by the cpu "
-			"forward pass (supported: llama, qwen3, qwen3moe, gpt-oss)", hp.arch);
-		rc = -EINVAL;
-	}
+	rc = ns_llama_init(f, m, &hp, opts->ffn_rows, err, errlen);
 	if (rc < 0) {
 		ns_fwd_destroy(&f);
 		return rc;

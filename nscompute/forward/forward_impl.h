@@ -29,6 +29,14 @@ struct ns_fwd {
 	char err[NS_ERR_LEN];
 };
 
+/* The start every backend's constructor shares: n_ctx > 0, the hyperparameters into *hp, an
+ * architecture llama.c describes (else -EINVAL naming backend), and *out allocated with its
+ * context, batch (0 = 512, at most n_ctx), weights and routing set; the rest is the caller's
+ * (ns_fwd_destroy frees it on failure). */
+int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
+		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, const char *backend,
+		 struct ns_hparams *hp, struct ns_fwd **out, char *err, size_t errlen);
+
 /* llama.c: llama, qwen3, qwen3moe and gpt-oss (the last two through moe.h). Fills
  * f->eval_chunk, arch, arch_destroy, kv, n_vocab, n_tok_rows (MoE: n_moe_layer, n_expert,
  * expert_hits). */
