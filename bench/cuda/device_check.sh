@@ -13,18 +13,7 @@ export LD_LIBRARY_PATH=$PWD/$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export NS_ORACLE_DIR=$PWD/$stage/oracle
 export NS_BUILD_ROOT=$PWD/$stage/bin
 export CI=true # a missing oracle fails instead of skipping
-fails=0
-step() { # step NAME SECONDS CMD...
-    local name=$1 limit=$2 t0 rc
-    shift 2
-    t0=$(date +%s%N)
-    echo "=== $name"
-    timeout "$limit" "$@"
-    rc=$?
-    echo "=== $name: rc=$rc ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
-    echo
-    [ "$rc" = 0 ] || fails=$((fails + 1))
-}
+. bench/cuda/device_step.sh
 has() { [ -x "$stage/bin/$1" ]; }
 mkdir -p "$work"
 [ -f "$stage/bin.tgz" ] && tar xzf "$stage/bin.tgz" -C "$stage"

@@ -13,17 +13,8 @@ stage=$1
 work=$2
 bin=$PWD/$stage/bin
 export NS_NSCOMPUTE_CUDA=$bin/nscompute-cuda
-fails=0
-step() { # step NAME SECONDS CMD...
-    local name=$1 limit=$2 t0 rc
-    shift 2
-    t0=$(date +%s%N)
-    echo "--- $name"
-    timeout "$limit" "$@"
-    rc=$?
-    echo "--- $name: rc=$rc ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
-    [ "$rc" = 0 ] || fails=$((fails + 1))
-}
+STEP_MARK=---
+. bench/cuda/device_step.sh
 mkdir -p "$work"
 df -h "$work" | tail -1
 for m in tiny-qwen3moe-Q4_K_M tiny-llama-Q4_K_M; do

@@ -37,6 +37,18 @@ int ns_range_alloc(struct ns_range *r, uint64_t len, uint64_t *off);
 int ns_range_release(struct ns_range *r, uint64_t off);
 uint64_t ns_range_largest(const struct ns_range *r);
 
+/* struct ns_vram (nscuda.h): one block of device memory (host memory in the emulation) and
+ * its ns_range bookkeeping. vram.c / emu/nscuda_emu.c make and free it; vram_arena.c hands
+ * out and takes back its pieces for both. */
+struct ns_vram {
+	uint8_t *base;    /* range.size bytes, owned */
+	size_t map_bytes; /* emulation: bytes mapped at base; 0 on a GPU */
+	uint64_t budget;
+	int poison;       /* emulation: ns_vram_alloc fills what it hands out with this byte so
+			   * reads before writes show (NaN floats); -1 on a GPU */
+	struct ns_range range;
+};
+
 /* cudaError_t -> negative errno (0 for success). */
 int ns_cuda_rc(int cuda_error);
 

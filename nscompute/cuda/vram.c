@@ -9,12 +9,6 @@
 #include "nscuda.h"
 #include "nscuda_internal.h"
 
-struct ns_vram {
-	uint8_t *base;  /* device memory of range.size bytes, owned */
-	uint64_t budget;
-	struct ns_range range;
-};
-
 int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *err,
 		size_t errlen)
 {
@@ -59,6 +53,7 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 		return -ENOMEM;
 	}
 	v->budget = budget;
+	v->poison = -1; /* device memory: never touched from the host */
 	e = cudaMalloc((void **)&v->base, budget ? budget : NS_RANGE_ALIGN);
 	if (e != cudaSuccess) {
 		ns_errf(err, errlen, "cuda: cannot allocate the VRAM budget of %s (%s free of %s): %s",
@@ -85,49 +80,4 @@ void ns_vram_destroy(struct ns_vram **pv)
 	ns_range_fini(&v->range);
 	free(v);
 	*pv = NULL;
-}
-
-int ns_vram_alloc(struct ns_vram *v, uint64_t bytes, void **dev_p, char *err, size_t errlen)
-{
-	uint64_t off = 0;
-	int rc = ns_range_alloc(&v->range, bytes, &off);
-	char b1[32], b2[32], b3[32], b4[32];
-
-	*dev_p = NULL;
-	if (rc) {
-		ns_errf(err, errlen, "cuda: VRAM allocation of %s failed: largest free extent %s, "
-			"%s free of the %s budget", ns_format_bytes(bytes, b1, sizeof(b1)),
-			ns_format_bytes(ns_range_largest(&v->range), b2, sizeof(b2)),
-			ns_format_bytes(v->range.size - v->range.used, b3, sizeof(b3)),
-			ns_format_bytes(v->budget, b4, sizeof(b4)));
-		return rc;
-	}
-	*dev_p = v->base + off;
-	return 0;
-}
-
-int ns_vram_release(struct ns_vram *v, void *dev_p)
-{
-	uint8_t *p = dev_p;
-
-	if (!p)
-		return 0;
-	if (p < v->base || p >= v->base + v->range.size)
-		return -EINVAL;
-	return ns_range_release(&v->range, (uint64_t)(p - v->base));
-}
-
-uint64_t ns_vram_budget(const struct ns_vram *v)
-{
-	return v->budget;
-}
-
-uint64_t ns_vram_used(const struct ns_vram *v)
-{
-	return v->range.used;
-}
-
-uint64_t ns_vram_largest_free(const struct ns_vram *v)
-{
-	return ns_range_largest(&v->range);
 }

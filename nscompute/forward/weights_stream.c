@@ -255,13 +255,23 @@ static int s_run(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_bloc
 	return rc;
 }
 
+/* [k->row0, row_end) through fn: the RAM-resident prefix in place, the rest streamed. */
+static int s_window(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_block_fn fn,
+		    uint64_t y_step)
+{
+	int rc = s_ram_part(s, k, row_end, fn, y_step);
+
+	if (rc < 0 || k->row0 == row_end)
+		return rc;
+	return s_run(s, k, row_end, fn);
+}
+
 static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
 	struct s_stream *s = ctx;
 	const struct ns_model_tensor *t = s_tensor(s, tensor);
 	struct s_call k;
-	int rc;
 
 	if (!t)
 		return -EINVAL;
@@ -271,10 +281,7 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		return 0;
 	k = (struct s_call){ .s = s, .t = t, .row0 = row0, .x = x, .n_tok = n_tok, .y = y,
 			     .ldy = ldy };
-	rc = s_ram_part(s, &k, row_end, s_mm_block, 1);
-	if (rc < 0 || k.row0 == row_end)
-		return rc;
-	return s_run(s, &k, row_end, s_mm_block);
+	return s_window(s, &k, row_end, s_mm_block, 1);
 }
 
 static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
@@ -283,7 +290,6 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 	struct s_stream *s = ctx;
 	const struct ns_model_tensor *t = s_tensor(s, tensor);
 	struct s_call k;
-	int rc;
 
 	if (!t)
 		return -EINVAL;
@@ -292,10 +298,7 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 	if (row0 == row_end)
 		return 0;
 	k = (struct s_call){ .s = s, .t = t, .row0 = row0, .visit_cb = cb, .visit_ctx = cbctx };
-	rc = s_ram_part(s, &k, row_end, s_visit_block, 0);
-	if (rc < 0 || k.row0 == row_end)
-		return rc;
-	return s_run(s, &k, row_end, s_visit_block);
+	return s_window(s, &k, row_end, s_visit_block, 0);
 }
 
 static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
@@ -320,9 +323,7 @@ static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t 
 			j++;
 		k = (struct s_call){ .s = s, .t = t, .row0 = (uint64_t)rows[i],
 				     .y = dst + i * t->ne[0] };
-		rc = s_ram_part(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block, t->ne[0]);
-		if (rc == 0 && k.row0 <= (uint64_t)rows[j - 1])
-			rc = s_run(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block);
+		rc = s_window(s, &k, (uint64_t)rows[j - 1] + 1, s_rows_block, t->ne[0]);
 		if (rc < 0)
 			return rc;
 		i = j;

@@ -267,13 +267,6 @@ int ns_cuda_event_ms(ns_cuda_event_t a, ns_cuda_event_t b, float *ms)
 
 /* ---------------------------------------------------------------- VRAM ----------------- */
 
-struct ns_vram {
-	uint8_t *base;   /* host memory of map_bytes, mmap'd (pages committed on first touch) */
-	size_t map_bytes;
-	uint64_t budget;
-	struct ns_range range;
-};
-
 int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *err,
 		size_t errlen)
 {
@@ -309,6 +302,7 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 		return -ENOMEM;
 	}
 	v->budget = budget;
+	v->poison = NS_EMU_POISON; /* reads before writes show up as NaN */
 	v->map_bytes = budget ? (size_t)budget : NS_RANGE_ALIGN;
 	/* reserved, not committed: a large budget costs only the pages actually touched */
 	m = mmap(NULL, v->map_bytes, PROT_READ | PROT_WRITE,
@@ -339,49 +333,3 @@ void ns_vram_destroy(struct ns_vram **pv)
 	*pv = NULL;
 }
 
-int ns_vram_alloc(struct ns_vram *v, uint64_t bytes, void **dev_p, char *err, size_t errlen)
-{
-	uint64_t off = 0;
-	int rc = ns_range_alloc(&v->range, bytes, &off);
-	char b1[32], b2[32], b3[32], b4[32];
-
-	*dev_p = NULL;
-	if (rc) {
-		ns_errf(err, errlen, "cuda: VRAM allocation of %s failed: largest free extent %s, "
-			"%s free of the %s budget", ns_format_bytes(bytes, b1, sizeof(b1)),
-			ns_format_bytes(ns_range_largest(&v->range), b2, sizeof(b2)),
-			ns_format_bytes(v->range.size - v->range.used, b3, sizeof(b3)),
-			ns_format_bytes(v->budget, b4, sizeof(b4)));
-		return rc;
-	}
-	*dev_p = v->base + off;
-	/* poison what the caller asked for: reads before writes show up as NaN */
-	memset(*dev_p, NS_EMU_POISON, bytes);
-	return 0;
-}
-
-int ns_vram_release(struct ns_vram *v, void *dev_p)
-{
-	uint8_t *p = dev_p;
-
-	if (!p)
-		return 0;
-	if (p < v->base || p >= v->base + v->range.size)
-		return -EINVAL;
-	return ns_range_release(&v->range, (uint64_t)(p - v->base));
-}
-
-uint64_t ns_vram_budget(const struct ns_vram *v)
-{
-	return v->budget;
-}
-
-uint64_t ns_vram_used(const struct ns_vram *v)
-{
-	return v->range.used;
-}
-
-uint64_t ns_vram_largest_free(const struct ns_vram *v)
-{
-	return ns_range_largest(&v->range);
-}

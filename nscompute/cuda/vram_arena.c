@@ -1,0 +1,55 @@
+/* vram_arena.c - the pieces of a struct ns_vram (nscuda.h): sub-allocation through its
+ * ns_range, with no CUDA call, so the real backend and the emulation share it. */
+#include <errno.h>
+#include <string.h>
+
+#include "ns_util.h"
+#include "nscuda.h"
+#include "nscuda_internal.h"
+
+int ns_vram_alloc(struct ns_vram *v, uint64_t bytes, void **dev_p, char *err, size_t errlen)
+{
+	uint64_t off = 0;
+	int rc = ns_range_alloc(&v->range, bytes, &off);
+	char b1[32], b2[32], b3[32], b4[32];
+
+	*dev_p = NULL;
+	if (rc) {
+		ns_errf(err, errlen, "cuda: VRAM allocation of %s failed: largest free extent %s, "
+			"%s free of the %s budget", ns_format_bytes(bytes, b1, sizeof(b1)),
+			ns_format_bytes(ns_range_largest(&v->range), b2, sizeof(b2)),
+			ns_format_bytes(v->range.size - v->range.used, b3, sizeof(b3)),
+			ns_format_bytes(v->budget, b4, sizeof(b4)));
+		return rc;
+	}
+	*dev_p = v->base + off;
+	if (v->poison >= 0)
+		memset(*dev_p, v->poison, bytes);
+	return 0;
+}
+
+int ns_vram_release(struct ns_vram *v, void *dev_p)
+{
+	uint8_t *p = dev_p;
+
+	if (!p)
+		return 0;
+	if (p < v->base || p >= v->base + v->range.size)
+		return -EINVAL;
+	return ns_range_release(&v->range, (uint64_t)(p - v->base));
+}
+
+uint64_t ns_vram_budget(const struct ns_vram *v)
+{
+	return v->budget;
+}
+
+uint64_t ns_vram_used(const struct ns_vram *v)
+{
+	return v->range.used;
+}
+
+uint64_t ns_vram_largest_free(const struct ns_vram *v)
+{
+	return ns_range_largest(&v->range);
+}
