@@ -24,6 +24,7 @@ struct nsc_proc {
 	bool act_q8;               /* --act q8: int8 activations in the CPU kernels (gemv.h) */
 	uint64_t vram_budget;      /* --vram-budget: the device arena; 0 = exactly what is needed */
 	const void *arena_pinned;  /* cuda: the arena mapping, page-locked; NULL when not */
+	const void *ram_pinned;    /* cuda: nsio's RAM tier mapping, page-locked; NULL when not */
 	struct ns_model *m;
 	struct ns_client *c;
 	struct ns_weights *w;
@@ -56,5 +57,8 @@ int nsc_route_cb(void *user, const struct ns_fwd_route *r);
 int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen);
 /* Frees the CUDA pass and unlocks the arena (before the client unmaps it). */
 void nsc_cuda_detach(struct nsc_proc *p);
+/* The stream provider's on_ram_map (weights_stream.h), ctx = p: page-locks nsio's RAM tier
+ * mapping when the provider starts using it, unlocks it before it is unmapped. */
+void nsc_cuda_ram_map(void *ctx, const void *base, size_t bytes, bool mapped);
 
 #endif

@@ -134,8 +134,38 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	return rc;
 }
 
+void nsc_cuda_ram_map(void *ctx, const void *base, size_t bytes, bool mapped)
+{
+	struct nsc_proc *p = ctx;
+	char e[256];
+
+	if (!mapped) {
+		if (p->ram_pinned == base)
+			ns_cuda_host_unregister((void *)base);
+		p->ram_pinned = NULL;
+		return;
+	}
+	if (ns_cuda_host_register_ro(base, bytes, e, sizeof(e)) == 0)
+		p->ram_pinned = base;
+	else
+		fprintf(stderr, "nscompute: cuda: nsio's RAM tier stays pageable (%s); copies from "
+			"it are slower\n", e);
+}
+
 void nsc_cuda_detach(struct nsc_proc *p)
 {
+	struct ns_cfwd_stats st;
+
+	if (p->f) {
+		char a[32], b[32];
+
+		ns_cfwd_stats(p->f, &st);
+		if (st.staged_blocks)
+			fprintf(stderr, "nscompute: cuda: staged %s in %llu blocks, %s of it from "
+				"pageable memory\n", ns_format_bytes(st.staged_bytes, a, sizeof(a)),
+				(unsigned long long)st.staged_blocks,
+				ns_format_bytes(st.staged_pageable_bytes, b, sizeof(b)));
+	}
 	ns_fwd_destroy(&p->f); /* device work done before the arena is unlocked */
 	if (p->arena_pinned)
 		ns_cuda_host_unregister((void *)p->arena_pinned);

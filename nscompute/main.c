@@ -159,6 +159,12 @@ static int s_attach(struct nsc_proc *p)
 			.act = p->act_q8 ? NS_ACT_Q8 : NS_ACT_F32,
 			.lookahead = p->lookahead_given ? p->lookahead
 							: ns_client_default_lookahead(p->c) };
+#ifdef NS_WITH_CUDA
+		if (p->cuda) { /* page-locked, its rows go to the device by DMA */
+			wo.on_ram_map = nsc_cuda_ram_map;
+			wo.on_ram_map_ctx = p;
+		}
+#endif
 		rc = ns_weights_stream_new(p->m, p->c, &wo, &p->w, err, sizeof(err));
 	}
 	if (rc == 0 && p->cuda) {

@@ -1,12 +1,18 @@
 /* attn.cu - causal attention over a float32 KV cache, decode and prefill (nscuda.h).
  *
- * Pass 1, one block per (chunk, head, token): the query's context j0..p is cut in chunks of
- * CH positions counted from j0. The block scores its chunk (one warp per position, lanes over
- * the head dimension, fixed shuffle tree), takes the chunk maximum m, p_j = exp(s_j - m), their
- * sum l (fixed tree) and o[d] = sum_j p_j v_j[d] (positions in order), and stores (m, l, o).
+ * Pass 1, one block of NW warps per (chunk, head, token): the query's context j0..p is cut in
+ * chunks of CH positions counted from j0. Scores: each warp takes 4 positions at a time
+ * (positions 4w.., stepping 4 NW), lanes over the head dimension (a float4 each when every
+ * dimension and stride is a multiple of 4 and the caches are 16-byte aligned), one fixed
+ * shuffle tree per position. The chunk maximum m (exact in any order), p_j = exp(s_j - m) and
+ * their sum l (a shuffle tree per warp, then the warps in order). Values: warp w sums
+ * p_j v_j for the SUB positions w*SUB.. in order, lanes over the dimension; the warps' partial
+ * sums are added in warp order. The block stores (m, l, o).
  * Pass 2, one block per (head, token): M = max(m_c, sink), L = sum_c l_c exp(m_c - M)
  * (+ exp(sink - M)), out = sum_c o_c exp(m_c - M) / L, chunks in order. Every sum has a fixed
- * order that depends only on the query's own context: decode and prefill give the same bits. */
+ * order that depends only on the query's own context: decode and prefill give the same bits.
+ * Decode of one token at a context of a few hundred positions is latency-bound: the work of a
+ * chunk is spread over 8 warps, with 4 score loads and 8 value loads in flight per warp. */
 #include <math.h>
 
 #include "nscuda.h"
@@ -15,9 +21,12 @@
 
 namespace {
 
-constexpr int CH = 256;     /* positions per chunk */
-constexpr int AT = 128;     /* threads per block */
-constexpr int MAXD = 512;   /* largest dk / dv */
+constexpr int CH = 256;       /* positions per chunk */
+constexpr int NW = 8;         /* warps per block */
+constexpr int AT = NW * 32;   /* threads per block */
+constexpr int SUB = CH / NW;  /* positions of one warp's value sum */
+constexpr int MAXD = 512;     /* largest dk / dv */
+static_assert(AT == CH, "the exponentials take one position per thread");
 
 struct attn_args {
 	const float *q, *k, *v, *sinks;
@@ -37,11 +46,55 @@ __device__ __forceinline__ void context(const attn_args &a, uint32_t t, uint64_t
 	*n_pos = p1 - *j0;
 }
 
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* this lane's share of q . k over the head dimension */
+template <bool VEC>
+__device__ __forceinline__ float dot_part(const float *qs, const float *kr, uint32_t dk,
+					  uint32_t lane)
+{
+	float acc = 0.0f;
+
+	if (VEC) {
+		const float4 *k4 = reinterpret_cast<const float4 *>(kr);
+		const float4 *q4 = reinterpret_cast<const float4 *>(qs);
+
+		for (uint32_t i = lane; i < dk / 4; i += 32) {
+			const float4 kv = k4[i], qv = q4[i];
+
+			acc = fmaf(qv.x, kv.x, acc);
+			acc = fmaf(qv.y, kv.y, acc);
+			acc = fmaf(qv.z, kv.z, acc);
+			acc = fmaf(qv.w, kv.w, acc);
+		}
+	} else {
+		for (uint32_t d = lane; d < dk; d += 32)
+			acc = fmaf(qs[d], kr[d], acc);
+	}
+	return acc;
+}
+
+template <bool VEC>
 __global__ void __launch_bounds__(AT) k_attn_chunk(attn_args a)
 {
-	__shared__ float qs[MAXD];
+	__shared__ __align__(16) float qs[MAXD];
 	__shared__ float ps[CH];
-	__shared__ float red[AT];
+	__shared__ float red[NW];
+	__shared__ __align__(16) float part[NW][MAXD];
 	const uint32_t c = blockIdx.x, h = blockIdx.y, t = blockIdx.z;
 	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const uint32_t hk = h / a.gqa;
@@ -54,57 +107,92 @@ __global__ void __launch_bounds__(AT) k_attn_chunk(attn_args a)
 	const uint64_t first = j0 + (uint64_t)c * CH;
 	const uint32_t cn = (uint32_t)(n_pos - (uint64_t)c * CH < CH ? n_pos - (uint64_t)c * CH : CH);
 	const float *q = a.q + ((uint64_t)t * a.n_head + h) * a.dk;
+	const float *kc = a.k + first * a.ldk + (uint64_t)hk * a.dk;
 
 	for (uint32_t d = tid; d < a.dk; d += AT)
 		qs[d] = q[d];
 	__syncthreads();
-	for (uint32_t j = warp; j < cn; j += AT / 32) {
-		const float *kr = a.k + (first + j) * a.ldk + (uint64_t)hk * a.dk;
-		float acc = 0.0f;
+	/* scores: 4 positions per warp step, their loads issued before their reductions */
+	for (uint32_t jb = warp * 4; jb < cn; jb += NW * 4) {
+		float acc[4];
 
-		for (uint32_t d = lane; d < a.dk; d += 32)
-			acc = fmaf(qs[d], kr[d], acc);
 #pragma unroll
-		for (int o = 16; o > 0; o >>= 1)
-			acc += __shfl_xor_sync(0xffffffffu, acc, o);
-		if (lane == 0)
-			ps[j] = __fmul_rn(acc, a.scale);
+		for (int u = 0; u < 4; u++)
+			acc[u] = jb + u < cn ? dot_part<VEC>(qs, kc + (uint64_t)(jb + u) * a.ldk, a.dk,
+							     lane) : 0.0f;
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			acc[u] = warp_sum(acc[u]);
+		if (lane == 0) {
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+				if (jb + u < cn)
+					ps[jb + u] = __fmul_rn(acc[u], a.scale);
+		}
 	}
 	__syncthreads();
-	/* chunk maximum (exact in any order) */
-	float m = -INFINITY;
-	for (uint32_t j = tid; j < cn; j += AT)
-		m = fmaxf(m, ps[j]);
-	red[tid] = m;
+	/* chunk maximum: one position per thread */
+	float m = warp_max(tid < cn ? ps[tid] : -INFINITY);
+	if (lane == 0)
+		red[warp] = m;
 	__syncthreads();
-	for (int o = AT / 2; o > 0; o >>= 1) {
-		if ((int)tid < o)
-			red[tid] = fmaxf(red[tid], red[tid + o]);
-		__syncthreads();
-	}
 	m = red[0];
-	__syncthreads();
-	float l = 0.0f;
-	for (uint32_t j = tid; j < cn; j += AT) {
-		const float p = expf(ps[j] - m);
-		ps[j] = p;
-		l += p;
+	for (int w = 1; w < NW; w++)
+		m = fmaxf(m, red[w]);
+	__syncthreads(); /* red is reused below */
+	float p = 0.0f;
+	if (tid < cn) {
+		p = expf(ps[tid] - m);
+		ps[tid] = p;
 	}
-	red[tid] = l;
+	p = warp_sum(p);
+	if (lane == 0)
+		red[warp] = p;
 	__syncthreads();
-	for (int o = AT / 2; o > 0; o >>= 1) {
-		if ((int)tid < o)
-			red[tid] += red[tid + o];
-		__syncthreads();
-	}
-	l = red[0];
-	for (uint32_t d = tid; d < a.dv; d += AT) {
-		const float *vc = a.v + first * a.ldv + (uint64_t)hk * a.dv + d;
-		float acc = 0.0f;
+	float l = red[0];
+	for (int w = 1; w < NW; w++)
+		l += red[w];
+	/* values: warp w sums its SUB positions in order */
+	const uint32_t js = warp * SUB, je = js + SUB < cn ? js + SUB : cn;
+	if (js < cn) {
+		const float *vc = a.v + first * a.ldv + (uint64_t)hk * a.dv;
 
-		for (uint32_t j = 0; j < cn; j++)
-			acc = fmaf(ps[j], vc[(uint64_t)j * a.ldv], acc);
-		ws[2 + d] = acc;
+		if (VEC) {
+			for (uint32_t i = lane; i < a.dv / 4; i += 32) {
+				float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+#pragma unroll 8
+				for (uint32_t j = js; j < je; j++) {
+					const float4 vv = reinterpret_cast<const float4 *>(
+						vc + (uint64_t)j * a.ldv)[i];
+					const float pj = ps[j];
+
+					o.x = fmaf(pj, vv.x, o.x);
+					o.y = fmaf(pj, vv.y, o.y);
+					o.z = fmaf(pj, vv.z, o.z);
+					o.w = fmaf(pj, vv.w, o.w);
+				}
+				reinterpret_cast<float4 *>(part[warp])[i] = o;
+			}
+		} else {
+			for (uint32_t d = lane; d < a.dv; d += 32) {
+				float o = 0.0f;
+
+#pragma unroll 8
+				for (uint32_t j = js; j < je; j++)
+					o = fmaf(ps[j], vc[(uint64_t)j * a.ldv + d], o);
+				part[warp][d] = o;
+			}
+		}
+	}
+	__syncthreads();
+	const uint32_t n_warps = (cn + SUB - 1) / SUB;
+	for (uint32_t d = tid; d < a.dv; d += AT) {
+		float o = part[0][d];
+
+		for (uint32_t w = 1; w < n_warps; w++)
+			o += part[w][d];
+		ws[2 + d] = o;
 	}
 	if (tid == 0) {
 		ws[0] = m;
@@ -199,7 +287,13 @@ static int attention(const float *dev_q, const float *dev_k, uint64_t ldk, const
 	uint64_t gx = nc;
 	if (window && n_chunks(window) < gx)
 		gx = n_chunks(window);
-	k_attn_chunk<<<dim3((unsigned)gx, n_head, n_tok), AT, 0, s>>>(a);
+	/* float4 loads: every row of q, k and v starts 16-byte aligned */
+	const bool vec = dk % 4 == 0 && dv % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 &&
+			 nsl::aligned(dev_q, 16) && nsl::aligned(dev_k, 16) && nsl::aligned(dev_v, 16);
+	if (vec)
+		k_attn_chunk<true><<<dim3((unsigned)gx, n_head, n_tok), AT, 0, s>>>(a);
+	else
+		k_attn_chunk<false><<<dim3((unsigned)gx, n_head, n_tok), AT, 0, s>>>(a);
 	int rc = nsl::launched();
 	if (rc)
 		return rc;

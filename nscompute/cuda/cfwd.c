@@ -509,6 +509,8 @@ static int s_stage_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data
 	ns_cuda_event_t last = NULL;
 	int rc = 0;
 
+	if (ns_cuda_host_pinned(data) == 0) /* an error counts as pinned: only a figure */
+		c->st.staged_pageable_bytes += nrows * rb;
 	for (uint64_t r = 0; r < nrows && rc == 0; r += per) {
 		const uint64_t n = nrows - r < per ? nrows - r : per;
 		const unsigned s = c->next_slot;
@@ -1036,6 +1038,38 @@ static bool s_all_resident(const struct s_cuda *c)
 	return true;
 }
 
+/* Every matrix the kernels multiply has a type they compute, and whole 32-element units unless
+ * it is a float type (F32/F16/BF16 rows may end in a partial unit: the kernels' tail paths).
+ * The token embedding is read on the host (rows by id) unless it is also the output head. */
+static int s_computable(const struct ns_model *m, char *err, size_t errlen)
+{
+	const bool tied = !ns_model_find(m, "output.weight");
+	char tb[32];
+
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct ns_model_tensor *t = &m->tensors[i];
+		const bool flt = t->type == NS_TYPE_F32 || t->type == NS_TYPE_F16 ||
+				 t->type == NS_TYPE_BF16;
+
+		if (!s_is_matrix(t) || (!tied && !strcmp(t->name, "token_embd.weight")))
+			continue;
+		if (!ns_cuda_type_supported(t->type)) {
+			ns_errf(err, errlen, "cuda: %s is %s, a type the CUDA kernels do not "
+				"compute (use the cpu backend)", t->name,
+				ns_type_name(t->type, tb, sizeof(tb)));
+			return -ENOTSUP;
+		}
+		if (t->ne[0] % 32 && !flt) {
+			ns_errf(err, errlen, "cuda: %s (%s) has rows of %llu elements; the CUDA "
+				"kernels need a multiple of 32 for quantized types (use the cpu "
+				"backend)", t->name, ns_type_name(t->type, tb, sizeof(tb)),
+				(unsigned long long)t->ne[0]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		const struct ns_cfwd_opts *opts, struct ns_fwd **out, char *err, size_t errlen)
 {
@@ -1049,16 +1083,8 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		ns_errf(err, errlen, "cuda: no options");
 		return -EINVAL;
 	}
-	for (uint64_t i = 0; i < m->n_tensors; i++) { /* the kernels work in 32-column units */
-		const struct ns_model_tensor *t = &m->tensors[i];
-
-		if (s_is_matrix(t) && t->ne[0] % 32) {
-			ns_errf(err, errlen, "cuda: %s has rows of %llu elements; the CUDA kernels "
-				"need a multiple of 32 (use the cpu backend)", t->name,
-				(unsigned long long)t->ne[0]);
-			return -EINVAL;
-		}
-	}
+	if ((rc = s_computable(m, err, errlen)) < 0)
+		return rc;
 	rc = ns_fwd_alloc(m, host, opts->n_ctx, opts->n_batch, opts->on_route, opts->route_user,
 			  "cuda", &hp, &f, err, errlen);
 	if (rc < 0)

@@ -91,6 +91,8 @@ struct ns_cfwd_stats {
 	uint64_t vram_used;     /* allocated in the arena */
 	uint64_t staged_blocks; /* blocks copied through the staging slots */
 	uint64_t staged_bytes;
+	uint64_t staged_pageable_bytes; /* of those, copied from pageable host memory (the
+					 * driver bounces them: several times slower than DMA) */
 	bool graphs;            /* decode steps replay a CUDA graph */
 };
 void ns_cfwd_stats(const struct ns_fwd *f, struct ns_cfwd_stats *out);

@@ -239,6 +239,16 @@ int ns_cuda_host_unregister(void *p)
 	return ns_cuda_rc(cudaHostUnregister(p));
 }
 
+int ns_cuda_host_pinned(const void *p)
+{
+	struct cudaPointerAttributes a;
+	cudaError_t e = cudaPointerGetAttributes(&a, p);
+
+	if (e != cudaSuccess)
+		return ns_cuda_rc(e);
+	return a.type == cudaMemoryTypeHost;
+}
+
 int ns_cuda_event_new(ns_cuda_event_t *out)
 {
 	cudaEvent_t e = NULL;

@@ -8,7 +8,12 @@
  * Determinism: an output element is a sum over the k steps, in order, of tensor-core dot
  * products of its own weight row and token; rows and tokens past the window are zeros. Nothing
  * depends on where in a tile the row or token sits, so a row gives the same bits in a window of
- * 1, 7 or 64 rows and for any n_tok (tested on the GPU by tests/cuda). */
+ * 1, 7 or 64 rows and for any n_tok (tested on the GPU by tests/cuda).
+ *
+ * Float rows whose length is not a multiple of 32 (launch.cuh's tail rows) take k_gemm with TL
+ * set: the weights of the partial last unit are read element by element up to the row's end,
+ * the activations column by column up to n_cols (x rows may then be only 4-byte aligned: any
+ * ldx), both zero-padded to the step, which adds exact zeros to the tensor-core sums. */
 #include <mma.h>
 
 #include "nscuda.h"
@@ -48,11 +53,12 @@ __device__ __forceinline__ void put32(__half *dst, const float (&v)[32])
 	}
 }
 
-template <int T>
+/* TL: float rows of n_units - 1 whole units and a last one of last (1..31) elements. */
+template <int T, bool TL>
 __global__ void __launch_bounds__(THREADS)
 k_gemm(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units, uint64_t n_rows,
        const float *__restrict__ x, uint64_t ldx, uint64_t n_tok, float *__restrict__ y,
-       uint64_t ldy)
+       uint64_t ldy, uint32_t last)
 {
 	__shared__ __align__(128) smem sm;
 	const uint64_t r0 = (uint64_t)blockIdx.x * BM, t0 = (uint64_t)blockIdx.y * BN;
@@ -75,7 +81,11 @@ k_gemm(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units, uint
 			float v[32];
 
 			if (r < n_rows && u < n_units) {
-				nsq::deq_unit<T>(w + r * row_bytes, u, v);
+				if constexpr (TL)
+					nsq::unitf_part<T>(w + r * row_bytes, u,
+							   u + 1 < n_units ? 32 : last, v);
+				else
+					nsq::deq_unit<T>(w + r * row_bytes, u, v);
 			} else {
 #pragma unroll
 				for (int i = 0; i < 32; i++)
@@ -91,8 +101,19 @@ k_gemm(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units, uint
 			const uint64_t t = t0 + tt, col = (uint64_t)u0 * 32 + 4 * c4;
 			float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
-			if (t < n_tok && col < (uint64_t)n_units * 32)
+			if constexpr (TL) { /* columns up to n_cols only; x rows 4-byte aligned */
+				const uint64_t nx = (uint64_t)(n_units - 1) * 32 + last;
+				const float *xr = x + t * ldx + col;
+
+				if (t < n_tok) {
+					v.x = col < nx ? xr[0] : 0.0f;
+					v.y = col + 1 < nx ? xr[1] : 0.0f;
+					v.z = col + 2 < nx ? xr[2] : 0.0f;
+					v.w = col + 3 < nx ? xr[3] : 0.0f;
+				}
+			} else if (t < n_tok && col < (uint64_t)n_units * 32) {
 				v = *reinterpret_cast<const float4 *>(x + t * ldx + col);
+			}
 			__half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
 			uint2 o;
 			o.x = *reinterpret_cast<uint32_t *>(&a);
@@ -142,29 +163,44 @@ extern "C" int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n
 				    uint64_t n_tok, float *dev_y, uint64_t ldy, ns_cuda_stream_t s)
 {
 	uint64_t rb;
-	int rc = nsl::window(type, dev_w, n_cols, &rb);
+	bool tail = false;
+	int rc = nsl::window(type, dev_w, n_cols, &rb, &tail);
 
 	if (rc)
 		return rc;
 	if (n_rows == 0 || n_tok == 0)
 		return 0;
-	if (!dev_x || !dev_y || ldx < n_cols || ldy < n_rows || ldx % 4 ||
-	    !nsl::aligned(dev_x, 16))
+	/* x rows are read as float4 unless the tail path reads them column by column */
+	if (!dev_x || !dev_y || ldx < n_cols || ldy < n_rows || (ldx % 4 && !tail) ||
+	    !nsl::aligned(dev_x, tail ? 4 : 16))
 		return -EINVAL;
 	const uint64_t gx = (n_rows + BM - 1) / BM, gy = (n_tok + BN - 1) / BN;
 	if (gx > INT32_MAX || gy > 65535)
 		return -EOVERFLOW;
-	const uint32_t nu = (uint32_t)(n_cols / 32);
+	const uint32_t nu = (uint32_t)((n_cols + 31) / 32);
+	const uint32_t last = (uint32_t)(n_cols % 32);
 	const dim3 grid((unsigned)gx, (unsigned)gy);
 	cudaStream_t st = (cudaStream_t)s;
 	const uint8_t *w = (const uint8_t *)dev_w;
 
-	switch (type) {
 #define NSL_M(t) case nsq::t: \
-	k_gemm<nsq::t><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, dev_y, ldy); \
+	k_gemm<nsq::t, false><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, \
+							 dev_y, ldy, 0); \
 	break;
-	NSQ_TYPES(NSL_M)
-#undef NSL_M
+#define NSL_MT(t) case nsq::t: \
+	k_gemm<nsq::t, true><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, \
+							dev_y, ldy, last); \
+	break;
+	if (tail) {
+		switch (type) {
+		NSL_MT(F32) NSL_MT(F16) NSL_MT(BF16)
+		}
+	} else {
+		switch (type) {
+		NSQ_TYPES(NSL_M)
+		}
 	}
+#undef NSL_M
+#undef NSL_MT
 	return nsl::launched();
 }

@@ -7,7 +7,14 @@
  * is read once for both rows. Each row has its own accumulator, summed unit by unit in the
  * same order whichever path (staged or direct weights, shared or global x) computes it, then
  * reduced by a fixed xor-shuffle tree: the order of every operation depends only on n_cols,
- * so a row gives the same bits in any window, in either slot of a pair and in any block. */
+ * so a row gives the same bits in any window, in either slot of a pair and in any block.
+ *
+ * Float rows whose length is not a multiple of 32 (launch.cuh's tail rows: stories260K's
+ * 172-wide FFN-down) take the same kernel with TL set: n_units counts the last, partial unit,
+ * the weights are read element by element up to the row's end (quant.cuh dot_unit_part), x is
+ * zero-padded to whole units in shared memory (or read up to x[n_cols - 1] from global
+ * memory), and the per-unit arithmetic and the reduction are those above; whether a row takes
+ * the tail path depends only on n_cols, so the determinism above holds for tail rows too. */
 #include "nscuda.h"
 #include "nscuda_internal.h"
 
@@ -74,12 +81,14 @@ __device__ __forceinline__ void get_x(const float *xsrc, uint32_t u, float (&xv)
 	}
 }
 
-/* WS: stage weights (stage<T>::ON types, aligned windows); XS: x in shared memory.
+/* WS: stage weights (stage<T>::ON types, aligned windows); XS: x in shared memory; TL: float
+ * rows ending in a partial unit of last (1..31) elements (WS off).
  * Blocks loop over row pairs (grid-stride), so x is copied to shared memory once per block. */
-template <int T, bool WS, bool XS>
+template <int T, bool WS, bool XS, bool TL>
 __global__ void __launch_bounds__(32 * GEMV_WARPS, 1)
 k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
-       const float *__restrict__ x, float *__restrict__ y, uint64_t n_rows, uint32_t cp)
+       const float *__restrict__ x, float *__restrict__ y, uint64_t n_rows, uint32_t cp,
+       uint32_t last)
 {
 	using G = nsq::geo<T>;
 	using S = stage<T>;
@@ -87,7 +96,13 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 	__shared__ __align__(16) uint8_t wst[WS ? GEMV_WARPS * GEMV_ROWS * S::WCH : 16];
 	const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x / 32;
 
-	if constexpr (XS) {
+	if constexpr (XS && TL) { /* x[0 .. n_cols - 1], zeros to the end of the last unit */
+		const uint32_t nx = (n_units - 1) * 32 + last;
+
+		for (uint32_t i = threadIdx.x; i < n_units * 32; i += blockDim.x)
+			xs[(i / 32) * XPAD + i % 32] = i < nx ? x[i] : 0.0f;
+		__syncthreads();
+	} else if constexpr (XS) {
 		for (uint32_t i = threadIdx.x; i < n_units * 8; i += blockDim.x)
 			*reinterpret_cast<float4 *>(&xs[(i / 8) * XPAD + 4 * (i % 8)]) =
 				reinterpret_cast<const float4 *>(x)[i];
@@ -123,6 +138,20 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 						acc1 += nsq::dot_unit<T>(st0 + S::WCH, lane, xv);
 				}
 				__syncwarp();
+			} else if constexpr (TL) {
+				if (u < n_units) {
+					const uint32_t n = u + 1 < n_units ? 32 : last;
+
+					if constexpr (XS)
+						get_x<true>(xsrc, u, xv);
+					else
+						nsq::load_x_part(x, u, n, xv);
+					const uint8_t *row1 = row0 + row_bytes;
+
+					acc0 += nsq::dot_unit_part<T>(row0, u, n, xv);
+					if (two)
+						acc1 += nsq::dot_unit_part<T>(row1, u, n, xv);
+				}
 			} else if (u < n_units) {
 				get_x<XS>(xsrc, u, xv);
 				acc0 += nsq::dot_unit<T>(row0, u, xv);
@@ -144,24 +173,26 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 }
 
 /* Launch of one instantiation; the dynamic shared memory above 48 KiB is opted in. */
-template <int T, bool WS, bool XS>
+template <int T, bool WS, bool XS, bool TL = false>
 int launch_gemv(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float *y,
-		uint64_t n_rows, uint64_t blocks, size_t xbytes, uint32_t cp, cudaStream_t st)
+		uint64_t n_rows, uint64_t blocks, size_t xbytes, uint32_t cp, cudaStream_t st,
+		uint32_t last = 0)
 {
 	/* static staging + dynamic x above the default 48 KiB needs the opt-in */
 	constexpr size_t wst = WS ? GEMV_WARPS * GEMV_ROWS * stage<T>::WCH : 16;
 	if (XS && xbytes + wst > 48 * 1024 &&
-	    cudaFuncSetAttribute(k_gemv<T, WS, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    cudaFuncSetAttribute(k_gemv<T, WS, XS, TL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				 (int)xbytes) != cudaSuccess)
 		return nsl::launched();
-	k_gemv<T, WS, XS><<<(unsigned)blocks, 32 * GEMV_WARPS, XS ? xbytes : 0, st>>>(
-		w, rb, nu, x, y, n_rows, cp);
+	k_gemv<T, WS, XS, TL><<<(unsigned)blocks, 32 * GEMV_WARPS, XS ? xbytes : 0, st>>>(
+		w, rb, nu, x, y, n_rows, cp, last);
 	return nsl::launched();
 }
 
+/* last: 0 for whole units, else the elements of the partial last unit (float types) */
 template <int T>
 int gemv_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float *y,
-	      uint64_t n_rows, cudaStream_t st)
+	      uint64_t n_rows, uint32_t last, cudaStream_t st)
 {
 	using S = stage<T>;
 	int dev = 0, n_sm = 1, optin = 48 * 1024;
@@ -185,6 +216,14 @@ int gemv_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float 
 		blocks = (uint64_t)n_sm * 4; /* grid-stride: x copied once per block */
 	if (blocks > INT32_MAX)
 		return -EOVERFLOW;
+	if constexpr (nsq::geo<T>::FLT) {
+		if (last && xs)
+			return launch_gemv<T, false, true, true>(w, rb, nu, x, y, n_rows, blocks,
+								 xbytes, cp, st, last);
+		if (last)
+			return launch_gemv<T, false, false, true>(w, rb, nu, x, y, n_rows, blocks,
+								  0, cp, st, last);
+	}
 	if constexpr (S::ON) {
 		if (ws)
 			return launch_gemv<T, true, true>(w, rb, nu, x, y, n_rows, blocks, xbytes, cp,
@@ -195,10 +234,11 @@ int gemv_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float 
 	return launch_gemv<T, false, false>(w, rb, nu, x, y, n_rows, blocks, 0, cp, st);
 }
 
-/* One thread per unit: 32 exact floats. */
-template <int T>
+/* One thread per unit: 32 exact floats (TL: float rows of n_units - 1 whole units and a last
+ * one of last elements, written as they are: y rows n_cols apart, nothing past them). */
+template <int T, bool TL>
 __global__ void k_dequant(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
-			  uint64_t n_rows, float *__restrict__ y)
+			  uint64_t n_rows, float *__restrict__ y, uint32_t last)
 {
 	const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	const uint64_t r = i / n_units;
@@ -207,11 +247,22 @@ __global__ void k_dequant(const uint8_t *__restrict__ w, uint64_t row_bytes, uin
 
 	if (r >= n_rows)
 		return;
-	nsq::deq_unit<T>(w + r * row_bytes, u, v);
-	float4 *o = reinterpret_cast<float4 *>(y + (r * n_units + u) * 32);
+	if constexpr (TL) {
+		const uint32_t n = u + 1 < n_units ? 32 : last;
+		float *o = y + r * ((uint64_t)(n_units - 1) * 32 + last) + (uint64_t)u * 32;
+
+		nsq::unitf_part<T>(w + r * row_bytes, u, n, v);
 #pragma unroll
-	for (int k = 0; k < 8; k++)
-		o[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+		for (int k = 0; k < 32; k++)
+			if ((uint32_t)k < n)
+				o[k] = v[k];
+	} else {
+		nsq::deq_unit<T>(w + r * row_bytes, u, v);
+		float4 *o = reinterpret_cast<float4 *>(y + (r * n_units + u) * 32);
+#pragma unroll
+		for (int k = 0; k < 8; k++)
+			o[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+	}
 }
 
 } /* namespace */
@@ -228,7 +279,8 @@ extern "C" int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols
 			       uint64_t n_rows, float *dev_y, ns_cuda_stream_t s)
 {
 	uint64_t rb, total;
-	int rc = nsl::window(type, dev_w, n_cols, &rb);
+	bool tail = false;
+	int rc = nsl::window(type, dev_w, n_cols, &rb, &tail);
 
 	if (rc)
 		return rc;
@@ -236,7 +288,8 @@ extern "C" int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols
 		return 0;
 	if (!dev_y || !nsl::aligned(dev_y, 16))
 		return -EINVAL;
-	const uint32_t nu = (uint32_t)(n_cols / 32);
+	const uint32_t nu = (uint32_t)((n_cols + 31) / 32);
+	const uint32_t last = (uint32_t)(n_cols % 32);
 	if (__builtin_mul_overflow(n_rows, (uint64_t)nu, &total) || total > (1ull << 40))
 		return -EOVERFLOW;
 	const uint32_t th = 128;
@@ -246,13 +299,23 @@ extern "C" int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols
 	cudaStream_t st = (cudaStream_t)s;
 	const uint8_t *w = (const uint8_t *)dev_w;
 
-	switch (type) {
 #define NSL_D(t) case nsq::t: \
-	k_dequant<nsq::t><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y); \
+	k_dequant<nsq::t, false><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y, 0); \
 	break;
-	NSQ_TYPES(NSL_D)
-#undef NSL_D
+#define NSL_DT(t) case nsq::t: \
+	k_dequant<nsq::t, true><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y, last); \
+	break;
+	if (tail) { /* float rows with a partial last unit */
+		switch (type) {
+		NSL_DT(F32) NSL_DT(F16) NSL_DT(BF16)
+		}
+	} else {
+		switch (type) {
+		NSQ_TYPES(NSL_D)
+		}
 	}
+#undef NSL_D
+#undef NSL_DT
 	return nsl::launched();
 }
 
@@ -261,22 +324,26 @@ static int gemv_v1(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n
 		   const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
 	uint64_t rb;
-	int rc = nsl::window(type, dev_w, n_cols, &rb);
+	bool tail = false;
+	int rc = nsl::window(type, dev_w, n_cols, &rb, &tail);
 
 	if (rc)
 		return rc;
 	if (n_rows == 0)
 		return 0;
-	if (!dev_x || !dev_y || !nsl::aligned(dev_x, 16))
+	/* x: 16-byte aligned for the float4 reads; the tail path reads it float by float */
+	if (!dev_x || !dev_y || !nsl::aligned(dev_x, tail ? 4 : 16))
 		return -EINVAL;
 	if (n_rows >= (1ull << 32))
 		return -EOVERFLOW;
-	const uint32_t nu = (uint32_t)(n_cols / 32);
+	const uint32_t nu = (uint32_t)((n_cols + 31) / 32);
+	const uint32_t last = (uint32_t)(n_cols % 32); /* 0 unless a float type (window) */
 	cudaStream_t st = (cudaStream_t)s;
 	const uint8_t *w = (const uint8_t *)dev_w;
 
 	switch (type) {
-#define NSL_V(t) case nsq::t: return gemv_type<nsq::t>(w, rb, nu, dev_x, dev_y, n_rows, st);
+#define NSL_V(t) case nsq::t: \
+	return gemv_type<nsq::t>(w, rb, nu, dev_x, dev_y, n_rows, last, st);
 	NSQ_TYPES(NSL_V)
 #undef NSL_V
 	}

@@ -32,7 +32,13 @@
  * and the row's result is warp 0's partial + warp 1's partial. Which units a lane and a warp
  * take depends only on n_cols (V2_KS is a constant), never on n_rows, the row's place in its
  * group, its group or its block, so every row gives the same bits in any window. A warp with no
- * chunk (n_cols <= 1024: one chunk) contributes +0.0f. */
+ * chunk (n_cols <= 1024: one chunk) contributes +0.0f.
+ *
+ * Float rows whose length is not a multiple of 32 (launch.cuh's tail rows) take the direct
+ * kernel with TL set: n_units counts the partial last unit of last elements, whose weights are
+ * read element by element up to the row's end (quant.cuh dot_unit_part) against x
+ * zero-padded to whole units (in shared memory, or read up to x[n_cols - 1] from global
+ * memory); the order of every operation still depends only on n_cols. */
 #include "nscuda.h"
 #include "nscuda_internal.h"
 
@@ -54,6 +60,11 @@ template <int T> struct bps2 {
 				 T == nsq::F32 ? 2 : 3;
 };
 
+/* The same for the tail instantiations (TL): 2 (F16/BF16 spilled 8 bytes at 80 on sm_90). */
+template <int T, bool TL> struct bpst {
+	static constexpr int V = TL ? 2 : bps2<T>::V;
+};
+
 /* Staging geometry of a quantized type: a row's 32-unit chunk is WCH bytes; its aligned
  * superset spans at most WCH + 30 bytes (15 before, 15 after), SPAN rounded to 16; a warp
  * holds a ring of NST buffers of V2_R rows: NST - 1 steps in flight while it computes one.
@@ -73,31 +84,44 @@ template <int T> struct st2 {
 };
 
 /* cp.async of the n (0..16) bytes at src (16-byte aligned global) to dst (16-byte aligned
- * shared); bytes n..15 of dst are zero-filled, src + n.. is not read. */
+ * shared); bytes n..15 of dst are zero-filled, src + n.. is not read. (NS_SIMT_HOST: the
+ * tests' CPU runs of this file, tests/cuda/simt, where the copy completes at once.) */
 __device__ __forceinline__ void cp16(void *dst, const void *src, uint32_t n)
 {
+#ifdef NS_SIMT_HOST
+	simt::cp_async16(dst, src, n);
+#else
 	const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
 
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
 		     :: "r"(d), "l"(src), "r"(n) : "memory");
+#endif
 }
 
 __device__ __forceinline__ void cp_commit(void)
 {
+#ifndef NS_SIMT_HOST
 	asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
 }
 
 template <int N>
 __device__ __forceinline__ void cp_wait(void)
 {
+#ifndef NS_SIMT_HOST
 	asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
 }
 
 /* Barrier of the V2_KS warps of one row group (named barrier id 1 + group; 0 is
  * __syncthreads). */
 __device__ __forceinline__ void bar_group(uint32_t g)
 {
+#ifdef NS_SIMT_HOST
+	simt::named_barrier(1 + g, 32 * V2_KS);
+#else
 	asm volatile("bar.sync %0, %1;\n" :: "r"(1 + g), "n"(32 * V2_KS) : "memory");
+#endif
 }
 
 /* Start the copies of chunk c of the rows of group t (those below n_rows) into buf
@@ -150,13 +174,14 @@ __device__ __forceinline__ void get_x2(const float *xsrc, uint32_t u, float (&xv
 	}
 }
 
-/* ST: quantized weights staged with cp.async (else read directly); XS: x in shared memory.
+/* ST: quantized weights staged with cp.async (else read directly); XS: x in shared memory;
+ * TL: float rows ending in a partial unit of last (1..31) elements (ST off).
  * Dynamic shared memory: staging (V2_WARPS, 2, V2_R, SPAN) bytes when ST, then x
  * (n_units, V2_XPAD) floats when XS. */
-template <int T, bool ST, bool XS>
-__global__ void __launch_bounds__(32 * V2_WARPS, bps2<T>::V)
+template <int T, bool ST, bool XS, bool TL>
+__global__ void __launch_bounds__(32 * V2_WARPS, (bpst<T, TL>::V))
 k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
-	const float *__restrict__ x, float *__restrict__ y, uint64_t n_rows)
+	const float *__restrict__ x, float *__restrict__ y, uint64_t n_rows, uint32_t last)
 {
 	using S = st2<T>;
 	extern __shared__ __align__(16) uint8_t sm2[];
@@ -192,7 +217,13 @@ k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 			cp_commit();
 		}
 	}
-	if constexpr (XS) {
+	if constexpr (XS && TL) { /* x[0 .. n_cols - 1], zeros to the end of the last unit */
+		const uint32_t nx = (n_units - 1) * 32 + last;
+
+		for (uint32_t i = threadIdx.x; i < n_units * 32; i += blockDim.x)
+			xs[(i / 32) * V2_XPAD + i % 32] = i < nx ? x[i] : 0.0f;
+		__syncthreads();
+	} else if constexpr (XS) {
 		const float4 *x4 = reinterpret_cast<const float4 *>(x);
 
 		for (uint32_t i = threadIdx.x; i < n_units * 8; i += blockDim.x)
@@ -229,8 +260,13 @@ k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 			}
 			if (u < n_units) {
 				float xv[32];
+				/* elements of unit u (TL: the last one is partial) */
+				const uint32_t n = !TL || u + 1 < n_units ? 32 : last;
 
-				get_x2<XS>(xsrc, u, xv);
+				if constexpr (XS || !TL)
+					get_x2<XS>(xsrc, u, xv);
+				else
+					nsq::load_x_part(x, u, n, xv);
 #pragma unroll
 				for (int r = 0; r < V2_R; r++) {
 					const uint64_t row = t * V2_R + r;
@@ -245,6 +281,8 @@ k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 						const uint8_t *sb = stw + buf * S::BUF + r * S::SPAN +
 								    (s & 15);
 						acc[r] += nsq::dot_unit<T>(sb, lane, xv);
+					} else if constexpr (TL) {
+						acc[r] += nsq::dot_unit_part<T>(wr, u, n, xv);
 					} else {
 						acc[r] += nsq::dot_unit<T>(wr, u, xv);
 					}
@@ -282,27 +320,29 @@ k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 		cp_wait<0>();
 }
 
-template <int T, bool ST, bool XS>
+template <int T, bool ST, bool XS, bool TL>
 int launch_gemv2(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float *y,
-		 uint64_t n_rows, size_t smem, uint64_t blocks, cudaStream_t st)
+		 uint64_t n_rows, size_t smem, uint64_t blocks, uint32_t last, cudaStream_t st)
 {
 	/* the dynamic limit is 48 KiB less the static part until raised; the carveout asks for
 	 * all of L1 as shared memory, else the driver may keep bps2 blocks from fitting */
 	if (smem + 1024 > 48 * 1024 &&
-	    (cudaFuncSetAttribute(k_gemv2<T, ST, XS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	    (cudaFuncSetAttribute(k_gemv2<T, ST, XS, TL>,
+				  cudaFuncAttributeMaxDynamicSharedMemorySize,
 				  (int)smem) != cudaSuccess ||
-	     cudaFuncSetAttribute(k_gemv2<T, ST, XS>,
+	     cudaFuncSetAttribute(k_gemv2<T, ST, XS, TL>,
 				  cudaFuncAttributePreferredSharedMemoryCarveout,
 				  cudaSharedmemCarveoutMaxShared) != cudaSuccess))
 		return nsl::launched();
-	k_gemv2<T, ST, XS><<<(unsigned)blocks, 32 * V2_WARPS, smem, st>>>(w, rb, nu, x, y,
-									   n_rows);
+	k_gemv2<T, ST, XS, TL><<<(unsigned)blocks, 32 * V2_WARPS, smem, st>>>(w, rb, nu, x, y,
+									       n_rows, last);
 	return nsl::launched();
 }
 
-template <int T, bool ST>
+/* TL: float rows with a partial last unit of last elements */
+template <int T, bool ST, bool TL = false>
 int gemv2_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float *y,
-	       uint64_t n_rows, cudaStream_t st)
+	       uint64_t n_rows, uint32_t last, cudaStream_t st)
 {
 	int dev = 0, n_sm = 1, optin = 48 * 1024, per_sm = 64 * 1024;
 	const size_t sbytes = ST ? (size_t)V2_WARPS * st2<T>::WARP_BYTES : 0;
@@ -323,8 +363,8 @@ int gemv2_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float
 	/* blocks resident at once (registers allow bps2 by the launch bounds), each looping
 	 * over row groups; more would only copy x more often, fewer would idle SMs */
 	uint64_t bps = (uint64_t)per_sm / (smem + fixed);
-	if (bps > (uint64_t)bps2<T>::V)
-		bps = bps2<T>::V;
+	if (bps > (uint64_t)bpst<T, TL>::V)
+		bps = bpst<T, TL>::V;
 	if (bps < 1)
 		bps = 1;
 	const uint64_t per = (uint64_t)V2_G * V2_R;
@@ -332,25 +372,29 @@ int gemv2_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float
 	if (blocks > bps * (uint64_t)n_sm)
 		blocks = bps * (uint64_t)n_sm;
 	if (xs)
-		return launch_gemv2<T, ST, true>(w, rb, nu, x, y, n_rows, smem, blocks, st);
-	return launch_gemv2<T, ST, false>(w, rb, nu, x, y, n_rows, smem, blocks, st);
+		return launch_gemv2<T, ST, true, TL>(w, rb, nu, x, y, n_rows, smem, blocks, last,
+						     st);
+	return launch_gemv2<T, ST, false, TL>(w, rb, nu, x, y, n_rows, smem, blocks, last, st);
 }
 
-/* variant 2: every quantized type staged; 3: Q4_K/Q5_K direct; float types direct */
+/* variant 2: every quantized type staged; 3: Q4_K/Q5_K direct; float types direct (rows
+ * with a partial last unit of last elements: the tail kernel) */
 template <int T>
 int gemv2_pick(int variant, const uint8_t *w, uint64_t rb, uint32_t nu, const float *x,
-	       float *y, uint64_t n_rows, cudaStream_t st)
+	       float *y, uint64_t n_rows, uint32_t last, cudaStream_t st)
 {
 	using G = nsq::geo<T>;
 
 	if constexpr (G::FLT) {
-		return gemv2_type<T, false>(w, rb, nu, x, y, n_rows, st);
+		if (last)
+			return gemv2_type<T, false, true>(w, rb, nu, x, y, n_rows, last, st);
+		return gemv2_type<T, false>(w, rb, nu, x, y, n_rows, 0, st);
 	} else if constexpr (G::BYTES % 16 == 0) {
 		if (variant == 3)
-			return gemv2_type<T, false>(w, rb, nu, x, y, n_rows, st);
-		return gemv2_type<T, true>(w, rb, nu, x, y, n_rows, st);
+			return gemv2_type<T, false>(w, rb, nu, x, y, n_rows, 0, st);
+		return gemv2_type<T, true>(w, rb, nu, x, y, n_rows, 0, st);
 	} else {
-		return gemv2_type<T, true>(w, rb, nu, x, y, n_rows, st);
+		return gemv2_type<T, true>(w, rb, nu, x, y, n_rows, 0, st);
 	}
 }
 
@@ -361,7 +405,8 @@ extern "C" int ns_cuda_gemv2(int variant, uint32_t type, const void *dev_w, uint
 			     ns_cuda_stream_t s)
 {
 	uint64_t rb;
-	int rc = nsl::window(type, dev_w, n_cols, &rb);
+	bool tail = false;
+	int rc = nsl::window(type, dev_w, n_cols, &rb, &tail);
 
 	if (variant != 2 && variant != 3)
 		return -EINVAL;
@@ -369,17 +414,19 @@ extern "C" int ns_cuda_gemv2(int variant, uint32_t type, const void *dev_w, uint
 		return rc;
 	if (n_rows == 0)
 		return 0;
-	if (!dev_x || !dev_y || !nsl::aligned(dev_x, 16))
+	/* x: 16-byte aligned for the float4 reads; the tail path reads it float by float */
+	if (!dev_x || !dev_y || !nsl::aligned(dev_x, tail ? 4 : 16))
 		return -EINVAL;
 	if (n_rows >= (1ull << 32))
 		return -EOVERFLOW;
-	const uint32_t nu = (uint32_t)(n_cols / 32);
+	const uint32_t nu = (uint32_t)((n_cols + 31) / 32);
+	const uint32_t last = (uint32_t)(n_cols % 32); /* 0 unless a float type (window) */
 	cudaStream_t st = (cudaStream_t)s;
 	const uint8_t *w = (const uint8_t *)dev_w;
 
 	switch (type) {
 #define NSL_V2(t) case nsq::t: return gemv2_pick<nsq::t>(variant, w, rb, nu, dev_x, dev_y, \
-							   n_rows, st);
+							   n_rows, last, st);
 	NSQ_TYPES(NSL_V2)
 #undef NSL_V2
 	}

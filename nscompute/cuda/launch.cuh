@@ -29,29 +29,41 @@ static inline bool aligned(const void *p, uintptr_t a)
 
 /* Geometry of a weight window: -ENOTSUP for another type, -EINVAL for partial blocks or a
  * pointer misaligned for the type (see below), -EOVERFLOW when the units of a row do not fit
- * 32 bits. */
-static inline int window(uint32_t type, const void *w, uint64_t n_cols, uint64_t *row_bytes)
+ * 32 bits. *tail (optional) says whether a row ends in a partial unit: only F32, F16 and BF16
+ * rows can (their "blocks" are single elements, cut in units of 32 by the kernels); such rows
+ * are row_bytes = n_cols * element size apart, so a window of them is only aligned to the
+ * element (2 bytes for odd-length F16/BF16 rows), and the kernels read them through their tail
+ * paths, element by element, never past the row's end. Quantized types keep whole blocks. */
+static inline int window(uint32_t type, const void *w, uint64_t n_cols, uint64_t *row_bytes,
+			 bool *tail = nullptr)
 {
 	uint32_t qk = 0, bytes = 0;
+	bool flt = false;
 
 	switch (type) {
-#define NSL_G(t) case nsq::t: qk = nsq::geo<nsq::t>::QK; bytes = nsq::geo<nsq::t>::BYTES; break;
+#define NSL_G(t) case nsq::t: qk = nsq::geo<nsq::t>::QK; bytes = nsq::geo<nsq::t>::BYTES; \
+	flt = nsq::geo<nsq::t>::FLT; break;
 	NSQ_TYPES(NSL_G)
 #undef NSL_G
 	default:
 		return -ENOTSUP;
 	}
-	if (n_cols == 0 || n_cols % qk)
+	const bool part = flt && n_cols % 32 != 0;
+
+	if (n_cols == 0 || (n_cols % qk && !part))
 		return -EINVAL;
-	if (n_cols / 32 > UINT32_MAX / 2)
+	if ((n_cols + 31) / 32 > UINT32_MAX / 2)
 		return -EOVERFLOW;
 	/* each type's widest load: the lowest set bit of its block size, at most 16, so every
-	 * row of a 16-byte aligned tensor is aligned enough */
-	const uint32_t low = bytes & (0u - bytes); /* lowest set bit of the block size */
+	 * row of a 16-byte aligned tensor is aligned enough; rows with a partial unit: the
+	 * element size (bytes / 32) */
+	const uint32_t low = part ? bytes / 32 : bytes & (0u - bytes);
 
 	if (!w || !aligned(w, low < 16 ? low : 16))
 		return -EINVAL;
-	*row_bytes = n_cols / qk * bytes;
+	*row_bytes = part ? n_cols * (bytes / 32) : n_cols / qk * bytes;
+	if (tail)
+		*tail = part;
 	return 0;
 }
 

@@ -14,7 +14,9 @@
  * BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4 (others -ENOTSUP).
  * dev_w must be aligned to min(16, lowest set bit of the block size): any row window of a
  * tensor that starts 16-byte aligned is (else -EINVAL). Activations (dev_x) are 16-byte
- * aligned.
+ * aligned. Rows of the float types (F32, F16, BF16) may have any length; when n_cols is not
+ * a multiple of 32 (quantized types: -EINVAL), dev_w needs only its element's alignment,
+ * dev_x 4 bytes, and the prefill GEMM takes any ldx.
  *
  * Determinism: every output element of the GEMV and the prefill GEMM is reduced in an order that
  * depends only on (type, n_cols) and its own row and token, never on n_rows, the row's place in
@@ -99,6 +101,10 @@ int ns_cuda_host_unregister(void *p);
  * arena): cudaHostRegisterReadOnly. Fails (-EIO, reason in err) where the device or platform
  * does not support it; undo with ns_cuda_host_unregister. */
 int ns_cuda_host_register_ro(const void *p, size_t bytes, char *err, size_t errlen);
+/* 1 when host address p lies in page-locked memory (registered or allocated pinned: copies
+ * from it go by DMA), 0 when it is pageable (the driver bounces it through a staging buffer,
+ * several times slower), negative errno on failure. */
+int ns_cuda_host_pinned(const void *p);
 
 int ns_cuda_event_new(ns_cuda_event_t *out);
 void ns_cuda_event_destroy(ns_cuda_event_t *e);

@@ -13,31 +13,34 @@ namespace {
 
 constexpr int RT = 256; /* threads of the row kernels */
 
-/* Sum of v over the block in a fixed tree (RT threads); every thread gets the result. */
+/* Sum of v over the block (RT threads): a fixed xor-shuffle tree in each warp, then the warps'
+ * sums in warp order. Every thread gets the result. Two barriers, not one per tree level. */
 __device__ double block_sum(double v, double *sh)
 {
-	sh[threadIdx.x] = v;
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = v;
 	__syncthreads();
-	for (int o = RT / 2; o > 0; o >>= 1) {
-		if ((int)threadIdx.x < o)
-			sh[threadIdx.x] += sh[threadIdx.x + o];
-		__syncthreads();
-	}
 	double r = sh[0];
+	for (int w = 1; w < RT / 32; w++)
+		r += sh[w];
 	__syncthreads();
 	return r;
 }
 
 __device__ float block_max(float v, float *sh)
 {
-	sh[threadIdx.x] = v;
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	if ((threadIdx.x & 31) == 0)
+		sh[threadIdx.x >> 5] = v;
 	__syncthreads();
-	for (int o = RT / 2; o > 0; o >>= 1) {
-		if ((int)threadIdx.x < o)
-			sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + o]);
-		__syncthreads();
-	}
 	float r = sh[0];
+	for (int w = 1; w < RT / 32; w++)
+		r = fmaxf(r, sh[w]);
 	__syncthreads();
 	return r;
 }
@@ -45,7 +48,7 @@ __device__ float block_max(float v, float *sh)
 __global__ void __launch_bounds__(RT)
 k_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
 {
-	__shared__ double sh[RT];
+	__shared__ double sh[RT / 32];
 	const float *xr = x + (uint64_t)blockIdx.x * n;
 	float *yr = y + (uint64_t)blockIdx.x * n;
 	double part = 0.0;
@@ -130,7 +133,7 @@ __global__ void k_swiglu(float *g, const float *u, uint64_t n, bool oai)
 
 __global__ void __launch_bounds__(RT) k_softmax(float *x, uint32_t n)
 {
-	__shared__ double sh[RT];
+	__shared__ double sh[RT / 32];
 	float *xr = x + (uint64_t)blockIdx.x * n;
 	float m = -INFINITY;
 

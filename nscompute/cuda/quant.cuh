@@ -288,6 +288,68 @@ __device__ __forceinline__ void unitf(const uint8_t *b, int s, float (&w)[32])
 	}
 }
 
+/* ---------------------------------------------------------------- partial units -------- */
+/* Float rows whose length is not a multiple of 32 (launch.cuh: "tail" rows) are aligned only to
+ * their element and may end the allocation: they are read element by element, the n (1..32)
+ * elements of a unit that the row holds, and the rest of the unit is taken as 0. */
+
+/* Element i of a float-type row. */
+template <int T>
+__device__ __forceinline__ float elt(const uint8_t *row, uint64_t i)
+{
+	if constexpr (T == F32) {
+		return reinterpret_cast<const float *>(row)[i];
+	} else {
+		const uint16_t h = reinterpret_cast<const uint16_t *>(row)[i];
+
+		if constexpr (T == F16)
+			return __half2float(__ushort_as_half(h));
+		else
+			return __uint_as_float((uint32_t)h << 16);
+	}
+}
+
+/* Unit u of a float row holding n of its elements: w[32], zeros from w[n] on. */
+template <int T>
+__device__ __forceinline__ void unitf_part(const uint8_t *row, uint32_t u, uint32_t n,
+					   float (&w)[32])
+{
+	const uint64_t e0 = 32 * (uint64_t)u;
+
+#pragma unroll
+	for (int i = 0; i < 32; i++)
+		w[i] = (uint32_t)i < n ? elt<T>(row, e0 + i) : 0.0f;
+}
+
+/* dot_unit of a float row's unit holding n elements: the same operations as dot_unit's float
+ * path on the zero-padded unit (xv from xv[n] on must be finite; the kernels pass zeros). */
+template <int T>
+__device__ __forceinline__ float dot_unit_part(const uint8_t *row, uint32_t u, uint32_t n,
+					       const float (&xv)[32])
+{
+	float w[32], a0 = 0.0f, a1 = 0.0f;
+
+	unitf_part<T>(row, u, n, w);
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		a0 = fmaf(w[i], xv[i], a0);
+		a1 = fmaf(w[i + 16], xv[i + 16], a1);
+	}
+	return a0 + a1;
+}
+
+/* The n (1..32) activations x[32u ..] of unit u, zeros from xv[n] on (x only 4-byte
+ * aligned; nothing past x[32u + n - 1] is read). */
+__device__ __forceinline__ void load_x_part(const float *x, uint32_t u, uint32_t n,
+					    float (&xv)[32])
+{
+	const float *p = x + 32 * (uint64_t)u;
+
+#pragma unroll
+	for (int i = 0; i < 32; i++)
+		xv[i] = (uint32_t)i < n ? p[i] : 0.0f;
+}
+
 /* Exact float of an integer in [-128, 127] without I2F (a quarter-rate conversion): the
  * float 2^23 + 128 + q has q + 128 in its low mantissa bits. */
 __device__ __forceinline__ float small_f(int q)

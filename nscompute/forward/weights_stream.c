@@ -30,6 +30,8 @@ struct s_stream {
 	const uint64_t *ram_rows; /* [n_tensors] resident row prefix */
 	const uint64_t *ram_off;  /* [n_tensors] offset in ram_data */
 	const uint8_t *ram_data;
+	void (*on_ram_map)(void *ctx, const void *base, size_t bytes, bool mapped);
+	void *on_ram_map_ctx;
 };
 
 static const struct ns_weights_ops s_stream_ops;
@@ -186,6 +188,8 @@ static void s_ram_attach(struct s_stream *s)
 		return;
 	}
 	s->ram_state = 1;
+	if (s->on_ram_map)
+		s->on_ram_map(s->on_ram_map_ctx, s->ram_seg.base, s->ram_seg.size, true);
 }
 
 /* Resident rows at the start of [row0, row0 + n) of tensor t: count, *src their bytes. */
@@ -344,6 +348,8 @@ static void s_destroy(void *ctx)
 		return;
 	free(s->cidx);
 	ns_pool_destroy(&s->pool);
+	if (s->ram_state == 1 && s->on_ram_map)
+		s->on_ram_map(s->on_ram_map_ctx, s->ram_seg.base, s->ram_seg.size, false);
 	if (s->ram_seg.base)
 		ns_seg_unmap(&s->ram_seg);
 	free(s);
@@ -401,6 +407,10 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 	s->block_rows = opts ? opts->block_rows : 0;
 	if (opts && opts->session)
 		snprintf(s->session, sizeof(s->session), "%s", opts->session);
+	if (opts) {
+		s->on_ram_map = opts->on_ram_map;
+		s->on_ram_map_ctx = opts->on_ram_map_ctx;
+	}
 	s->lookahead = opts ? opts->lookahead : ns_client_default_lookahead(c);
 	if (n_threads > 1 && !(s->pool = ns_pool_new(n_threads))) {
 		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);

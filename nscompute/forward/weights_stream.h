@@ -22,6 +22,7 @@
 #ifndef NS_WEIGHTS_STREAM_H
 #define NS_WEIGHTS_STREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,12 @@ struct ns_weights_stream_opts {
 			      * of nsio/ramcache.h, mapped read-only); NULL: stream all */
 	int act;             /* enum ns_act of the kernels (gemv.h): 0 = NS_ACT_F32, exact
 			      * weights; NS_ACT_Q8, activations quantized per 32 as llama.cpp */
+	/* Told of the RAM segment's read-only mapping: once with mapped = true when the
+	 * provider starts using it (from inside a matmul / get_rows / visit call), once with
+	 * mapped = false just before it is unmapped (at destroy). The GPU backend page-locks it
+	 * there. NULL: nobody is told. */
+	void (*on_ram_map)(void *ctx, const void *base, size_t bytes, bool mapped);
+	void *on_ram_map_ctx;
 };
 
 /* Counters since creation. */

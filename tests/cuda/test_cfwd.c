@@ -1,6 +1,6 @@
 /* test_cfwd.c - the CUDA forward pass (cfwd.h) against the CPU forward pass.
  *
- *   test_cfwd MODEL.gguf [--expect-refusal]
+ *   test_cfwd MODEL.gguf [--expect-refusal TEXT]
  *
  * Linked twice: with the real kernels (exit 77 without a GPU) and with the host emulation of
  * nscuda.h (runs everywhere: the orchestration - VRAM windows, staging, MoE grouping, KV
@@ -14,7 +14,9 @@
  *      top-2 margin exceeds the largest CPU/CUDA difference of those two logits; and the
  *      same steps with CUDA graphs off give the same bits (dense models replay a graph);
  *   4. MoE: every (token, layer) routed n_used experts (hit counts);
- *   5. a VRAM budget too small is refused with -ENOMEM and figures, never an abort. */
+ *   5. a VRAM budget too small is refused with -ENOMEM and figures, never an abort.
+ * With --expect-refusal TEXT: ns_cfwd_new must refuse the model (a negative errno, no pass
+ * made) with a one-line reason containing TEXT. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -115,7 +117,7 @@ int main(int argc, char **argv)
 	uint32_t seed = 12345u;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: test_cfwd MODEL.gguf\n");
+		fprintf(stderr, "usage: test_cfwd MODEL.gguf [--expect-refusal TEXT]\n");
 		return 2;
 	}
 	ns_test_require_oracle();
@@ -125,6 +127,8 @@ int main(int argc, char **argv)
 	}
 	ns_test_oracle_path(path, sizeof(path), argv[1]);
 	if (argc > 2 && !strcmp(argv[2], "--expect-refusal")) { /* a model the GPU cannot run */
+		const char *want = argc > 3 ? argv[3] : "";
+		bool ok;
 		int rc;
 
 		if (ns_model_open(path, &m, err, sizeof(err)) < 0 ||
@@ -134,10 +138,13 @@ int main(int argc, char **argv)
 		}
 		rc = ns_cfwd_new(m, w, &o, &gpu, err, sizeof(err));
 		printf("refused: rc %d, '%s'\n", rc, err);
+		ok = rc < 0 && !gpu && strstr(err, want) && !strchr(err, '\n');
 		ns_fwd_destroy(&gpu);
 		ns_weights_destroy(&w);
 		ns_model_close(&m);
-		return rc == -EINVAL && strstr(err, "multiple of 32") ? 0 : 1;
+		if (!ok)
+			fprintf(stderr, "FAIL: expected a refusal containing '%s'\n", want);
+		return ok ? 0 : 1;
 	}
 	if (ns_model_open(path, &m, err, sizeof(err)) < 0 ||
 	    ns_weights_fused_new(m, NULL, &w, err, sizeof(err)) < 0 ||

@@ -83,9 +83,49 @@ int main(void)
 			ct_download(one, dout, sizeof(one));
 			if (memcmp(one, got + (nt - 1) * NH * DV, sizeof(one)))
 				CT_FAIL("case %zu: decode differs in bits from the prefill row", c);
+			/* the graph variant: position from device memory, grid over CTX */
+			const int64_t pos = cs[c].pos0 + nt - 1;
+			int64_t *dpos = ct_upload(&pos, sizeof(pos));
+			CT_CHECK(ns_cuda_attention_at(dq + (nt - 1) * NH * DK, dk, NKV * DK, dv,
+						      NKV * DV, dpos, CTX, NH, NKV, DK, DV, scale,
+						      cs[c].window, cs[c].sink ? ds : NULL, dout, ws,
+						      NULL));
+			CT_CHECK(ns_cuda_sync());
+			ct_download(one, dout, sizeof(one));
+			if (memcmp(one, got + (nt - 1) * NH * DV, sizeof(one)))
+				CT_FAIL("case %zu: ns_cuda_attention_at differs in bits", c);
+			ns_cuda_free(dpos);
 		}
 		printf("attention n_tok %2u pos0 %4u window %3u sinks %d: ok\n", nt, cs[c].pos0,
 		       cs[c].window, cs[c].sink);
 	}
+	/* The same caches with one float of padding per row (strides not a multiple of 4, rows
+	 * not 16-byte aligned): the kernels' scalar path, same reference. */
+	const uint32_t lk = NKV * DK + 1, lv = NKV * DV + 1;
+	float *kp = calloc((size_t)CTX * lk, 4), *vp = calloc((size_t)CTX * lv, 4);
+	if (!kp || !vp)
+		CT_FAIL("out of memory");
+	for (uint32_t j = 0; j < CTX; j++) {
+		memcpy(kp + (size_t)j * lk, k + (size_t)j * NKV * DK, NKV * DK * 4);
+		memcpy(vp + (size_t)j * lv, v + (size_t)j * NKV * DV, NKV * DV * 4);
+	}
+	float *dkp = ct_upload(kp, (size_t)CTX * lk * 4), *dvp = ct_upload(vp, (size_t)CTX * lv * 4);
+	for (size_t c = 1; c < 5; c += 3) {
+		const uint32_t nt = cs[c].n_tok;
+
+		s_cpu(q, k, v, nt, cs[c].pos0, cs[c].window, cs[c].sink ? sinks : NULL, scale, ref);
+		CT_CHECK(ns_cuda_attention(dq, dkp, lk, dvp, lv, nt, cs[c].pos0, NH, NKV, DK, DV,
+					   scale, cs[c].window, cs[c].sink ? ds : NULL, dout, ws,
+					   NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(got, dout, nt * NH * DV * 4);
+		for (uint32_t i = 0; i < nt * NH * DV; i++)
+			if (!(fabs(got[i] - ref[i]) <= 2e-5 * 5.0))
+				CT_FAIL("padded case %zu element %u: %.9g vs cpu %.9g", c, i, got[i],
+					ref[i]);
+		printf("attention, padded rows, n_tok %2u pos0 %4u: ok\n", nt, cs[c].pos0);
+	}
+	free(kp);
+	free(vp);
 	return 0;
 }

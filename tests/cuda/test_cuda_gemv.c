@@ -12,7 +12,17 @@
  *   1 gemv.cu, 2 and 3 gemv2.cu, 4 the per-type pick); each is deterministic on its own (they
  *   need not agree in bits). Then windows of 9001 rows (several row groups per warp in gemv2) vs
  *   exact, and a 4500-row window from row 3 bit-identical to the whole.
+ *   Float rows whose length is not a multiple of 32 (the kernels' tail paths, stories260K's
+ *   172-wide FFN-down): F32, F16 and BF16 at 33 and 172 columns through all of the above in
+ *   every family (windows of 1/7/64 rows from rows 5 and 3: F16/BF16 rows of 33 columns are
+ *   66 bytes, so those windows are only 2-byte aligned; the GEMM with ldx = n_cols, not a
+ *   multiple of 4; token 5 alone: x only 4-byte aligned); 4100 columns (129 units, the tail in
+ *   gemv2's fifth chunk) for one float type per family, 65543 (x from global memory) in
+ *   families 1 and 2; 9001 rows at 172 (F16) and 33 (BF16) columns. The contract: such rows
+ *   of a quantized type, float windows misaligned for their element and x misaligned for a
+ *   float are -EINVAL.
  * Exit 77 without a GPU. */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -182,6 +192,49 @@ static void s_many(int ti, uint64_t nc, uint64_t *seed)
 	free(ab);
 }
 
+/* Windows the kernels refuse (or accept) for rows with a partial unit of 32. */
+static void s_contract(void)
+{
+	uint8_t *dw = ct_dev(1 << 16);
+	float *dx = ct_dev(1 << 16), *dy = ct_dev(1 << 16);
+
+	CT_CHECK(ns_cuda_memset(dw, 0, 1 << 16));
+	CT_CHECK(ns_cuda_memset(dx, 0, 1 << 16));
+	const float *dx2 = (const float *)((const uint8_t *)dx + 2); /* misaligned x */
+
+	for (int var = 1; var <= 4; var++) {
+		if (ns_cuda_gemv_variant(var, NS_TYPE_Q8_0, dw, 48, 4, dx, dy, NULL) != -EINVAL ||
+		    ns_cuda_gemv_variant(var, NS_TYPE_F16, dw + 1, 33, 4, dx, dy, NULL) !=
+			    -EINVAL ||
+		    ns_cuda_gemv_variant(var, NS_TYPE_BF16, dw + 3, 33, 4, dx, dy, NULL) !=
+			    -EINVAL ||
+		    ns_cuda_gemv_variant(var, NS_TYPE_F32, dw + 2, 33, 4, dx, dy, NULL) !=
+			    -EINVAL ||
+		    ns_cuda_gemv_variant(var, NS_TYPE_F16, dw + 2, 33, 4, dx2, dy, NULL) != -EINVAL)
+			CT_FAIL("v%d: partial-unit contract", var);
+		/* 2-byte aligned F16 and 4-byte aligned F32 windows of such rows are fine;
+		 * whole-unit F16 rows keep their 16-byte rule */
+		CT_CHECK(ns_cuda_gemv_variant(var, NS_TYPE_F16, dw + 2, 33, 4, dx, dy, NULL));
+		CT_CHECK(ns_cuda_gemv_variant(var, NS_TYPE_F32, dw + 4, 33, 4, dx + 1, dy, NULL));
+		if (ns_cuda_gemv_variant(var, NS_TYPE_F32, dw, 64, 4, dx + 1, dy, NULL) != -EINVAL)
+			CT_FAIL("v%d: x of whole units must be 16-byte aligned", var);
+		if (ns_cuda_gemv_variant(var, NS_TYPE_F16, dw + 2, 64, 4, dx, dy, NULL) != -EINVAL)
+			CT_FAIL("v%d: a misaligned window of whole units", var);
+	}
+	if (ns_cuda_gemm_prefill(NS_TYPE_Q4_0, dw, 48, 4, dx, 48, 2, dy, 4, NULL) != -EINVAL ||
+	    ns_cuda_gemm_prefill(NS_TYPE_F16, dw + 1, 33, 4, dx, 33, 2, dy, 4, NULL) != -EINVAL ||
+	    ns_cuda_gemm_prefill(NS_TYPE_F16, dw, 64, 4, dx, 66, 2, dy, 4, NULL) != -EINVAL ||
+	    ns_cuda_gemm_prefill(NS_TYPE_F16, dw, 33, 4, dx, 32, 2, dy, 4, NULL) != -EINVAL)
+		CT_FAIL("gemm: partial-unit contract");
+	CT_CHECK(ns_cuda_gemm_prefill(NS_TYPE_F16, dw + 2, 33, 4, dx, 35, 2, dy, 4, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ns_cuda_free(dw);
+	ns_cuda_free(dx);
+	ns_cuda_free(dy);
+	printf("partial units: quantized rows, misaligned windows and x refused; 2-byte aligned "
+	       "F16 windows and any ldx accepted\n");
+}
+
 int main(void)
 {
 	uint64_t seed = 7;
@@ -212,5 +265,19 @@ int main(void)
 	s_many(3, 2880, &seed);
 	s_many(13, 2880, &seed);
 	s_many(12, 4096, &seed);
+	/* float rows ending in a partial unit of 32 (ti 0..2: F32, F16, BF16); the larger shapes
+	 * for one type per family (the file also runs on tests/cuda/simt, where time counts) */
+	for (int var = 1; var <= 4; var++) {
+		for (int ti = 0; ti < 3; ti++) {
+			s_case(var, ti, 33, &seed);
+			s_case(var, ti, 172, &seed);
+		}
+		s_case(var, var % 3, 4100, &seed); /* 129 units: 5 chunks, tail in the last */
+		if (var <= 2) /* 2049 units: x from global memory (3, 4: float types take 2) */
+			s_case(var, 1, 65543, &seed);
+	}
+	s_many(1, 172, &seed); /* stories260K's FFN-down shape, F16 */
+	s_many(2, 33, &seed);  /* 66-byte rows: the 4500-row window only 2-byte aligned */
+	s_contract();
 	return 0;
 }

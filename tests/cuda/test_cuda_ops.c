@@ -42,6 +42,17 @@ static void s_rope_case(const char *nm, bool neox, bool yarn, uint64_t *seed)
 	CT_CHECK(ns_cuda_sync());
 	ct_download(got, dx, NT * NH * HD * 4);
 	s_close(nm, got, ref, NT * NH * HD, 0, 2e-5 * 5.0);
+	/* the graph variant, position from device memory: the last token, in bits */
+	const int64_t last = pos0 + NT - 1;
+	float one[NH * HD];
+	int64_t *dpos = ct_upload(&last, sizeof(last));
+	CT_CHECK(ns_cuda_h2d(dx, x + (NT - 1) * NH * HD, sizeof(one)));
+	CT_CHECK(ns_cuda_rope_at(&g, dx, NH, HD, dpos, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(one, dx, sizeof(one));
+	if (memcmp(one, got + (NT - 1) * NH * HD, sizeof(one)))
+		CT_FAIL("%s: ns_cuda_rope_at differs in bits from ns_cuda_rope", nm);
+	ns_cuda_free(dpos);
 	ns_cuda_free(dx);
 	free(x);
 	free(ref);

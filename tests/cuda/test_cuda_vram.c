@@ -34,7 +34,11 @@ int main(void)
 	ns_cuda_event_t ev = NULL;
 	for (int i = 0; i < N; i++)
 		h[i] = (uint8_t)(i * 7);
+	if (ns_cuda_host_pinned(h + N / 2) != 0)
+		CT_FAIL("malloc'd memory reported page-locked");
 	CT_CHECK(ns_cuda_host_register(h, N, err, sizeof(err)));
+	if (ns_cuda_host_pinned(h) != 1 || ns_cuda_host_pinned(h + N / 2) != 1)
+		CT_FAIL("registered memory not reported page-locked");
 	CT_CHECK(ns_cuda_stream_new(&cs));
 	CT_CHECK(ns_cuda_event_new(&ev));
 	CT_CHECK(ns_cuda_copy_h2d_async(c, h, N, cs, ev));
@@ -46,6 +50,8 @@ int main(void)
 	if (memcmp(back, h, N))
 		CT_FAIL("copy through the arena differs");
 	CT_CHECK(ns_cuda_host_unregister(h));
+	if (ns_cuda_host_pinned(h + N / 2) != 0)
+		CT_FAIL("unregistered memory still reported page-locked");
 	ns_cuda_event_destroy(&ev);
 	ns_cuda_stream_destroy(&cs);
 	ns_vram_destroy(&v);

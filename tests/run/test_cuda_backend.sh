@@ -5,7 +5,10 @@
 # everything streamed; part of the weights in VRAM; all of them), the bytes read per token
 # fall as the plan puts more in VRAM (to none at all), the compute process reports its VRAM
 # windows, and a budget too small for the KV cache and scratch is refused with the smallest
-# workable figure (exit 2). Greedy, no RAM cache, a 4 MiB arena. With NS_CUDA_REAL=1 (the real
+# workable figure (exit 2). Greedy, no RAM cache, a 4 MiB arena; then once more with part of
+# the weights in nsio's RAM tier: same text, and every streamed byte reached the device from
+# page-locked memory (the arena and the RAM tier are registered; the compute process reports
+# the pageable bytes it staged at exit). With NS_CUDA_REAL=1 (the real
 # kernels on a GPU, whose float sums differ from the CPU's in the last bits) the three cuda
 # runs must agree with each other and the cpu comparison is only reported.
 set -u
@@ -37,7 +40,13 @@ all=$((least + 2 * size))
 run none --backend cuda --verbose || fail "cuda backend, no VRAM budget: exit $?"
 run part --backend cuda --vram-budget "$part" --verbose || fail "cuda, $part B: exit $?"
 run all --backend cuda --vram-budget "$all" --verbose || fail "cuda, $all B: exit $?"
-for r in none part all; do
+run ram --backend cuda --vram-budget "$part" --ram-budget "$((size / 4 + 1048576))" --verbose ||
+    fail "cuda, $part B of VRAM and a RAM tier: exit $?"
+for r in none part ram; do
+    grep -q "nscompute: cuda: staged .* blocks, 0 B of it from pageable memory" "$tmp/$r.err" ||
+        fail "cuda ($r): streamed bytes were staged from pageable memory (or not reported)"
+done
+for r in none part all ram; do
     if [ "${NS_CUDA_REAL:-0}" = 1 ]; then
         cmp -s "$tmp/none.txt" "$tmp/$r.txt" || fail "cuda ($r) text differs from cuda (none)"
     else

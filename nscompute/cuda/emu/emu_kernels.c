@@ -56,10 +56,13 @@ static bool s_aligned(const void *p, uintptr_t a)
 }
 
 /* launch.cuh's nsl::window: -ENOTSUP for another type, -EINVAL for partial blocks or a
- * misaligned / NULL window, -EOVERFLOW when the units of a row do not fit 32 bits. */
-static int s_window(uint32_t type, const void *w, uint64_t n_cols)
+ * misaligned / NULL window, -EOVERFLOW when the units of a row do not fit 32 bits. Float rows
+ * (F32, F16, BF16) may end in a partial unit of 32 (*tail set when non-NULL); their window is
+ * then aligned to the element only. */
+static int s_window(uint32_t type, const void *w, uint64_t n_cols, bool *tail)
 {
 	uint32_t qk = 0, bytes = 0, low;
+	bool part;
 
 	for (size_t i = 0; i < sizeof(s_types) / sizeof(s_types[0]); i++)
 		if (s_types[i].type == type) {
@@ -68,26 +71,29 @@ static int s_window(uint32_t type, const void *w, uint64_t n_cols)
 		}
 	if (!qk)
 		return -ENOTSUP;
-	if (n_cols == 0 || n_cols % qk)
+	part = (type == 0 || type == 1 || type == 30) && n_cols % 32; /* F32, F16, BF16 */
+	if (n_cols == 0 || (n_cols % qk && !part))
 		return -EINVAL;
-	if (n_cols / 32 > UINT32_MAX / 2)
+	if ((n_cols + 31) / 32 > UINT32_MAX / 2)
 		return -EOVERFLOW;
-	low = bytes & (0u - bytes);
+	low = part ? bytes / 32 : bytes & (0u - bytes);
 	if (!w || !s_aligned(w, low < 16 ? low : 16))
 		return -EINVAL;
+	if (tail)
+		*tail = part;
 	return 0;
 }
 
 bool ns_cuda_type_supported(uint32_t type)
 {
-	return s_window(type, (const void *)(uintptr_t)256, 1024) != -ENOTSUP;
+	return s_window(type, (const void *)(uintptr_t)256, 1024, NULL) != -ENOTSUP;
 }
 
 int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		    float *dev_y, ns_cuda_stream_t s)
 {
 	uint64_t total;
-	int rc = s_window(type, dev_w, n_cols);
+	int rc = s_window(type, dev_w, n_cols, NULL);
 
 	(void)s;
 	if (rc)
@@ -96,7 +102,7 @@ int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t 
 		return 0;
 	if (!dev_y || !s_aligned(dev_y, 16))
 		return -EINVAL;
-	if (__builtin_mul_overflow(n_rows, n_cols / 32, &total) || total > (1ull << 40))
+	if (__builtin_mul_overflow(n_rows, (n_cols + 31) / 32, &total) || total > (1ull << 40))
 		return -EOVERFLOW;
 	return ns_dequant_rows(type, dev_w, n_cols, n_rows, dev_y);
 }
@@ -105,14 +111,16 @@ int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_r
 		 const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
 	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32 };
-	int rc = s_window(type, dev_w, n_cols);
+	bool tail = false;
+	int rc = s_window(type, dev_w, n_cols, &tail);
 
 	(void)s;
 	if (rc)
 		return rc;
 	if (n_rows == 0)
 		return 0;
-	if (!dev_x || !dev_y || !s_aligned(dev_x, 16))
+	/* gemv.cu / gemv2.cu: x 16-byte aligned, 4 on their tail paths */
+	if (!dev_x || !dev_y || !s_aligned(dev_x, tail ? 4 : 16))
 		return -EINVAL;
 	if (n_rows >= (1ull << 32))
 		return -EOVERFLOW;
@@ -144,14 +152,17 @@ int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint
 			 uint64_t ldy, ns_cuda_stream_t s)
 {
 	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32 };
-	int rc = s_window(type, dev_w, n_cols);
+	bool tail = false;
+	int rc = s_window(type, dev_w, n_cols, &tail);
 
 	(void)s;
 	if (rc)
 		return rc;
 	if (n_rows == 0 || n_tok == 0)
 		return 0;
-	if (!dev_x || !dev_y || ldx < n_cols || ldy < n_rows || ldx % 4 || !s_aligned(dev_x, 16))
+	/* gemm.cu reads x rows as float4 except on its tail path (rows with a partial unit) */
+	if (!dev_x || !dev_y || ldx < n_cols || ldy < n_rows || (ldx % 4 && !tail) ||
+	    !s_aligned(dev_x, tail ? 4 : 16))
 		return -EINVAL;
 	if ((n_rows + 63) / 64 > INT32_MAX || (n_tok + 63) / 64 > 65535)
 		return -EOVERFLOW; /* gemm.cu's grid limits: tiles of 64 rows x 64 tokens */
@@ -497,32 +508,4 @@ int ns_cuda_store_row(float *dev_dst, uint64_t ld, const float *dev_src, uint64_
 		return -EINVAL;
 	memmove(dev_dst + (uint64_t)*dev_pos * ld, dev_src, n * sizeof(float));
 	return 0;
-}
-
-/* Every call runs at once here, so there is nothing to record: graphs are not available and
- * the caller takes its plain path. */
-int ns_cuda_graph_begin(ns_cuda_stream_t s)
-{
-	(void)s;
-	return -ENOTSUP;
-}
-
-int ns_cuda_graph_end(ns_cuda_stream_t s, ns_cuda_graph_t *out)
-{
-	(void)s;
-	*out = NULL;
-	return -ENOTSUP;
-}
-
-int ns_cuda_graph_launch(ns_cuda_graph_t g, ns_cuda_stream_t s)
-{
-	(void)g;
-	(void)s;
-	return -ENOTSUP;
-}
-
-void ns_cuda_graph_destroy(ns_cuda_graph_t *g)
-{
-	if (g)
-		*g = NULL;
 }

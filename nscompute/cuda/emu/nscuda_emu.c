@@ -1,10 +1,13 @@
 /* nscuda_emu.c - the device half of nscuda.h emulated on the host: one "device", memory,
- * copies, streams, events and struct ns_vram (see emu/README.md for what differs from CUDA).
+ * copies, streams, events, graphs (unavailable) and struct ns_vram (see emu/README.md for what
+ * differs from CUDA).
  *
  * "Device memory" is host memory, so dev_* pointers may be read directly by the host (the real
  * backend's callers must not). Every call runs synchronously: a launch or copy has finished
  * when it returns, streams and events are bookkeeping only. No CUDA header is included. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,14 +169,41 @@ int ns_cuda_stream_sync(ns_cuda_stream_t s)
 	return s_stream_ok(s);
 }
 
+/* The page-locked ranges, as the driver keeps them: process-wide, like the real driver's table
+ * (the emulation stands in for that one device context). Registration changes nothing else
+ * here; ns_cuda_host_pinned answers from this table so callers' choices are testable. */
+#define S_MAX_LOCKED 64
+static struct { uintptr_t base, end; } s_locked[S_MAX_LOCKED];
+static unsigned s_n_locked;
+static pthread_mutex_t s_locked_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int ns_cuda_host_register(void *p, size_t bytes, char *err, size_t errlen)
 {
-	if (!p || !bytes) {
+	const uintptr_t b = (uintptr_t)p;
+	int rc = 0;
+
+	if (!p || !bytes || b + bytes < b) {
 		ns_errf(err, errlen, "cuda: cannot page-lock %zu bytes of host memory at %p: "
 			"invalid argument", bytes, p);
 		return -EINVAL;
 	}
-	return 0;
+	pthread_mutex_lock(&s_locked_mu);
+	for (unsigned i = 0; i < s_n_locked && rc == 0; i++)
+		if (b < s_locked[i].end && s_locked[i].base < b + bytes)
+			rc = -EEXIST; /* cudaErrorHostMemoryAlreadyRegistered */
+	if (rc == 0 && s_n_locked == S_MAX_LOCKED)
+		rc = -ENOMEM;
+	if (rc == 0) {
+		s_locked[s_n_locked].base = b;
+		s_locked[s_n_locked].end = b + bytes;
+		s_n_locked++;
+	}
+	pthread_mutex_unlock(&s_locked_mu);
+	if (rc)
+		ns_errf(err, errlen, "cuda: cannot page-lock %zu bytes of host memory at %p: %s",
+			bytes, p, rc == -EEXIST ? "part of it is already registered"
+						: "too many registered ranges");
+	return rc;
 }
 
 int ns_cuda_host_register_ro(const void *p, size_t bytes, char *err, size_t errlen)
@@ -183,7 +213,28 @@ int ns_cuda_host_register_ro(const void *p, size_t bytes, char *err, size_t errl
 
 int ns_cuda_host_unregister(void *p)
 {
-	return p ? 0 : -EINVAL;
+	int rc = -EINVAL; /* cudaErrorHostMemoryNotRegistered: p must be a registered base */
+
+	pthread_mutex_lock(&s_locked_mu);
+	for (unsigned i = 0; i < s_n_locked; i++)
+		if (s_locked[i].base == (uintptr_t)p) {
+			s_locked[i] = s_locked[--s_n_locked];
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&s_locked_mu);
+	return rc;
+}
+
+int ns_cuda_host_pinned(const void *p)
+{
+	int pinned = 0;
+
+	pthread_mutex_lock(&s_locked_mu);
+	for (unsigned i = 0; i < s_n_locked && !pinned; i++)
+		pinned = (uintptr_t)p >= s_locked[i].base && (uintptr_t)p < s_locked[i].end;
+	pthread_mutex_unlock(&s_locked_mu);
+	return pinned;
 }
 
 int ns_cuda_event_new(ns_cuda_event_t *out)
@@ -333,3 +384,30 @@ void ns_vram_destroy(struct ns_vram **pv)
 	*pv = NULL;
 }
 
+/* Every call runs at once here, so there is nothing to record: graphs are not available and
+ * the caller takes its plain path. */
+int ns_cuda_graph_begin(ns_cuda_stream_t s)
+{
+	(void)s;
+	return -ENOTSUP;
+}
+
+int ns_cuda_graph_end(ns_cuda_stream_t s, ns_cuda_graph_t *out)
+{
+	(void)s;
+	*out = NULL;
+	return -ENOTSUP;
+}
+
+int ns_cuda_graph_launch(ns_cuda_graph_t g, ns_cuda_stream_t s)
+{
+	(void)g;
+	(void)s;
+	return -ENOTSUP;
+}
+
+void ns_cuda_graph_destroy(ns_cuda_graph_t *g)
+{
+	if (g)
+		*g = NULL;
+}
