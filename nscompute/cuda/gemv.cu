@@ -97,10 +97,7 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 	const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x / 32;
 
 	if constexpr (XS && TL) { /* x[0 .. n_cols - 1], zeros to the end of the last unit */
-		const uint32_t nx = (n_units - 1) * 32 + last;
-
-		for (uint32_t i = threadIdx.x; i < n_units * 32; i += blockDim.x)
-			xs[(i / 32) * XPAD + i % 32] = i < nx ? x[i] : 0.0f;
+		nsq::stage_x_part(xs, x, n_units, last, XPAD, threadIdx.x, blockDim.x);
 		__syncthreads();
 	} else if constexpr (XS) {
 		for (uint32_t i = threadIdx.x; i < n_units * 8; i += blockDim.x)

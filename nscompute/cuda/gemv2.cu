@@ -218,10 +218,7 @@ k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 		}
 	}
 	if constexpr (XS && TL) { /* x[0 .. n_cols - 1], zeros to the end of the last unit */
-		const uint32_t nx = (n_units - 1) * 32 + last;
-
-		for (uint32_t i = threadIdx.x; i < n_units * 32; i += blockDim.x)
-			xs[(i / 32) * V2_XPAD + i % 32] = i < nx ? x[i] : 0.0f;
+		nsq::stage_x_part(xs, x, n_units, last, V2_XPAD, threadIdx.x, blockDim.x);
 		__syncthreads();
 	} else if constexpr (XS) {
 		const float4 *x4 = reinterpret_cast<const float4 *>(x);

@@ -338,6 +338,19 @@ __device__ __forceinline__ float dot_unit_part(const uint8_t *row, uint32_t u, u
 	return a0 + a1;
 }
 
+/* x of a row whose last unit holds `last` (1..31) elements, copied into shared memory by the
+ * block's threads (thread tid of n_threads) as n_units units of `pad` floats each (unit u at
+ * xs + u * pad), zeros after x[n_cols - 1]; the caller synchronizes before reading xs. */
+__device__ __forceinline__ void stage_x_part(float *xs, const float *x, uint32_t n_units,
+					     uint32_t last, uint32_t pad, uint32_t tid,
+					     uint32_t n_threads)
+{
+	const uint32_t nx = (n_units - 1) * 32 + last;
+
+	for (uint32_t i = tid; i < n_units * 32; i += n_threads)
+		xs[(i / 32) * pad + i % 32] = i < nx ? x[i] : 0.0f;
+}
+
 /* The n (1..32) activations x[32u ..] of unit u, zeros from xv[n] on (x only 4-byte
  * aligned; nothing past x[32u + n - 1] is read). */
 __device__ __forceinline__ void load_x_part(const float *x, uint32_t u, uint32_t n,
