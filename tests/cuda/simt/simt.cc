@@ -46,6 +46,7 @@ struct launch_state {
 	std::vector<uint64_t> slots; /* two per thread, for shuffles (warp_exchange) */
 	barrier block;
 	barrier named[16];  /* bar.sync 1..15 (live: the count of the current round) */
+	bool reverse;       /* this block runs its threads last to first (see execute) */
 	jmp_buf sched;
 	fiber *cur = nullptr;
 	void (*body)(void *) = nullptr;
@@ -55,6 +56,11 @@ struct launch_state {
 
 /* the launch in progress (one at a time, see simt.h) */
 launch_state *g_run;
+/* Launches so far. Blocks alternate the order their threads run between barriers (first to
+ * last, last to first; and from launch to launch for one-block grids), so a read of another
+ * thread's shared or global write that lacks a barrier in between finds the write missing in
+ * one of the two orders, whichever thread is the writer. */
+uint64_t g_launches;
 [[noreturn]] void die(const char *what)
 {
 	std::fprintf(stderr, "simt: %s (block %u,%u,%u thread %u,%u,%u)\n", what,
@@ -198,7 +204,8 @@ void run_block(launch_state &r, unsigned n)
 	while (left) {
 		bool ran = false;
 
-		for (unsigned i = 0; i < n; i++) {
+		for (unsigned k = 0; k < n; k++) {
+			const unsigned i = r.reverse ? n - 1 - k : k;
 			fiber &f = r.fibers[i];
 
 			if (waiting(r, f, i))
@@ -309,9 +316,11 @@ cudaError_t execute(dim3 grid, dim3 block, size_t dyn_bytes, void (*body)(void *
 		for (unsigned y = 0; y < grid.y; y++)
 			for (unsigned x = 0; x < grid.x; x++) {
 				regs.block_idx = uint3{ x, y, z };
+				r.reverse = (g_launches + x + y + z) & 1;
 				run_block(r, (unsigned)n);
 			}
 	g_run = nullptr;
+	g_launches++;
 	return cudaSuccess;
 }
 

@@ -13,11 +13,13 @@
  * (threads of one block at different __syncthreads, a shuffle with exited lanes) aborts with a
  * message instead of hanging. Exited threads leave the barrier's count, as on the hardware.
  *
+ * Races: fibers switch only at sync points, and alternate blocks run their threads in
+ * opposite orders (first to last, last to first), so a thread that reads another's write
+ * without a barrier in between reads it before it is written in one of the two orders.
+ *
  * What it does not model: concurrency between blocks (a kernel that relies on two blocks
- * running at once deadlocks here), memory ordering and races (fibers switch only at sync
- * points, so a missing __syncthreads before a read of another thread's shared write can go
- * unnoticed unless the writer runs later in the round), the device's libm (expf, sinf... are
- * the host's: results agree with the GPU's to a few ulps, not in bits), inline PTX.
+ * running at once deadlocks here), memory ordering, the device's libm (expf, sinf... are the
+ * host's: results agree with the GPU's to a few ulps, not in bits), inline PTX.
  *
  * The CUDA builtins (threadIdx, blockIdx, blockDim, gridDim) are one process-wide record the
  * scheduler rewrites at every switch: a device's registers have no other place to live here.
