@@ -4,7 +4,8 @@
 # Builds nothing. PARTs (default: kernels fwd):
 #   kernels   the CUDA kernel tests and the GEMV benchmark
 #   dequant   the dequantization test and its goldens (17 MB)
-#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss oracle models,
+#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss oracle models and
+#             the six stories260K ones (odd-width float rows, 3.3 MB),
 #             bench_cuda_decode, and nsctl (mkmodel makes the 8B model there)
 #   fwd-f32   the F32 tiny models too (30 MB more: stage them in a call of their own)
 #   pipeline  nsctl, nsio, nsplan, nsrouter, nscompute, nscompute-cuda (nsctl run --backend cuda)
@@ -31,7 +32,9 @@ for part in $parts; do
         cp -r "$oracle/quant" "$stage/oracle/" ;;
     fwd)
         bin tests/cuda/test_cfwd bench/cuda/bench_cuda_decode nsctl/nsctl
-        for f in synth-llama-k256-Q4_K_M synth-llama-k256-Q5_K synth-llama-k256-Q6_K; do
+        for f in synth-llama-k256-Q4_K_M synth-llama-k256-Q5_K synth-llama-k256-Q6_K \
+            stories260K stories260K-F16 stories260K-BF16 stories260K-Q8_0 stories260K-Q4_0 \
+            stories260K-MXFP4; do
             cp "$oracle/models/$f.gguf" "$stage/oracle/models/"
         done
         for f in llama-Q8_0 llama-Q4_K_M qwen3-Q4_K_M qwen3-Q5_K_M qwen3-Q6_K qwen3-Q4_0 \
