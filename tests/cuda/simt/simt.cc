@@ -61,6 +61,7 @@ launch_state *g_run;
  * thread's shared or global write that lacks a barrier in between finds the write missing in
  * one of the two orders, whichever thread is the writer. */
 uint64_t g_launches;
+
 [[noreturn]] void die(const char *what)
 {
 	std::fprintf(stderr, "simt: %s (block %u,%u,%u thread %u,%u,%u)\n", what,
