@@ -69,18 +69,6 @@ __device__ __forceinline__ void warp_copy(const uint8_t *__restrict__ src, uint8
 		dst[i] = src[i];
 }
 
-/* x slice of unit u: XS from the padded shared copy, else from global memory */
-template <bool XS>
-__device__ __forceinline__ void get_x(const float *xsrc, uint32_t u, float (&xv)[32])
-{
-	const float4 *p = reinterpret_cast<const float4 *>(xsrc + (uint64_t)u * (XS ? XPAD : 32));
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		float4 v = p[i];
-		xv[4 * i] = v.x; xv[4 * i + 1] = v.y; xv[4 * i + 2] = v.z; xv[4 * i + 3] = v.w;
-	}
-}
-
 /* WS: stage weights (stage<T>::ON types, aligned windows); XS: x in shared memory; TL: float
  * rows ending in a partial unit of last (1..31) elements (WS off).
  * Blocks loop over row pairs (grid-stride), so x is copied to shared memory once per block. */
@@ -129,7 +117,7 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 					warp_copy(src + row_bytes, st0 + S::WCH, nb, lane, cp);
 				__syncwarp();
 				if (u < n_units) {
-					get_x<XS>(xsrc, u, xv);
+					nsq::load_x_unit(xsrc, u, XS ? XPAD : 32, xv);
 					acc0 += nsq::dot_unit<T>(st0, lane, xv);
 					if (two)
 						acc1 += nsq::dot_unit<T>(st0 + S::WCH, lane, xv);
@@ -140,7 +128,7 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 					const uint32_t n = u + 1 < n_units ? 32 : last;
 
 					if constexpr (XS)
-						get_x<true>(xsrc, u, xv);
+						nsq::load_x_unit(xsrc, u, XPAD, xv);
 					else
 						nsq::load_x_part(x, u, n, xv);
 					const uint8_t *row1 = row0 + row_bytes;
@@ -150,7 +138,7 @@ k_gemv(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 						acc1 += nsq::dot_unit_part<T>(row1, u, n, xv);
 				}
 			} else if (u < n_units) {
-				get_x<XS>(xsrc, u, xv);
+				nsq::load_x_unit(xsrc, u, XS ? XPAD : 32, xv);
 				acc0 += nsq::dot_unit<T>(row0, u, xv);
 				if (two)
 					acc1 += nsq::dot_unit<T>(row0 + row_bytes, u, xv);

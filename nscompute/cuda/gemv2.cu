@@ -162,18 +162,6 @@ __device__ __forceinline__ void stage_chunk(const uint8_t *w, uint64_t rb, uint3
 	}
 }
 
-/* x slice of unit u: XS from the padded shared copy, else from global memory */
-template <bool XS>
-__device__ __forceinline__ void get_x2(const float *xsrc, uint32_t u, float (&xv)[32])
-{
-	const float4 *p = reinterpret_cast<const float4 *>(xsrc + (uint64_t)u * (XS ? V2_XPAD : 32));
-#pragma unroll
-	for (int i = 0; i < 8; i++) {
-		float4 v = p[i];
-		xv[4 * i] = v.x; xv[4 * i + 1] = v.y; xv[4 * i + 2] = v.z; xv[4 * i + 3] = v.w;
-	}
-}
-
 /* ST: quantized weights staged with cp.async (else read directly); XS: x in shared memory;
  * TL: float rows ending in a partial unit of last (1..31) elements (ST off).
  * Dynamic shared memory: staging (V2_WARPS, 2, V2_R, SPAN) bytes when ST, then x
@@ -261,7 +249,7 @@ k_gemv2(const uint8_t *__restrict__ w, uint64_t row_bytes, uint32_t n_units,
 				const uint32_t n = !TL || u + 1 < n_units ? 32 : last;
 
 				if constexpr (XS || !TL)
-					get_x2<XS>(xsrc, u, xv);
+					nsq::load_x_unit(xsrc, u, XS ? V2_XPAD : 32, xv);
 				else
 					nsq::load_x_part(x, u, n, xv);
 #pragma unroll

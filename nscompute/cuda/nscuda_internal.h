@@ -49,6 +49,17 @@ struct ns_vram {
 	struct ns_range range;
 };
 
+/* vram_arena.c, for ns_vram_new of both vram.c and the emulation:
+ * budget 0 becomes free - reserve; a budget (plus reserve) above free is refused; either way
+ * rounded down to NS_RANGE_ALIGN. -ENOMEM with the figures in err. */
+int ns_vram_resolve_budget(uint64_t *budget, uint64_t reserve, uint64_t free_bytes,
+			   uint64_t total_bytes, char *err, size_t errlen);
+/* A struct ns_vram with its bookkeeping over budget bytes and no memory yet (base NULL): the
+ * caller sets base (and map_bytes). ns_vram_bookkeeping_free undoes it (not base). */
+int ns_vram_bookkeeping_new(uint64_t budget, int poison, struct ns_vram **out, char *err,
+			    size_t errlen);
+void ns_vram_bookkeeping_free(struct ns_vram *v);
+
 /* cudaError_t -> negative errno (0 for success). */
 int ns_cuda_rc(int cuda_error);
 
@@ -61,8 +72,8 @@ extern "C" {
  * 2: gemv2.cu's k_gemv2, every quantized type staged through shared memory with cp.async;
  * 3: k_gemv2 with Q4_K and Q5_K read straight from global memory; 4: per type the faster on
  * the H200 (1 for Q4_K and Q5_K, else 2), the default. ns_cuda_gemv takes the variant from the
- * environment variable NS_CUDA_GEMV (1 to 4; anything else 4) at its first call; tests and benchmarks
- * call this directly to compare them in one process. Each variant is deterministic on its
+ * environment variable NS_CUDA_GEMV (1 to 4; anything else 4) at its first call; tests and
+ * benchmarks call this directly to compare them in one process. Each variant is deterministic on its
  * own; different variants need not agree in bits. */
 int ns_cuda_gemv_variant(int variant, uint32_t type, const void *dev_w, uint64_t n_cols,
 			 uint64_t n_rows, const float *dev_x, float *dev_y, ns_cuda_stream_t s);

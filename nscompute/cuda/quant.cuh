@@ -338,6 +338,23 @@ __device__ __forceinline__ float dot_unit_part(const uint8_t *row, uint32_t u, u
 	return a0 + a1;
 }
 
+/* The 32 activations of unit u from x laid out as units of `stride` floats (32 in global
+ * memory, the GEMV kernels' padded 36 in shared memory), 16-byte aligned. */
+__device__ __forceinline__ void load_x_unit(const float *x, uint32_t u, uint32_t stride,
+					    float (&xv)[32])
+{
+	const float4 *p = reinterpret_cast<const float4 *>(x + (uint64_t)u * stride);
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		const float4 v = p[i];
+
+		xv[4 * i] = v.x;
+		xv[4 * i + 1] = v.y;
+		xv[4 * i + 2] = v.z;
+		xv[4 * i + 3] = v.w;
+	}
+}
+
 /* x of a row whose last unit holds `last` (1..31) elements, copied into shared memory by the
  * block's threads (thread tid of n_threads) as n_units units of `pad` floats each (unit u at
  * xs + u * pad), zeros after x[n_cols - 1]; the caller synchronizes before reading xs. */

@@ -14,7 +14,7 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 {
 	size_t fr = 0, tot = 0;
 	struct ns_vram *v;
-	char b1[32], b2[32], b3[32], b4[32];
+	char b1[32], b2[32], b3[32];
 	cudaError_t e;
 	int rc;
 
@@ -29,31 +29,10 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 		(void)cudaGetLastError();
 		return ns_cuda_rc(e);
 	}
-	if (budget == 0) {
-		if (reserve >= fr) {
-			ns_errf(err, errlen, "cuda: --reserve-vram %s leaves nothing of the %s free "
-				"(of %s)", ns_format_bytes(reserve, b1, sizeof(b1)),
-				ns_format_bytes(fr, b2, sizeof(b2)),
-				ns_format_bytes(tot, b3, sizeof(b3)));
-			return -ENOMEM;
-		}
-		budget = fr - reserve;
-	} else if (budget > fr || reserve > fr - budget) {
-		ns_errf(err, errlen, "cuda: --vram-budget %s plus --reserve-vram %s exceeds the %s "
-			"free on the device (of %s)", ns_format_bytes(budget, b1, sizeof(b1)),
-			ns_format_bytes(reserve, b2, sizeof(b2)), ns_format_bytes(fr, b3, sizeof(b3)),
-			ns_format_bytes(tot, b4, sizeof(b4)));
-		return -ENOMEM;
-	}
-	budget = budget / NS_RANGE_ALIGN * NS_RANGE_ALIGN;
-	v = calloc(1, sizeof(*v));
-	if (!v || ns_range_init(&v->range, budget)) {
-		free(v);
-		ns_errf(err, errlen, "cuda: out of host memory for the VRAM bookkeeping");
-		return -ENOMEM;
-	}
-	v->budget = budget;
-	v->poison = -1; /* device memory: never touched from the host */
+	/* no poison (-1): device memory is never touched from the host */
+	if ((rc = ns_vram_resolve_budget(&budget, reserve, fr, tot, err, errlen)) ||
+	    (rc = ns_vram_bookkeeping_new(budget, -1, &v, err, errlen)))
+		return rc;
 	e = cudaMalloc((void **)&v->base, budget ? budget : NS_RANGE_ALIGN);
 	if (e != cudaSuccess) {
 		ns_errf(err, errlen, "cuda: cannot allocate the VRAM budget of %s (%s free of %s): %s",
@@ -61,8 +40,7 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 			ns_format_bytes(tot, b3, sizeof(b3)), cudaGetErrorString(e));
 		(void)cudaGetLastError();
 		rc = ns_cuda_rc(e);
-		ns_range_fini(&v->range);
-		free(v);
+		ns_vram_bookkeeping_free(v);
 		return rc;
 	}
 	*out = v;
@@ -77,7 +55,6 @@ void ns_vram_destroy(struct ns_vram **pv)
 		return;
 	v = *pv;
 	(void)cudaFree(v->base);
-	ns_range_fini(&v->range);
-	free(v);
+	ns_vram_bookkeeping_free(v);
 	*pv = NULL;
 }

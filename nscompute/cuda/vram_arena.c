@@ -1,6 +1,8 @@
-/* vram_arena.c - the pieces of a struct ns_vram (nscuda.h): sub-allocation through its
- * ns_range, with no CUDA call, so the real backend and the emulation share it. */
+/* vram_arena.c - what of struct ns_vram (nscuda.h) needs no CUDA call, so the real backend
+ * and the emulation share it: the budget's resolution against free memory, the bookkeeping,
+ * and sub-allocation through its ns_range. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ns_util.h"
@@ -52,4 +54,55 @@ uint64_t ns_vram_used(const struct ns_vram *v)
 uint64_t ns_vram_largest_free(const struct ns_vram *v)
 {
 	return ns_range_largest(&v->range);
+}
+
+int ns_vram_resolve_budget(uint64_t *budget, uint64_t reserve, uint64_t free_bytes,
+			   uint64_t total_bytes, char *err, size_t errlen)
+{
+	char b1[32], b2[32], b3[32], b4[32];
+
+	if (*budget == 0) {
+		if (reserve >= free_bytes) {
+			ns_errf(err, errlen, "cuda: --reserve-vram %s leaves nothing of the %s free "
+				"(of %s)", ns_format_bytes(reserve, b1, sizeof(b1)),
+				ns_format_bytes(free_bytes, b2, sizeof(b2)),
+				ns_format_bytes(total_bytes, b3, sizeof(b3)));
+			return -ENOMEM;
+		}
+		*budget = free_bytes - reserve;
+	} else if (*budget > free_bytes || reserve > free_bytes - *budget) {
+		ns_errf(err, errlen, "cuda: --vram-budget %s plus --reserve-vram %s exceeds the %s "
+			"free on the device (of %s)", ns_format_bytes(*budget, b1, sizeof(b1)),
+			ns_format_bytes(reserve, b2, sizeof(b2)),
+			ns_format_bytes(free_bytes, b3, sizeof(b3)),
+			ns_format_bytes(total_bytes, b4, sizeof(b4)));
+		return -ENOMEM;
+	}
+	*budget = *budget / NS_RANGE_ALIGN * NS_RANGE_ALIGN;
+	return 0;
+}
+
+int ns_vram_bookkeeping_new(uint64_t budget, int poison, struct ns_vram **out, char *err,
+			    size_t errlen)
+{
+	struct ns_vram *v = calloc(1, sizeof(*v));
+
+	*out = NULL;
+	if (!v || ns_range_init(&v->range, budget)) {
+		free(v);
+		ns_errf(err, errlen, "cuda: out of host memory for the VRAM bookkeeping");
+		return -ENOMEM;
+	}
+	v->budget = budget;
+	v->poison = poison;
+	*out = v;
+	return 0;
+}
+
+void ns_vram_bookkeeping_free(struct ns_vram *v)
+{
+	if (!v)
+		return;
+	ns_range_fini(&v->range);
+	free(v);
 }

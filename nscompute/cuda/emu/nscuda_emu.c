@@ -322,38 +322,20 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 		size_t errlen)
 {
 	const uint64_t fr = NS_EMU_MEM_BYTES, tot = NS_EMU_MEM_BYTES;
+	const bool automatic = budget == 0;
 	struct ns_vram *v;
-	char b1[32], b2[32], b3[32], b4[32];
+	char b1[32], b2[32], b3[32];
 	void *m;
+	int rc;
 
 	*out = NULL;
-	if (budget == 0) {
-		if (reserve >= fr) {
-			ns_errf(err, errlen, "cuda: --reserve-vram %s leaves nothing of the %s free "
-				"(of %s)", ns_format_bytes(reserve, b1, sizeof(b1)),
-				ns_format_bytes(fr, b2, sizeof(b2)),
-				ns_format_bytes(tot, b3, sizeof(b3)));
-			return -ENOMEM;
-		}
-		budget = fr - reserve;
-		if (budget > NS_EMU_AUTO_BUDGET)
-			budget = NS_EMU_AUTO_BUDGET; /* emulation: see NS_EMU_AUTO_BUDGET */
-	} else if (budget > fr || reserve > fr - budget) {
-		ns_errf(err, errlen, "cuda: --vram-budget %s plus --reserve-vram %s exceeds the %s "
-			"free on the device (of %s)", ns_format_bytes(budget, b1, sizeof(b1)),
-			ns_format_bytes(reserve, b2, sizeof(b2)), ns_format_bytes(fr, b3, sizeof(b3)),
-			ns_format_bytes(tot, b4, sizeof(b4)));
-		return -ENOMEM;
-	}
-	budget = budget / NS_RANGE_ALIGN * NS_RANGE_ALIGN;
-	v = calloc(1, sizeof(*v));
-	if (!v || ns_range_init(&v->range, budget)) {
-		free(v);
-		ns_errf(err, errlen, "cuda: out of host memory for the VRAM bookkeeping");
-		return -ENOMEM;
-	}
-	v->budget = budget;
-	v->poison = NS_EMU_POISON; /* reads before writes show up as NaN */
+	if ((rc = ns_vram_resolve_budget(&budget, reserve, fr, tot, err, errlen)))
+		return rc;
+	if (automatic && budget > NS_EMU_AUTO_BUDGET)
+		budget = NS_EMU_AUTO_BUDGET; /* emulation: see NS_EMU_AUTO_BUDGET */
+	/* poisoned: reads before writes show up as NaN */
+	if ((rc = ns_vram_bookkeeping_new(budget, NS_EMU_POISON, &v, err, errlen)))
+		return rc;
 	v->map_bytes = budget ? (size_t)budget : NS_RANGE_ALIGN;
 	/* reserved, not committed: a large budget costs only the pages actually touched */
 	m = mmap(NULL, v->map_bytes, PROT_READ | PROT_WRITE,
@@ -362,8 +344,7 @@ int ns_vram_new(uint64_t budget, uint64_t reserve, struct ns_vram **out, char *e
 		ns_errf(err, errlen, "cuda: cannot allocate the VRAM budget of %s (%s free of %s): "
 			"out of host memory (cpu emulation)", ns_format_bytes(budget, b1, sizeof(b1)),
 			ns_format_bytes(fr, b2, sizeof(b2)), ns_format_bytes(tot, b3, sizeof(b3)));
-		ns_range_fini(&v->range);
-		free(v);
+		ns_vram_bookkeeping_free(v);
 		return -ENOMEM;
 	}
 	v->base = m;
@@ -379,8 +360,7 @@ void ns_vram_destroy(struct ns_vram **pv)
 		return;
 	v = *pv;
 	(void)munmap(v->base, v->map_bytes);
-	ns_range_fini(&v->range);
-	free(v);
+	ns_vram_bookkeeping_free(v);
 	*pv = NULL;
 }
 
