@@ -102,6 +102,7 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	o.n_ctx = p->n_ctx;
+	o.act_q8 = p->act_q8; /* int8 activations in decode GEMVs, as the CPU's --act q8 */
 	o.vram_budget = p->vram_budget;
 	o.reserve_vram = 0; /* exactly what KV, scratch, vectors and staging take */
 	o.vram = w;
@@ -165,6 +166,9 @@ void nsc_cuda_detach(struct nsc_proc *p)
 				"pageable memory\n", ns_format_bytes(st.staged_bytes, a, sizeof(a)),
 				(unsigned long long)st.staged_blocks,
 				ns_format_bytes(st.staged_pageable_bytes, b, sizeof(b)));
+		if (st.q8_gemvs)
+			fprintf(stderr, "nscompute: cuda: %llu decode GEMVs with int8 activations\n",
+				(unsigned long long)st.q8_gemvs);
 	}
 	ns_fwd_destroy(&p->f); /* device work done before the arena is unlocked */
 	if (p->arena_pinned)

@@ -1,13 +1,14 @@
 /* bench_cuda_decode.c - decode speed of the CUDA forward pass with every weight in VRAM.
  *
- *   bench_cuda_decode MODEL.gguf [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-r REPS]
+ *   bench_cuda_decode MODEL.gguf [-p PROMPT_TOKENS] [-n GEN_TOKENS] [-r REPS] [--act f32|q8]
  *
  * Reads the model into RAM (weights_fused), puts every weight matrix in VRAM (cfwd.h
  * all_resident), prefills a prompt of fixed pseudo-random tokens, then decodes greedily, REPS
  * times. Prints prefill and decode tokens per second (median of the reps) and, as the limit
  * measured in the same run, the device-to-device copy bandwidth: a decoded token must read
  * every weight matrix once (bytes/token below), so the decode roofline is copy read-rate ÷
- * bytes per token, and "/roof" is the share of it reached. Exit 77 without a GPU. */
+ * bytes per token, and "/roof" is the share of it reached. --act q8: decode GEMVs with int8
+ * activations (ns_cuda_gemv_q8, nsctl's `--act q8`). Exit 77 without a GPU. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,15 +82,20 @@ int main(int argc, char **argv)
 	int32_t *toks;
 	uint64_t per_tok = 0, t0;
 	uint32_t V, seed = 4242u;
+	bool act_q8 = false;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_cuda_decode MODEL.gguf [-p N] [-n N] [-r N]\n");
+		fprintf(stderr, "usage: bench_cuda_decode MODEL.gguf [-p N] [-n N] [-r N] "
+			"[--act f32|q8]\n");
 		return 2;
 	}
 	for (int i = 2; i + 1 < argc; i += 2) {
 		uint32_t v = (uint32_t)strtoul(argv[i + 1], NULL, 10);
 
-		if (!strcmp(argv[i], "-p") && v)
+		if (!strcmp(argv[i], "--act") &&
+		    (!strcmp(argv[i + 1], "q8") || !strcmp(argv[i + 1], "f32")))
+			act_q8 = !strcmp(argv[i + 1], "q8");
+		else if (!strcmp(argv[i], "-p") && v)
 			n_prompt = v;
 		else if (!strcmp(argv[i], "-n") && v)
 			n_gen = v;
@@ -114,7 +120,7 @@ int main(int argc, char **argv)
 	printf("model read into RAM in %.1f s\n", (ns_now_ns() - t0) / 1e9);
 	{
 		const struct ns_cfwd_opts o = { .n_ctx = n_prompt + n_gen + 8, .n_batch = 512,
-						.all_resident = true };
+						.all_resident = true, .act_q8 = act_q8 };
 
 		t0 = ns_now_ns();
 		if (ns_cfwd_new(m, w, &o, &f, err, sizeof(err)) < 0) {

@@ -13,7 +13,9 @@
  * loop, not the GPU, set the pace (launch overhead; small shapes).
  * Each shape is timed for every GEMV kernel family (ns_cuda_gemv_variant, nscuda_internal.h):
  * v1 gemv.cu (ns_cuda_gemv's default), v2 gemv2.cu (all quantized types staged with cp.async),
- * v3 gemv2.cu with Q4_K/Q5_K read directly (printed for those two only).
+ * v3 gemv2.cu with Q4_K/Q5_K read directly (printed for those two only), and q8:
+ * ns_cuda_gemv_q8 (int8 activations, `--act q8`; its x quantization inside the kernel is
+ * timed with it).
  * Also the tensor-core prefill GEMM of 512 tokens on 4096 x 4096, in TFLOP/s.
  * Usage: bench_cuda_gemv [--iters N] [--types q4_k,q8_0,...]. Exit 77 without a GPU. */
 #include <errno.h>
@@ -78,6 +80,25 @@ static uint64_t s_host_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Kernel families: 1..3 ns_cuda_gemv_variant's f32 ones, S_VAR_Q8 ns_cuda_gemv_q8 (int8
+ * activations, `--act q8`: x quantized inside the kernel, dp4a). */
+#define S_VAR_Q8 5
+
+static int s_gemv(int var, uint32_t type, const void *w, uint64_t cols, uint64_t rows,
+		  const float *x, float *y)
+{
+	if (var == S_VAR_Q8)
+		return ns_cuda_gemv_q8(type, w, cols, rows, x, y, NULL);
+	return ns_cuda_gemv_variant(var, type, w, cols, rows, x, y, NULL);
+}
+
+static const char *s_var_name(int var)
+{
+	static const char *const names[] = { "v0", "v1", "v2", "v3", "v4", "q8" };
+
+	return var >= 0 && var <= S_VAR_Q8 ? names[var] : "v?";
 }
 
 struct shape {
@@ -197,26 +218,26 @@ int main(int argc, char **argv)
 			float ms;
 			CK(ns_cuda_event_new(&e0));
 			CK(ns_cuda_event_new(&e1));
-			for (int var = 1; var <= 3; var++) {
+			for (int var = 1; var <= S_VAR_Q8; var++) {
 				const uint32_t ty = types[ti].type;
 
 				if (var == 3 && ty != NS_TYPE_Q4_K && ty != NS_TYPE_Q5_K)
 					continue; /* v3 = v2 for the other types */
+				if (var == 4)
+					continue; /* the per-type pick of v1..v3 */
 				for (int i = 0; i < n_copies; i++)
-					CK(ns_cuda_gemv_variant(var, ty, dw[i], sh.cols, sh.rows, dx, dy,
-								NULL));
+					CK(s_gemv(var, ty, dw[i], sh.cols, sh.rows, dx, dy));
 				CK(ns_cuda_event_record(e0, NULL));
 				const uint64_t h0 = s_host_ns();
 				for (int i = 0; i < iters; i++)
-					CK(ns_cuda_gemv_variant(var, ty, dw[i % n_copies], sh.cols,
-								sh.rows, dx, dy, NULL));
+					CK(s_gemv(var, ty, dw[i % n_copies], sh.cols, sh.rows, dx, dy));
 				const uint64_t h1 = s_host_ns();
 				CK(ns_cuda_event_record(e1, NULL));
 				CK(ns_cuda_event_sync(e1));
 				CK(ns_cuda_event_ms(e0, e1, &ms));
 				const double gbs = (double)bytes * iters / (ms * 1e-3) / 1e9;
-				printf("%-6s v%d %6llu x %5llu %9.1f %7d %9.0f %7.2f   %.1f us/gemv "
-				       "(host %.1f us/call)\n", types[ti].name, var,
+				printf("%-6s %s %6llu x %5llu %9.1f %7d %9.0f %7.2f   %.1f us/gemv "
+				       "(host %.1f us/call)\n", types[ti].name, s_var_name(var),
 				       (unsigned long long)sh.rows, (unsigned long long)sh.cols,
 				       bytes / 1048576.0, n_copies, gbs, gbs / (2 * copy),
 				       ms * 1e3 / iters, (h1 - h0) / 1e3 / iters);

@@ -22,8 +22,8 @@ mkdir -p "$work"
     git log -1 --format='commit %H %s' 2>/dev/null
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
     echo
-    for t in test_range test_cuda_vram test_cuda_dequant test_cuda_gemv test_cuda_ops \
-        test_cuda_attn; do
+    for t in test_range test_cuda_vram test_cuda_dequant test_cuda_gemv test_cuda_gemv_q8 \
+        test_cuda_ops test_cuda_attn; do
         has "$t" && step "$t" 120 "$stage/bin/$t"
     done
     if has test_cfwd; then
@@ -38,6 +38,8 @@ mkdir -p "$work"
             --quant q4_k_m -o "$work/l8b.gguf"
         step "bench_cuda_decode llama-8b" 240 "$stage/bin/bench_cuda_decode" "$work/l8b.gguf" \
             -p 128 -n 128 -r 3
+        step "bench_cuda_decode llama-8b --act q8" 240 "$stage/bin/bench_cuda_decode" \
+            "$work/l8b.gguf" -p 128 -n 128 -r 3 --act q8
         NS_CFWD_PROFILE=1 step "bench_cuda_decode llama-8b, profiled" 240 \
             "$stage/bin/bench_cuda_decode" "$work/l8b.gguf" -p 128 -n 32 -r 1
         if [ -n "${NS_DEVICE_GEMV_SWEEP:-}" ]; then

@@ -2,7 +2,8 @@
 # device_pipeline.sh STAGE WORK - the cuda backend through the whole pipeline on the GPU
 # machine (called by device_check.sh when the stage has nscompute-cuda; builds nothing):
 #   1. tests/run/test_cuda_backend.sh with the real nscompute-cuda on two tiny oracle models;
-#   2. a generated llama-8b Q4_K_M with every weight in VRAM: nsctl bench --backend cuda;
+#   2. a generated llama-8b Q4_K_M with every weight in VRAM: nsctl bench --backend cuda,
+#      with f32 and with int8 (--act q8) activations;
 #   3. a generated qwen3-30b-a3b Q4_K_M streamed under --vram-budget 6GB --ram-budget 2GB
 #      --mem-budget 512MB: nsctl bench --backend cuda, with the drive measured in the same run
 #      (the ratio columns); with NS_DEVICE_CPU_REFERENCE set, the cpu backend under the same
@@ -25,6 +26,9 @@ done
     --quant q4_k_m -o "$work/l8b.gguf"
 step "bench llama-8b resident (cuda)" 240 "$bin/nsctl" bench "$work/l8b.gguf" --backend cuda \
     -p 128 -n 64 -r 3 -c 512 --budgets 256MB --ram-budgets 0 --vram-budgets 12GB --no-disk
+step "bench llama-8b resident (cuda, --act q8)" 240 "$bin/nsctl" bench "$work/l8b.gguf" \
+    --backend cuda --act q8 -p 128 -n 64 -r 3 -c 512 --budgets 256MB --ram-budgets 0 \
+    --vram-budgets 12GB --no-disk
 step "mkmodel qwen3-30b-a3b" 300 "$bin/nsctl" mkmodel --preset qwen3-30b-a3b --quant q4_k_m \
     -o "$work/q30b.gguf"
 step "bench qwen3-30b-a3b streamed (cuda)" 300 "$bin/nsctl" bench "$work/q30b.gguf" \

@@ -23,7 +23,8 @@ mkdir -p "$stage/bin"
 for part in $parts; do
     case $part in
     kernels)
-        for t in test_range test_cuda_gemv test_cuda_ops test_cuda_attn test_cuda_vram; do
+        for t in test_range test_cuda_gemv test_cuda_gemv_q8 test_cuda_ops test_cuda_attn \
+            test_cuda_vram; do
             bin "tests/cuda/$t"
         done
         bin bench/cuda/bench_cuda_gemv ;;

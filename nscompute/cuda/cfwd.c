@@ -98,6 +98,7 @@ struct s_cuda {
 	ns_cuda_graph_t graph;     /* captured at the first graph-eligible decode */
 	bool graph_ok;             /* dense, every matrix whole in VRAM, not disabled */
 	bool capturing;            /* launches are being recorded: position from dev_pos */
+	bool act_q8;               /* opts.act_q8 */
 };
 
 static void s_mark(struct s_cuda *c, int kind)
@@ -478,10 +479,25 @@ oom:
 
 /* ---------------------------------------------------------------- matmul --------------- */
 
+static bool s_float_type(uint32_t type)
+{
+	return type == NS_TYPE_F32 || type == NS_TYPE_F16 || type == NS_TYPE_BF16;
+}
+
 /* y[t * ldy + r] for r < nrows = W rows at dev_w times x (n_tok, n_cols). */
 static int s_kernel(struct s_cuda *c, const struct ns_model_tensor *t, const void *dev_w,
 		    uint64_t nrows, const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
+	if (n_tok == 1 && c->act_q8 && !s_float_type(t->type)) {
+		/* -E2BIG: x too wide for the kernel's shared memory (decided by n_cols alone, so
+		 * every window of the tensor takes the same kernel) */
+		const int rc = ns_cuda_gemv_q8(t->type, dev_w, t->ne[0], nrows, x, y, c->cs);
+
+		if (rc != -E2BIG) {
+			c->st.q8_gemvs += rc == 0; /* a graph's launches count once, at capture */
+			return rc;
+		}
+	}
 	if (n_tok == 1)
 		return ns_cuda_gemv(t->type, dev_w, t->ne[0], nrows, x, y, c->cs);
 	return ns_cuda_gemm_prefill(t->type, dev_w, t->ne[0], nrows, x, t->ne[0], n_tok, y, ldy,
@@ -1124,6 +1140,7 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 			goto fail;
 	}
 	c->graph_ok = !opts->no_graphs && !c->L->moe && s_all_resident(c);
+	c->act_q8 = opts->act_q8;
 	c->st.graphs = c->graph_ok;
 	c->st.vram_budget = ns_vram_budget(c->vram);
 	c->st.vram_used = ns_vram_used(c->vram);

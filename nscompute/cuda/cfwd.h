@@ -60,6 +60,9 @@ struct ns_cfwd_opts {
 	uint64_t stage_bytes;      /* bytes of each of the two staging slots; 0 = 64 MiB, or
 				    * the largest weight row if that is more */
 	bool no_graphs;            /* never replay decode steps as a CUDA graph (see below) */
+	bool act_q8;               /* decode matmuls of quantized weights with int8
+				    * activations (ns_cuda_gemv_q8, `--act q8`); prefill and
+				    * float weights keep f32 activations */
 	ns_fwd_route_fn on_route;  /* MoE routing reports, as ns_fwd_opts */
 	void *route_user;
 };
@@ -93,6 +96,7 @@ struct ns_cfwd_stats {
 	uint64_t staged_bytes;
 	uint64_t staged_pageable_bytes; /* of those, copied from pageable host memory (the
 					 * driver bounces them: several times slower than DMA) */
+	uint64_t q8_gemvs;      /* GEMV launches with int8 activations (opts.act_q8) */
 	bool graphs;            /* decode steps replay a CUDA graph */
 };
 void ns_cfwd_stats(const struct ns_fwd *f, struct ns_cfwd_stats *out);

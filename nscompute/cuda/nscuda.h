@@ -136,6 +136,20 @@ int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t 
 int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		 const float *dev_x, float *dev_y, ns_cuda_stream_t s);
 
+/* Decode GEMV with int8 activations (`--act q8`, the CPU's NS_ACT_Q8 of kernels/gemv.h):
+ * each block quantizes x per 32 exactly as ns_kquant_x_scalar (dx = max|x| / 127,
+ * xq = round-to-nearest-even(x * (1 / dx)), clamped to [-127, 127]) into shared memory, the
+ * weights' integers are multiplied with xq in exact integer arithmetic (dp4a), and each group's
+ * integer sum is scaled in f32: y = sum_g d_g dx_g I_g (+ m_g dx_g sum xq_g). Quantized types
+ * only: F32/F16/BF16 are -ENOTSUP (they take ns_cuda_gemv). Rows whose x does not fit the
+ * block's shared memory are -E2BIG (the caller uses ns_cuda_gemv). Same window contract as
+ * ns_cuda_gemv (alignment, -EINVAL); every row's operation order depends only on (type,
+ * n_cols), so rows are bit-identical in any window. Error vs the exact product, with
+ * E = sum_b (dx_b / 2) sum_{k in b} |W[r,k]|:
+ *   |y - exact| <= E + (n_cols/16 + 320) * 2^-24 * (sum_k |W[r,k] x[k]| + E)   (tests/cuda). */
+int ns_cuda_gemv_q8(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+		    const float *dev_x, float *dev_y, ns_cuda_stream_t s);
+
 /* Prefill GEMM on tensor cores: dev_y[t * ldy + r] = sum_k W[r,k] * dev_x[t * ldx + k].
  *   dev_x: (n_tok, ldx) float32, dev_y: (n_tok, ldy) float32, ldx >= n_cols, ldy >= n_rows.
  * Tiles of W are dequantized into shared memory as f16, x is rounded to f16, products are

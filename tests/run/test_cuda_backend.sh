@@ -8,7 +8,9 @@
 # workable figure (exit 2). Greedy, no RAM cache, a 4 MiB arena; then once more with part of
 # the weights in nsio's RAM tier: same text, and every streamed byte reached the device from
 # page-locked memory (the arena and the RAM tier are registered; the compute process reports
-# the pageable bytes it staged at exit). With NS_CUDA_REAL=1 (the real
+# the pageable bytes it staged at exit). With --act q8 (int8 activations in the decode GEMVs),
+# everything streamed and everything in VRAM give the same text, and the compute process
+# reports GEMVs with int8 activations. With NS_CUDA_REAL=1 (the real
 # kernels on a GPU, whose float sums differ from the CPU's in the last bits) the three cuda
 # runs must agree with each other and the cpu comparison is only reported.
 set -u
@@ -62,6 +64,13 @@ if [ "${NS_CUDA_REAL:-0}" = 1 ]; then
         echo "  cuda: $(cat "$tmp/none.txt")"
     fi
 fi
+# int8 activations (--act q8): the decode GEMVs take them, and the text is the same whatever
+# is in VRAM (the kernels' order depends only on the row)
+run q8none --backend cuda --act q8 --verbose || fail "cuda --act q8, no VRAM budget: exit $?"
+run q8all --backend cuda --act q8 --vram-budget "$all" --verbose || fail "cuda --act q8, $all B: exit $?"
+grep -q "nscompute: cuda: [1-9][0-9]* decode GEMVs with int8 activations" "$tmp/q8none.err" ||
+    fail "cuda --act q8: no GEMV with int8 activations reported"
+cmp -s "$tmp/q8none.txt" "$tmp/q8all.txt" || fail "cuda --act q8: text differs with the budget"
 grep -q "of weights in [1-9][0-9]* VRAM windows" "$tmp/part.err" ||
     fail "no VRAM windows reported with a budget of $part B"
 n=$(gb none) p=$(gb part) a=$(gb all)

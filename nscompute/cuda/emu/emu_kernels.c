@@ -8,6 +8,7 @@
  *   dequant          ns_dequant_rows (bit-identical, as on the GPU)
  *   gemv, prefill    ns_gemm_ex(AUTO path, NS_ACT_F32), one thread: f32 activations, so the
  *                    prefill GEMM does not round x to f16 as the tensor cores do
+ *   gemv_q8          ns_gemm_ex(SCALAR path, NS_ACT_Q8): int8 activations as the GPU's
  *   rmsnorm/softmax  ns_rmsnorm / ns_softmax per row; rope: ns_rope_angles + ns_rope_rotate
  *   swiglu, router   moe.c's s_act and s_route, written out here (they are static there)
  *   attention        llama.c's s_attention (dot products and the weighted V sum in double),
@@ -22,6 +23,7 @@
 
 #include "dequant.h"
 #include "gemv.h"
+#include "ggml_type.h"
 #include "moe.h"
 #include "nscuda.h"
 #include "nscuda_internal.h"
@@ -121,6 +123,30 @@ int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_r
 		return 0;
 	/* gemv.cu / gemv2.cu: x 16-byte aligned, 4 on their tail paths */
 	if (!dev_x || !dev_y || !s_aligned(dev_x, tail ? 4 : 16))
+		return -EINVAL;
+	if (n_rows >= (1ull << 32))
+		return -EOVERFLOW;
+	return ns_gemm_ex(NULL, &ko, type, dev_w, n_cols, n_rows, dev_x, 1, dev_y, n_rows);
+}
+
+/* gemvq8.cu's int8-activation GEMV: the CPU's scalar NS_ACT_Q8 path (x quantized by
+ * ns_kquant_x_scalar, the same xq and dx as the GPU's; the float scaling order differs, both
+ * within nscuda.h's bound). Same refusals as the GPU function; never -E2BIG (no shared memory
+ * limit here). */
+int ns_cuda_gemv_q8(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
+		    const float *dev_x, float *dev_y, ns_cuda_stream_t s)
+{
+	const struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8 };
+	int rc;
+
+	(void)s;
+	if (type == NS_TYPE_F32 || type == NS_TYPE_F16 || type == NS_TYPE_BF16) /* ns_cuda_gemv */
+		return -ENOTSUP;
+	if ((rc = s_window(type, dev_w, n_cols, NULL)))
+		return rc;
+	if (n_rows == 0)
+		return 0;
+	if (!dev_x || !dev_y || !s_aligned(dev_x, 16))
 		return -EINVAL;
 	if (n_rows >= (1ull << 32))
 		return -EOVERFLOW;

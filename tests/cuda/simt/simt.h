@@ -55,6 +55,10 @@ struct dim3 {
 
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{ x, y, z, w }; }
 static inline float2 make_float2(float x, float y) { return float2{ x, y }; }
+static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w)
+{
+	return uint4{ x, y, z, w };
+}
 
 typedef struct CUstream_st *cudaStream_t;
 enum cudaError_t {
@@ -269,6 +273,27 @@ static inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 static inline float rsqrtf(float a) { return 1.0f / std::sqrt(a); }
 static inline double __dadd_rn(double a, double b) { return a + b; }
+
+static inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+static inline uint32_t __float_as_uint(float f) { uint32_t i; std::memcpy(&i, &f, 4); return i; }
+
+/* dp4a.s32.s32: c + the sum of the products of the four signed bytes of a and b (int32
+ * arithmetic, wrapping as the hardware's) */
+static inline int __dp4a(int a, int b, int c)
+{
+	uint32_t s = (uint32_t)c;
+
+	for (int k = 0; k < 4; k++)
+		s += (uint32_t)((int)(int8_t)(a >> (8 * k)) * (int)(int8_t)(b >> (8 * k)));
+	return (int)s;
+}
+
+/* shf.r.wrap: the low 32 bits of (hi:lo) >> (shift & 31) */
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift)
+{
+	const uint64_t v = (uint64_t)hi << 32 | lo;
+	return (uint32_t)(v >> (shift & 31));
+}
 
 static inline cudaError_t cudaPeekAtLastError() { return ::simt::last_error; }
 static inline cudaError_t cudaGetLastError()
