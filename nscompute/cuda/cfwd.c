@@ -10,6 +10,8 @@
  *          used expert over its tokens: gather, gate/up (+ biases), act, down (+ bias),
  *          weighted scatter into (token, slot) rows, slots summed in routing order; x += that
  * logits = (rmsnorm(x) * output_norm) Wout^T, in groups of S_LOGIT_TOK tokens.
+ * Each "x += ..." is left pending in xb2 and done by the next RMSNorm's launch
+ * (ns_cuda_add_rmsnorm: the same bits as the add and the norm apart, one launch fewer).
  * Every launch goes on one compute stream; the host waits only for the router decision of
  * a MoE layer and for the logits. */
 #include <errno.h>
@@ -99,6 +101,8 @@ struct s_cuda {
 	bool graph_ok;             /* dense, every matrix whole in VRAM, not disabled */
 	bool capturing;            /* launches are being recorded: position from dev_pos */
 	bool act_q8;               /* opts.act_q8 */
+	bool res_pending;          /* xb2 is still to be added to x: the next RMSNorm does it
+				    * (ns_cuda_add_rmsnorm, one launch instead of two) */
 };
 
 static void s_mark(struct s_cuda *c, int kind)
@@ -625,6 +629,22 @@ static void s_rope_of(const struct s_cuda *c, struct ns_cuda_rope *r)
 				    .corr_dims = { h->corr_dims[0], h->corr_dims[1] } };
 }
 
+/* xb = rmsnorm(x) * w   (n, n_embd), the pending residual added to x first */
+static int s_norm(struct ns_fwd *f, struct s_cuda *c, const float *w, uint32_t n)
+{
+	const struct ns_llama *L = c->L;
+
+	if (c->res_pending) {
+		c->res_pending = false;
+		S_TRY("residual + rmsnorm", ns_cuda_add_rmsnorm(c->xb, c->x, c->xb2, w, L->n_embd,
+								n, L->eps, c->cs));
+	} else {
+		S_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x, w, L->n_embd, n, L->eps, c->cs));
+	}
+	s_mark(c, P_NORM);
+	return 0;
+}
+
 static int s_attention_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uint32_t n)
 {
 	const struct ns_llama *L = c->L;
@@ -637,9 +657,9 @@ static int s_attention_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uin
 	struct ns_cuda_rope r;
 	int rc;
 
-	/* xb = rmsnorm(x) * attn_norm   (n, n_embd) */
-	S_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x, d->attn_norm, L->n_embd, n, L->eps, c->cs));
-	s_mark(c, P_NORM);
+	/* x += xb2 (the previous layer's pending residual); xb = rmsnorm(x) * attn_norm */
+	if ((rc = s_norm(f, c, d->attn_norm, n)))
+		return rc;
 	/* q (n, nq), k (n, nk), v (n, nv) */
 	if ((rc = s_matmul(f, y->wq, 0, nq, c->xb, n, c->q, nq)) ||
 	    (rc = s_matmul(f, y->wk, 0, nk, c->xb, n, c->k, nk)) ||
@@ -693,8 +713,7 @@ static int s_attention_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uin
 	if (d->bo)
 		S_TRY("bias", ns_cuda_add_rows(c->xb2, L->n_embd, d->bo, L->n_embd, n, c->cs));
 	s_mark(c, P_ATTN_MM);
-	S_TRY("residual", ns_cuda_add(c->x, c->xb2, (uint64_t)n * L->n_embd, c->cs));
-	s_mark(c, P_ELEM);
+	c->res_pending = true; /* x += xb2 in the FFN's RMSNorm */
 	return 0;
 }
 
@@ -793,10 +812,10 @@ static int s_moe_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uint32_t 
 							D, c->cs));
 		s_mark(c, P_EXPERT);
 	}
-	/* xb2[t] = ys[t][0] + ys[t][1] + ... in routing order; x += xb2 */
+	/* xb2[t] = ys[t][0] + ys[t][1] + ... in routing order; x += xb2 in the next RMSNorm */
 	S_TRY("slot sum", ns_cuda_sum_slots(c->xb2, c->m_ys, n, K, D, c->cs));
-	S_TRY("residual", ns_cuda_add(c->x, c->xb2, (uint64_t)n * D, c->cs));
 	s_mark(c, P_ELEM);
+	c->res_pending = true;
 	return 0;
 }
 
@@ -807,10 +826,9 @@ static int s_ffn_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uint32_t 
 	const uint64_t ff = L->n_ff;
 	int rc;
 
-	/* xb = rmsnorm(x) * ffn_norm   (n, n_embd) */
-	S_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x, c->dl[l].ffn_norm, L->n_embd, n, L->eps,
-					 c->cs));
-	s_mark(c, P_NORM);
+	/* x += xb2 (attention's residual); xb = rmsnorm(x) * ffn_norm   (n, n_embd) */
+	if ((rc = s_norm(f, c, c->dl[l].ffn_norm, n)))
+		return rc;
 	if (L->moe)
 		return s_moe_block(f, c, l, n);
 	/* hb (n, n_ff) = silu(xb Wg^T) * (xb Wu^T) */
@@ -825,8 +843,7 @@ static int s_ffn_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uint32_t 
 	if (rc)
 		return rc;
 	s_mark(c, P_FFN_MM);
-	S_TRY("residual", ns_cuda_add(c->x, c->xb2, (uint64_t)n * L->n_embd, c->cs));
-	s_mark(c, P_ELEM);
+	c->res_pending = true; /* x += xb2 in the next RMSNorm */
 	return 0;
 }
 
@@ -843,8 +860,8 @@ static int s_step_body(struct ns_fwd *f, struct s_cuda *c)
 	for (uint32_t l = 0; l < L->n_layer; l++)
 		if ((rc = s_attention_block(f, c, l, 1)) || (rc = s_ffn_block(f, c, l, 1)))
 			return rc;
-	S_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x, c->output_norm, L->n_embd, 1, L->eps,
-					 c->cs));
+	if ((rc = s_norm(f, c, c->output_norm, 1)))
+		return rc;
 	return s_matmul(f, L->output, 0, L->n_vocab, c->xb, 1, c->logits, L->n_vocab);
 }
 
@@ -917,11 +934,13 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 		return rc;
 	}
 	S_TRY("upload", ns_cuda_h2d(c->x, c->h_x, (uint64_t)n * L->n_embd * 4));
+	c->res_pending = false; /* x is the embedding: nothing to add */
 	s_mark(c, P_EMBD);
 	if (n == 1 && logits && c->graph_ok && !c->prof.on) {
 		rc = s_eval_graph(f, c, logits);
 		if (rc <= 0)
 			return rc;
+		c->res_pending = false; /* a failed capture may have left it set */
 	}
 	for (uint32_t l = 0; l < L->n_layer; l++) {
 		if ((rc = s_attention_block(f, c, l, n)) || (rc = s_ffn_block(f, c, l, n)))
@@ -935,14 +954,24 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	for (uint32_t g = t0; g < n; g += S_LOGIT_TOK) {
 		const uint32_t m = n - g < S_LOGIT_TOK ? n - g : S_LOGIT_TOK;
 
-		S_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x + (uint64_t)g * L->n_embd,
-						 c->output_norm, L->n_embd, m, L->eps, c->cs));
+		const uint64_t at = (uint64_t)g * L->n_embd;
+
+		/* x += xb2 (the last layer's residual) for these rows, then the norm */
+		if (c->res_pending)
+			S_TRY("residual + rmsnorm",
+			      ns_cuda_add_rmsnorm(c->xb, c->x + at, c->xb2 + at, c->output_norm,
+						  L->n_embd, m, L->eps, c->cs));
+		else
+			S_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x + at, c->output_norm,
+							 L->n_embd, m, L->eps, c->cs));
 		rc = s_matmul(f, L->output, 0, L->n_vocab, c->xb, m, c->logits, L->n_vocab);
 		if (rc)
 			return rc;
 		s_mark(c, P_HEAD);
 		if (g == t0)
 			c->prof_submit_ns = c->prof.on ? ns_now_ns() : 0;
+		if (g + m >= n)
+			c->res_pending = false;
 		S_TRY("sync", ns_cuda_stream_sync(c->cs));
 		S_TRY("download", ns_cuda_d2h(logits + (uint64_t)(g - t0) * L->n_vocab, c->logits,
 					      (uint64_t)m * L->n_vocab * 4));

@@ -162,6 +162,11 @@ int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint
  *   dev_x, dev_y: (n_tok, n); dev_w: (n) or NULL. y may equal x. */
 int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *dev_w, uint32_t n,
 		    uint32_t n_tok, float eps, ns_cuda_stream_t s);
+/* The residual add and the next RMSNorm in one launch: dev_x += dev_res, then dev_y =
+ * rmsnorm(dev_x) * dev_w, all (n_tok, n); the same bits as ns_cuda_add followed by
+ * ns_cuda_rmsnorm. dev_y, dev_x and dev_res must be distinct (-EINVAL). */
+int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_res, const float *dev_w,
+			uint32_t n, uint32_t n_tok, float eps, ns_cuda_stream_t s);
 
 /* RoPE parameters, as struct ns_rope (nscompute/forward/rope.h); freq_factors is device
  * memory (n_dims/2) or NULL. */

@@ -46,13 +46,19 @@ __device__ float block_max(float v, float *sh)
 }
 
 __global__ void __launch_bounds__(RT)
-k_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
+k_rmsnorm(float *y, float *x, const float *res, const float *w, uint32_t n, float eps)
 {
 	__shared__ double sh[RT / 32];
-	const float *xr = x + (uint64_t)blockIdx.x * n;
+	float *xr = x + (uint64_t)blockIdx.x * n;
 	float *yr = y + (uint64_t)blockIdx.x * n;
 	double part = 0.0;
 
+	if (res) { /* x += res first (k_add's one rounding); each thread rereads its own x[i] */
+		const float *rr = res + (uint64_t)blockIdx.x * n;
+
+		for (uint32_t i = threadIdx.x; i < n; i += RT)
+			xr[i] = __fadd_rn(xr[i], rr[i]);
+	}
 	for (uint32_t i = threadIdx.x; i < n; i += RT)
 		part += (double)__fmul_rn(xr[i], xr[i]);
 	const double sum = block_sum(part, sh);
@@ -256,7 +262,22 @@ extern "C" int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *de
 		return 0;
 	if (!dev_y || !dev_x || n_tok > INT32_MAX)
 		return -EINVAL;
-	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, dev_x, dev_w, n, eps);
+	/* x is only read when res is NULL */
+	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, const_cast<float *>(dev_x), nullptr,
+						     dev_w, n, eps);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_res,
+				   const float *dev_w, uint32_t n, uint32_t n_tok, float eps,
+				   ns_cuda_stream_t s)
+{
+	if (n == 0 || n_tok == 0)
+		return 0;
+	if (!dev_y || !dev_x || !dev_res || n_tok > INT32_MAX || dev_y == dev_x ||
+	    dev_y == dev_res || dev_x == dev_res)
+		return -EINVAL;
+	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, dev_x, dev_res, dev_w, n, eps);
 	return nsl::launched();
 }
 

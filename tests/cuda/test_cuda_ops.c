@@ -1,8 +1,9 @@
-/* test_cuda_ops: RMSNorm, RoPE (normal, NeoX, YaRN), SwiGLU (plain, gpt-oss), softmax, router
+/* test_cuda_ops: RMSNorm (and fused with the residual add: bits of the two apart), RoPE (normal, NeoX, YaRN), SwiGLU (plain, gpt-oss), softmax, router
  * top-k and greedy argmax against nscompute/forward's CPU versions. exp/sin/cos differ by
  * a few ulps between CUDA and glibc, so values are compared within a relative 2e-6 (RoPE: 2e-5
  * of the vector's largest element, angles up to ~6000 rad); indices exactly. Exit 77 without
  * a GPU. */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -76,6 +77,39 @@ int main(void)
 		CT_CHECK(ns_cuda_sync());
 		ct_download(got, dy, N * NT * 4);
 		s_close("rmsnorm", got, ref, N * NT, 2e-6, 0);
+	}
+	/* residual add + rmsnorm in one launch: the bits of ns_cuda_add then ns_cuda_rmsnorm
+	 * (x and y both), at N and at a width that is not a multiple of the block */
+	for (int wd = 0; wd < 2; wd++) {
+		const uint32_t n = wd ? 2881 : N;
+		float *r = ct_random_floats(N * NT, &seed), *gx = malloc(N * NT * 4);
+		float *dxa = ct_upload(x, N * NT * 4), *dxb = ct_upload(x, N * NT * 4);
+		float *dr = ct_upload(r, N * NT * 4), *dyb = ct_dev(N * NT * 4);
+
+		CT_CHECK(ns_cuda_add(dxa, dr, (uint64_t)n * NT, NULL));
+		CT_CHECK(ns_cuda_rmsnorm(dy, dxa, dw, n, NT, 1e-6f, NULL));
+		CT_CHECK(ns_cuda_add_rmsnorm(dyb, dxb, dr, dw, n, NT, 1e-6f, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(ref, dy, (uint64_t)n * NT * 4);
+		ct_download(got, dyb, (uint64_t)n * NT * 4);
+		if (memcmp(ref, got, (uint64_t)n * NT * 4))
+			CT_FAIL("add_rmsnorm (n %u): y differs in bits from add + rmsnorm", n);
+		ct_download(ref, dxa, (uint64_t)n * NT * 4);
+		ct_download(gx, dxb, (uint64_t)n * NT * 4);
+		if (memcmp(ref, gx, (uint64_t)n * NT * 4))
+			CT_FAIL("add_rmsnorm (n %u): x differs in bits from add + rmsnorm", n);
+		for (uint64_t i = 0; i < (uint64_t)n * NT; i++) /* and x is really x + r */
+			if (gx[i] != x[i] + r[i])
+				CT_FAIL("add_rmsnorm: x[%llu] %.9g is not %.9g + %.9g",
+					(unsigned long long)i, gx[i], x[i], r[i]);
+		if (ns_cuda_add_rmsnorm(dxb, dxb, dr, dw, n, NT, 1e-6f, NULL) != -EINVAL)
+			CT_FAIL("add_rmsnorm with y == x not refused");
+		ns_cuda_free(dxa);
+		ns_cuda_free(dxb);
+		ns_cuda_free(dr);
+		ns_cuda_free(dyb);
+		free(r);
+		free(gx);
 	}
 	/* rope */
 	s_rope_case("rope normal", false, false, &seed);
@@ -181,6 +215,6 @@ int main(void)
 		if (am[t] != best)
 			CT_FAIL("argmax token %d: %d vs cpu %d", t, am[t], best);
 	}
-	printf("rmsnorm, rope x3, swiglu x2, softmax, router x2, argmax: ok\n");
+	printf("rmsnorm, add_rmsnorm x2, rope x3, swiglu x2, softmax, router x2, argmax: ok\n");
 	return 0;
 }

@@ -218,6 +218,19 @@ int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *dev_w, uint32
 	return 0;
 }
 
+int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_res, const float *dev_w,
+			uint32_t n, uint32_t n_tok, float eps, ns_cuda_stream_t s)
+{
+	if (n == 0 || n_tok == 0)
+		return 0;
+	if (!dev_y || !dev_x || !dev_res || n_tok > INT32_MAX || dev_y == dev_x ||
+	    dev_y == dev_res || dev_x == dev_res)
+		return -EINVAL;
+	for (uint64_t i = 0; i < (uint64_t)n * n_tok; i++)
+		dev_x[i] += dev_res[i];
+	return ns_cuda_rmsnorm(dev_y, dev_x, dev_w, n, n_tok, eps, s);
+}
+
 int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
 		 uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
 {
