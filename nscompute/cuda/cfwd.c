@@ -680,15 +680,27 @@ static int s_attention_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uin
 		s_mark(c, P_NORM);
 	}
 	s_rope_of(c, &r);
-	if (c->capturing) { /* one token, its position read from dev_pos when replayed */
-		S_TRY("rope", ns_cuda_rope_at(&r, c->q, L->n_head, L->dk, c->dev_pos, c->cs));
-		S_TRY("rope", ns_cuda_rope_at(&r, c->k, L->n_head_kv, L->dk, c->dev_pos, c->cs));
-		S_TRY("KV copy", ns_cuda_store_row(Kl, nk, c->k, nk, c->dev_pos, c->cs));
-		S_TRY("KV copy", ns_cuda_store_row(Vl, nv, c->v, nv, c->dev_pos, c->cs));
-		S_TRY("attention", ns_cuda_attention_at(c->q, Kl, nk, Vl, nv, c->dev_pos, f->n_ctx,
-							L->n_head, L->n_head_kv, L->dk, L->dv,
-							L->attn_scale, y->window, d->sinks, c->ao,
-							c->attn_ws, c->cs));
+	if (n == 1) {
+		/* one launch: q, k rotated at pos0; K[l][pos0] = k, V[l][pos0] = v (a graph reads
+		 * the position from dev_pos when replayed) */
+		S_TRY("rope + KV store",
+		      ns_cuda_rope_kv_store(&r, c->q, L->n_head, c->k, L->n_head_kv, L->dk, c->v,
+					    nv, Kl, nk, Vl, nv, pos0,
+					    c->capturing ? c->dev_pos : NULL, c->cs));
+		s_mark(c, P_ROPE);
+		/* ao (1, n_head * dv) */
+		if (c->capturing)
+			S_TRY("attention",
+			      ns_cuda_attention_at(c->q, Kl, nk, Vl, nv, c->dev_pos, f->n_ctx,
+						   L->n_head, L->n_head_kv, L->dk, L->dv,
+						   L->attn_scale, y->window, d->sinks, c->ao,
+						   c->attn_ws, c->cs));
+		else
+			S_TRY("attention",
+			      ns_cuda_attention(c->q, Kl, nk, Vl, nv, 1, pos0, L->n_head,
+						L->n_head_kv, L->dk, L->dv, L->attn_scale,
+						y->window, d->sinks, c->ao, c->attn_ws, c->cs));
+		s_mark(c, P_ATTN);
 	} else {
 		S_TRY("rope", ns_cuda_rope(&r, c->q, n, L->n_head, L->dk, pos0, c->cs));
 		S_TRY("rope", ns_cuda_rope(&r, c->k, n, L->n_head_kv, L->dk, pos0, c->cs));

@@ -257,6 +257,15 @@ int ns_cuda_sum_slots(float *dev_y, const float *dev_ys, uint32_t n_tok, uint32_
  * from dev_pos (one int64 on the device), so one captured graph serves every position. Same
  * arithmetic as the plain calls: bit-identical results. */
 
+/* One decode token's RoPE and KV-cache write in one launch: dev_q (n_head heads) and dev_k
+ * (n_head_kv heads) of head_dim rotated in place as ns_cuda_rope at position p, then
+ * dev_k_cache[p * ld_k + i] = dev_k[i] (i < n_head_kv * head_dim) and
+ * dev_v_cache[p * ld_v + i] = dev_v[i] (i < nv), with p = *dev_pos when dev_pos is not NULL
+ * (graphs), else pos. The same bits as two ns_cuda_rope(_at) calls and the two row stores. */
+int ns_cuda_rope_kv_store(const struct ns_cuda_rope *r, float *dev_q, uint32_t n_head,
+			  float *dev_k, uint32_t n_head_kv, uint32_t head_dim, const float *dev_v,
+			  uint64_t nv, float *dev_k_cache, uint64_t ld_k, float *dev_v_cache,
+			  uint64_t ld_v, int64_t pos, const int64_t *dev_pos, ns_cuda_stream_t s);
 /* ns_cuda_rope for one token at position *dev_pos. */
 int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads,
 		    uint32_t head_dim, const int64_t *dev_pos, ns_cuda_stream_t s);

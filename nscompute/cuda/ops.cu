@@ -76,9 +76,40 @@ struct rope_k {
 	const int64_t *pos_ptr; /* non-NULL: token 0's position is *pos_ptr */
 };
 
+/* One decode token's second tensor and KV-cache rows for k_rope (ns_cuda_rope_kv_store):
+ * k (n_heads_k heads) rotated like x, then k_cache row pos = k, v_cache row pos = v. */
+struct rope_kv {
+	float *k;
+	uint32_t n_heads_k;
+	float *k_cache;
+	uint64_t ld_k;
+	const float *v;
+	uint64_t nv;
+	float *v_cache;
+	uint64_t ld_v;
+};
+
+/* Rotate n_heads heads of head_dim at xt by the angles cs (one token). */
+__device__ __forceinline__ void rope_heads(const rope_k &r, const float *cs, float *xt,
+					   uint32_t n_heads, uint32_t head_dim)
+{
+	const uint32_t half = r.n_dims / 2;
+
+	for (uint32_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
+		const uint32_t h = idx / half, i = idx % half;
+		const float c = cs[2 * i], s = cs[2 * i + 1];
+		float *v = xt + (uint64_t)h * head_dim;
+		const uint32_t a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
+		const float x0 = v[a], x1 = v[b];
+		v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+		v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+	}
+}
+
 /* One block per token: the angles of the position once (shared, as the CPU's ns_rope_angles
  * fills cs), then every head rotated with them. */
-__global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, int64_t pos0)
+__global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, int64_t pos0,
+		       rope_kv kv)
 {
 	__shared__ float cs[2 * 256]; /* (cos, sin) of each pair; n_dims <= 512 */
 	const uint32_t half = r.n_dims / 2;
@@ -110,15 +141,20 @@ __global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, 
 		cs[2 * i + 1] = s;
 	}
 	__syncthreads();
-	for (uint32_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
-		const uint32_t h = idx / half, i = idx % half;
-		const float c = cs[2 * i], s = cs[2 * i + 1];
-		float *v = xt + (uint64_t)h * head_dim;
-		const uint32_t a = r.neox ? i : 2 * i, b = r.neox ? i + half : 2 * i + 1;
-		const float x0 = v[a], x1 = v[b];
-		v[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-		v[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-	}
+	rope_heads(r, cs, xt, n_heads, head_dim);
+	if (!kv.k)
+		return;
+	/* decode (one block): k rotated alike, then both cache rows */
+	rope_heads(r, cs, kv.k, kv.n_heads_k, head_dim);
+	__syncthreads();
+	const uint64_t nk = (uint64_t)kv.n_heads_k * head_dim;
+	float *krow = kv.k_cache + (uint64_t)pos * kv.ld_k;
+	float *vrow = kv.v_cache + (uint64_t)pos * kv.ld_v;
+
+	for (uint64_t i = threadIdx.x; i < nk; i += blockDim.x)
+		krow[i] = kv.k[i];
+	for (uint64_t i = threadIdx.x; i < kv.nv; i += blockDim.x)
+		vrow[i] = kv.v[i];
 }
 
 __global__ void k_swiglu(float *g, const float *u, uint64_t n, bool oai)
@@ -282,7 +318,8 @@ extern "C" int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_
 }
 
 static int rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
-		uint32_t head_dim, int64_t pos0, const int64_t *pos_ptr, cudaStream_t s)
+		uint32_t head_dim, int64_t pos0, const int64_t *pos_ptr, const rope_kv &kv,
+		cudaStream_t s)
 {
 	rope_k k;
 
@@ -302,14 +339,14 @@ static int rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint
 	k.mscale = r->attn_factor * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
 	k.ff = r->dev_freq_factors;
 	k.pos_ptr = pos_ptr;
-	k_rope<<<n_tok, 256, 0, s>>>(k, dev_x, n_heads, head_dim, pos0);
+	k_rope<<<n_tok, 256, 0, s>>>(k, dev_x, n_heads, head_dim, pos0, kv);
 	return nsl::launched();
 }
 
 extern "C" int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
 			    uint32_t n_heads, uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
 {
-	return rope(r, dev_x, n_tok, n_heads, head_dim, pos0, NULL, (cudaStream_t)s);
+	return rope(r, dev_x, n_tok, n_heads, head_dim, pos0, NULL, rope_kv{}, (cudaStream_t)s);
 }
 
 extern "C" int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads,
@@ -317,7 +354,24 @@ extern "C" int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint3
 {
 	if (!dev_pos)
 		return -EINVAL;
-	return rope(r, dev_x, 1, n_heads, head_dim, 0, dev_pos, (cudaStream_t)s);
+	return rope(r, dev_x, 1, n_heads, head_dim, 0, dev_pos, rope_kv{}, (cudaStream_t)s);
+}
+
+extern "C" int ns_cuda_rope_kv_store(const struct ns_cuda_rope *r, float *dev_q,
+				     uint32_t n_head, float *dev_k, uint32_t n_head_kv,
+				     uint32_t head_dim, const float *dev_v, uint64_t nv,
+				     float *dev_k_cache, uint64_t ld_k, float *dev_v_cache,
+				     uint64_t ld_v, int64_t pos, const int64_t *dev_pos,
+				     ns_cuda_stream_t s)
+{
+	const uint64_t nk = (uint64_t)n_head_kv * head_dim;
+
+	if (!dev_q || !dev_k || !dev_v || !dev_k_cache || !dev_v_cache || n_head == 0 ||
+	    n_head_kv == 0 || nv == 0 || ld_k < nk || ld_v < nv || (!dev_pos && pos < 0))
+		return -EINVAL;
+	return rope(r, dev_q, 1, n_head, head_dim, pos, dev_pos,
+		    rope_kv{ dev_k, n_head_kv, dev_k_cache, ld_k, dev_v, nv, dev_v_cache, ld_v },
+		    (cudaStream_t)s);
 }
 
 extern "C" int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai,

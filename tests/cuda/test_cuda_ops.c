@@ -53,6 +53,57 @@ static void s_rope_case(const char *nm, bool neox, bool yarn, uint64_t *seed)
 	ct_download(one, dx, sizeof(one));
 	if (memcmp(one, got + (NT - 1) * NH * HD, sizeof(one)))
 		CT_FAIL("%s: ns_cuda_rope_at differs in bits from ns_cuda_rope", nm);
+	/* decode's fused launch: q and k rotated, k and v stored in cache rows (row strides
+	 * wider than the rows; v not a multiple of anything), position from the host and from
+	 * the device: the bits of ns_cuda_rope and plain copies */
+	for (int at = 0; at < 2; at++) {
+		enum { NKV = 2, NV = 2 * HD - 3, LDK = NKV * HD + 3, LDV = NV + 5 };
+		const uint64_t rows = (uint64_t)last + 1;
+		float *k = ct_random_floats(NKV * HD, seed), *v = ct_random_floats(NV, seed);
+		float kref[NKV * HD], q1[NH * HD], k1[NKV * HD], krow[LDK], vrow[LDV];
+		float *dk = ct_upload(k, sizeof(kref)), *dv = ct_upload(v, NV * 4);
+		float *dkc = ct_dev(rows * LDK * 4), *dvc = ct_dev(rows * LDV * 4);
+		float *dkr = ct_upload(k, sizeof(kref));
+
+		CT_CHECK(ns_cuda_memset(dkc, 0, rows * LDK * 4));
+		CT_CHECK(ns_cuda_memset(dvc, 0, rows * LDV * 4));
+		CT_CHECK(ns_cuda_rope(&g, dkr, 1, NKV, HD, last, NULL));
+		CT_CHECK(ns_cuda_h2d(dx, x + (NT - 1) * NH * HD, sizeof(one)));
+		CT_CHECK(ns_cuda_rope_kv_store(&g, dx, NH, dk, NKV, HD, dv, NV, dkc, LDK, dvc, LDV,
+					       at ? -1 : last, at ? dpos : NULL, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(kref, dkr, sizeof(kref));
+		ct_download(q1, dx, sizeof(q1));
+		ct_download(k1, dk, sizeof(k1));
+		ct_download(krow, dkc + last * LDK, sizeof(krow));
+		ct_download(vrow, dvc + last * LDV, sizeof(vrow));
+		if (memcmp(q1, one, sizeof(q1)) || memcmp(k1, kref, sizeof(k1)))
+			CT_FAIL("%s: rope_kv_store (%s) rotates q or k differently from ns_cuda_rope",
+				nm, at ? "dev_pos" : "pos");
+		if (memcmp(krow, kref, sizeof(kref)) || memcmp(vrow, v, NV * 4))
+			CT_FAIL("%s: rope_kv_store (%s): cache rows are not k and v", nm,
+				at ? "dev_pos" : "pos");
+		for (int i = NKV * HD; i < LDK; i++) /* nothing past the row */
+			if (krow[i] != 0.0f)
+				CT_FAIL("%s: rope_kv_store wrote past the K row", nm);
+		for (int i = NV; i < LDV; i++)
+			if (vrow[i] != 0.0f)
+				CT_FAIL("%s: rope_kv_store wrote past the V row", nm);
+		ct_download(vrow, dvc + (last - 1) * LDV, sizeof(vrow));
+		for (int i = 0; i < LDV; i++)
+			if (vrow[i] != 0.0f)
+				CT_FAIL("%s: rope_kv_store wrote another row", nm);
+		if (ns_cuda_rope_kv_store(&g, dx, NH, dk, NKV, HD, dv, NV, dkc, NKV * HD - 1, dvc,
+					  LDV, last, NULL, NULL) != -EINVAL)
+			CT_FAIL("%s: rope_kv_store with a K stride below the row not refused", nm);
+		ns_cuda_free(dk);
+		ns_cuda_free(dv);
+		ns_cuda_free(dkc);
+		ns_cuda_free(dvc);
+		ns_cuda_free(dkr);
+		free(k);
+		free(v);
+	}
 	ns_cuda_free(dpos);
 	ns_cuda_free(dx);
 	free(x);
@@ -215,6 +266,6 @@ int main(void)
 		if (am[t] != best)
 			CT_FAIL("argmax token %d: %d vs cpu %d", t, am[t], best);
 	}
-	printf("rmsnorm, add_rmsnorm x2, rope x3, swiglu x2, softmax, router x2, argmax: ok\n");
+	printf("rmsnorm, add_rmsnorm x2, rope (+ rope_kv_store x2) x3, swiglu x2, softmax, router x2, argmax: ok\n");
 	return 0;
 }

@@ -525,6 +525,29 @@ int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads
 	return ns_cuda_rope(r, dev_x, 1, n_heads, head_dim, *dev_pos, s);
 }
 
+int ns_cuda_rope_kv_store(const struct ns_cuda_rope *r, float *dev_q, uint32_t n_head,
+			  float *dev_k, uint32_t n_head_kv, uint32_t head_dim, const float *dev_v,
+			  uint64_t nv, float *dev_k_cache, uint64_t ld_k, float *dev_v_cache,
+			  uint64_t ld_v, int64_t pos, const int64_t *dev_pos, ns_cuda_stream_t s)
+{
+	const uint64_t nk = (uint64_t)n_head_kv * head_dim;
+	int rc;
+
+	if (!dev_q || !dev_k || !dev_v || !dev_k_cache || !dev_v_cache || n_head == 0 ||
+	    n_head_kv == 0 || nv == 0 || ld_k < nk || ld_v < nv || (!dev_pos && pos < 0))
+		return -EINVAL;
+	if (dev_pos)
+		pos = *dev_pos;
+	if (pos < 0)
+		return -EINVAL;
+	if ((rc = ns_cuda_rope(r, dev_q, 1, n_head, head_dim, pos, s)) ||
+	    (rc = ns_cuda_rope(r, dev_k, 1, n_head_kv, head_dim, pos, s)))
+		return rc;
+	memmove(dev_k_cache + (uint64_t)pos * ld_k, dev_k, nk * sizeof(float));
+	memmove(dev_v_cache + (uint64_t)pos * ld_v, dev_v, nv * sizeof(float));
+	return 0;
+}
+
 int ns_cuda_attention_at(const float *dev_q, const float *dev_k, uint64_t ldk,
 			 const float *dev_v, uint64_t ldv, const int64_t *dev_pos,
 			 uint64_t max_ctx, uint32_t n_head, uint32_t n_head_kv, uint32_t dk,
