@@ -180,17 +180,15 @@ int gemv_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float 
 	      uint64_t n_rows, uint32_t last, cudaStream_t st)
 {
 	using S = stage<T>;
-	int dev = 0, n_sm = 1, optin = 48 * 1024;
+	nsl::limits lim;
 	const uint64_t per = GEMV_WARPS * GEMV_ROWS;
 	uint64_t blocks = (n_rows + per - 1) / per;
 	const size_t xbytes = (size_t)nu * XPAD * sizeof(float);
 	const size_t wbytes = S::ON ? GEMV_WARPS * GEMV_ROWS * S::WCH : 16;
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-		    cudaSuccess)
+	if (!nsl::device_limits(&lim))
 		return nsl::launched();
+	const int n_sm = lim.n_sm, optin = lim.optin;
 	const bool xs = xbytes + wbytes + 1024 <= (size_t)optin;
 	/* copy width: the lowest set bit of the window address, the row size and the chunk size */
 	const uint64_t al = (uint64_t)(uintptr_t)w | rb | (uint64_t)S::WCH | 16u;

@@ -329,18 +329,14 @@ template <int T, bool ST, bool TL = false>
 int gemv2_type(const uint8_t *w, uint64_t rb, uint32_t nu, const float *x, float *y,
 	       uint64_t n_rows, uint32_t last, cudaStream_t st)
 {
-	int dev = 0, n_sm = 1, optin = 48 * 1024, per_sm = 64 * 1024;
+	nsl::limits lim;
 	const size_t sbytes = ST ? (size_t)V2_WARPS * st2<T>::WARP_BYTES : 0;
 	const size_t xbytes = (size_t)nu * V2_XPAD * sizeof(float);
 	const size_t fixed = sizeof(float) * V2_G * 2 * V2_KS * V2_R + 1024; /* part + reserve */
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-		    cudaSuccess ||
-	    cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
-		    cudaSuccess)
+	if (!nsl::device_limits(&lim))
 		return nsl::launched();
+	const int n_sm = lim.n_sm, optin = lim.optin, per_sm = lim.per_sm;
 	const bool xs = sbytes + xbytes + fixed <= (size_t)optin;
 	const size_t smem = sbytes + (xs ? xbytes : 0);
 	if (smem + fixed > (size_t)optin)

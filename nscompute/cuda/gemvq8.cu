@@ -548,15 +548,11 @@ int gemvq8_type(const uint8_t *w, uint64_t rb, uint32_t n_cols, const float *x, 
 		uint64_t n_rows, cudaStream_t st)
 {
 	using Q = q8g<T>;
-	int dev = 0, n_sm = 1, optin = 48 * 1024, per_sm = 64 * 1024;
+	nsl::limits lim;
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-		    cudaSuccess ||
-	    cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
-		    cudaSuccess)
+	if (!nsl::device_limits(&lim))
 		return nsl::launched();
+	const int n_sm = lim.n_sm, optin = lim.optin, per_sm = lim.per_sm;
 	const size_t smem = (size_t)(n_cols / Q::TE) * Q::XB + (size_t)(n_cols / 32) * 4 +
 			    (size_t)(n_cols / 16) * 4;
 	const size_t reserve = 1024;

@@ -22,6 +22,26 @@ static inline int launched(void)
 	return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? -ENODEV : -EIO;
 }
 
+/* The current device's SM count and shared memory limits (opt-in per block, per SM); false
+ * when they cannot be read (the error is left for launched() to report). */
+struct limits {
+	int n_sm, optin, per_sm;
+};
+
+static inline bool device_limits(limits *l)
+{
+	int dev = 0;
+
+	*l = limits{ 1, 48 * 1024, 64 * 1024 };
+	return cudaGetDevice(&dev) == cudaSuccess &&
+	       cudaDeviceGetAttribute(&l->n_sm, cudaDevAttrMultiProcessorCount, dev) ==
+		       cudaSuccess &&
+	       cudaDeviceGetAttribute(&l->optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) ==
+		       cudaSuccess &&
+	       cudaDeviceGetAttribute(&l->per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+				      dev) == cudaSuccess;
+}
+
 static inline bool aligned(const void *p, uintptr_t a)
 {
 	return ((uintptr_t)p & (a - 1)) == 0;
