@@ -71,6 +71,8 @@ struct s_cuda {
 	struct ns_weights *host;  /* borrowed */
 	struct ns_vram *vram;
 	ns_cuda_stream_t cs, xs;  /* compute, copy */
+	ns_cuda_stream_t side[2]; /* decode: k, v (or up) GEMVs beside q (gate) on cs */
+	ns_cuda_event_t fork, joined[2];
 	ns_cuda_event_t copied[2], freed[2];
 	void *stage[2];
 	uint64_t stage_bytes;
@@ -230,6 +232,9 @@ static void s_destroy(void *arch)
 		ns_cuda_stream_sync(c->cs);
 	if (c->xs)
 		ns_cuda_stream_sync(c->xs);
+	for (int i = 0; i < 2; i++)
+		if (c->side[i])
+			ns_cuda_stream_sync(c->side[i]);
 	s_prof_print(c);
 	ns_cuda_graph_destroy(&c->graph);
 	for (uint32_t i = 0; c->prof.ev && i < S_PROF_EV; i++)
@@ -239,7 +244,10 @@ static void s_destroy(void *arch)
 	for (int i = 0; i < 2; i++) {
 		ns_cuda_event_destroy(&c->copied[i]);
 		ns_cuda_event_destroy(&c->freed[i]);
+		ns_cuda_event_destroy(&c->joined[i]);
+		ns_cuda_stream_destroy(&c->side[i]);
 	}
+	ns_cuda_event_destroy(&c->fork);
 	ns_cuda_stream_destroy(&c->cs);
 	ns_cuda_stream_destroy(&c->xs);
 	ns_vram_destroy(&c->vram);
@@ -490,12 +498,13 @@ static bool s_float_type(uint32_t type)
 
 /* y[t * ldy + r] for r < nrows = W rows at dev_w times x (n_tok, n_cols). */
 static int s_kernel(struct s_cuda *c, const struct ns_model_tensor *t, const void *dev_w,
-		    uint64_t nrows, const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+		    uint64_t nrows, const float *x, uint64_t n_tok, float *y, uint64_t ldy,
+		    ns_cuda_stream_t cs)
 {
 	if (n_tok == 1 && c->act_q8 && !s_float_type(t->type)) {
 		/* -E2BIG: x too wide for the kernel's shared memory (decided by n_cols alone, so
 		 * every window of the tensor takes the same kernel) */
-		const int rc = ns_cuda_gemv_q8(t->type, dev_w, t->ne[0], nrows, x, y, c->cs);
+		const int rc = ns_cuda_gemv_q8(t->type, dev_w, t->ne[0], nrows, x, y, cs);
 
 		if (rc != -E2BIG) {
 			c->st.q8_gemvs += rc == 0; /* a graph's launches count once, at capture */
@@ -503,9 +512,9 @@ static int s_kernel(struct s_cuda *c, const struct ns_model_tensor *t, const voi
 		}
 	}
 	if (n_tok == 1)
-		return ns_cuda_gemv(t->type, dev_w, t->ne[0], nrows, x, y, c->cs);
+		return ns_cuda_gemv(t->type, dev_w, t->ne[0], nrows, x, y, cs);
 	return ns_cuda_gemm_prefill(t->type, dev_w, t->ne[0], nrows, x, t->ne[0], n_tok, y, ldy,
-				    c->cs);
+				    cs);
 }
 
 struct s_mm {
@@ -542,7 +551,7 @@ static int s_stage_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data
 						 c->copied[s])) ||
 		    (rc = ns_cuda_stream_wait(c->cs, c->copied[s])) ||
 		    (rc = s_kernel(c, k->t, c->stage[s], n, k->x, k->n_tok,
-				   k->y + (row0 + r - k->row0), k->ldy)) ||
+				   k->y + (row0 + r - k->row0), k->ldy, c->cs)) ||
 		    (rc = ns_cuda_event_record(c->freed[s], c->cs)))
 			break;
 		last = c->copied[s];
@@ -556,6 +565,16 @@ static int s_stage_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data
 }
 
 /* y (n_tok, ldy) = x W[row0:row_end]^T, resident windows in place, the rest staged. */
+static int s_kernel_fail(struct ns_fwd *f, const struct ns_model_tensor *t, int rc)
+{
+	char tb[32];
+
+	ns_errf(f->err, sizeof(f->err), "forward: %s (%s): CUDA kernel failed: %s", t->name,
+		ns_type_name(t->type, tb, sizeof(tb)),
+		rc == -EIO ? ns_cuda_last_error() : strerror(-rc));
+	return rc;
+}
+
 static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
@@ -564,7 +583,6 @@ static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t r
 	const struct s_tensor *st = &c->t[tensor];
 	struct s_mm k = { c, t, row0, x, n_tok, y, ldy };
 	uint64_t r = row0;
-	char tb[32];
 	int rc = 0;
 
 	for (uint32_t i = 0; i <= st->n && r < row_end && rc == 0; i++) {
@@ -591,15 +609,11 @@ static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t r
 			const uint64_t e = w->re < row_end ? w->re : row_end;
 
 			rc = s_kernel(c, t, (const uint8_t *)w->dev + (r - w->rb) * t->row_bytes,
-				      e - r, x, n_tok, y + (r - row0), ldy);
+				      e - r, x, n_tok, y + (r - row0), ldy, c->cs);
 			r = e;
 		}
 	}
-	if (rc < 0)
-		ns_errf(f->err, sizeof(f->err), "forward: %s (%s): CUDA kernel failed: %s",
-			t->name, ns_type_name(t->type, tb, sizeof(tb)),
-			rc == -EIO ? ns_cuda_last_error() : strerror(-rc));
-	return rc;
+	return rc < 0 ? s_kernel_fail(f, t, rc) : rc;
 }
 
 /* ---------------------------------------------------------------- forward -------------- */
@@ -627,6 +641,48 @@ static void s_rope_of(const struct s_cuda *c, struct ns_cuda_rope *r)
 				    .dev_freq_factors = c->rope_freqs,
 				    .ext_factor = h->ext_factor, .attn_factor = h->attn_factor,
 				    .corr_dims = { h->corr_dims[0], h->corr_dims[1] } };
+}
+
+static bool s_whole(const struct s_cuda *c, uint32_t t);
+
+/* One token times n_mat (<= 3) whole matrices that share x: y[i] (rows of tensor[i]) = x
+ * W_i^T. When every one is whole in VRAM, the first runs on the compute stream and the
+ * others at the same time on the side streams (small GEMVs one after another leave most of
+ * the GPU idle), and the compute stream waits for them before going on; otherwise one after
+ * another through s_matmul. The same kernels either way: the same bits. */
+static int s_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor,
+			const float *x, float *const *y)
+{
+	struct s_cuda *c = f->arch;
+	bool par = n_mat >= 2 && n_mat <= 3;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < n_mat && par; i++)
+		par = s_whole(c, tensor[i]);
+	for (uint32_t i = 0; i < n_mat && !par && rc == 0; i++) {
+		const uint64_t rows = c->m->tensors[tensor[i]].n_rows;
+
+		rc = s_matmul(f, tensor[i], 0, rows, x, 1, y[i], rows);
+	}
+	if (!par)
+		return rc;
+	S_TRY("fork", ns_cuda_event_record(c->fork, c->cs));
+	for (uint32_t i = n_mat; i-- > 0;) { /* the side streams' first, then the compute's */
+		const struct ns_model_tensor *t = &c->m->tensors[tensor[i]];
+		ns_cuda_stream_t st = i ? c->side[i - 1] : c->cs;
+
+		if (i)
+			S_TRY("fork", ns_cuda_stream_wait(st, c->fork));
+		rc = s_kernel(c, t, c->t[tensor[i]].w[0].dev, t->n_rows, x, 1, y[i], t->n_rows,
+			      st);
+		if (rc < 0)
+			return s_kernel_fail(f, t, rc);
+		if (i)
+			S_TRY("join", ns_cuda_event_record(c->joined[i - 1], st));
+	}
+	for (uint32_t i = 1; i < n_mat; i++)
+		S_TRY("join", ns_cuda_stream_wait(c->cs, c->joined[i - 1]));
+	return 0;
 }
 
 /* xb = rmsnorm(x) * w   (n, n_embd), the pending residual added to x first */
@@ -660,11 +716,18 @@ static int s_attention_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uin
 	/* x += xb2 (the previous layer's pending residual); xb = rmsnorm(x) * attn_norm */
 	if ((rc = s_norm(f, c, d->attn_norm, n)))
 		return rc;
-	/* q (n, nq), k (n, nk), v (n, nv) */
-	if ((rc = s_matmul(f, y->wq, 0, nq, c->xb, n, c->q, nq)) ||
-	    (rc = s_matmul(f, y->wk, 0, nk, c->xb, n, c->k, nk)) ||
-	    (rc = s_matmul(f, y->wv, 0, nv, c->xb, n, c->v, nv)))
+	/* q (n, nq), k (n, nk), v (n, nv); one token: side by side when resident */
+	if (n == 1) {
+		const uint32_t qkv[3] = { y->wq, y->wk, y->wv };
+		float *const out[3] = { c->q, c->k, c->v };
+
+		if ((rc = s_matmul_par(f, 3, qkv, c->xb, out)))
+			return rc;
+	} else if ((rc = s_matmul(f, y->wq, 0, nq, c->xb, n, c->q, nq)) ||
+		   (rc = s_matmul(f, y->wk, 0, nk, c->xb, n, c->k, nk)) ||
+		   (rc = s_matmul(f, y->wv, 0, nv, c->xb, n, c->v, nv))) {
 		return rc;
+	}
 	if (d->bq)
 		S_TRY("bias", ns_cuda_add_rows(c->q, nq, d->bq, nq, n, c->cs));
 	if (d->bk)
@@ -843,10 +906,17 @@ static int s_ffn_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uint32_t 
 		return rc;
 	if (L->moe)
 		return s_moe_block(f, c, l, n);
-	/* hb (n, n_ff) = silu(xb Wg^T) * (xb Wu^T) */
-	if ((rc = s_matmul(f, y->w_gate, 0, ff, c->xb, n, c->hb, ff)) ||
-	    (rc = s_matmul(f, y->w_up, 0, ff, c->xb, n, c->hu, ff)))
+	/* hb (n, n_ff) = silu(xb Wg^T) * (xb Wu^T); one token: side by side when resident */
+	if (n == 1) {
+		const uint32_t gu[2] = { y->w_gate, y->w_up };
+		float *const out[2] = { c->hb, c->hu };
+
+		if ((rc = s_matmul_par(f, 2, gu, c->xb, out)))
+			return rc;
+	} else if ((rc = s_matmul(f, y->w_gate, 0, ff, c->xb, n, c->hb, ff)) ||
+		   (rc = s_matmul(f, y->w_up, 0, ff, c->xb, n, c->hu, ff))) {
 		return rc;
+	}
 	s_mark(c, P_FFN_MM);
 	S_TRY("swiglu", ns_cuda_swiglu(c->hb, c->hu, (uint64_t)n * ff, false, c->cs));
 	s_mark(c, P_ELEM);
@@ -1054,11 +1124,14 @@ static int s_cuda_init(struct s_cuda *c, const struct ns_cfwd_opts *o, uint32_t 
 				goto fail;
 		c->prof.on = true;
 	}
-	if ((rc = ns_cuda_stream_new(&c->cs)) < 0 || (rc = ns_cuda_stream_new(&c->xs)) < 0)
+	if ((rc = ns_cuda_stream_new(&c->cs)) < 0 || (rc = ns_cuda_stream_new(&c->xs)) < 0 ||
+	    (rc = ns_cuda_event_new(&c->fork)) < 0)
 		goto fail;
 	for (int i = 0; i < 2; i++) {
 		if ((rc = ns_cuda_event_new(&c->copied[i])) < 0 ||
-		    (rc = ns_cuda_event_new(&c->freed[i])) < 0)
+		    (rc = ns_cuda_event_new(&c->freed[i])) < 0 ||
+		    (rc = ns_cuda_event_new(&c->joined[i])) < 0 ||
+		    (rc = ns_cuda_stream_new(&c->side[i])) < 0)
 			goto fail;
 		if ((rc = S_DA(c, &c->stage[i], 1, c->stage_bytes, 1)) < 0)
 			return rc;
