@@ -12,8 +12,10 @@
  * logits = (rmsnorm(x) * output_norm) Wout^T, in groups of S_LOGIT_TOK tokens.
  * Each "x += ..." is left pending in xb2 and done by the next RMSNorm's launch
  * (ns_cuda_add_rmsnorm: the same bits as the add and the norm apart, one launch fewer).
- * Every launch goes on one compute stream; the host waits only for the router decision of
- * a MoE layer and for the logits. */
+ * Launches go on one compute stream, except a one-token step's q/k/v and gate/up GEMVs of
+ * matrices whole in VRAM, which run side by side on two side streams (forked from and joined
+ * back to it by events); the host waits only for the router decision of a MoE layer and for
+ * the logits. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,7 +566,7 @@ static int s_stage_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data
 	return rc;
 }
 
-/* y (n_tok, ldy) = x W[row0:row_end]^T, resident windows in place, the rest staged. */
+/* The error line of a failed matmul kernel on tensor t; returns rc. */
 static int s_kernel_fail(struct ns_fwd *f, const struct ns_model_tensor *t, int rc)
 {
 	char tb[32];
@@ -575,6 +577,7 @@ static int s_kernel_fail(struct ns_fwd *f, const struct ns_model_tensor *t, int 
 	return rc;
 }
 
+/* y (n_tok, ldy) = x W[row0:row_end]^T, resident windows in place, the rest staged. */
 static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
