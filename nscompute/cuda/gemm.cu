@@ -183,24 +183,18 @@ extern "C" int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n
 	cudaStream_t st = (cudaStream_t)s;
 	const uint8_t *w = (const uint8_t *)dev_w;
 
-#define NSL_M(t) case nsq::t: \
-	k_gemm<nsq::t, false><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, \
-							 dev_y, ldy, 0); \
-	break;
-#define NSL_MT(t) case nsq::t: \
-	k_gemm<nsq::t, true><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok, \
-							dev_y, ldy, last); \
-	break;
-	if (tail) {
-		switch (type) {
-		NSL_MT(F32) NSL_MT(F16) NSL_MT(BF16)
+	return nsl::by_type(type, [&](auto tc) {
+		constexpr int T = decltype(tc)::value;
+
+		if constexpr (nsq::geo<T>::FLT) { /* only float rows can end in a partial unit */
+			if (tail) {
+				k_gemm<T, true><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx,
+									  n_tok, dev_y, ldy, last);
+				return nsl::launched();
+			}
 		}
-	} else {
-		switch (type) {
-		NSQ_TYPES(NSL_M)
-		}
-	}
-#undef NSL_M
-#undef NSL_MT
-	return nsl::launched();
+		k_gemm<T, false><<<grid, THREADS, 0, st>>>(w, rb, nu, n_rows, dev_x, ldx, n_tok,
+							   dev_y, ldy, 0);
+		return nsl::launched();
+	});
 }

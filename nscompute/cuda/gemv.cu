@@ -282,55 +282,34 @@ extern "C" int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols
 	cudaStream_t st = (cudaStream_t)s;
 	const uint8_t *w = (const uint8_t *)dev_w;
 
-#define NSL_D(t) case nsq::t: \
-	k_dequant<nsq::t, false><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y, 0); \
-	break;
-#define NSL_DT(t) case nsq::t: \
-	k_dequant<nsq::t, true><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y, last); \
-	break;
-	if (tail) { /* float rows with a partial last unit */
-		switch (type) {
-		NSL_DT(F32) NSL_DT(F16) NSL_DT(BF16)
+	return nsl::by_type(type, [&](auto tc) {
+		constexpr int T = decltype(tc)::value;
+
+		if constexpr (nsq::geo<T>::FLT) { /* float rows with a partial last unit */
+			if (tail) {
+				k_dequant<T, true><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows,
+										    dev_y, last);
+				return nsl::launched();
+			}
 		}
-	} else {
-		switch (type) {
-		NSQ_TYPES(NSL_D)
-		}
-	}
-#undef NSL_D
-#undef NSL_DT
-	return nsl::launched();
+		k_dequant<T, false><<<(unsigned)blocks, th, 0, st>>>(w, rb, nu, n_rows, dev_y, 0);
+		return nsl::launched();
+	});
 }
 
 /* variant 1 of ns_cuda_gemv_variant */
 static int gemv_v1(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		   const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
-	uint64_t rb;
-	bool tail = false;
-	int rc = nsl::window(type, dev_w, n_cols, &rb, &tail);
+	nsl::gemv_args a;
+	const int rc = nsl::gemv_check(type, dev_w, n_cols, n_rows, dev_x, dev_y, &a);
 
 	if (rc)
-		return rc;
-	if (n_rows == 0)
-		return 0;
-	/* x: 16-byte aligned for the float4 reads; the tail path reads it float by float */
-	if (!dev_x || !dev_y || !nsl::aligned(dev_x, tail ? 4 : 16))
-		return -EINVAL;
-	if (n_rows >= (1ull << 32))
-		return -EOVERFLOW;
-	const uint32_t nu = (uint32_t)((n_cols + 31) / 32);
-	const uint32_t last = (uint32_t)(n_cols % 32); /* 0 unless a float type (window) */
-	cudaStream_t st = (cudaStream_t)s;
-	const uint8_t *w = (const uint8_t *)dev_w;
-
-	switch (type) {
-#define NSL_V(t) case nsq::t: \
-	return gemv_type<nsq::t>(w, rb, nu, dev_x, dev_y, n_rows, last, st);
-	NSQ_TYPES(NSL_V)
-#undef NSL_V
-	}
-	return -ENOTSUP;
+		return rc < 0 ? rc : 0;
+	return nsl::by_type(type, [&](auto tc) {
+		return gemv_type<decltype(tc)::value>((const uint8_t *)dev_w, a.rb, a.nu, dev_x,
+						      dev_y, n_rows, a.last, (cudaStream_t)s);
+	});
 }
 
 extern "C" int ns_cuda_gemv_variant(int variant, uint32_t type, const void *dev_w,

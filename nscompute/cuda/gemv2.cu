@@ -385,31 +385,17 @@ extern "C" int ns_cuda_gemv2(int variant, uint32_t type, const void *dev_w, uint
 			     uint64_t n_rows, const float *dev_x, float *dev_y,
 			     ns_cuda_stream_t s)
 {
-	uint64_t rb;
-	bool tail = false;
-	int rc = nsl::window(type, dev_w, n_cols, &rb, &tail);
+	nsl::gemv_args a;
 
 	if (variant != 2 && variant != 3)
 		return -EINVAL;
-	if (rc)
-		return rc;
-	if (n_rows == 0)
-		return 0;
-	/* x: 16-byte aligned for the float4 reads; the tail path reads it float by float */
-	if (!dev_x || !dev_y || !nsl::aligned(dev_x, tail ? 4 : 16))
-		return -EINVAL;
-	if (n_rows >= (1ull << 32))
-		return -EOVERFLOW;
-	const uint32_t nu = (uint32_t)((n_cols + 31) / 32);
-	const uint32_t last = (uint32_t)(n_cols % 32); /* 0 unless a float type (window) */
-	cudaStream_t st = (cudaStream_t)s;
-	const uint8_t *w = (const uint8_t *)dev_w;
+	const int rc = nsl::gemv_check(type, dev_w, n_cols, n_rows, dev_x, dev_y, &a);
 
-	switch (type) {
-#define NSL_V2(t) case nsq::t: return gemv2_pick<nsq::t>(variant, w, rb, nu, dev_x, dev_y, \
-							   n_rows, last, st);
-	NSQ_TYPES(NSL_V2)
-#undef NSL_V2
-	}
-	return -ENOTSUP;
+	if (rc)
+		return rc < 0 ? rc : 0;
+	return nsl::by_type(type, [&](auto tc) {
+		return gemv2_pick<decltype(tc)::value>(variant, (const uint8_t *)dev_w, a.rb, a.nu,
+						       dev_x, dev_y, n_rows, a.last,
+						       (cudaStream_t)s);
+	});
 }

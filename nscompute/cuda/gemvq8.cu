@@ -584,31 +584,23 @@ extern "C" int ns_cuda_gemv_q8(uint32_t type, const void *dev_w, uint64_t n_cols
 			       uint64_t n_rows, const float *dev_x, float *dev_y,
 			       ns_cuda_stream_t s)
 {
-	uint64_t rb;
+	nsl::gemv_args a;
 
 	if (type == nsq::F32 || type == nsq::F16 || type == nsq::BF16)
 		return -ENOTSUP; /* float weights: ns_cuda_gemv */
-	int rc = nsl::window(type, dev_w, n_cols, &rb);
+	const int rc = nsl::gemv_check(type, dev_w, n_cols, n_rows, dev_x, dev_y, &a);
 
 	if (rc)
-		return rc;
-	if (n_rows == 0)
-		return 0;
-	if (!dev_x || !dev_y || !nsl::aligned(dev_x, 16))
-		return -EINVAL;
-	if (n_rows >= (1ull << 32))
-		return -EOVERFLOW;
+		return rc < 0 ? rc : 0;
 	if (n_cols > UINT32_MAX / 2)
 		return -E2BIG;
-	cudaStream_t st = (cudaStream_t)s;
-	const uint8_t *w = (const uint8_t *)dev_w;
-	const uint32_t nc = (uint32_t)n_cols;
+	return nsl::by_type(type, [&](auto tc) {
+		constexpr int T = decltype(tc)::value;
 
-	switch (type) {
-#define NSL_Q8(t) case nsq::t: return gemvq8_type<nsq::t>(w, rb, nc, dev_x, dev_y, n_rows, st);
-	NSL_Q8(Q4_0) NSL_Q8(Q4_1) NSL_Q8(Q5_0) NSL_Q8(Q5_1) NSL_Q8(Q8_0) NSL_Q8(Q2_K)
-	NSL_Q8(Q3_K) NSL_Q8(Q4_K) NSL_Q8(Q5_K) NSL_Q8(Q6_K) NSL_Q8(MXFP4)
-#undef NSL_Q8
-	}
-	return -ENOTSUP;
+		if constexpr (nsq::geo<T>::FLT)
+			return -ENOTSUP; /* refused above; never instantiated for floats */
+		else
+			return gemvq8_type<T>((const uint8_t *)dev_w, a.rb, (uint32_t)n_cols, dev_x,
+					      dev_y, n_rows, (cudaStream_t)s);
+	});
 }

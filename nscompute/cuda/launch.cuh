@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include <cuda_runtime.h>
 
 #include "quant.cuh"
@@ -84,6 +86,49 @@ static inline int window(uint32_t type, const void *w, uint64_t n_cols, uint64_t
 	*row_bytes = part ? n_cols * (bytes / 32) : n_cols / qk * bytes;
 	if (tail)
 		*tail = part;
+	return 0;
+}
+
+/* f(std::integral_constant<int, T>{}) for the type id's compile-time T (every type of
+ * NSQ_TYPES); -ENOTSUP for another id. f instantiates its kernels per T, so it should keep
+ * the variants a T does not need behind `if constexpr`. */
+template <class F>
+static inline int by_type(uint32_t type, F &&f)
+{
+	switch (type) {
+#define NSL_BY(t) case nsq::t: return f(std::integral_constant<int, nsq::t>{});
+	NSQ_TYPES(NSL_BY)
+#undef NSL_BY
+	}
+	return -ENOTSUP;
+}
+
+/* The checked arguments of a decode GEMV launcher. */
+struct gemv_args {
+	uint64_t rb;   /* bytes per row */
+	uint32_t nu;   /* 32-element units per row (the last one partial on tail rows) */
+	uint32_t last; /* elements in the partial last unit; 0 unless a float tail row */
+	bool tail;
+};
+
+/* The contract every GEMV family shares (nscuda.h ns_cuda_gemv): the window (above), x and
+ * y present, x 16-byte aligned (4 on tail rows, read float by float), n_rows < 2^32.
+ * Returns 0, 1 when there is nothing to do (n_rows 0), or a negative errno. */
+static inline int gemv_check(uint32_t type, const void *w, uint64_t n_cols, uint64_t n_rows,
+			     const float *x, const float *y, gemv_args *a)
+{
+	int rc = window(type, w, n_cols, &a->rb, &a->tail);
+
+	if (rc)
+		return rc;
+	if (n_rows == 0)
+		return 1;
+	if (!x || !y || !aligned(x, a->tail ? 4 : 16))
+		return -EINVAL;
+	if (n_rows >= (1ull << 32))
+		return -EOVERFLOW;
+	a->nu = (uint32_t)((n_cols + 31) / 32);
+	a->last = (uint32_t)(n_cols % 32);
 	return 0;
 }
 
