@@ -501,6 +501,10 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 			p->name);
 		return -EINVAL;
 	}
+	if (n_shards > 9999) { /* llama-gguf-split's limit; keeps the shard cut's products small */
+		ns_errf(err, errlen, "--split %u: at most 9999 shards", n_shards);
+		return -EINVAL;
+	}
 	if (n_shards > 1 && (plen < 5 || strcmp(path + plen - 5, ".gguf"))) {
 		ns_errf(err, errlen, "%s: a split model's path must end in .gguf", path);
 		return -EINVAL;
@@ -529,27 +533,27 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 	}
 	for (size_t i = 0; i < pl.n; i++)
 		total += pl.t[i].n_bytes;
-	/* Cut shards by bytes, never leaving one empty. */
+	/* Cut shards by bytes, in tensor order, never leaving one empty: tensor i goes to the
+	 * shard its byte offset falls in, but at most one shard past tensor i - 1's (a large
+	 * tensor must not jump over a shard) and at least n_shards - (n - i) (the tensors left
+	 * must still reach the last shard). The shard number rises by 0 or 1 per tensor from 0
+	 * to n_shards - 1, so every shard gets a tensor. */
 	{
 		uint64_t acc = 0;
+		uint32_t prev = 0;
+
 		for (size_t i = 0; i < pl.n; i++) {
-			uint32_t s = (uint32_t)(acc * n_shards / (total ? total : 1));
-			uint32_t min_left = n_shards - 1 - (uint32_t)(pl.n - 1 - i < n_shards ? pl.n - 1 - i : n_shards - 1);
-			(void)min_left;
-			pl.t[i].shard = s < n_shards ? s : n_shards - 1;
+			/* acc < 2^50 (the largest preset in f32 is 2^40) and n_shards <= 9999 */
+			uint32_t by_bytes = (uint32_t)(acc * n_shards / (total ? total : 1));
+			uint32_t s = by_bytes > prev ? prev + 1 : prev;
+			uint64_t least = n_shards > pl.n - i ? n_shards - (pl.n - i) : 0;
+
+			if (s < least)
+				s = (uint32_t)least;
+			pl.t[i].shard = s;
+			prev = s;
 			acc += pl.t[i].n_bytes;
 		}
-		/* guarantee every shard gets at least one tensor */
-		for (uint32_t s = 0; s < n_shards; s++) {
-			bool have = false;
-			for (size_t i = 0; i < pl.n; i++)
-				have |= pl.t[i].shard == s;
-			if (!have)
-				pl.t[pl.n - n_shards + s].shard = s;
-		}
-		for (size_t i = 1; i < pl.n; i++)
-			if (pl.t[i].shard < pl.t[i - 1].shard)
-				pl.t[i].shard = pl.t[i - 1].shard;
 	}
 	ctx = calloc(pl.n, sizeof(*ctx));
 	if (!ctx) {

@@ -441,6 +441,58 @@ out:
 	ns_gguf_close(&ref);
 }
 
+/* Shards cut by bytes never leave one empty and keep the tensors' order, whatever the count:
+ * the 25 tensors of a 2-layer qwen3-8b in 2, 7, 13, 24 and 25 shards; 26 is refused. */
+static void s_split_counts_case(void)
+{
+	static const uint32_t counts[] = { 2, 7, 13, 24, 25 };
+	char path[512], shard[600], err[512];
+	struct ns_gguf *whole = NULL;
+	struct ns_synth_opts o = { .preset = "qwen3-8b", .layers = 2, .seed = 3, .split = 26,
+				   .max_vocab = 4096, .max_experts = 8 };
+
+	if (s_gen("qwen3-8b", NULL, 2, true, 0, "w.gguf", path, sizeof(path)))
+		return;
+	if (ns_gguf_open(path, &whole, err, sizeof(err))) {
+		CHECK(0, "split counts: %s", err);
+		unlink(path);
+		return;
+	}
+	for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+		const uint32_t n = counts[c];
+		uint64_t next = 0; /* index in the whole file of the next tensor expected */
+
+		if (s_gen("qwen3-8b", NULL, 2, true, n, "c.gguf", path, sizeof(path)))
+			continue;
+		for (uint32_t s = 0; s < n; s++) {
+			struct ns_gguf *g = NULL;
+
+			snprintf(shard, sizeof(shard), "%s/c-%05u-of-%05u.gguf", s_dir, s + 1, n);
+			if (ns_gguf_open(shard, &g, err, sizeof(err))) {
+				CHECK(0, "split %u: %s", n, err);
+				unlink(shard);
+				continue;
+			}
+			CHECK(g->n_tensors > 0, "split %u: shard %u is empty", n, s + 1);
+			for (uint64_t i = 0; i < g->n_tensors; i++, next++)
+				CHECK(next < whole->n_tensors &&
+				      !strcmp(g->tensors[i].name.s, whole->tensors[next].name.s),
+				      "split %u: shard %u tensor %" PRIu64 " (%s) out of order", n, s + 1,
+				      i, g->tensors[i].name.s);
+			ns_gguf_close(&g);
+			unlink(shard);
+		}
+		CHECK(next == whole->n_tensors, "split %u: %" PRIu64 " of %" PRIu64 " tensors", n,
+		      next, whole->n_tensors);
+	}
+	snprintf(path, sizeof(path), "%s/r.gguf", s_dir);
+	CHECK(ns_synth_write(&o, path, err, sizeof(err)) == -EINVAL && strstr(err, "only 25"),
+	      "split 26 of 25 tensors: '%s'", err);
+	ns_gguf_close(&whole);
+	snprintf(path, sizeof(path), "%s/w.gguf", s_dir);
+	unlink(path);
+}
+
 /* One real-size file: qwen3-8b, one layer, full vocabulary (the embeddings are most of it). */
 static void s_full_vocab_case(void)
 {
@@ -478,6 +530,7 @@ int main(void)
 	s_case("qwen3-235b-a22b", NULL, "tiny-qwen3moe-Q4_K_M.gguf", TYPES_KQUANT);
 	s_case("gpt-oss-120b", NULL, "tiny-gpt-oss-MXFP4_MOE.gguf", TYPES_EXACT);
 	s_split_case();
+	s_split_counts_case();
 	s_full_vocab_case();
 	rmdir(s_dir);
 	if (s_fail)
