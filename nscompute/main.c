@@ -145,6 +145,10 @@ static int s_attach(struct nsc_proc *p)
 	int rc;
 
 	rc = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+#ifdef NS_WITH_CUDA
+	if (rc == 0 && p->cuda)
+		rc = nsc_cuda_probe(err, sizeof(err));
+#endif
 	if (rc == 0)
 		rc = ns_client_open(p->session, &co, &p->c, err, sizeof(err));
 	if (rc == 0 && p->threads <= 0) {

@@ -8,7 +8,8 @@
 #      --mem-budget 512MB: nsctl bench --backend cuda, with the drive measured in the same run
 #      (the ratio columns); with NS_DEVICE_CPU_REFERENCE set, the cpu backend under the same
 #      budgets for reference.
-# Models are generated into WORK (a directory on the machine's disk: nsio reads with O_DIRECT).
+# Models are generated into WORK (a directory on the machine's disk: nsio reads with O_DIRECT),
+# once: a model already there is whole (mkmodel renames a finished temporary file).
 set -u
 stage=$1
 work=$2
@@ -29,8 +30,8 @@ step "bench llama-8b resident (cuda)" 240 "$bin/nsctl" bench "$work/l8b.gguf" --
 step "bench llama-8b resident (cuda, --act q8)" 240 "$bin/nsctl" bench "$work/l8b.gguf" \
     --backend cuda --act q8 -p 128 -n 64 -r 3 -c 512 --budgets 256MB --ram-budgets 0 \
     --vram-budgets 12GB --no-disk
-step "mkmodel qwen3-30b-a3b" 300 "$bin/nsctl" mkmodel --preset qwen3-30b-a3b --quant q4_k_m \
-    -o "$work/q30b.gguf"
+[ -f "$work/q30b.gguf" ] || step "mkmodel qwen3-30b-a3b" 300 "$bin/nsctl" mkmodel \
+    --preset qwen3-30b-a3b --quant q4_k_m -o "$work/q30b.gguf"
 step "bench qwen3-30b-a3b streamed (cuda)" 300 "$bin/nsctl" bench "$work/q30b.gguf" \
     --backend cuda -p 0 -n 16 -r 2 -c 512 --budgets 512MB --ram-budgets 2GB --vram-budgets 6GB \
     --disk-repeats 2
