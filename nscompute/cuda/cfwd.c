@@ -858,8 +858,11 @@ static int s_moe_block(struct ns_fwd *f, struct s_cuda *c, uint32_t l, uint32_t 
 	for (uint32_t i = 0; i < n * K; i++)
 		hits[c->h_sel[i]]++;
 	s_group(c, mo, n);
-	S_TRY("upload", ns_cuda_h2d(c->m_tok, c->h_tok, (uint64_t)n * K * 4));
-	S_TRY("upload", ns_cuda_h2d(c->m_slot, c->h_slot, (uint64_t)n * K * 4));
+	/* in c->cs, before the gathers and scatters that read them (pageable: staged at once) */
+	S_TRY("upload", ns_cuda_copy_h2d_async(c->m_tok, c->h_tok, (uint64_t)n * K * 4, c->cs,
+					       NULL));
+	S_TRY("upload", ns_cuda_copy_h2d_async(c->m_slot, c->h_slot, (uint64_t)n * K * 4, c->cs,
+					       NULL));
 	s_mark(c, P_ROUTER);
 	for (uint32_t e = 0; e < E; e++) {
 		const uint32_t a = c->h_start[e], mt = c->h_start[e + 1] - a;
@@ -957,7 +960,8 @@ static int s_eval_graph(struct ns_fwd *f, struct s_cuda *c, float *logits)
 	const int64_t pos = f->kv->n_past;
 	int rc, rc_end;
 
-	S_TRY("upload", ns_cuda_h2d(c->dev_pos, &pos, sizeof(pos)));
+	/* in c->cs, so the graph sees it (a pageable source is staged before the call returns) */
+	S_TRY("upload", ns_cuda_copy_h2d_async(c->dev_pos, &pos, sizeof(pos), c->cs, NULL));
 	if (!c->graph) {
 		rc = ns_cuda_graph_begin(c->cs);
 		if (rc == 0) {
@@ -1018,7 +1022,10 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(c->host));
 		return rc;
 	}
-	S_TRY("upload", ns_cuda_h2d(c->x, c->h_x, (uint64_t)n * L->n_embd * 4));
+	/* in c->cs, ordered before the launches that read x (ns_cuda_h2d's legacy stream is not);
+	 * h_x is pageable, staged before the call returns, so it may be refilled at once */
+	S_TRY("upload", ns_cuda_copy_h2d_async(c->x, c->h_x, (uint64_t)n * L->n_embd * 4, c->cs,
+					       NULL));
 	c->res_pending = false; /* x is the embedding: nothing to add */
 	s_mark(c, P_EMBD);
 	if (n == 1 && logits && c->graph_ok && !c->prof.on) {
@@ -1255,6 +1262,13 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		    (rc = s_vectors(c, err, errlen)) < 0 ||
 		    (rc = s_windows(c, &o, err, errlen)) < 0)
 			goto fail;
+		/* the vectors and windows went up on the legacy stream (ns_cuda_h2d), which the
+		 * pass's non-blocking streams do not wait for: they must have landed first */
+		if ((rc = ns_cuda_sync()) < 0) {
+			ns_errf(err, errlen, "cuda: uploading the weights failed: %s",
+				ns_cuda_last_error());
+			goto fail;
+		}
 	}
 	c->graph_ok = !opts->no_graphs && !c->L->moe && s_all_resident(c);
 	c->act_q8 = opts->act_q8;

@@ -57,7 +57,13 @@ struct ns_cuda_devinfo {
 int ns_cuda_init(int dev, char *err, size_t errlen);
 int ns_cuda_device_info(int dev, struct ns_cuda_devinfo *out, char *err, size_t errlen);
 
-/* Plain allocations and copies (tests, benchmarks; the backend uses struct ns_vram). */
+/* Plain allocations and copies (tests, benchmarks; the backend uses struct ns_vram).
+ * ns_cuda_h2d and ns_cuda_d2h are cudaMemcpy, on the legacy default stream. ns_cuda_h2d
+ * from pageable memory returns once the bytes are staged; they reach the device in legacy-
+ * stream order, which work on the streams of ns_cuda_stream_new (non-blocking) does not
+ * wait for. Before such work reads them: ns_cuda_sync(), or upload on its stream with
+ * ns_cuda_copy_h2d_async instead. ns_cuda_d2h waits only for the legacy stream: sync the
+ * stream that produced the bytes first. */
 int ns_cuda_malloc(void **dev_p, size_t bytes, char *err, size_t errlen);
 void ns_cuda_free(void *dev_p);
 int ns_cuda_h2d(void *dev_dst, const void *src, size_t bytes);
@@ -108,7 +114,9 @@ int ns_cuda_host_pinned(const void *p);
 
 int ns_cuda_event_new(ns_cuda_event_t *out);
 void ns_cuda_event_destroy(ns_cuda_event_t *e);
-/* Copy host -> device on stream s (a copy stream), then record done on it. */
+/* Copy host -> device on stream s, then record done on it (when not NULL). From pageable
+ * memory the bytes are staged before the call returns (src may be reused at once); from
+ * page-locked memory they are read when the copy runs (src must stay until done). */
 int ns_cuda_copy_h2d_async(void *dev_dst, const void *src, size_t bytes, ns_cuda_stream_t s,
 			   ns_cuda_event_t done);
 /* Make stream s (a compute stream) wait for event e before its next work. */

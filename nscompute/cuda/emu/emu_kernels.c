@@ -26,6 +26,7 @@
 #include "ggml_type.h"
 #include "moe.h"
 #include "nscuda.h"
+#include "nscuda_emu.h"
 #include "nscuda_internal.h"
 #include "ops.h"
 #include "rope.h"
@@ -97,7 +98,7 @@ int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t 
 	uint64_t total;
 	int rc = s_window(type, dev_w, n_cols, NULL);
 
-	(void)s;
+	ns_emu_launch_order(s);
 	if (rc)
 		return rc;
 	if (n_rows == 0)
@@ -116,7 +117,7 @@ int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_r
 	bool tail = false;
 	int rc = s_window(type, dev_w, n_cols, &tail);
 
-	(void)s;
+	ns_emu_launch_order(s);
 	if (rc)
 		return rc;
 	if (n_rows == 0)
@@ -139,7 +140,7 @@ int ns_cuda_gemv_q8(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t 
 	const struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8 };
 	int rc;
 
-	(void)s;
+	ns_emu_launch_order(s);
 	if (type == NS_TYPE_F32 || type == NS_TYPE_F16 || type == NS_TYPE_BF16) /* ns_cuda_gemv */
 		return -ENOTSUP;
 	if ((rc = s_window(type, dev_w, n_cols, NULL)))
@@ -181,7 +182,7 @@ int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint
 	bool tail = false;
 	int rc = s_window(type, dev_w, n_cols, &tail);
 
-	(void)s;
+	ns_emu_launch_order(s);
 	if (rc)
 		return rc;
 	if (n_rows == 0 || n_tok == 0)
@@ -208,7 +209,7 @@ int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint
 int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *dev_w, uint32_t n,
 		    uint32_t n_tok, float eps, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0 || n_tok == 0)
 		return 0;
 	if (!dev_y || !dev_x || n_tok > INT32_MAX)
@@ -221,6 +222,7 @@ int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *dev_w, uint32
 int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_res, const float *dev_w,
 			uint32_t n, uint32_t n_tok, float eps, ns_cuda_stream_t s)
 {
+	ns_emu_launch_order(s);
 	if (n == 0 || n_tok == 0)
 		return 0;
 	if (!dev_y || !dev_x || !dev_res || n_tok > INT32_MAX || dev_y == dev_x ||
@@ -237,7 +239,7 @@ int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uin
 	struct ns_rope cr;
 	float *cs; /* (n_dims) cos, sin of each pair */
 
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n_tok == 0 || n_heads == 0)
 		return 0;
 	if (!r || !dev_x || r->n_dims == 0 || r->n_dims % 2 || r->n_dims > head_dim ||
@@ -268,7 +270,7 @@ int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uin
 
 int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0)
 		return 0;
 	if (!dev_g || !dev_u || (n + 255) / 256 > INT32_MAX)
@@ -290,7 +292,7 @@ int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai, ns_cu
 
 int ns_cuda_softmax(float *dev_x, uint32_t n, uint32_t n_rows, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0 || n_rows == 0)
 		return 0;
 	if (!dev_x || n_rows > INT32_MAX)
@@ -304,7 +306,7 @@ int ns_cuda_router_topk(float *dev_logits, uint32_t n_tok, uint32_t n_expert, ui
 			bool softmax_first, bool norm_w, float w_scale, int32_t *dev_sel,
 			float *dev_w, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n_tok == 0)
 		return 0;
 	if (!dev_logits || !dev_sel || !dev_w || n_expert == 0 || n_expert > 1024 || k == 0 ||
@@ -322,7 +324,7 @@ int ns_cuda_router_topk(float *dev_logits, uint32_t n_tok, uint32_t n_expert, ui
 int ns_cuda_argmax(const float *dev_x, uint32_t n, uint32_t n_tok, int32_t *dev_out,
 		   ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n_tok == 0)
 		return 0;
 	if (!dev_x || !dev_out || n == 0 || n > INT32_MAX || n_tok > INT32_MAX)
@@ -364,7 +366,7 @@ int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, cons
 	uint32_t gqa;
 	float *att; /* (max_pos) scores, then probabilities, of one (token, head) */
 
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n_tok == 0 || n_head == 0)
 		return 0;
 	if (!dev_q || !dev_k || !dev_v || !dev_out || !dev_ws || n_head_kv == 0 ||
@@ -429,7 +431,7 @@ int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, cons
 
 int ns_cuda_add(float *dev_y, const float *dev_x, uint64_t n, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0)
 		return 0;
 	if (!dev_y || !dev_x)
@@ -442,7 +444,7 @@ int ns_cuda_add(float *dev_y, const float *dev_x, uint64_t n, ns_cuda_stream_t s
 int ns_cuda_add_rows(float *dev_y, uint64_t ld, const float *dev_b, uint64_t n, uint32_t n_tok,
 		     ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0 || n_tok == 0)
 		return 0;
 	if (!dev_y || !dev_b || ld < n || n_tok > 65535)
@@ -456,7 +458,7 @@ int ns_cuda_add_rows(float *dev_y, uint64_t ld, const float *dev_b, uint64_t n, 
 int ns_cuda_gather_rows(float *dev_dst, const float *dev_src, const int32_t *dev_idx, uint32_t m,
 			uint64_t n, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0 || m == 0)
 		return 0;
 	if (!dev_dst || !dev_src || !dev_idx || m > 65535)
@@ -473,7 +475,7 @@ int ns_cuda_gather_rows(float *dev_dst, const float *dev_src, const int32_t *dev
 int ns_cuda_scatter_scaled(float *dev_ys, const float *dev_src, const int32_t *dev_slot,
 			   const float *dev_w, uint32_t m, uint64_t n, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0 || m == 0)
 		return 0;
 	if (!dev_ys || !dev_src || !dev_slot || !dev_w || m > 65535)
@@ -495,7 +497,7 @@ int ns_cuda_scatter_scaled(float *dev_ys, const float *dev_src, const int32_t *d
 int ns_cuda_sum_slots(float *dev_y, const float *dev_ys, uint32_t n_tok, uint32_t k, uint64_t n,
 		      ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0 || n_tok == 0)
 		return 0;
 	if (!dev_y || !dev_ys || k == 0 || n_tok > 65535)
@@ -520,6 +522,7 @@ int ns_cuda_sum_slots(float *dev_y, const float *dev_ys, uint32_t n_tok, uint32_
 int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads,
 		    uint32_t head_dim, const int64_t *dev_pos, ns_cuda_stream_t s)
 {
+	ns_emu_launch_order(s);
 	if (!dev_pos)
 		return -EINVAL;
 	return ns_cuda_rope(r, dev_x, 1, n_heads, head_dim, *dev_pos, s);
@@ -533,6 +536,7 @@ int ns_cuda_rope_kv_store(const struct ns_cuda_rope *r, float *dev_q, uint32_t n
 	const uint64_t nk = (uint64_t)n_head_kv * head_dim;
 	int rc;
 
+	ns_emu_launch_order(s);
 	if (!dev_q || !dev_k || !dev_v || !dev_k_cache || !dev_v_cache || n_head == 0 ||
 	    n_head_kv == 0 || nv == 0 || ld_k < nk || ld_v < nv || (!dev_pos && pos < 0))
 		return -EINVAL;
@@ -554,6 +558,7 @@ int ns_cuda_attention_at(const float *dev_q, const float *dev_k, uint64_t ldk,
 			 uint32_t dv, float scale, uint32_t window, const float *dev_sinks,
 			 float *dev_out, void *dev_ws, ns_cuda_stream_t s)
 {
+	ns_emu_launch_order(s);
 	if (!dev_pos || max_ctx == 0 || *dev_pos < 0 || (uint64_t)*dev_pos >= max_ctx)
 		return -EINVAL;
 	return ns_cuda_attention(dev_q, dev_k, ldk, dev_v, ldv, 1, (uint64_t)*dev_pos, n_head,
@@ -563,7 +568,7 @@ int ns_cuda_attention_at(const float *dev_q, const float *dev_k, uint64_t ldk,
 int ns_cuda_store_row(float *dev_dst, uint64_t ld, const float *dev_src, uint64_t n,
 		      const int64_t *dev_pos, ns_cuda_stream_t s)
 {
-	(void)s;
+	ns_emu_launch_order(s);
 	if (n == 0)
 		return 0;
 	if (!dev_dst || !dev_src || !dev_pos || ld < n || *dev_pos < 0)

@@ -4,7 +4,8 @@
  *
  * "Device memory" is host memory, so dev_* pointers may be read directly by the host (the real
  * backend's callers must not). Every call runs synchronously: a launch or copy has finished
- * when it returns, streams and events are bookkeeping only. No CUDA header is included. */
+ * when it returns, streams and events are bookkeeping only, except that ns_cuda_h2d's bytes
+ * land in legacy-stream order (below). No CUDA header is included. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -82,8 +83,81 @@ int ns_cuda_malloc(void **dev_p, size_t bytes, char *err, size_t errlen)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- the legacy stream ---- */
+
+/* ns_cuda_h2d is cudaMemcpy from pageable memory: it returns once the bytes are staged, and
+ * they reach device memory in the order of the legacy default stream, which the streams of
+ * ns_cuda_stream_new (non-blocking) do not wait for. The emulation keeps such copies pending
+ * until something orders them: the next operation on the legacy stream (a copy, a memset, a
+ * launch or record with s == NULL), ns_cuda_sync, ns_cuda_stream_sync(NULL), ns_cuda_free
+ * (cudaFree synchronizes the device). A kernel launched on a non-blocking stream before then
+ * reads what was there before, as it may on a GPU: callers must upload on their stream
+ * (ns_cuda_copy_h2d_async) or synchronize first. Process-wide, as the driver's stream is. */
+struct s_pending {
+	void *dst;
+	size_t bytes;
+	unsigned char data[]; /* the staged bytes */
+};
+
+static struct s_pending **s_pend;
+static size_t s_n_pend, s_cap_pend;
+static pthread_mutex_t s_pend_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ns_emu_legacy_order(void)
+{
+	pthread_mutex_lock(&s_pend_mu);
+	for (size_t i = 0; i < s_n_pend; i++) {
+		memcpy(s_pend[i]->dst, s_pend[i]->data, s_pend[i]->bytes);
+		free(s_pend[i]);
+	}
+	s_n_pend = 0;
+	free(s_pend);
+	s_pend = NULL;
+	s_cap_pend = 0;
+	pthread_mutex_unlock(&s_pend_mu);
+}
+
+void ns_emu_launch_order(ns_cuda_stream_t s)
+{
+	if (!s)
+		ns_emu_legacy_order();
+}
+
+/* Queue a staged copy; 1 when it could not be queued (no memory: the caller copies now,
+ * which only makes the emulation less strict). */
+static int s_pend_push(void *dst, const void *src, size_t bytes)
+{
+	struct s_pending *p = malloc(sizeof(*p) + bytes);
+	int rc = 1;
+
+	if (!p)
+		return 1;
+	p->dst = dst;
+	p->bytes = bytes;
+	memcpy(p->data, src, bytes);
+	pthread_mutex_lock(&s_pend_mu);
+	if (s_n_pend == s_cap_pend) {
+		size_t cap = s_cap_pend ? 2 * s_cap_pend : 16;
+		struct s_pending **q = realloc(s_pend, cap * sizeof(*q));
+
+		if (q) {
+			s_pend = q;
+			s_cap_pend = cap;
+		}
+	}
+	if (s_n_pend < s_cap_pend) {
+		s_pend[s_n_pend++] = p;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&s_pend_mu);
+	if (rc)
+		free(p);
+	return rc;
+}
+
 void ns_cuda_free(void *dev_p)
 {
+	ns_emu_legacy_order(); /* cudaFree waits for the device: nothing lands in freed memory */
 	free(dev_p);
 }
 
@@ -91,26 +165,38 @@ int ns_cuda_h2d(void *dev_dst, const void *src, size_t bytes)
 {
 	if (bytes && (!dev_dst || !src))
 		return -EINVAL;
-	if (bytes)
+	if (bytes && s_pend_push(dev_dst, src, bytes))
 		memmove(dev_dst, src, bytes);
+	return 0;
+}
+
+/* A copy in stream s that has finished when it returns (after the legacy stream's earlier
+ * copies when s is the legacy stream). */
+static int s_copy_now(void *dst, const void *src, size_t bytes, ns_cuda_stream_t s)
+{
+	if (bytes && (!dst || !src))
+		return -EINVAL;
+	ns_emu_launch_order(s);
+	if (bytes)
+		memmove(dst, src, bytes);
 	return 0;
 }
 
 int ns_cuda_d2h(void *dst, const void *dev_src, size_t bytes)
 {
-	return ns_cuda_h2d(dst, dev_src, bytes);
+	return s_copy_now(dst, dev_src, bytes, NULL);
 }
 
 int ns_cuda_d2d_async(void *dev_dst, const void *dev_src, size_t bytes, ns_cuda_stream_t s)
 {
-	(void)s;
-	return ns_cuda_h2d(dev_dst, dev_src, bytes);
+	return s_copy_now(dev_dst, dev_src, bytes, s);
 }
 
 int ns_cuda_memset(void *dev_p, int byte, size_t bytes)
 {
 	if (bytes && !dev_p)
 		return -EINVAL;
+	ns_emu_legacy_order();
 	if (bytes)
 		memset(dev_p, byte, bytes);
 	return 0;
@@ -118,6 +204,7 @@ int ns_cuda_memset(void *dev_p, int byte, size_t bytes)
 
 int ns_cuda_sync(void)
 {
+	ns_emu_legacy_order();
 	return 0;
 }
 
@@ -166,6 +253,7 @@ static int s_stream_ok(ns_cuda_stream_t s)
 
 int ns_cuda_stream_sync(ns_cuda_stream_t s)
 {
+	ns_emu_launch_order(s);
 	return s_stream_ok(s);
 }
 
@@ -269,6 +357,7 @@ int ns_cuda_event_record(ns_cuda_event_t e, ns_cuda_stream_t s)
 
 	if (rc || (rc = s_stream_ok(s)))
 		return rc;
+	ns_emu_launch_order(s);
 	e->recorded = true;
 	e->t_ns = ns_now_ns();
 	return 0;
@@ -279,7 +368,7 @@ int ns_cuda_copy_h2d_async(void *dev_dst, const void *src, size_t bytes, ns_cuda
 {
 	int rc = s_stream_ok(s);
 
-	if (rc || (rc = ns_cuda_h2d(dev_dst, src, bytes)))
+	if (rc || (rc = s_copy_now(dev_dst, src, bytes, s)))
 		return rc;
 	return done ? ns_cuda_event_record(done, s) : 0;
 }
@@ -359,6 +448,7 @@ void ns_vram_destroy(struct ns_vram **pv)
 	if (!pv || !*pv)
 		return;
 	v = *pv;
+	ns_emu_legacy_order(); /* cudaFree of the arena waits for the device */
 	(void)munmap(v->base, v->map_bytes);
 	ns_vram_bookkeeping_free(v);
 	*pv = NULL;

@@ -17,4 +17,12 @@
  * written are NaN, int32 are -1 (cudaMalloc does not clear memory either). */
 #define NS_EMU_POISON 0xFF
 
+#include "nscuda.h"
+
+/* The legacy default stream's pending ns_cuda_h2d copies (nscuda_emu.c) land now. */
+void ns_emu_legacy_order(void);
+/* Called by every emulated launch on stream s: a launch on the legacy stream (NULL) comes
+ * after that stream's copies; one on a non-blocking stream does not wait for them. */
+void ns_emu_launch_order(ns_cuda_stream_t s);
+
 #endif

@@ -61,6 +61,7 @@ static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w)
 }
 
 typedef struct CUstream_st *cudaStream_t;
+extern "C" void ns_emu_launch_order(cudaStream_t s); /* ../../../nscompute/cuda/emu */
 enum cudaError_t {
 	cudaSuccess = 0,
 	cudaErrorInvalidValue = 1,
@@ -169,8 +170,10 @@ struct launch {
 	dim3 grid, block;
 	size_t dyn_bytes;
 
+	/* in stream order: a launch on the legacy stream (nullptr) comes after that stream's
+	 * pending copies (nscuda_emu.c), one on a non-blocking stream does not */
 	launch(dim3 g, dim3 b, size_t sm = 0, cudaStream_t s = nullptr)
-		: grid(g), block(b), dyn_bytes(sm) { (void)s; }
+		: grid(g), block(b), dyn_bytes(sm) { ns_emu_launch_order(s); }
 
 	/* the kernel's parameters are converted once, as the launch copies them, and each
 	 * thread gets its own copy, as each CUDA thread gets its own registers */
