@@ -63,21 +63,31 @@ static int s_send_logits(struct nsc_proc *p, const float *lg, uint32_t n, uint32
 	return rc;
 }
 
+/* p->logits holds rows of logits; its old contents are not kept (every eval rewrites them).
+ * Page-aligned whole pages, so the cuda backend can page-lock exactly this buffer. */
 static int s_logits_room(struct nsc_proc *p, uint64_t rows)
 {
+	const size_t page = 4096;
 	uint64_t need;
 	float *q;
 
 	if (ns_mul_u64_overflow(rows, ns_fwd_n_vocab(p->f), &need) ||
-	    need > SIZE_MAX / sizeof(float))
+	    need > (SIZE_MAX - page) / sizeof(float))
 		return -ENOMEM;
 	if (need <= p->logits_cap)
 		return 0;
-	q = realloc(p->logits, (size_t)need * sizeof(float));
+	q = aligned_alloc(page, ((size_t)need * sizeof(float) + page - 1) / page * page);
 	if (!q)
 		return -ENOMEM;
+#ifdef NS_WITH_CUDA
+	nsc_cuda_logits_unpin(p);
+#endif
+	free(p->logits);
 	p->logits = q;
 	p->logits_cap = need;
+#ifdef NS_WITH_CUDA
+	nsc_cuda_logits_pin(p);
+#endif
 	return 0;
 }
 
@@ -313,5 +323,8 @@ void nsc_proc_free(struct nsc_proc *p)
 	ns_client_close(&p->c);
 	ns_model_close(&p->m);
 	free(p->tokens);
+#ifdef NS_WITH_CUDA
+	nsc_cuda_logits_unpin(p);
+#endif
 	free(p->logits);
 }

@@ -36,8 +36,9 @@ struct nsc_proc {
 	uint64_t rejected;         /* malformed messages dropped */
 	bool quit;                 /* QUIT arrived during a generation */
 	int32_t *tokens;           /* (NS_CMSG_MAX_TOKENS) decode buffer */
-	float *logits;             /* (n_tok or 1, n_vocab) */
+	float *logits;             /* (n_tok or 1, n_vocab), page-aligned */
 	uint64_t logits_cap;       /* floats */
+	const void *logits_pinned; /* cuda: p->logits, page-locked; NULL when not */
 };
 
 int nsc_send_hello(struct nsc_proc *p);
@@ -61,6 +62,11 @@ int nsc_cuda_probe(char *err, size_t errlen);
 int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen);
 /* Frees the CUDA pass and unlocks the arena (before the client unmaps it). */
 void nsc_cuda_detach(struct nsc_proc *p);
+/* Page-locks p->logits (when it is small enough: the decode steps' buffer, not a prompt's
+ * worth of logits) so the device copies a step's logits by DMA; unpin before it is freed.
+ * A failure only leaves it pageable (said once on stderr). */
+void nsc_cuda_logits_pin(struct nsc_proc *p);
+void nsc_cuda_logits_unpin(struct nsc_proc *p);
 /* The stream provider's on_ram_map (weights_stream.h), ctx = p: page-locks nsio's RAM tier
  * mapping when the provider starts using it, unlocks it before it is unmapped. */
 void nsc_cuda_ram_map(void *ctx, const void *base, size_t bytes, bool mapped);

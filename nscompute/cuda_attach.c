@@ -143,6 +143,31 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	return rc;
 }
 
+/* Larger buffers hold a prompt's logits for `nsctl logits`, copied once: locking them would
+ * cost more than it saves. 64 MiB is over a hundred rows of a 150k vocabulary. */
+#define S_PIN_LOGITS_MAX (64u << 20)
+
+void nsc_cuda_logits_pin(struct nsc_proc *p)
+{
+	const size_t bytes = (size_t)p->logits_cap * sizeof(float);
+	char e[256];
+
+	if (!p->cuda || !p->logits || p->logits_pinned || bytes > S_PIN_LOGITS_MAX)
+		return;
+	if (ns_cuda_host_register(p->logits, bytes, e, sizeof(e)) == 0)
+		p->logits_pinned = p->logits;
+	else
+		fprintf(stderr, "nscompute: cuda: the logits buffer stays pageable (%s); each "
+			"token's copy is slower\n", e);
+}
+
+void nsc_cuda_logits_unpin(struct nsc_proc *p)
+{
+	if (p->logits_pinned)
+		ns_cuda_host_unregister((void *)p->logits_pinned);
+	p->logits_pinned = NULL;
+}
+
 void nsc_cuda_ram_map(void *ctx, const void *base, size_t bytes, bool mapped)
 {
 	struct nsc_proc *p = ctx;
@@ -177,6 +202,10 @@ void nsc_cuda_detach(struct nsc_proc *p)
 		if (st.q8_gemvs)
 			fprintf(stderr, "nscompute: cuda: %llu decode GEMVs with int8 activations\n",
 				(unsigned long long)st.q8_gemvs);
+		if (st.logits_bytes)
+			fprintf(stderr, "nscompute: cuda: copied %s of logits, %s of it to pageable "
+				"memory\n", ns_format_bytes(st.logits_bytes, a, sizeof(a)),
+				ns_format_bytes(st.logits_pageable_bytes, b, sizeof(b)));
 	}
 	ns_fwd_destroy(&p->f); /* device work done before the arena is unlocked */
 	if (p->arena_pinned)

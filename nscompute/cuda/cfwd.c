@@ -953,6 +953,16 @@ static int s_step_body(struct ns_fwd *f, struct s_cuda *c)
 	return s_matmul(f, L->output, 0, L->n_vocab, c->xb, 1, c->logits, L->n_vocab);
 }
 
+/* Logits to the caller (c->cs synchronized: the legacy-stream copy waits for nothing),
+ * counted, and counted again when the destination is pageable. */
+static int s_download(struct s_cuda *c, float *dst, const float *dev_src, uint64_t bytes)
+{
+	c->st.logits_bytes += bytes;
+	if (ns_cuda_host_pinned(dst) == 0) /* an error counts as pinned: only a figure */
+		c->st.logits_pageable_bytes += bytes;
+	return ns_cuda_d2h(dst, dev_src, bytes);
+}
+
 /* One decoded token by graph replay (x already holds its embedding). Returns 0, 1 when no
  * graph could be made (the caller takes the plain path; graphs stay off), or an error. */
 static int s_eval_graph(struct ns_fwd *f, struct s_cuda *c, float *logits)
@@ -981,7 +991,7 @@ static int s_eval_graph(struct ns_fwd *f, struct s_cuda *c, float *logits)
 	}
 	S_TRY("graph", ns_cuda_graph_launch(c->graph, c->cs));
 	S_TRY("sync", ns_cuda_stream_sync(c->cs));
-	S_TRY("download", ns_cuda_d2h(logits, c->logits, (uint64_t)c->L->n_vocab * 4));
+	S_TRY("download", s_download(c, logits, c->logits, (uint64_t)c->L->n_vocab * 4));
 	return 0;
 }
 
@@ -1065,8 +1075,8 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 		if (g + m >= n)
 			c->res_pending = false;
 		S_TRY("sync", ns_cuda_stream_sync(c->cs));
-		S_TRY("download", ns_cuda_d2h(logits + (uint64_t)(g - t0) * L->n_vocab, c->logits,
-					      (uint64_t)m * L->n_vocab * 4));
+		S_TRY("download", s_download(c, logits + (uint64_t)(g - t0) * L->n_vocab, c->logits,
+					     (uint64_t)m * L->n_vocab * 4));
 	}
 	return 0;
 }

@@ -97,6 +97,9 @@ struct ns_cfwd_stats {
 	uint64_t staged_pageable_bytes; /* of those, copied from pageable host memory (the
 					 * driver bounces them: several times slower than DMA) */
 	uint64_t q8_gemvs;      /* GEMV launches with int8 activations (opts.act_q8) */
+	uint64_t logits_bytes;  /* logits copied to the caller's buffers */
+	uint64_t logits_pageable_bytes; /* of those, into pageable memory (a decode step's
+					 * copy then takes longer: nscompute page-locks its buffer) */
 	bool graphs;            /* decode steps replay a CUDA graph */
 };
 void ns_cfwd_stats(const struct ns_fwd *f, struct ns_cfwd_stats *out);

@@ -8,7 +8,8 @@
 # workable figure (exit 2). Greedy, no RAM cache, a 4 MiB arena; then once more with part of
 # the weights in nsio's RAM tier: same text, and every streamed byte reached the device from
 # page-locked memory (the arena and the RAM tier are registered; the compute process reports
-# the pageable bytes it staged at exit). With --act q8 (int8 activations in the decode GEMVs),
+# the pageable bytes it staged at exit), and every token's logits were copied into page-locked
+# memory. With --act q8 (int8 activations in the decode GEMVs),
 # everything streamed and everything in VRAM give the same text, and the compute process
 # reports GEMVs with int8 activations. With NS_CUDA_REAL=1 (the real
 # kernels on a GPU, whose float sums differ from the CPU's in the last bits) the three cuda
@@ -47,6 +48,10 @@ run ram --backend cuda --vram-budget "$part" --ram-budget "$((size / 4 + 1048576
 for r in none part ram; do
     grep -q "nscompute: cuda: staged .* blocks, 0 B of it from pageable memory" "$tmp/$r.err" ||
         fail "cuda ($r): streamed bytes were staged from pageable memory (or not reported)"
+done
+for r in none part all ram; do
+    grep -q "nscompute: cuda: copied .* of logits, 0 B of it to pageable memory" "$tmp/$r.err" ||
+        fail "cuda ($r): logits were copied to pageable memory (or not reported)"
 done
 for r in none part all ram; do
     if [ "${NS_CUDA_REAL:-0}" = 1 ]; then
