@@ -186,7 +186,10 @@ static int s_cmp_prio(const void *a, const void *b)
 }
 
 /* Greedy fill of one tier in priority order: each piece takes the largest whole-row prefix of
- * its still-unplaced rows that fits what is left. Returns the bytes placed. */
+ * its still-unplaced rows that fits what is left. Returns the bytes placed. An untied input
+ * embedding may always take VRAM (last: its ratio is the smallest): the CUDA pass looks a
+ * token's row up on the device, which spares every token a round trip to nsio for one row
+ * (0.3 ms a token on the H200 machine's disk, 5% of an 8B model's decode step). */
 static uint64_t s_fill(struct s_piece **order, uint64_t n, uint64_t budget, bool vram)
 {
 	uint64_t left = budget;
@@ -196,7 +199,8 @@ static uint64_t s_fill(struct s_piece **order, uint64_t n, uint64_t budget, bool
 		uint64_t free_rows = p->rows - p->vram_rows - p->ram_rows;
 		uint64_t take;
 
-		if (!p->eligible || !free_rows || !p->row_bytes)
+		if (!(p->eligible || (vram && p->kind == NSPLAN_KIND_EMBD)) || !free_rows ||
+		    !p->row_bytes)
 			continue;
 		take = left / p->row_bytes;
 		if (take > free_rows)

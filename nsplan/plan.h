@@ -14,8 +14,9 @@
  *   class 3  expert slabs, one per (tensor, expert): ratio n_used/n_expert, or with
  *            statistics hits[layer][e] / tokens[layer] (a hot expert moves forward)
  *   class 4  an untied input embedding: a token needs one row, so it is read by row on
- *            demand and never resident by default (opts.embd_resident lets it in last,
- *            with ratio row_bytes / n_bytes).
+ *            demand and never in RAM by default (opts.embd_resident lets it in last,
+ *            with ratio row_bytes / n_bytes); in VRAM it may always go, last (the
+ *            CUDA pass reads a token's row on the device instead of asking nsio).
  *   class 5  held tensors (nsplan_tensor_held: norms and other 1-D vectors, expert bias
  *            tables): compute copies them once at start and keeps them, so caching them
  *            saves no per-token byte                                      ratio 0

@@ -101,6 +101,7 @@ struct s_cuda {
 	uint64_t prof_submit_ns;
 	/* decode graph (cfwd.h) */
 	int64_t *dev_pos;          /* (1) position of the token being decoded */
+	const void *embd_dev;      /* the token embedding, whole in VRAM (s_embed), or NULL */
 	ns_cuda_graph_t graph;     /* captured at the first graph-eligible decode */
 	bool graph_ok;             /* dense, every matrix whole in VRAM, not disabled */
 	bool capturing;            /* launches are being recorded: position from dev_pos */
@@ -192,14 +193,9 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 	for (uint64_t i = 0; o->all_resident && i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 
-		if (s_is_matrix(t) && strcmp(t->name, "token_embd.weight") &&
-		    !s_acc(&n->weights, t->n_bytes, 1))
+		if (s_is_matrix(t) && !s_acc(&n->weights, t->n_bytes, 1))
 			goto overflow;
 	}
-	if (o->all_resident && !ns_model_find(m, "output.weight") &&
-	    ns_model_find(m, "token_embd.weight") &&
-	    !s_acc(&n->weights, ns_model_find(m, "token_embd.weight")->n_bytes, 1))
-		goto overflow;
 	for (uint64_t i = 0; !o->all_resident && i < o->n_vram; i++) {
 		const struct ns_cfwd_window *w = &o->vram[i];
 
@@ -417,7 +413,8 @@ static int s_fill_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data)
 	return ns_cuda_h2d(f->dev + (row0 - f->rb) * f->row_bytes, data, nrows * f->row_bytes);
 }
 
-/* Allocate and fill the VRAM windows (all_resident: every matrix, whole). */
+/* Allocate and fill the VRAM windows (all_resident: every matrix, whole, the token embedding
+ * too). */
 static int s_windows(struct s_cuda *c, const struct ns_cfwd_opts *o, char *err, size_t errlen)
 {
 	const struct ns_model *m = c->m;
@@ -432,7 +429,7 @@ static int s_windows(struct s_cuda *c, const struct ns_cfwd_opts *o, char *err, 
 		for (uint64_t i = 0; i < m->n_tensors; i++) {
 			const struct ns_model_tensor *t = &m->tensors[i];
 
-			if (!s_is_matrix(t) || (i == c->L->tok_embd && i != c->L->output))
+			if (!s_is_matrix(t))
 				continue;
 			w[n++] = (struct ns_cfwd_window){ (uint32_t)i, 0, t->n_rows };
 		}
@@ -1016,15 +1013,30 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 	return rc;
 }
 
-static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
-			 bool all)
+/* x = token_embd[tokens]   (n, n_embd). With the embedding whole in VRAM, each row is
+ * dequantized there (the kernel is bit-exact with the CPU's dequantization, so x is the same
+ * either way); otherwise the rows come from the host provider, a round trip to nsio. */
+static int s_embed(struct ns_fwd *f, struct s_cuda *c, const int32_t *tokens, uint32_t n)
 {
-	struct s_cuda *c = f->arch;
 	const struct ns_llama *L = c->L;
-	uint32_t t0;
+	const struct ns_model_tensor *te = &c->m->tensors[L->tok_embd];
 	int rc;
 
-	/* x = token_embd[tokens]   (n, n_embd): rows from the host provider */
+	if (c->embd_dev) {
+		for (uint32_t t = 0; t < n; t++) {
+			if (tokens[t] < 0 || (uint64_t)tokens[t] >= te->n_rows) {
+				ns_errf(f->err, sizeof(f->err), "forward: token id %d is outside the "
+					"vocabulary (%llu)", tokens[t],
+					(unsigned long long)te->n_rows);
+				return -EINVAL;
+			}
+			S_TRY("embedding", ns_cuda_dequant(te->type, (const uint8_t *)c->embd_dev +
+							   (uint64_t)tokens[t] * te->row_bytes,
+							   L->n_embd, 1,
+							   c->x + (uint64_t)t * L->n_embd, c->cs));
+		}
+		return 0;
+	}
 	for (uint32_t t = 0; t < n; t++)
 		c->h_ids[t] = tokens[t];
 	rc = ns_weights_get_rows(c->host, L->tok_embd, c->h_ids, n, c->h_x);
@@ -1036,6 +1048,21 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	 * h_x is pageable, staged before the call returns, so it may be refilled at once */
 	S_TRY("upload", ns_cuda_copy_h2d_async(c->x, c->h_x, (uint64_t)n * L->n_embd * 4, c->cs,
 					       NULL));
+	return 0;
+}
+
+static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+			 bool all)
+{
+	struct s_cuda *c = f->arch;
+	const struct ns_llama *L = c->L;
+	uint32_t t0;
+	int rc;
+
+	/* x = token_embd[tokens]   (n, n_embd) */
+	rc = s_embed(f, c, tokens, n);
+	if (rc < 0)
+		return rc;
 	c->res_pending = false; /* x is the embedding: nothing to add */
 	s_mark(c, P_EMBD);
 	if (n == 1 && logits && c->graph_ok && !c->prof.on) {
@@ -1280,6 +1307,9 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 			goto fail;
 		}
 	}
+	/* a row lands at x + t * n_embd: the dequant kernel wants 16-byte aligned rows of x */
+	if (s_whole(c, c->L->tok_embd) && c->L->n_embd % 4 == 0)
+		c->embd_dev = c->t[c->L->tok_embd].w[0].dev;
 	c->graph_ok = !opts->no_graphs && !c->L->moe && s_all_resident(c);
 	c->act_q8 = opts->act_q8;
 	c->st.graphs = c->graph_ok;

@@ -236,6 +236,38 @@ static void s_model(const char *rel)
 			nsplan_destroy(&pl);
 		}
 	}
+	/* VRAM for everything, no RAM: an untied embedding goes to VRAM too (the CUDA pass
+	 * looks its rows up there), so no byte per token comes from disk; one byte short of
+	 * what it and everything before it need, it alone stays on disk, read by row */
+	{
+		const struct ns_model_tensor *e = ns_model_find(m, "token_embd.weight");
+		const bool untied = !hp.tied_embeddings && e;
+		struct nsplan *pl = s_plan(m, &hp, 0, total, 0, NULL);
+
+		if (pl) {
+			s_check_plan(rel, m, &hp, pl, NULL);
+			CHECK(pl->predict.bytes_per_token == 0, "%s: all in VRAM predicts %.1f", rel,
+			      pl->predict.bytes_per_token);
+			nsplan_destroy(&pl);
+		}
+		uint64_t held = 0; /* held tensors come after the embedding, the last in order */
+
+		for (uint64_t i = 0; i < m->n_tensors; i++)
+			held += nsplan_tensor_held(&m->tensors[i]) ? m->tensors[i].n_bytes : 0;
+		pl = untied ? s_plan(m, &hp, 0, total - held - 1, 0, NULL) : NULL;
+		if (pl) {
+			bool embd_on_disk = false;
+
+			s_check_plan(rel, m, &hp, pl, NULL);
+			for (uint64_t i = 0; i < pl->hdr.n_entries; i++)
+				if (&m->tensors[pl->entries[i].tensor] == e)
+					embd_on_disk |= pl->entries[i].tier == NSPLAN_DISK;
+			CHECK(embd_on_disk && pl->predict.bytes_per_token == (double)e->row_bytes,
+			      "%s: VRAM one byte short: embedding on disk %d, predicts %.1f", rel,
+			      embd_on_disk, pl->predict.bytes_per_token);
+			nsplan_destroy(&pl);
+		}
+	}
 	ns_summary_free(&sum);
 	ns_model_close(&m);
 }
