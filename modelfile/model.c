@@ -38,6 +38,23 @@ const struct ns_model_tensor *ns_model_find(const struct ns_model *m, const char
 	return i < 0 ? NULL : &m->tensors[i];
 }
 
+int ns_model_check_vocab(const struct ns_model *m, uint64_t n_tokens, char *err, size_t errlen)
+{
+	static const char *const names[] = { "token_embd.weight", "output.weight" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const struct ns_model_tensor *t = ns_model_find(m, names[i]);
+
+		if (!t || t->n_dims < 2 || t->n_rows == n_tokens)
+			continue;
+		ns_errf(err, errlen, "%s: the vocabulary has %" PRIu64 " tokens but %s has %" PRIu64
+			" rows (one per token)", m->shards[t->shard]->path, n_tokens, t->name,
+			t->n_rows);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 void ns_model_close(struct ns_model **pm)
 {
 	struct ns_model *m = pm ? *pm : NULL;

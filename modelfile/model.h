@@ -48,6 +48,12 @@ const struct ns_model_tensor *ns_model_find(const struct ns_model *m, const char
 /* Index of a tensor, or -1. */
 int64_t ns_model_find_index(const struct ns_model *m, const char *name);
 
+/* A vocabulary of n_tokens tokens against the tensors it indexes: token_embd.weight and
+ * output.weight (where present) must have exactly n_tokens rows, as llama.cpp requires. With
+ * fewer tokens the model samples ids no token spells; with more, prompt ids past the rows.
+ * Returns 0, or -EINVAL with one line in err naming the file and the tensor. */
+int ns_model_check_vocab(const struct ns_model *m, uint64_t n_tokens, char *err, size_t errlen);
+
 /* Metadata of the model (shard 0). */
 static inline const struct ns_gguf *ns_model_meta(const struct ns_model *m)
 {

@@ -12,8 +12,10 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
+#include "model.h"
 #include "ns_util.h"
 #include "session.h"
+#include "tokenizer.h"
 
 #define S_MAX_RESTARTS 16
 
@@ -378,6 +380,11 @@ int nse_start(struct ns_engine *e)
 	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
 	int linger = 0, rc;
 
+	/* before any process: a vocabulary that does not match the embedding / LM head rows
+	 * would have the model sample ids no token spells, or feed it ids past its rows */
+	rc = ns_model_check_vocab(e->m, ns_tok_n_vocab(e->tok), e->err, sizeof(e->err));
+	if (rc < 0)
+		return rc;
 	for (int i = 0; i < NS_PROC_COUNT; i++)
 		nse_find_exe(s_names[i], s_names[i], s_envs[i], e->exe[i], sizeof(e->exe[i]));
 	if (strcmp(e->o.backend, "cpu")) {
@@ -433,6 +440,18 @@ int nse_start(struct ns_engine *e)
 	return rc;
 }
 
+/* nsplan ended and is not restarted: tell nsio (SIGUSR2) that no plan will come, so that a
+ * RAM tier waiting for one streams everything now instead of after --plan-wait-ms (30 s).
+ * Harmless once nsio has its plan. The pid is the one nsio published in the control segment:
+ * the nsio itself, not a --wrap program around it. */
+static void s_no_plan(struct ns_engine *e)
+{
+	pid_t pid = (pid_t)atomic_load(&e->s->ctl->nsio_pid);
+
+	if (e->plan_gone && pid > 0 && atomic_load(&e->s->ctl->nsio_state) == NS_NSIO_RUNNING)
+		kill(pid, SIGUSR2);
+}
+
 int nse_supervise(struct ns_engine *e)
 {
 	char why[128];
@@ -454,6 +473,7 @@ int nse_supervise(struct ns_engine *e)
 		if (rc < 0)
 			return rc;
 		s_write_procs(e);
+		s_no_plan(e);
 	}
 	if (e->router_pid > 0) { /* engine_router.c restarts a dead nsrouter */
 		pid_t was = e->router_pid;
@@ -470,6 +490,7 @@ int nse_supervise(struct ns_engine *e)
 		} else {
 			/* it refused or finished: nothing consumes the plan yet, so go on */
 			e->plan_gone = true;
+			s_no_plan(e);
 			if (!strstr(why, "exit status 0"))
 				fprintf(stderr, "nsctl: nsplan ended (%s); continuing without it\n",
 					why);

@@ -8,11 +8,14 @@
 
 static volatile sig_atomic_t s_stop; /* set by SIGTERM/SIGINT: leave the loop, tear down */
 static volatile sig_atomic_t s_dump; /* set by SIGUSR1: print the queues (diagnostics) */
+static volatile sig_atomic_t s_no_plan; /* set by SIGUSR2: nsctl says nsplan ended */
 
 static void s_on_signal(int sig)
 {
 	if (sig == SIGUSR1)
 		s_dump = 1;
+	else if (sig == SIGUSR2)
+		s_no_plan = 1;
 	else
 		s_stop = 1;
 }
@@ -26,6 +29,7 @@ static void s_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -38,6 +42,7 @@ int main(int argc, char **argv)
 	s.efd = -1;
 	s.stop = &s_stop;
 	s.dump = &s_dump;
+	s.no_plan = &s_no_plan;
 	/* 1. options */
 	rc = nsio_parse_options(argc, argv, &s.o);
 	if (rc)

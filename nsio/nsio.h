@@ -110,7 +110,10 @@ struct nsio {
 					* while the RAM tier reloads, see nsio_serve */
 	volatile sig_atomic_t *stop;
 	volatile sig_atomic_t *dump; /* SIGUSR1: print the queues to stderr */
+	volatile sig_atomic_t *no_plan; /* SIGUSR2: no plan will come (nsplan ended); the RAM
+					 * tier stops waiting for one and streams everything */
 	bool said_short;
+	bool said_read_err;       /* a failed read was explained on stderr (once) */
 	struct nsio_ram ram;    /* the RAM tier (ramcache.h) */
 };
 

@@ -377,7 +377,8 @@ bool nsio_ram_ready(struct nsio *s)
 	if (!s->ram.plan_gen) {
 		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
 				   sizeof(err));
-		if (rc == -EAGAIN && t0 - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
+		if (rc == -EAGAIN && !(s->no_plan && *s->no_plan) &&
+		    t0 - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
 			return false;
 	}
 	if (rc >= 0) { /* fill for up to 20 ms at a time: the loop keeps its other duties */
@@ -394,9 +395,12 @@ bool nsio_ram_ready(struct nsio *s)
 			fprintf(stderr, "nsio: %llu RAM windows did not fit; streaming them\n",
 				(unsigned long long)s->ram.ignored);
 	} else {
+		bool late = rc == -EAGAIN && !(s->no_plan && *s->no_plan);
+
 		fprintf(stderr, "nsio: no RAM tier (%s%s%s); streaming every weight\n",
-			rc == -EAGAIN ? "no plan was published in time" : err,
-			rc == -EAGAIN && err[0] ? ": " : "", rc == -EAGAIN ? err : "");
+			rc != -EAGAIN ? err : late ? "no plan was published in time" :
+			"nsplan ended before publishing a plan", late && err[0] ? ": " : "",
+			late ? err : "");
 		nsio_ram_destroy(&s->ram);
 	}
 	s->ram.ready = true;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -245,6 +246,32 @@ static void s_chunk_finish(struct nsio *s, struct nsio_chunk *c, int status)
 		nsio_req_done(s, r);
 }
 
+/* Explain the first failed read on stderr (the request fails with status, which the client
+ * reports against its tensor): which file and bytes, and where the file ends now when it
+ * ended before them (a model truncated or rewritten while nsio serves it). */
+static void s_say_read_error(struct nsio *s, const struct nsio_chunk *c, int status)
+{
+	const struct nsio_req *r = c->req;
+	const struct ns_model_tensor *t = &s->model->tensors[r->tensor];
+	const char *path = s->model->shards[r->shard]->path;
+	uint64_t a = r->file_off + r->first, b = r->file_off + r->want_end;
+	struct stat st;
+
+	if (s->said_read_err)
+		return;
+	s->said_read_err = true;
+	if (status == -EIO && fstat(s->fds[r->shard], &st) == 0 && (uint64_t)st.st_size < b)
+		fprintf(stderr, "nsio: %s: %s rows %llu..%llu need bytes %llu..%llu but the file "
+			"now ends at %lld (truncated while in use?)\n", path, t->name,
+			(unsigned long long)r->row0, (unsigned long long)(r->row0 + r->nrows),
+			(unsigned long long)a, (unsigned long long)b, (long long)st.st_size);
+	else
+		fprintf(stderr, "nsio: %s: reading %s rows %llu..%llu (bytes %llu..%llu): %s\n",
+			path, t->name, (unsigned long long)r->row0,
+			(unsigned long long)(r->row0 + r->nrows), (unsigned long long)a,
+			(unsigned long long)b, strerror(-status));
+}
+
 void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe)
 {
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -264,12 +291,15 @@ void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe)
 		return;
 	}
 	if (res < 0) {
+		s_say_read_error(s, c, res);
 		s_chunk_finish(s, c, res);
 		return;
 	}
 	atomic_fetch_add(&s->ctl->stats.reads, 1);
 	atomic_fetch_add(&s->ctl->stats.bytes_device, (uint64_t)res);
 	if (res == 0) { /* end of file: fine once the wanted bytes are in */
+		if (c->pos < c->req->want_end)
+			s_say_read_error(s, c, -EIO);
 		s_chunk_finish(s, c, c->pos >= c->req->want_end ? 0 : -EIO);
 		return;
 	}
