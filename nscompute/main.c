@@ -53,12 +53,13 @@ static void s_usage(FILE *f)
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
-	unsigned long long x;
+	char *end = NULL;
+	unsigned long long x = 0;
 
 	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (!*v || *v == '-' || *end || errno || x < min || x > max) {
+	if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
+		x = strtoull(v, &end, 10);
+	if (!end || *end || errno || x < min || x > max) {
 		fprintf(stderr, "nscompute: %s: bad value '%s' (%" PRIu64 "..%" PRIu64 ")\n", flag,
 			v, min, max);
 		return -EINVAL;
@@ -129,7 +130,14 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			return rc;
 	}
 	if (!p->session || !p->model_path) {
-		s_usage(stderr);
+		fprintf(stderr, "nscompute: %s is required (usage: nscompute --session ID --model "
+			"PATH [options]; --help lists them)\n", !p->session ? "--session ID" :
+			"--model PATH");
+		return -EINVAL;
+	}
+	if (!ns_session_id_valid(p->session)) {
+		fprintf(stderr, "nscompute: --session '%s' is not 1-16 of [A-Za-z0-9_]\n",
+			p->session);
 		return -EINVAL;
 	}
 	return 0;

@@ -101,11 +101,13 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 	if (rc == 0 && !realpath(model, e->model_path)) {
 		rc = -errno;
 		ns_errf(err, errlen, "%s: %s", model, strerror(errno));
-		if (rc == -ENOENT)
+		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */
 			rc = -EINVAL;
 	}
 	if (rc == 0) {
 		rc = ns_model_open(e->model_path, &e->m, e->err, sizeof(e->err));
+		if (rc < 0 && rc != -ENOMEM && rc != -EIO) /* a directory, no access, no GGUF */
+			rc = -EINVAL;
 		if (rc == 0 && e->o.run_ahead < 0) /* dense: read ahead; MoE: nsrouter does */
 			e->o.run_ahead = ns_model_find(e->m, "blk.0.ffn_gate_exps.weight") == NULL;
 		if (rc == 0 && !e->o.mem_budget) {

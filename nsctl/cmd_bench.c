@@ -116,24 +116,28 @@ static void s_usage(FILE *f)
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
 
-static int s_u64(const char *flag, const char *v, uint64_t max, uint64_t *out)
+/* A count: decimal digits only (no sign, space, fraction, exponent or hex) in min..max. */
+static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
+	char *end = NULL;
+	unsigned long long x = 0;
 
 	errno = 0;
-	*out = strtoull(v, &end, 10);
-	if (!*v || *end || errno || v[0] == '-' || *out > max) {
-		fprintf(stderr, "nsctl bench: %s expects an integer up to %" PRIu64 ", got '%s'\n",
-			flag, max, v);
+	if (*v >= '0' && *v <= '9')
+		x = strtoull(v, &end, 10);
+	if (!end || *end || errno || x < min || x > max) {
+		fprintf(stderr, "nsctl bench: %s expects an integer in %" PRIu64 "..%" PRIu64
+			", got '%s'\n", flag, min, max, v);
 		return -1;
 	}
+	*out = x;
 	return 0;
 }
 
 /* "64MB,256MB,1GB" (sizes) or "0,64,256" (counts) into l. */
 static int s_list(const char *flag, const char *v, bool sizes, uint64_t max, struct s_list *l)
 {
-	char buf[1024], *save = NULL;
+	char buf[1024], *t = buf;
 
 	if (strlen(v) >= sizeof(buf)) {
 		fprintf(stderr, "nsctl bench: %s: list too long\n", flag);
@@ -141,7 +145,14 @@ static int s_list(const char *flag, const char *v, bool sizes, uint64_t max, str
 	}
 	snprintf(buf, sizeof(buf), "%s", v);
 	l->n = 0;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+	for (char *comma = buf; comma;) {
+		comma = strchr(t, ',');
+		if (comma)
+			*comma = '\0';
+		if (!*t) {
+			fprintf(stderr, "nsctl bench: %s: empty value in '%s'\n", flag, v);
+			return -1;
+		}
 		if (l->n == S_MAX_LIST) {
 			fprintf(stderr, "nsctl bench: %s: at most %d values\n", flag, S_MAX_LIST);
 			return -1;
@@ -151,10 +162,12 @@ static int s_list(const char *flag, const char *v, bool sizes, uint64_t max, str
 				fprintf(stderr, "nsctl bench: %s: bad size '%s'\n", flag, t);
 				return -1;
 			}
-		} else if (s_u64(flag, t, max, &l->v[l->n])) {
+		} else if (s_u64(flag, t, 0, max, &l->v[l->n])) {
 			return -1;
 		}
 		l->n++;
+		if (comma)
+			t = comma + 1;
 	}
 	if (!l->n) {
 		fprintf(stderr, "nsctl bench: %s: empty list\n", flag);
@@ -198,23 +211,19 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		}
 		i++;
 		if (!strcmp(a, "-p")) {
-			if (s_u64(a, v, 65536, &x))
+			if (s_u64(a, v, 0, 65536, &x))
 				return -1;
 			o->n_prompt = (uint32_t)x;
 		} else if (!strcmp(a, "-n")) {
-			if (s_u64(a, v, 65536, &x))
+			if (s_u64(a, v, 0, 65536, &x))
 				return -1;
 			o->n_gen = (uint32_t)x;
 		} else if (!strcmp(a, "-r")) {
-			if (s_u64(a, v, NS_BENCH_MAX_SAMPLES, &x) || !x) {
-				if (!x)
-					fprintf(stderr, "nsctl bench: -r must be 1..%d\n",
-						NS_BENCH_MAX_SAMPLES);
+			if (s_u64(a, v, 1, NS_BENCH_MAX_SAMPLES, &x))
 				return -1;
-			}
 			o->repeats = (uint32_t)x;
 		} else if (!strcmp(a, "--disk-repeats")) {
-			if (s_u64(a, v, NS_DISKBW_MAX_REPEATS, &x) || !x)
+			if (s_u64(a, v, 1, NS_DISKBW_MAX_REPEATS, &x))
 				return -1;
 			o->disk_repeats = (uint32_t)x;
 		} else if (!strcmp(a, "-o")) {
@@ -250,11 +259,11 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			if (s_list(a, v, false, 1024, &o->lookahead))
 				return -1;
 		} else if (!strcmp(a, "--threads")) {
-			if (s_u64(a, v, 1024, &x))
+			if (s_u64(a, v, 0, 1024, &x))
 				return -1;
 			o->threads = (int)x;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-			if (s_u64(a, v, 1u << 24, &x))
+			if (s_u64(a, v, 1, 1u << 24, &x))
 				return -1;
 			o->n_ctx = (uint32_t)x;
 		} else {
@@ -263,7 +272,8 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		}
 	}
 	if (!o->model) {
-		s_usage(stderr);
+		fprintf(stderr, "nsctl bench: no MODEL given (usage: nsctl bench MODEL [options]; "
+			"--help lists them)\n");
 		return -1;
 	}
 	if (!o->n_prompt && !o->n_gen) {

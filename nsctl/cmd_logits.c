@@ -63,8 +63,9 @@ static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_
 	char *end;
 	unsigned long long v;
 
-	if (!text || !*text || *text == '-' || *text == '+') {
-		fprintf(stderr, "nsctl logits: %s needs a non-negative integer\n", flag);
+	if (!text || *text < '0' || *text > '9') { /* digits only: no sign, space or hex */
+		fprintf(stderr, "nsctl logits: %s: bad value '%s' (a non-negative integer)\n", flag,
+			text ? text : "");
 		return -EINVAL;
 	}
 	errno = 0;
@@ -132,6 +133,11 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			o->budget_given = true;
 		} else if (!strcmp(a, "--block-rows") && v) {
 			rc = s_parse_u64(a, v, 0, &o->block_rows);
+			if (rc == 0 && o->block_rows > UINT32_MAX) {
+				fprintf(stderr, "nsctl logits: --block-rows %s is too many (at most "
+					"%u)\n", v, UINT32_MAX);
+				rc = -EINVAL;
+			}
 			o->budget_given = true;
 		} else if (!strcmp(a, "--lookahead") && v) {
 			rc = s_parse_u64(a, v, 0, &o->lookahead);
@@ -155,7 +161,9 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 		i++; /* the option's value */
 	}
 	if (!o->model || !o->tokens || !o->out) {
-		s_usage(stderr);
+		fprintf(stderr, "nsctl logits: %s (usage: nsctl logits MODEL --tokens ID[,ID...] "
+			"-o FILE [options]; --help lists them)\n", !o->model ? "no MODEL given" :
+			!o->tokens ? "--tokens is required" : "-o FILE is required");
 		return -EINVAL;
 	}
 	if (strcmp(o->provider, "ref") && strcmp(o->provider, "fused") &&
@@ -242,7 +250,7 @@ static int s_logits_stream(const struct s_opts *o, const int32_t *ids, uint32_t 
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
 	eo.n_ctx = n;
-	eo.no_plan = true;
+	eo.no_plan = !o->ram_budget; /* a RAM tier needs nsplan's plan (else nsio ignores it) */
 	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s\n", err);
@@ -304,7 +312,7 @@ int cmd_logits(int argc, char **argv)
 	rc = ns_model_open(o.model, &m, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s\n", err);
-		status = rc == -EINVAL ? 2 : 1;
+		status = rc == -ENOMEM || rc == -EIO ? 1 : 2; /* else: no such file, not a GGUF */
 		goto out;
 	}
 	if (!strcmp(o.provider, "fused")) {

@@ -18,17 +18,21 @@ static void s_usage(FILE *f)
 	fprintf(f, "\n");
 }
 
-static int s_parse_u64(const char *opt, const char *v, uint64_t max, uint64_t *out)
+/* Decimal digits only (no sign, space, fraction, exponent or hex), in min..max. */
+static int s_parse_u64(const char *opt, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end;
+	char *end = NULL;
+	unsigned long long x = 0;
 
 	errno = 0;
-	*out = strtoull(v, &end, 10);
-	if (!*v || *end || errno || *out > max || v[0] == '-') {
-		fprintf(stderr, "nsctl mkmodel: %s expects an integer up to %" PRIu64 ", got '%s'\n",
-			opt, max, v);
+	if (*v >= '0' && *v <= '9')
+		x = strtoull(v, &end, 10);
+	if (!end || *end || errno || x < min || x > max) {
+		fprintf(stderr, "nsctl mkmodel: %s expects an integer in %" PRIu64 "..%" PRIu64
+			", got '%s'\n", opt, min, max, v);
 		return -1;
 	}
+	*out = x;
 	return 0;
 }
 
@@ -38,6 +42,7 @@ int cmd_mkmodel(int argc, char **argv)
 	const char *out = NULL;
 	char err[NS_ERR_LEN];
 	uint64_t v, t0;
+	int rc;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -46,6 +51,13 @@ int cmd_mkmodel(int argc, char **argv)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			s_usage(stdout);
 			return 0;
+		}
+		if (strcmp(a, "--preset") && strcmp(a, "-o") && strcmp(a, "--output") &&
+		    strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--split") &&
+		    strcmp(a, "--quant")) {
+			fprintf(stderr, "nsctl mkmodel: unknown %s '%s' (try --help)\n",
+				a[0] == '-' ? "option" : "argument", a);
+			return 2;
 		}
 		if (!val) {
 			fprintf(stderr, "nsctl mkmodel: %s needs a value\n", a);
@@ -57,21 +69,15 @@ int cmd_mkmodel(int argc, char **argv)
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			out = val;
 		} else if (!strcmp(a, "--layers")) {
-			if (s_parse_u64(a, val, 100000, &v) || v == 0) {
-				if (v == 0)
-					fprintf(stderr, "nsctl mkmodel: --layers must be at least 1\n");
+			if (s_parse_u64(a, val, 1, 100000, &v))
 				return 2;
-			}
 			o.layers = (uint32_t)v;
 		} else if (!strcmp(a, "--seed")) {
-			if (s_parse_u64(a, val, UINT64_MAX, &o.seed))
+			if (s_parse_u64(a, val, 0, UINT64_MAX, &o.seed))
 				return 2;
 		} else if (!strcmp(a, "--split")) {
-			if (s_parse_u64(a, val, 9999, &v) || v == 0) {
-				if (v == 0)
-					fprintf(stderr, "nsctl mkmodel: --split must be at least 1\n");
+			if (s_parse_u64(a, val, 1, 9999, &v))
 				return 2;
-			}
 			o.split = (uint32_t)v;
 		} else if (!strcmp(a, "--quant")) {
 			if (ns_synth_parse_quant(val, &o.quant)) {
@@ -79,19 +85,19 @@ int cmd_mkmodel(int argc, char **argv)
 				return 2;
 			}
 			o.quant_set = true;
-		} else {
-			fprintf(stderr, "nsctl mkmodel: unknown option '%s'\n", a);
-			return 2;
 		}
 	}
 	if (!o.preset || !out) {
-		s_usage(stderr);
+		fprintf(stderr, "nsctl mkmodel: %s is required (usage: nsctl mkmodel --preset NAME "
+			"-o FILE.gguf [options]; --help lists them and the presets)\n",
+			!o.preset ? "--preset NAME" : "-o FILE");
 		return 2;
 	}
 	t0 = ns_now_ns();
-	if (ns_synth_write(&o, out, err, sizeof(err))) {
+	rc = ns_synth_write(&o, out, err, sizeof(err));
+	if (rc) {
 		fprintf(stderr, "nsctl mkmodel: %s\n", err);
-		return strstr(err, "unknown preset") || strstr(err, "--") ? 2 : 1;
+		return rc == -EINVAL ? 2 : 1; /* a bad preset, layer count or split: usage */
 	}
 	fprintf(stderr, "nsctl mkmodel: wrote %s (%s) in %.2f s\n", out, o.preset,
 		(double)(ns_now_ns() - t0) / 1e9);

@@ -108,11 +108,12 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 				return 2;
 			a->overhead_given = true;
 		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			char *end;
-			unsigned long long n;
+			char *end = NULL;
+			unsigned long long n = 0;
 			errno = 0;
-			n = strtoull(v, &end, 10);
-			if (!*v || *end || errno || n == 0 || n > (1u << 30) || v[0] == '-') {
+			if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
+				n = strtoull(v, &end, 10);
+			if (!end || *end || errno || n == 0 || n > (1u << 30)) {
 				fprintf(stderr, "nsctl plan: %s expects a context length 1..%u, got '%s'\n",
 					o, 1u << 30, v);
 				return 2;
@@ -147,7 +148,8 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 		return 2;
 	}
 	if (!a->path) {
-		s_usage(stderr);
+		fprintf(stderr, "nsctl plan: no MODEL given (usage: nsctl plan MODEL [options]; "
+			"--help lists them)\n");
 		return 2;
 	}
 	return 0;

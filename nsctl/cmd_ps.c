@@ -108,9 +108,13 @@ int cmd_ps(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: nsctl ps [--json]\n");
+			return 0;
 		} else {
-			fprintf(stderr, "usage: nsctl ps [--json]\n");
-			return !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") ? 0 : 2;
+			fprintf(stderr, "nsctl ps: unknown %s '%s' (usage: nsctl ps [--json])\n",
+				argv[i][0] == '-' ? "option" : "argument", argv[i]);
+			return 2;
 		}
 	}
 	/* the runtime dir of a session "X", minus the "X": the parent dir and name prefix */

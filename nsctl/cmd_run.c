@@ -9,6 +9,7 @@
  * with the template (--system, --reasoning), and the generated stream is split into channels
  * by modelfile/tokenizer/harmony.h: the final channel on stdout, analysis and commentary on
  * stderr as "[analysis] ..." blocks (none with --final-only). */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -108,8 +109,27 @@ static int s_num(const char *flag, const char *v, double lo, double hi, double *
 
 	errno = 0;
 	x = strtod(v, &end);
-	if (!*v || *end || errno || !(x >= lo && x <= hi)) {
-		fprintf(stderr, "nsctl run: %s: bad value '%s'\n", flag, v);
+	if (!*v || isspace((unsigned char)*v) || *end || errno || !(x >= lo && x <= hi)) {
+		fprintf(stderr, "nsctl run: %s: bad value '%s' (a number in %g..%g)\n", flag, v,
+			lo, hi);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+/* A count: decimal digits only (no sign, space, fraction, exponent or hex) in lo..hi. */
+static int s_int(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end = NULL;
+	unsigned long long x = 0;
+
+	errno = 0;
+	if (*v >= '0' && *v <= '9')
+		x = strtoull(v, &end, 10);
+	if (!end || *end || errno || x < lo || x > hi) {
+		fprintf(stderr, "nsctl run: %s: bad value '%s' (an integer in %" PRIu64 "..%"
+			PRIu64 ")\n", flag, v, lo, hi);
 		return -EINVAL;
 	}
 	*out = x;
@@ -152,6 +172,7 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		double x = 0;
+		uint64_t u = 0;
 		int rc = 0;
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -216,16 +237,15 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			}
 			o->eo.reasoning_effort = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-			rc = s_num(a, v, -1, 1 << 24, &x);
-			o->g.n_predict = (int32_t)x;
-			if (rc == 0 && x != (int32_t)x)
-				rc = s_num(a, "", 0, 0, &x);
+			if (strcmp(v, "-1"))
+				rc = s_int(a, v, 0, 1 << 24, &u);
+			o->g.n_predict = strcmp(v, "-1") ? (int32_t)u : -1;
 		} else if (!strcmp(a, "--temp")) {
 			rc = s_num(a, v, 0, 100, &x);
 			o->g.temperature = (float)x;
 		} else if (!strcmp(a, "--top-k")) {
-			rc = s_num(a, v, 0, 1 << 30, &x);
-			o->g.top_k = (int32_t)x;
+			rc = s_int(a, v, 0, 1 << 30, &u);
+			o->g.top_k = (int32_t)u;
 		} else if (!strcmp(a, "--top-p")) {
 			rc = s_num(a, v, 0, 1, &x);
 			o->g.top_p = (float)x;
@@ -236,11 +256,10 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			rc = s_num(a, v, 0.01, 100, &x);
 			o->g.repeat_penalty = (float)x;
 		} else if (!strcmp(a, "--repeat-last-n")) {
-			rc = s_num(a, v, 0, 1 << 20, &x);
-			o->g.repeat_last_n = (int32_t)x;
+			rc = s_int(a, v, 0, 1 << 20, &u);
+			o->g.repeat_last_n = (int32_t)u;
 		} else if (!strcmp(a, "--seed")) {
-			rc = s_num(a, v, 0, 1.8e19, &x);
-			o->g.seed = (uint64_t)x;
+			rc = s_int(a, v, 0, UINT64_MAX, &o->g.seed);
 		} else if (!strcmp(a, "--mem-budget")) {
 			rc = s_size(a, v, &o->eo.mem_budget);
 			o->mem_given = true;
@@ -252,11 +271,10 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--reserve-vram")) {
 			rc = s_size(a, v, &o->eo.reserve_vram);
 		} else if (!strcmp(a, "--block-rows")) {
-			rc = s_num(a, v, 0, 4294967295.0, &x);
-			o->eo.block_rows = (uint64_t)x;
+			rc = s_int(a, v, 0, UINT32_MAX, &o->eo.block_rows);
 		} else if (!strcmp(a, "--lookahead")) {
-			rc = s_num(a, v, 0, 1024, &x);
-			o->eo.lookahead = (int32_t)x;
+			rc = s_int(a, v, 0, 1024, &u);
+			o->eo.lookahead = (int32_t)u;
 		} else if (!strcmp(a, "--backend")) {
 			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
 				fprintf(stderr, "nsctl run: --backend cpu|cuda (got '%s')\n", v);
@@ -264,8 +282,8 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			}
 			o->eo.backend = v;
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-			rc = s_num(a, v, 1, 1 << 24, &x);
-			o->eo.n_ctx = (uint32_t)x;
+			rc = s_int(a, v, 1, 1 << 24, &u);
+			o->eo.n_ctx = (uint32_t)u;
 		} else if (!strcmp(a, "--act")) {
 			if (strcmp(v, "f32") && strcmp(v, "q8")) {
 				fprintf(stderr, "nsctl run: --act f32|q8 (got '%s')\n", v);
@@ -273,8 +291,8 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			}
 			o->eo.act_q8 = !strcmp(v, "q8");
 		} else if (!strcmp(a, "--threads")) {
-			rc = s_num(a, v, 0, 1024, &x);
-			o->eo.threads = (int)x;
+			rc = s_int(a, v, 0, 1024, &u);
+			o->eo.threads = (int)u;
 		} else if (!strcmp(a, "--wrap")) {
 			rc = s_wrap(o, v);
 		} else {
@@ -285,7 +303,12 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			return rc;
 	}
 	if (!o->model) {
-		s_usage(stderr);
+		fprintf(stderr, "nsctl run: no MODEL given (usage: nsctl run MODEL [-p PROMPT | "
+			"--chat] [options]; --help lists them)\n");
+		return -EINVAL;
+	}
+	if (o->eo.reserve_vram && !o->eo.vram_budget) {
+		fprintf(stderr, "nsctl run: --reserve-vram needs a --vram-budget\n");
 		return -EINVAL;
 	}
 	if (o->raw && (o->chat || o->final_only || o->eo.reasoning_effort)) {

@@ -33,6 +33,14 @@ static int s_usage(FILE *f)
 	return 2;
 }
 
+/* One line naming what is wrong with the command line; returns 2. */
+static int s_bad(const char *what, const char *arg)
+{
+	fprintf(stderr, "nsctl tensor: %s%s%s (usage: nsctl tensor MODEL NAME [--rows A:B] "
+		"-o FILE)\n", what, arg ? " " : "", arg ? arg : "");
+	return 2;
+}
+
 static int s_parse_u64(const char *s, const char *end, uint64_t *out)
 {
 	uint64_t v = 0;
@@ -161,17 +169,21 @@ int cmd_tensor(int argc, char **argv)
 			s_usage(stdout);
 			return 0;
 		}
+		else if (!strcmp(argv[i], "--rows") || !strcmp(argv[i], "-o") ||
+			 !strcmp(argv[i], "--output"))
+			return s_bad("missing the value of", argv[i]);
 		else if (argv[i][0] == '-' && argv[i][1])
-			return s_usage(stderr);
+			return s_bad("unknown option", argv[i]);
 		else if (!model_path)
 			model_path = argv[i];
 		else if (!name)
 			name = argv[i];
 		else
-			return s_usage(stderr);
+			return s_bad("unexpected argument", argv[i]);
 	}
 	if (!model_path || !name || !out_path)
-		return s_usage(stderr);
+		return s_bad(!model_path ? "no MODEL given" : !name ? "no tensor NAME given" :
+			     "-o FILE is required", NULL);
 	rc = ns_model_open(model_path, &m, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "nsctl tensor: %s\n", err);

@@ -59,7 +59,7 @@ static char *s_read_stdin(size_t *len)
 
 /* Open MODEL (single file, any shard, or a vocab-only GGUF) and build its tokenizer. When
  * tpl is not NULL it receives a malloc'd copy of tokenizer.chat_template (NULL if none). */
-static struct ns_tok *s_open_tok(const char *path, char **tpl)
+static struct ns_tok *s_open_tok(const char *who, const char *path, char **tpl)
 {
 	char err[NS_ERR_LEN];
 	struct ns_model *m = NULL;
@@ -67,7 +67,7 @@ static struct ns_tok *s_open_tok(const char *path, char **tpl)
 	int rc = ns_model_open(path, &m, err, sizeof(err));
 
 	if (rc) {
-		fprintf(stderr, "nsctl: %s\n", err);
+		fprintf(stderr, "%s: %s\n", who, err);
 		return NULL;
 	}
 	t = ns_tok_new(ns_model_meta(m), err, sizeof(err));
@@ -78,7 +78,7 @@ static struct ns_tok *s_open_tok(const char *path, char **tpl)
 	}
 	ns_model_close(&m);
 	if (!t)
-		fprintf(stderr, "nsctl: %s: %s\n", path, err);
+		fprintf(stderr, "%s: %s: %s\n", who, path, err);
 	return t;
 }
 
@@ -135,14 +135,14 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 	if (a->family) {
 		f = ns_chat_family_from_name(a->family);
 		if (f == NS_CHAT_UNKNOWN) {
-			fprintf(stderr, "nsctl: unknown chat template family '%s' (qwen3, llama3, "
-				"llama31, llama32, gemma, gptoss)\n", a->family);
+			fprintf(stderr, "nsctl tokenize: unknown chat template family '%s' (qwen3, "
+				"llama3, llama31, llama32, gemma, gptoss)\n", a->family);
 			return NULL;
 		}
 	} else {
 		f = ns_chat_family_detect(tpl);
 		if (f == NS_CHAT_UNKNOWN) {
-			fprintf(stderr, "nsctl: %s; name one with --chat-template FAMILY\n",
+			fprintf(stderr, "nsctl tokenize: %s; name one with --chat-template FAMILY\n",
 				tpl ? "the model's chat template is of no supported family"
 				    : "the model has no chat template");
 			return NULL;
@@ -153,7 +153,7 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 		m[n++] = (struct ns_chat_msg){ "system", a->system, NULL };
 	m[n++] = (struct ns_chat_msg){ "user", text, NULL };
 	if (ns_chat_render(f, m, n, true, &o, &out, err, sizeof(err))) {
-		fprintf(stderr, "nsctl: %s\n", err);
+		fprintf(stderr, "nsctl tokenize: %s\n", err);
 		return NULL;
 	}
 	return out;
@@ -198,6 +198,13 @@ int cmd_tokenize(int argc, char **argv)
 			chat.effort = argv[++i];
 		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-template")) {
 			chat.family = argv[++i];
+		} else if (i + 1 == argc && (!strcmp(argv[i], "--system") ||
+					     !strcmp(argv[i], "--chat-date") ||
+					     !strcmp(argv[i], "--reasoning-effort") ||
+					     !strcmp(argv[i], "--reasoning") ||
+					     !strcmp(argv[i], "--chat-template"))) {
+			fprintf(stderr, "nsctl tokenize: %s needs a value\n", argv[i]);
+			return 2;
 		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
 			fprintf(stderr, "nsctl tokenize: unknown option '%s'\n", argv[i]);
 			return 2;
@@ -207,6 +214,16 @@ int cmd_tokenize(int argc, char **argv)
 			first_text = i;
 			break;
 		}
+	}
+	if (chat.effort && strcmp(chat.effort, "low") && strcmp(chat.effort, "medium") &&
+	    strcmp(chat.effort, "high")) {
+		fprintf(stderr, "nsctl tokenize: --reasoning low|medium|high (got '%s')\n",
+			chat.effort);
+		return 2;
+	}
+	if (json && ids_only) {
+		fprintf(stderr, "nsctl tokenize: --json and --ids do not go together\n");
+		return 2;
 	}
 	if (!model || first_text < 0 || first_text >= argc) {
 		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
@@ -238,7 +255,7 @@ int cmd_tokenize(int argc, char **argv)
 		}
 		text[len] = '\0';
 	}
-	t = s_open_tok(model, chat.on ? &tpl : NULL);
+	t = s_open_tok("nsctl tokenize", model, chat.on ? &tpl : NULL);
 	if (!t) {
 		free(text);
 		return 2;
@@ -355,7 +372,7 @@ static int s_parse_ids(const char *s, int32_t **ids, size_t *n, size_t *cap)
 int cmd_detokenize(int argc, char **argv)
 {
 	bool json = false, remove_special = false, unparse = true, dash = false;
-	const char *model = NULL;
+	const char *model = NULL, *bad = "-"; /* the argument whose ids did not parse */
 	int32_t *ids = NULL;
 	size_t n = 0, cap = 0, len = 0;
 	char *out = NULL;
@@ -389,18 +406,22 @@ int cmd_detokenize(int argc, char **argv)
 			free(in);
 		} else {
 			rc = s_parse_ids(argv[i], &ids, &n, &cap);
+			bad = argv[i];
 		}
 	}
 	if (rc || !model) {
-		if (rc)
-			fprintf(stderr, "nsctl detokenize: ids must be non-negative integers\n");
+		if (rc == -ENOMEM)
+			fprintf(stderr, "nsctl detokenize: out of memory\n");
+		else if (rc)
+			fprintf(stderr, "nsctl detokenize: bad ids '%s': ids are integers 0..%d\n",
+				bad, INT32_MAX);
 		else
 			fprintf(stderr, "usage: nsctl detokenize MODEL [--json] [--remove-special] "
 				"[--hide-special] [--] IDS...   (IDS - reads standard input)\n");
 		free(ids);
 		return 2;
 	}
-	t = s_open_tok(model, NULL);
+	t = s_open_tok("nsctl detokenize", model, NULL);
 	if (!t) {
 		free(ids);
 		return 2;

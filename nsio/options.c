@@ -32,12 +32,13 @@ static void s_usage(FILE *f)
 
 static int s_u64(const char *opt, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-	char *end;
-	unsigned long long x;
+	char *end = NULL;
+	unsigned long long x = 0;
 
 	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi) {
+	if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
+		x = strtoull(v, &end, 10);
+	if (!end || *end || errno || x < lo || x > hi) {
 		fprintf(stderr, "nsio: %s '%s' is not an integer in %llu..%llu\n", opt, v,
 			(unsigned long long)lo, (unsigned long long)hi);
 		return -EINVAL;
@@ -138,9 +139,8 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 			break;
 		case O_HELP: s_usage(stdout); return -1;
 		default:
-			fprintf(stderr, "nsio: unknown or incomplete option '%s'\n",
+			fprintf(stderr, "nsio: unknown option or missing value: '%s' (try --help)\n",
 				argv[optind - 1]);
-			s_usage(stderr);
 			return 2;
 		}
 	}
@@ -149,8 +149,7 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 		return 2;
 	}
 	if (!o->model_path) {
-		fprintf(stderr, "nsio: --model PATH is required\n");
-		s_usage(stderr);
+		fprintf(stderr, "nsio: --model PATH is required (try --help)\n");
 		return 2;
 	}
 	if (o->session && !ns_session_id_valid(o->session)) {

@@ -73,6 +73,13 @@ static int s_parse(struct nsplan_proc *p, int argc, char **argv)
 			p->model_path = o;
 			continue;
 		}
+		if (strcmp(o, "--session") && strcmp(o, "--stats") && strcmp(o, "-c") &&
+		    strcmp(o, "--ctx") && strcmp(o, "--vram-budget") &&
+		    strcmp(o, "--reserve-vram") && strcmp(o, "--ram-budget") &&
+		    strcmp(o, "--mem-budget")) {
+			fprintf(stderr, "nsplan: unknown option '%s' (try --help)\n", o);
+			return 2;
+		}
 		if (!v) {
 			fprintf(stderr, "nsplan: %s needs a value (try --help)\n", o);
 			return 2;
@@ -83,11 +90,12 @@ static int s_parse(struct nsplan_proc *p, int argc, char **argv)
 		} else if (!strcmp(o, "--stats")) {
 			p->stats_path = v;
 		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			char *end;
-			unsigned long long n;
+			char *end = NULL;
+			unsigned long long n = 0;
 			errno = 0;
-			n = strtoull(v, &end, 10);
-			if (!*v || *end || errno || !n || n > (1u << 30) || v[0] == '-') {
+			if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
+				n = strtoull(v, &end, 10);
+			if (!end || *end || errno || !n || n > (1u << 30)) {
 				fprintf(stderr, "nsplan: %s expects a context length, got '%s'\n", o, v);
 				return 2;
 			}
@@ -111,8 +119,15 @@ static int s_parse(struct nsplan_proc *p, int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!p->session_id || !p->model_path || !ns_session_id_valid(p->session_id)) {
-		s_usage(stderr);
+	if (!p->session_id || !p->model_path) {
+		fprintf(stderr, "nsplan: %s (usage: nsplan --session ID MODEL [options]; --help "
+			"lists them)\n", !p->session_id ? "--session ID is required" :
+			"no MODEL given");
+		return 2;
+	}
+	if (!ns_session_id_valid(p->session_id)) {
+		fprintf(stderr, "nsplan: --session '%s' is not 1-16 of [A-Za-z0-9_]\n",
+			p->session_id);
 		return 2;
 	}
 	if (!p->n_ctx)

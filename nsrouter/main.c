@@ -72,12 +72,13 @@ static void s_usage(FILE *f)
 
 static int s_u64(const char *flag, const char *v, uint64_t max, uint64_t *out)
 {
-	char *end;
-	unsigned long long x;
+	char *end = NULL;
+	unsigned long long x = 0;
 
 	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (!*v || *v == '-' || *end || errno || x > max) {
+	if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
+		x = strtoull(v, &end, 10);
+	if (!end || *end || errno || x > max) {
 		fprintf(stderr, "nsrouter: %s: bad value '%s' (0..%" PRIu64 ")\n", flag, v, max);
 		return -EINVAL;
 	}
@@ -124,7 +125,14 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		}
 	}
 	if (!o->session || !o->model) {
-		s_usage(stderr);
+		fprintf(stderr, "nsrouter: %s is required (usage: nsrouter --session ID --model "
+			"PATH [options]; --help lists them)\n", !o->session ? "--session ID" :
+			"--model PATH");
+		return -EINVAL;
+	}
+	if (!ns_session_id_valid(o->session)) {
+		fprintf(stderr, "nsrouter: --session '%s' is not 1-16 of [A-Za-z0-9_]\n",
+			o->session);
 		return -EINVAL;
 	}
 	return 0;
