@@ -38,6 +38,21 @@ static const struct unit s_units[] = {
 	{ "GIB", 30 }, { "T", 40 },  { "TB", 40 },  { "TIB", 40 },
 };
 
+int ns_parse_count(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end = NULL;
+	unsigned long long x;
+
+	if (!text || *text < '0' || *text > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(text, &end, 10);
+	if (*end || errno || x < lo || x > hi)
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
 int ns_parse_bytes(const char *text, uint64_t *out)
 {
 	char *end = NULL;

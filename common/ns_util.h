@@ -57,6 +57,11 @@ char *ns_errf(char *err, size_t errlen, const char *fmt, ...)
  * malformed text, -ERANGE when the value does not fit in uint64_t. */
 int ns_parse_bytes(const char *text, uint64_t *out);
 
+/* Parse a count for a command-line option: decimal digits only (no sign, space, fraction,
+ * exponent or hex: "1.5", "1e3", " -1" are not counts), in lo..hi. Returns 0 with *out set,
+ * or -EINVAL (not a count, or outside lo..hi) leaving *out alone; callers word the error. */
+int ns_parse_count(const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
+
 /* Human-readable binary size ("1.50 GiB", "512.00 MiB", "17 B") into buf. Returns buf. */
 char *ns_format_bytes(uint64_t bytes, char *buf, size_t buflen);
 

@@ -53,18 +53,11 @@ static void s_usage(FILE *f)
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end = NULL;
-	unsigned long long x = 0;
-
-	errno = 0;
-	if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
-		x = strtoull(v, &end, 10);
-	if (!end || *end || errno || x < min || x > max) {
+	if (ns_parse_count(v, min, max, out) < 0) {
 		fprintf(stderr, "nscompute: %s: bad value '%s' (%" PRIu64 "..%" PRIu64 ")\n", flag,
 			v, min, max);
 		return -EINVAL;
 	}
-	*out = x;
 	return 0;
 }
 

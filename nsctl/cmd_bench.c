@@ -116,21 +116,14 @@ static void s_usage(FILE *f)
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
 
-/* A count: decimal digits only (no sign, space, fraction, exponent or hex) in min..max. */
+/* A count in min..max (ns_parse_count). */
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
 {
-	char *end = NULL;
-	unsigned long long x = 0;
-
-	errno = 0;
-	if (*v >= '0' && *v <= '9')
-		x = strtoull(v, &end, 10);
-	if (!end || *end || errno || x < min || x > max) {
+	if (ns_parse_count(v, min, max, out) < 0) {
 		fprintf(stderr, "nsctl bench: %s expects an integer in %" PRIu64 "..%" PRIu64
 			", got '%s'\n", flag, min, max, v);
 		return -1;
 	}
-	*out = x;
 	return 0;
 }
 

@@ -60,22 +60,11 @@ static void s_usage(FILE *f)
 
 static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-
-	if (!text || *text < '0' || *text > '9') { /* digits only: no sign, space or hex */
-		fprintf(stderr, "nsctl logits: %s: bad value '%s' (a non-negative integer)\n", flag,
-			text ? text : "");
+	if (ns_parse_count(text, min, UINT64_MAX, out) < 0) {
+		fprintf(stderr, "nsctl logits: %s: bad value '%s' (an integer >= %" PRIu64 ")\n",
+			flag, text ? text : "", min);
 		return -EINVAL;
 	}
-	errno = 0;
-	v = strtoull(text, &end, 10);
-	if (*end || errno || v < min) {
-		fprintf(stderr, "nsctl logits: %s: bad value '%s' (integer >= %" PRIu64 ")\n",
-			flag, text, min);
-		return -EINVAL;
-	}
-	*out = v;
 	return 0;
 }
 

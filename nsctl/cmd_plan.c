@@ -108,12 +108,9 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 				return 2;
 			a->overhead_given = true;
 		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			char *end = NULL;
-			unsigned long long n = 0;
-			errno = 0;
-			if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
-				n = strtoull(v, &end, 10);
-			if (!end || *end || errno || n == 0 || n > (1u << 30)) {
+			uint64_t n;
+
+			if (ns_parse_count(v, 1, 1u << 30, &n) < 0) {
 				fprintf(stderr, "nsctl plan: %s expects a context length 1..%u, got '%s'\n",
 					o, 1u << 30, v);
 				return 2;

@@ -118,21 +118,14 @@ static int s_num(const char *flag, const char *v, double lo, double hi, double *
 	return 0;
 }
 
-/* A count: decimal digits only (no sign, space, fraction, exponent or hex) in lo..hi. */
+/* A count in lo..hi (ns_parse_count). */
 static int s_int(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-	char *end = NULL;
-	unsigned long long x = 0;
-
-	errno = 0;
-	if (*v >= '0' && *v <= '9')
-		x = strtoull(v, &end, 10);
-	if (!end || *end || errno || x < lo || x > hi) {
+	if (ns_parse_count(v, lo, hi, out) < 0) {
 		fprintf(stderr, "nsctl run: %s: bad value '%s' (an integer in %" PRIu64 "..%"
 			PRIu64 ")\n", flag, v, lo, hi);
 		return -EINVAL;
 	}
-	*out = x;
 	return 0;
 }
 

@@ -32,18 +32,11 @@ static void s_usage(FILE *f)
 
 static int s_u64(const char *opt, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-	char *end = NULL;
-	unsigned long long x = 0;
-
-	errno = 0;
-	if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
-		x = strtoull(v, &end, 10);
-	if (!end || *end || errno || x < lo || x > hi) {
+	if (ns_parse_count(v, lo, hi, out) < 0) {
 		fprintf(stderr, "nsio: %s '%s' is not an integer in %llu..%llu\n", opt, v,
 			(unsigned long long)lo, (unsigned long long)hi);
 		return -EINVAL;
 	}
-	*out = x;
 	return 0;
 }
 

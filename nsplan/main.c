@@ -90,12 +90,9 @@ static int s_parse(struct nsplan_proc *p, int argc, char **argv)
 		} else if (!strcmp(o, "--stats")) {
 			p->stats_path = v;
 		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			char *end = NULL;
-			unsigned long long n = 0;
-			errno = 0;
-			if (*v >= '0' && *v <= '9') /* digits only: no sign, space or hex */
-				n = strtoull(v, &end, 10);
-			if (!end || *end || errno || !n || n > (1u << 30)) {
+			uint64_t n;
+
+			if (ns_parse_count(v, 1, 1u << 30, &n) < 0) {
 				fprintf(stderr, "nsplan: %s expects a context length, got '%s'\n", o, v);
 				return 2;
 			}
