@@ -234,6 +234,185 @@ static void test_sampler_chain(void)
 	CHECK(ns_sampler_new(&sp, 4, &s) == -EINVAL);
 }
 
+/* The reference order, written out: higher logit first, NaN after every number, ties by id. */
+static int s_ref_cmp(const void *a, const void *b)
+{
+	const struct ns_cand *x = a, *y = b;
+	const int nx = isnan(x->logit), ny = isnan(y->logit);
+
+	if (nx != ny)
+		return nx - ny;
+	if (!nx && x->logit != y->logit)
+		return x->logit > y->logit ? -1 : 1;
+	return (x->id > y->id) - (x->id < y->id);
+}
+
+/* top-k keeps exactly the first k of the whole vocabulary sorted (selection instead of a full
+ * sort: it must agree on every set, order and tie), and greedy takes the first of that order
+ * (a NaN never wins, not even at index 0) */
+static void test_top_k_large(void)
+{
+	const uint32_t n = 5003;
+	static const int32_t ks[] = { 1, 2, 7, 40, 1000, 5002 };
+	struct ns_cand *buf = malloc(n * sizeof(*buf)), *ref = malloc(n * sizeof(*ref));
+	float *lg = malloc(n * sizeof(*lg));
+	uint64_t rng = 99;
+
+	if (!buf || !ref || !lg) {
+		CHECK(0);
+		goto out;
+	}
+	for (int round = 0; round < 4; round++) {
+		for (uint32_t i = 0; i < n; i++) /* few distinct values: many ties */
+			lg[i] = (float)(int)(ns_rng_uniform(&rng) * (round ? 50 : 5000)) / 8.0f;
+		if (round >= 2) /* NaNs, one at index 0, and infinities */
+			for (uint32_t i = 0; i < n; i += 97)
+				lg[i] = i % 3 == 0 ? NAN : i % 2 ? INFINITY : -INFINITY;
+		for (uint32_t i = 0; i < n; i++)
+			ref[i] = (struct ns_cand){ (int32_t)i, lg[i], 0.0f };
+		qsort(ref, n, sizeof(*ref), s_ref_cmp);
+		for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++) {
+			struct ns_cands c = { .data = buf };
+			int same = 1;
+
+			ns_cands_init(&c, lg, n);
+			ns_sample_top_k(&c, ks[j]);
+			CHECK(c.n == (size_t)ks[j] && c.sorted);
+			for (size_t i = 0; i < c.n; i++)
+				same &= c.data[i].id == ref[i].id;
+			CHECK(same);
+		}
+		{
+			struct ns_cands c = { .data = buf };
+			struct ns_sampler_params sp;
+			struct ns_sampler *sm = NULL;
+
+			ns_cands_init(&c, lg, n);
+			CHECK(ns_sample_greedy(&c) == ref[0].id);
+			ns_sampler_params_default(&sp);
+			sp.temperature = 0.0f; /* the sampler's own greedy path, no candidates */
+			CHECK(ns_sampler_new(&sp, n, &sm) == 0);
+			if (sm)
+				CHECK(ns_sampler_sample(sm, lg) == ref[0].id);
+			ns_sampler_destroy(&sm);
+		}
+	}
+	/* all NaN: the lowest id, both ways */
+	for (uint32_t i = 0; i < 8; i++)
+		lg[i] = NAN;
+	{
+		struct ns_cands c = { .data = buf };
+
+		ns_cands_init(&c, lg, 8);
+		CHECK(ns_sample_greedy(&c) == 0);
+	}
+out:
+	free(buf);
+	free(ref);
+	free(lg);
+}
+
+/* the sampler's penalties (applied by token id) equal ns_sample_penalties on candidates */
+static void test_sampler_penalties_sparse(void)
+{
+	const uint32_t n = 300;
+	float lg[300];
+	struct ns_cand buf[300];
+	struct ns_sampler_params sp;
+	struct ns_sampler *s = NULL;
+	int32_t last[64]; /* the sampler's window, oldest first */
+	size_t n_last = 0;
+	uint64_t rng = 5;
+
+	for (uint32_t i = 0; i < n; i++)
+		lg[i] = (float)(ns_rng_uniform(&rng) * 8.0 - 4.0);
+	lg[7] = 6.0f; /* wins until its count in the window pulls it under the others */
+	ns_sampler_params_default(&sp);
+	sp.temperature = 0.0f;
+	sp.repeat_penalty = 1.3f;
+	sp.freq_penalty = 0.2f;
+	sp.presence_penalty = 0.1f;
+	CHECK(ns_sampler_new(&sp, n, &s) == 0);
+	for (int step = 0; s && step < 200; step++) {
+		struct ns_cands c = { .data = buf };
+		const int32_t got = ns_sampler_sample(s, lg);
+		/* the winner, and every third step token 7 as well: counts above 1 occur */
+		const int32_t acc[2] = { got, 7 };
+
+		ns_cands_init(&c, lg, n);
+		ns_sample_penalties(&c, last, n_last, sp.repeat_penalty, sp.freq_penalty,
+				    sp.presence_penalty);
+		CHECK(got == ns_sample_greedy(&c));
+		for (int a = 0; a < (step % 3 ? 1 : 2); a++) {
+			ns_sampler_accept(s, acc[a]);
+			if (n_last == 64)
+				memmove(last, last + 1, --n_last * sizeof(*last));
+			last[n_last++] = acc[a];
+		}
+	}
+	ns_sampler_destroy(&s);
+}
+
+/* The sampler's chain (top-k straight from the logits, penalties by token id) draws what the
+ * steps draw one after another on all candidates, with and without penalties, at several k
+ * (and top-k off), over logits that change every token. */
+static void test_sampler_matches_steps(void)
+{
+	enum { N = 2000, STEPS = 60 };
+	static const int32_t ks[] = { 0, 1, 7, 40, N - 1, N };
+	float *lg = malloc(N * sizeof(*lg));
+	struct ns_cand *buf = malloc(N * sizeof(*buf));
+	int32_t last[64];
+
+	for (int pen = 0; pen < 2 && lg && buf; pen++) {
+		for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++) {
+			struct ns_sampler_params sp;
+			struct ns_sampler *s = NULL;
+			uint64_t rng = 11, vals = 3;
+			size_t n_last = 0;
+			int same = 1;
+
+			ns_sampler_params_default(&sp);
+			sp.temperature = 0.9f;
+			sp.top_k = ks[j];
+			sp.top_p = 0.9f;
+			sp.min_p = 0.02f;
+			sp.seed = 11;
+			sp.repeat_penalty = pen ? 1.4f : 1.0f;
+			sp.freq_penalty = pen ? 0.3f : 0.0f;
+			if (ns_sampler_new(&sp, N, &s) < 0) {
+				CHECK(0);
+				continue;
+			}
+			for (int step = 0; step < STEPS; step++) {
+				struct ns_cands c = { .data = buf };
+				int32_t got, want;
+
+				for (uint32_t i = 0; i < N; i++) /* quarter steps: ties */
+					lg[i] = (float)(int)(ns_rng_uniform(&vals) * 24.0) / 4.0f;
+				got = ns_sampler_sample(s, lg);
+				ns_cands_init(&c, lg, N);
+				ns_sample_penalties(&c, last, n_last, sp.repeat_penalty,
+						    sp.freq_penalty, sp.presence_penalty);
+				ns_sample_top_k(&c, sp.top_k);
+				ns_sample_top_p(&c, sp.top_p, 1);
+				ns_sample_min_p(&c, sp.min_p, 1);
+				ns_sample_temp(&c, sp.temperature);
+				want = ns_sample_draw(&c, &rng);
+				same &= got == want;
+				ns_sampler_accept(s, got);
+				if (n_last == 64)
+					memmove(last, last + 1, --n_last * sizeof(*last));
+				last[n_last++] = got;
+			}
+			CHECK(same);
+			ns_sampler_destroy(&s);
+		}
+	}
+	free(lg);
+	free(buf);
+}
+
 int main(void)
 {
 	test_greedy();
@@ -245,6 +424,9 @@ int main(void)
 	test_draw_distribution();
 	test_sampler_seeded();
 	test_sampler_chain();
+	test_top_k_large();
+	test_sampler_penalties_sparse();
+	test_sampler_matches_steps();
 	if (s_fail)
 		return 1;
 	printf("sampling: all checks passed\n");
