@@ -53,38 +53,82 @@ int ns_parse_count(const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
 	return 0;
 }
 
+/* floor(0.DIGITS * 2^shift) exactly, by long division in binary (shift <= 40). Only the first
+ * 18 digits count: the rest could move the result only for inputs nobody types. */
+static uint64_t s_frac_bytes(const char *digits, size_t n, unsigned shift)
+{
+	uint64_t num = 0, den = 1, r, q = 0;
+
+	for (size_t i = 0; i < n && i < 18; i++) {
+		num = num * 10 + (uint64_t)(digits[i] - '0');
+		den *= 10;
+	}
+	r = num; /* r < den <= 10^18: 2 * r cannot overflow */
+	for (unsigned b = 0; b < shift; b++) {
+		r *= 2;
+		q *= 2;
+		if (r >= den) {
+			r -= den;
+			q++;
+		}
+	}
+	return q;
+}
+
+/* Syntax: DIGITS [. DIGITS] [spaces] [unit]. The whole part is parsed exactly (strtoull, all
+ * 64 bits), a fraction in binary long division; no sign, space, hex, exponent, nan or inf. */
 int ns_parse_bytes(const char *text, uint64_t *out)
 {
-	char *end = NULL;
+	const char *p, *num_end, *frac = NULL;
+	unsigned long long whole;
+	bool overflow;
 	char suffix[8];
-	size_t n = 0;
-	double v;
+	size_t n = 0, nfrac = 0;
+	char *end = NULL;
 
-	if (!text || !*text || isspace((unsigned char)*text) || *text == '-' || *text == '+')
+	if (!text || *text < '0' || *text > '9')
 		return -EINVAL;
 	errno = 0;
-	v = strtod(text, &end);
-	if (end == text || errno == ERANGE || !isfinite(v) || v < 0)
-		return end == text ? -EINVAL : -ERANGE;
-	while (*end == ' ')
-		end++;
-	while (end[n]) {
+	whole = strtoull(text, &end, 10);
+	overflow = errno == ERANGE;
+	p = end;
+	if (*p == '.') {
+		frac = ++p;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		nfrac = (size_t)(p - frac);
+		if (!nfrac)
+			return -EINVAL;
+	}
+	num_end = p;
+	while (*p == ' ')
+		p++;
+	if (p != num_end && !*p) /* spaces only between the number and a unit */
+		return -EINVAL;
+	while (p[n]) {
 		if (n + 1 >= sizeof(suffix))
 			return -EINVAL;
-		suffix[n] = (char)toupper((unsigned char)end[n]);
+		suffix[n] = (char)toupper((unsigned char)p[n]);
 		n++;
 	}
 	suffix[n] = '\0';
 	for (size_t i = 0; i < NS_ARRAY_LEN(s_units); i++) {
+		const unsigned shift = s_units[i].shift;
+		uint64_t bytes, part = 0;
+
 		if (strcmp(suffix, s_units[i].suffix) != 0)
 			continue;
-		double bytes = ldexp(v, (int)s_units[i].shift);
-		if (bytes >= 18446744073709551616.0)
-			return -ERANGE;
 		/* Fractions of a byte are meaningless: "1.5B" is refused, "1.5GB" rounds down. */
-		if (s_units[i].shift == 0 && bytes != floor(bytes))
+		if (frac && shift == 0 && strspn(frac, "0") < nfrac)
 			return -EINVAL;
-		*out = (uint64_t)bytes;
+		if (overflow || whole > (UINT64_MAX >> shift))
+			return -ERANGE;
+		bytes = (uint64_t)whole << shift;
+		if (frac && shift)
+			part = s_frac_bytes(frac, nfrac, shift);
+		if (ns_add_u64_overflow(bytes, part, &bytes))
+			return -ERANGE;
+		*out = bytes;
 		return 0;
 	}
 	return -EINVAL;

@@ -53,8 +53,10 @@ char *ns_errf(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Parse a byte count: "4096", "512K", "512KB", "512KiB", "64MB", "6GB", "1.5GB", "2TB".
- * Units are binary (1 KB = 1024 B) as users of the seed expect. Returns 0, or -EINVAL for
- * malformed text, -ERANGE when the value does not fit in uint64_t. */
+ * Units are binary (1 KB = 1024 B) as users of the seed expect. Decimal digits, an optional
+ * fraction (rounded down to whole bytes; refused without a unit) and an optional unit; whole
+ * numbers are exact up to 2^64-1. No sign, leading space, hex, exponent, nan or inf. Returns
+ * 0, or -EINVAL for malformed text, -ERANGE when the value does not fit in uint64_t. */
 int ns_parse_bytes(const char *text, uint64_t *out);
 
 /* Parse a count for a command-line option: decimal digits only (no sign, space, fraction,

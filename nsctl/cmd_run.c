@@ -18,7 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "commands.h"
+#include "gguf.h"
+#include "hparams.h"
+#include "model.h"
 #include "neurostream.h"
 #include "ns_util.h"
 #include "run_output.h"
@@ -462,6 +466,41 @@ static void s_stats_rm(const struct s_opts *o)
 	unlink(plan);
 }
 
+/* Options the model file rules out, refused before any process starts: --warmup on a model
+ * without experts, --final-only on a model without the harmony (gpt-oss) chat template. A
+ * model that does not open or whose hyperparameters do not load is left to the engine, which
+ * reports it. Returns 0 or -EINVAL (one line on stderr). */
+static int s_check_model(const struct s_opts *o)
+{
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+	char err[NS_ERR_LEN];
+	int rc = 0;
+
+	if (!o->warmup && !o->final_only)
+		return 0;
+	if (ns_model_open(o->model, &m, err, sizeof(err)) < 0)
+		return 0;
+	if (o->warmup && ns_hparams_load(m, &hp, err, sizeof(err)) == 0 && !hp.n_expert) {
+		fprintf(stderr, "nsctl run: --warmup pins experts in RAM; this model has no experts "
+			"(a dense %s model)\n", hp.arch);
+		rc = -EINVAL;
+	} else if (o->final_only) {
+		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
+		enum ns_chat_family f = ns_chat_family_detect(tpl);
+
+		if (f != NS_CHAT_GPTOSS) {
+			fprintf(stderr, "nsctl run: --final-only is for models with the harmony "
+				"(gpt-oss) chat template; this model's is %s\n",
+				f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
+				ns_chat_family_name(f));
+			rc = -EINVAL;
+		}
+	}
+	ns_model_close(&m);
+	return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = s_on_signal };
@@ -471,7 +510,7 @@ int cmd_run(int argc, char **argv)
 	int rc;
 
 	memset(&o, 0, sizeof(o));
-	if (s_parse(&o, argc, argv) < 0)
+	if (s_parse(&o, argc, argv) < 0 || s_check_model(&o) < 0)
 		return 2;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);

@@ -371,7 +371,7 @@ static int s_parse_ids(const char *s, int32_t **ids, size_t *n, size_t *cap)
 
 int cmd_detokenize(int argc, char **argv)
 {
-	bool json = false, remove_special = false, unparse = true, dash = false;
+	bool json = false, remove_special = false, unparse = true, dash = false, given = false;
 	const char *model = NULL, *bad = "-"; /* the argument whose ids did not parse */
 	int32_t *ids = NULL;
 	size_t n = 0, cap = 0, len = 0;
@@ -396,6 +396,7 @@ int cmd_detokenize(int argc, char **argv)
 		} else if (!strcmp(argv[i], "-")) {
 			char *in = s_read_stdin(&len);
 
+			given = true;
 			if (!in || memchr(in, '\0', len)) {
 				fprintf(stderr, "nsctl detokenize: cannot read ids from standard input\n");
 				free(in);
@@ -407,7 +408,14 @@ int cmd_detokenize(int argc, char **argv)
 		} else {
 			rc = s_parse_ids(argv[i], &ids, &n, &cap);
 			bad = argv[i];
+			given = true;
 		}
+	}
+	if (!rc && model && !given) { /* an IDS argument may hold no id ("[]"), but one is needed */
+		fprintf(stderr, "nsctl detokenize: no IDS given (token ids as arguments, or - to "
+			"read them from standard input)\n");
+		free(ids);
+		return 2;
 	}
 	if (rc || !model) {
 		if (rc == -ENOMEM)

@@ -390,14 +390,27 @@ static int s_gptoss(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool
 	return 0;
 }
 
+/* "YYYY-MM-DD" naming a real day of the (proleptic Gregorian) calendar: month 1-12, day
+ * 1..the days of that month (February 29 in leap years only). */
 static bool s_valid_date(const char *d)
 {
+	static const int days[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int y, mo, dd, last;
+
 	if (strlen(d) != 10 || d[4] != '-' || d[7] != '-')
 		return false;
 	for (int i = 0; i < 10; i++)
 		if (i != 4 && i != 7 && (d[i] < '0' || d[i] > '9'))
 			return false;
-	return true;
+	y = (d[0] - '0') * 1000 + (d[1] - '0') * 100 + (d[2] - '0') * 10 + (d[3] - '0');
+	mo = (d[5] - '0') * 10 + (d[6] - '0');
+	dd = (d[8] - '0') * 10 + (d[9] - '0');
+	if (mo < 1 || mo > 12)
+		return false;
+	last = days[mo - 1];
+	if (mo == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))
+		last = 29;
+	return dd >= 1 && dd <= last;
 }
 
 enum ns_chat_family ns_chat_family_detect(const char *tpl)
@@ -454,7 +467,7 @@ int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t
 		}
 	}
 	if (o->date && !s_valid_date(o->date)) {
-		ns_errf(err, errlen, "chat: date '%s' is not YYYY-MM-DD", o->date);
+		ns_errf(err, errlen, "chat: date '%s' is not a valid YYYY-MM-DD date", o->date);
 		return -EINVAL;
 	}
 	if (!o->date) {

@@ -46,7 +46,7 @@ enum ns_chat_family ns_chat_family_from_name(const char *name);
 /* Render messages as the family's template does with add_generation_prompt. On success *out
  * is a malloc'd NUL-terminated string the caller frees; returns 0. Returns -EINVAL with one
  * line in err for input the template rejects (unknown family, bad role order, tool messages,
- * a date that is not YYYY-MM-DD), -ENOMEM on allocation failure. */
+ * a date that is not a real YYYY-MM-DD day), -ENOMEM on allocation failure. */
 int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t n,
 		   bool add_generation_prompt, const struct ns_chat_opts *opts, char **out,
 		   char *err, size_t errlen);

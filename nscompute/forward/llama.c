@@ -109,24 +109,51 @@ static const struct ns_model_tensor *s_find(const struct ns_model *m, const char
 	return &m->tensors[i];
 }
 
-/* A weight matrix of n_rows rows of n_cols: must exist, have that shape and a type we can
- * compute. */
+/* Does t have the shape want[0..n_want) (n_want <= NS_GGUF_MAX_DIMS)? Every dimension is
+ * compared: those past n_want (and past the tensor's own n_dims, which the reader sets to 1)
+ * must be 1. On a mismatch, writes "forward: NAME has shape [a, b, ...], expected [...]"
+ * with all of the tensor's n_dims dimensions and returns -EINVAL. */
+static int s_shape_check(const struct ns_model_tensor *t, const char *name,
+			 const uint64_t *want, uint32_t n_want, char *err, size_t errlen)
+{
+	char got[160], exp[160];
+	uint32_t nd = t->n_dims ? t->n_dims : 1;
+	size_t gl = 0, el = 0;
+	bool same = true;
+
+	for (uint32_t i = 0; i < NS_GGUF_MAX_DIMS; i++)
+		if (t->ne[i] != (i < n_want ? want[i] : 1))
+			same = false;
+	if (same)
+		return 0;
+	if (nd > NS_GGUF_MAX_DIMS)
+		nd = NS_GGUF_MAX_DIMS;
+	got[0] = exp[0] = '\0';
+	for (uint32_t i = 0; i < nd && gl < sizeof(got); i++)
+		gl += (size_t)snprintf(got + gl, sizeof(got) - gl, "%s%llu", i ? ", " : "",
+				       (unsigned long long)t->ne[i]);
+	for (uint32_t i = 0; i < n_want && el < sizeof(exp); i++)
+		el += (size_t)snprintf(exp + el, sizeof(exp) - el, "%s%llu", i ? ", " : "",
+				       (unsigned long long)want[i]);
+	ns_errf(err, errlen, "forward: %s has shape [%s], expected [%s]", name, got, exp);
+	return -EINVAL;
+}
+
+/* A weight matrix of n_rows rows of n_cols: must exist, have exactly that shape
+ * (ne = [n_cols, n_rows]) and a type we can compute. */
 static int s_matrix(const struct ns_model *m, const char *name, uint64_t n_cols, uint64_t n_rows,
 		    uint32_t *id, char *err, size_t errlen)
 {
 	const struct ns_model_tensor *t = s_find(m, name, id);
+	const uint64_t want[2] = { n_cols, n_rows };
 	char tb[32];
 
 	if (!t) {
 		ns_errf(err, errlen, "forward: tensor %s is missing", name);
 		return -EINVAL;
 	}
-	if (t->ne[0] != n_cols || t->n_rows != n_rows || t->ne[2] != 1 || t->ne[3] != 1) {
-		ns_errf(err, errlen, "forward: %s has shape [%llu, %llu], expected [%llu, %llu]",
-			name, (unsigned long long)t->ne[0], (unsigned long long)t->n_rows,
-			(unsigned long long)n_cols, (unsigned long long)n_rows);
+	if (s_shape_check(t, name, want, 2, err, errlen))
 		return -EINVAL;
-	}
 	if (!ns_type_computable(t->type)) {
 		ns_errf(err, errlen, "forward: %s has type %s, which we cannot compute", name,
 			ns_type_name(t->type, tb, sizeof(tb)));
@@ -152,11 +179,8 @@ static int s_vector(struct ns_fwd *f, const struct ns_model *m, const char *name
 		ns_errf(err, errlen, "forward: tensor %s is missing", name);
 		return -EINVAL;
 	}
-	if (t->n_elems != n || t->n_rows != 1) {
-		ns_errf(err, errlen, "forward: %s has %llu elements, expected a vector of %llu",
-			name, (unsigned long long)t->n_elems, (unsigned long long)n);
+	if (s_shape_check(t, name, &n, 1, err, errlen)) /* ne = [n] */
 		return -EINVAL;
-	}
 	rc = s_alloc(out, n, 1);
 	if (rc == 0)
 		rc = ns_weights_get_rows(f->w, id, &row0, 1, *out);

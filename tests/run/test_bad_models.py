@@ -585,9 +585,15 @@ for src, name, edit, pattern in [
         (QWEN, "type-99.gguf", set_tensor("blk.0.attn_q.weight", type=99),
          r"'blk\.0\.attn_q\.weight' has unknown ggml type id 99"),
         (QWEN, "norm-short.gguf", set_tensor("output_norm.weight", ne=[128]),
-         r"output_norm\.weight has 128 elements"),
+         r"output_norm\.weight has shape \[128\], expected \[256\]"),
+        # every dimension compared and printed: a 3-D tensor where a matrix goes, a matrix
+        # where a vector goes (the same number of elements in both)
         (QWEN, "q-3d.gguf", set_tensor("blk.0.attn_q.weight", ne=[256, 128, 2]),
-         r"blk\.0\.attn_q\.weight has shape"),
+         r"blk\.0\.attn_q\.weight has shape \[256, 128, 2\], expected \[256, 256\]"),
+        (QWEN, "qnorm-2d.gguf", set_tensor("blk.0.attn_q_norm.weight", ne=[32, 2]),
+         r"blk\.0\.attn_q_norm\.weight has shape \[32, 2\], expected \[64\]"),
+        (QWEN, "norm-4d.gguf", set_tensor("output_norm.weight", ne=[256, 1, 1, 1]),
+         None),  # trailing dimensions of 1: the same vector, computed
         (MOE, "experts-4.gguf", set_tensor("blk.0.ffn_gate_exps.weight", ne=[256, 512, 4]),
          r"blk\.0\.ffn_gate_exps\.weight has shape \[256, 512, 4\]"),
         (QWEN, "heads-0.gguf", set_key("qwen3.attention.head_count", 4, 0),
@@ -600,6 +606,14 @@ for src, name, edit, pattern in [
          r"expert_used_count 9 exceeds expert_count 8")]:
     case("tensor table / metadata: %s" % name)
     m = table_variant(src, name, edit)
+    if pattern is None:  # a valid file: every command must succeed
+        for args in (["run", m, "-p", "hello", "-n", "4", "--temp", "0", "-c", "64"],
+                     ["logits", m, "--tokens", "302,417,288", "-o",
+                      os.path.join(work, "out.bin"), "--provider", "ref"]):
+            rc = nsctl_cmd(args, "ends")
+            if rc != 0:
+                fail("%s %s: exit %s, want 0" % (args[0], name, rc))
+        continue
     nsctl_cmd(["run", m, "-p", "hello", "-n", "4", "--temp", "0", "-c", "64"], "error", pattern)
     nsctl_cmd(["logits", m, "--tokens", "302,417,288", "-o", os.path.join(work, "out.bin")],
               "error", pattern)

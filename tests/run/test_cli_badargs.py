@@ -229,6 +229,9 @@ def run_all(tmp):
           row(NSCTL, ["run", m, "--wrap", "nsio="], 2, ["--wrap"]),
           row(NSCTL, ["run", m, "--raw", "--chat"], 2, ["--raw"]),
           row(NSCTL, ["run", m, "--raw", "--final-only"], 2, ["--raw"]),
+          # refused from the model file, before any process starts (m: dense, llama template)
+          row(NSCTL, ["run", m, "-p", "x", "--warmup", "hello"], 2, ["--warmup", "experts"]),
+          row(NSCTL, ["run", m, "-p", "x", "--final-only"], 2, ["--final-only", "harmony"]),
           row(NSCTL, ["run", m, "--reserve-vram", "1MB"], 2, ["--reserve-vram"]),
           row(NSCTL, ["run", m, "--mem-budget", "4KB"], 2, ["--mem-budget", "smallest"]),
           row(NSCTL, ["run", m, "--mem-budget", "4KB", "--no-plan"], 2, ["smallest"],
@@ -309,10 +312,19 @@ def run_all(tmp):
           row(NSCTL, ["tokenize", m, "--chat", "--chat-template", "gptoss", "--chat-date",
                       "notadate", "hi"], 2, ["notadate"]),
           row(NSCTL, ["tokenize", m, "--system"], 2, ["--system"]),
+          row(NSCTL, ["tokenize", m, "--chat", "--chat-template", "llama32", "--chat-date",
+                      "2024-13-45", "hi"], 2, ["2024-13-45"]),
           row(NSCTL, ["tokenize", m, "--chat", "--chat-template", "nope", "hi"], 2, ["nope"]),
           row(NSCTL, ["tokenize", m, "--chat", "--chat-template"], 2, ["--chat-template"])]
+    # month 1-12, day 1..days in that month (2024 and 2000 are leap years; 2023, 2100 not)
+    for d in ("2024-13-01", "2024-00-10", "2024-01-00", "2024-04-31", "2023-02-29",
+              "2100-02-29", "2024-12-32"):
+        R.append(row(NSCTL, ["tokenize", m, "--chat", "--chat-template", "gptoss",
+                             "--chat-date", d, "hi"], 2, [d]))
     R += [row(NSCTL, ["tokenize", b, "hi"], 2, [os.path.basename(b)]) for b in bad_models]
     R += [row(NSCTL, ["detokenize"], 2, ["MODEL"]),
+          row(NSCTL, ["detokenize", m], 2, ["IDS"]),
+          row(NSCTL, ["detokenize", m, "--json"], 2, ["IDS"]),
           row(NSCTL, ["detokenize", m, "--bogus", "1"], 2, ["--bogus"]),
           row(NSCTL, ["detokenize", m, "1", "999999"], 2, ["999999"])]
     for v in ("abc", "-1", "12abc", "1.5", "0x10", "99999999999", "99999999999999999999"):
@@ -444,6 +456,12 @@ def run_all(tmp):
                        errors="replace", timeout=60)
     if p.returncode != 0:
         fail("run --seed 18446744073709551615: exit %d: %s" % (p.returncode, p.stderr[-400:]))
+    for d in ("2024-02-29", "2000-02-29", "2023-12-31", "2023-04-30"):  # real dates pass
+        p = subprocess.run([NSCTL, "tokenize", m, "--chat", "--chat-template", "gptoss",
+                            "--chat-date", d, "--print-prompt", "hi"], stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, errors="replace", timeout=60)
+        if p.returncode != 0 or d not in p.stdout:
+            fail("tokenize --chat-date %s: exit %d: %s" % (d, p.returncode, p.stderr[-400:]))
     req = []
     for ram in ([], ["--ram-budget", "1MB"]):
         p = subprocess.run([NSCTL, "logits", m, "--tokens", "1,2,3", "-o", out, "--mem-budget",
