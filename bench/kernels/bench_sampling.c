@@ -5,8 +5,9 @@
  * Every decoded token ends in ns_sampler_sample over n_vocab logits on the host. The floor
  * is reading them once (a sum over the array, timed in the same run): the chain cannot do
  * with less. Prints, for greedy and for the default chain (temperature 0.8, top-k 40, top-p
- * 0.95, min-p 0.05), the median time per token and its ratio to that floor, and the same
- * with a repetition penalty over 64 tokens of history. The logits are random with ties;
+ * 0.95, min-p 0.05), the median time per token and its ratio to that floor, the same
+ * with a repetition penalty over 64 tokens of history, and top-k and top-p off (gpt-oss's
+ * recommended settings; min-p alone then cuts the vocabulary). The logits are random with ties;
  * one changes every token so no result is cached. */
 #include <errno.h>
 #include <stdio.h>
@@ -93,19 +94,25 @@ int main(int argc, char **argv)
 	printf("n_vocab %u, %u tokens; floor (one read of the logits) %.3f ms\n", v, reps,
 	       floor_ms);
 	printf("| chain | ms/token | x floor |\n| --- | ---: | ---: |\n");
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < 5; k++) {
 		ns_sampler_params_default(&p);
 		p.seed = 1;
-		if (k % 2 == 0)
+		if (k % 2 == 0 && k < 4)
 			p.temperature = 0.0f;
-		if (k >= 2)
+		if (k == 2 || k == 3)
 			p.repeat_penalty = 1.1f;
+		if (k == 4) { /* gpt-oss's recommendation: top-k and top-p off (min-p 0.05 left) */
+			p.temperature = 1.0f;
+			p.top_k = 0;
+			p.top_p = 1.0f;
+		}
 		if (s_time_chain(&p, lg, v, reps, ns, &ms) < 0) {
 			fprintf(stderr, "bench_sampling: sampler failed\n");
 			return 1;
 		}
-		printf("| %s%s | %.3f | %.1f |\n", k % 2 ? "default (t 0.8, top-k 40, top-p 0.95)" :
-		       "greedy", k >= 2 ? ", repeat penalty 1.1 over 64" : "", ms, ms / floor_ms);
+		printf("| %s%s | %.3f | %.1f |\n", k == 4 ? "t 1.0, top-k 0, top-p 1.0, min-p 0.05" :
+		       k % 2 ? "default (t 0.8, top-k 40, top-p 0.95)" : "greedy",
+		       k == 2 || k == 3 ? ", repeat penalty 1.1 over 64" : "", ms, ms / floor_ms);
 	}
 	free(lg);
 	free(ns);

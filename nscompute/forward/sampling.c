@@ -212,13 +212,47 @@ void ns_sample_top_p(struct ns_cands *c, float p, size_t min_keep)
 	}
 }
 
+static void s_swap(struct ns_cand *a, struct ns_cand *b)
+{
+	struct ns_cand t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
 void ns_sample_min_p(struct ns_cands *c, float p, size_t min_keep)
 {
 	float min_logit;
-	size_t i;
+	size_t i, best = 0, kept = 1;
+	bool cut = false;
 
 	if (p <= 0.0f || c->n == 0)
 		return;
+	if (!c->sorted && min_keep <= 1) {
+		/* Unsorted (top-k off): the sorted walk below keeps the first candidate and then
+		 * every one until the first number under the threshold, i.e. every number at or
+		 * over it, and the NaNs (sorted last) only when no number was cut. The same set
+		 * here in two passes; then only the survivors are sorted, not the vocabulary. */
+		for (i = 1; i < c->n; i++)
+			if (s_before(&c->data[i], &c->data[best]))
+				best = i;
+		min_logit = c->data[best].logit + logf(p);
+		if (!isnan(min_logit)) { /* (all NaN: the walk keeps them all) */
+			s_swap(&c->data[0], &c->data[best]);
+			for (i = 1; i < c->n; i++) {
+				if (c->data[i].logit >= min_logit)
+					s_swap(&c->data[kept++], &c->data[i]);
+				else if (!isnan(c->data[i].logit))
+					cut = true;
+			}
+			for (i = kept; !cut && i < c->n; i++)
+				if (isnan(c->data[i].logit))
+					s_swap(&c->data[kept++], &c->data[i]);
+			c->n = kept;
+		}
+		s_sort(c);
+		return;
+	}
 	s_sort(c);
 	min_logit = c->data[0].logit + logf(p);
 	for (i = 1; i < c->n; i++)

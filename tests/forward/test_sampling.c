@@ -282,6 +282,26 @@ static void test_top_k_large(void)
 				same &= c.data[i].id == ref[i].id;
 			CHECK(same);
 		}
+		/* min-p on unsorted candidates (one pass, then only the survivors sorted) keeps
+		 * what the walk over the sorted vocabulary keeps, in the same order */
+		for (int q = 0; q < 4; q++) {
+			static const float ps[4] = { 0.05f, 0.5f, 0.999f, 1.5f };
+			struct ns_cands u = { .data = buf }, w = { .data = ref };
+			int same;
+
+			ns_cands_init(&u, lg, n);
+			ns_cands_init(&w, lg, n);
+			ns_cands_softmax(&w); /* sorted: the walk */
+			ns_sample_min_p(&u, ps[q], 1);
+			ns_sample_min_p(&w, ps[q], 1);
+			same = u.n == w.n && u.sorted;
+			for (size_t i = 0; same && i < u.n; i++)
+				same = u.data[i].id == w.data[i].id;
+			CHECK(same);
+		}
+		for (uint32_t i = 0; i < n; i++) /* ref again: the reference order */
+			ref[i] = (struct ns_cand){ (int32_t)i, lg[i], 0.0f };
+		qsort(ref, n, sizeof(*ref), s_ref_cmp);
 		{
 			struct ns_cands c = { .data = buf };
 			struct ns_sampler_params sp;
