@@ -53,11 +53,7 @@ int nsc_route_open(struct nsc_proc *p);
 void nsc_route_close(struct nsc_proc *p);
 int nsc_route_cb(void *user, const struct ns_fwd_route *r);
 
-/* cuda_attach.c (nscompute-cuda only): 0 when a CUDA device is usable, else -ENODEV and the
- * reason in err. Checked before the stream provider starts, so that a machine without a GPU
- * fails with that one line, not after page-locking nsio's RAM tier for nothing. */
-int nsc_cuda_probe(char *err, size_t errlen);
-/* p->f = the CUDA forward pass over p->w, with the VRAM
+/* cuda_attach.c (nscompute-cuda only): p->f = the CUDA forward pass over p->w, with the VRAM
  * windows of the published plan when p->vram_budget is set. */
 int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen);
 /* Frees the CUDA pass and unlocks the arena (before the client unmaps it). */

@@ -89,14 +89,6 @@ done:
 	return rc < 0 ? rc : 0;
 }
 
-int nsc_cuda_probe(char *err, size_t errlen)
-{
-	if (ns_cuda_device_count() > 0)
-		return 0;
-	ns_errf(err, errlen, "cuda: no usable CUDA device (no GPU or no driver)");
-	return -ENODEV;
-}
-
 int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 {
 	struct ns_cfwd_window *w = NULL;

@@ -29,6 +29,9 @@
 #include "ns_util.h"
 #include "session.h"
 #include "weights_stream.h"
+#ifdef NS_WITH_CUDA
+#include "cfwd.h"
+#endif
 
 #ifdef NS_WITH_CUDA
 #define S_BACKENDS "cpu|cuda"
@@ -147,8 +150,8 @@ static int s_attach(struct nsc_proc *p)
 
 	rc = ns_model_open(p->model_path, &p->m, err, sizeof(err));
 #ifdef NS_WITH_CUDA
-	if (rc == 0 && p->cuda)
-		rc = nsc_cuda_probe(err, sizeof(err));
+	if (rc == 0 && p->cuda) /* before the provider: no GPU, one line, nothing page-locked */
+		rc = ns_cfwd_probe(err, sizeof(err));
 #endif
 	if (rc == 0)
 		rc = ns_client_open(p->session, &co, &p->c, err, sizeof(err));

@@ -77,6 +77,7 @@ struct nsio {
 	struct ns_model *model;
 	int *fds;               /* one per shard */
 	bool direct;            /* O_DIRECT on every shard */
+	bool fault_short_read;  /* test hook NS_NSIO_FAULT_SHORT_READ (uring.c), read at open */
 	bool fixed_files, fixed_bufs;
 	uint64_t fixed_buf_span; /* bytes per registered buffer */
 	struct io_uring ring;

@@ -22,6 +22,10 @@ static int s_open_shards(struct nsio *s)
 	/* fault injection for tests: behave as if O_DIRECT were refused (pre-6.6 tmpfs) */
 	bool fake_einval = getenv("NS_NSIO_FAULT_NO_DIRECT") != NULL;
 
+	/* and: O_DIRECT reads of more than 8 KiB complete 1000 bytes short, at an unaligned
+	 * count, as a filesystem may; the rest must be read again from an aligned offset */
+	s->fault_short_read = getenv("NS_NSIO_FAULT_SHORT_READ") != NULL;
+
 	s->fds = calloc(s->model->n_shards, sizeof(int));
 	if (!s->fds)
 		return -ENOMEM;
@@ -272,18 +276,6 @@ static void s_say_read_error(struct nsio *s, const struct nsio_chunk *c, int sta
 			(unsigned long long)b, strerror(-status));
 }
 
-/* Test hook (NS_NSIO_FAULT_SHORT_READ set): O_DIRECT reads of more than 8 KiB complete 1000
- * bytes short, at an unaligned count, as a filesystem may; the rest must be read again from
- * an aligned offset. Looked up once; only the completion thread reads it. */
-static bool s_fault_short_read(void)
-{
-	static int on = -1;
-
-	if (on < 0)
-		on = getenv("NS_NSIO_FAULT_SHORT_READ") != NULL;
-	return on;
-}
-
 void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe)
 {
 	uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -316,7 +308,7 @@ void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe)
 		s_chunk_finish(s, c, c->pos >= c->req->want_end ? 0 : -EIO);
 		return;
 	}
-	if (s->direct && res > 8192 && s_fault_short_read())
+	if (s->direct && res > 8192 && s->fault_short_read)
 		res -= 1000; /* test hook: as if the read had stopped at an unaligned count */
 	start = c->pos;
 	c->pos += (uint64_t)res;

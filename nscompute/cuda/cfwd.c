@@ -1110,6 +1110,14 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 
 /* ---------------------------------------------------------------- creation ------------- */
 
+int ns_cfwd_probe(char *err, size_t errlen)
+{
+	if (ns_cuda_device_count() > 0)
+		return 0;
+	ns_errf(err, errlen, "cuda: no usable CUDA device (no GPU or no driver)");
+	return -ENODEV;
+}
+
 static int s_cuda_init(struct s_cuda *c, const struct ns_cfwd_opts *o, uint32_t n_ctx,
 		       char *err, size_t errlen)
 {
@@ -1117,11 +1125,8 @@ static int s_cuda_init(struct s_cuda *c, const struct ns_cfwd_opts *o, uint32_t 
 	uint64_t budget, reserve, state;
 	int rc;
 
-	if (ns_cuda_device_count() <= 0) {
-		ns_errf(err, errlen, "cuda: no usable CUDA device (no GPU or no driver)");
-		return -ENODEV;
-	}
-	if ((rc = ns_cuda_init(o->device, err, errlen)) < 0)
+	if ((rc = ns_cfwd_probe(err, errlen)) < 0 ||
+	    (rc = ns_cuda_init(o->device, err, errlen)) < 0)
 		return rc;
 	if ((rc = ns_cfwd_vram_need(c->m, o, &need, err, errlen)) < 0)
 		return rc;

@@ -81,6 +81,10 @@ struct ns_cfwd_need {
 int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *opts,
 		      struct ns_cfwd_need *need, char *err, size_t errlen);
 
+/* 0 when a CUDA device is usable, else -ENODEV with the reason in err (ns_cfwd_new checks
+ * it first; a caller may check before setting up what the pass would use). */
+int ns_cfwd_probe(char *err, size_t errlen);
+
 /* Returns 0, or a negative errno with one line in err: -ENODEV without a usable device,
  * -EINVAL for a model we cannot run (the CPU pass's checks) or a bad window, -ENOMEM when the
  * budget is too small (with figures), the provider's error while filling VRAM. */
