@@ -7,9 +7,11 @@
  * with less. Prints, for greedy and for the default chain (temperature 0.8, top-k 40, top-p
  * 0.95, min-p 0.05), the median time per token and its ratio to that floor, the same
  * with a repetition penalty over 64 tokens of history, and top-k and top-p off (gpt-oss's
- * recommended settings; min-p alone then cuts the vocabulary). The logits are random with ties;
- * one changes every token so no result is cached. */
+ * recommended settings; min-p alone then cuts the vocabulary), and top-p alone (top-k 0) on
+ * those logits and on model-like ones (-2 ln rank: the nucleus is a dozen tokens). The logits
+ * are random with ties; one changes every token so no result is cached. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +96,7 @@ int main(int argc, char **argv)
 	printf("n_vocab %u, %u tokens; floor (one read of the logits) %.3f ms\n", v, reps,
 	       floor_ms);
 	printf("| chain | ms/token | x floor |\n| --- | ---: | ---: |\n");
-	for (int k = 0; k < 5; k++) {
+	for (int k = 0; k < 7; k++) {
 		ns_sampler_params_default(&p);
 		p.seed = 1;
 		if (k % 2 == 0 && k < 4)
@@ -106,11 +108,20 @@ int main(int argc, char **argv)
 			p.top_k = 0;
 			p.top_p = 1.0f;
 		}
+		if (k >= 5) { /* top-p alone (top-k 0): on these flat logits, then model-like */
+			p.top_k = 0;
+			p.min_p = 0.0f;
+		}
+		if (k == 6) /* logit -2 ln(rank): a few tokens hold the mass, as after a model */
+			for (uint32_t i = 0; i < v; i++)
+				lg[i] = -2.0f * logf(1.0f + (float)(((uint64_t)i * 7919u) % v));
 		if (s_time_chain(&p, lg, v, reps, ns, &ms) < 0) {
 			fprintf(stderr, "bench_sampling: sampler failed\n");
 			return 1;
 		}
-		printf("| %s%s | %.3f | %.1f |\n", k == 4 ? "t 1.0, top-k 0, top-p 1.0, min-p 0.05" :
+		printf("| %s%s | %.3f | %.1f |\n", k == 6 ? "t 0.8, top-k 0, top-p 0.95, model-like logits" :
+		       k == 5 ? "t 0.8, top-k 0, top-p 0.95" :
+		       k == 4 ? "t 1.0, top-k 0, top-p 1.0, min-p 0.05" :
 		       k % 2 ? "default (t 0.8, top-k 40, top-p 0.95)" : "greedy",
 		       k == 2 || k == 3 ? ", repeat penalty 1.1 over 64" : "", ms, ms / floor_ms);
 	}

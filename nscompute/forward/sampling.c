@@ -99,20 +99,55 @@ static void s_sort(struct ns_cands *c)
 	}
 }
 
-void ns_cands_softmax(struct ns_cands *c)
+/* Each float is an integer mantissa times a power of two, so the mantissas are summed exactly
+ * per exponent (n <= 2^32 of 24 bits fit in 64) and the 254 exact sums added up from the
+ * smallest. Why: top-p on unsorted candidates must cut where the walk over the sorted ones
+ * does, and a sum in double rounds differently in another order. */
+double ns_cands_sum_p(const struct ns_cand *d, size_t n)
 {
+	uint64_t mant[256] = { 0 };
 	double sum = 0.0;
 
+	for (size_t i = 0; i < n; i++) {
+		uint32_t bits, e, m;
+
+		memcpy(&bits, &d[i].p, sizeof(bits));
+		e = (bits >> 23) & 0xff;
+		m = bits & 0x7fffff;
+		if (e == 0xff)
+			return m ? NAN : (bits >> 31 ? -INFINITY : INFINITY);
+		if (e)
+			m |= 0x800000; /* normal: the hidden bit */
+		else
+			e = 1;         /* subnormal: the smallest exponent, no hidden bit */
+		mant[e] += bits >> 31 ? (uint64_t)0 - m : m; /* (p >= 0 here; kept general) */
+	}
+	for (uint32_t e = 1; e < 255; e++)
+		if (mant[e])
+			sum += ldexp((double)(int64_t)mant[e], (int)e - 150);
+	return sum;
+}
+
+/* p = exp(logit - first) / sum over data[0..n), with first the logit that comes first in
+ * s_before's order; the sum is ns_cands_sum_p's, so p depends on neither the order of data
+ * nor on whether it was sorted. */
+static void s_softmax_at(struct ns_cands *c, float first)
+{
+	double sum;
+
+	for (size_t i = 0; i < c->n; i++) /* -inf logits (masked) get probability 0 */
+		c->data[i].p = expf(c->data[i].logit - first);
+	sum = ns_cands_sum_p(c->data, c->n);
+	for (size_t i = 0; i < c->n; i++)
+		c->data[i].p = (float)(c->data[i].p / sum);
+}
+
+void ns_cands_softmax(struct ns_cands *c)
+{
 	if (c->n == 0)
 		return;
 	s_sort(c);
-	for (size_t i = 0; i < c->n; i++) {
-		/* -inf logits (masked) get probability 0 */
-		c->data[i].p = expf(c->data[i].logit - c->data[0].logit);
-		sum += c->data[i].p;
-	}
-	for (size_t i = 0; i < c->n; i++)
-		c->data[i].p = (float)(c->data[i].p / sum);
+	s_softmax_at(c, c->data[0].logit);
 }
 
 static int s_cmp_i32(const void *a, const void *b)
@@ -196,20 +231,60 @@ void ns_sample_top_k(struct ns_cands *c, int32_t k)
 	c->sorted = true;
 }
 
+/* The index of the candidate that comes first in s_before's order. */
+static size_t s_first(const struct ns_cands *c)
+{
+	size_t best = 0;
+
+	for (size_t i = 1; i < c->n; i++)
+		if (s_before(&c->data[i], &c->data[best]))
+			best = i;
+	return best;
+}
+
+/* The sorted walk: keep data[0..i] for the first i where the mass reaches p. Returns true
+ * when it cut within the first k (those sorted); cum carries the mass of data[0..from). */
+static bool s_top_p_walk(struct ns_cands *c, float p, size_t min_keep, size_t from, size_t k,
+			 double *cum)
+{
+	for (size_t i = from; i < k; i++) {
+		*cum += c->data[i].p;
+		if (*cum >= p && i + 1 >= min_keep) {
+			c->n = i + 1;
+			return true;
+		}
+	}
+	return false;
+}
+
 void ns_sample_top_p(struct ns_cands *c, float p, size_t min_keep)
 {
 	double cum = 0.0;
+	size_t k = 64, done = 0;
 
 	if (p >= 1.0f || c->n == 0)
 		return;
-	ns_cands_softmax(c);
-	for (size_t i = 0; i < c->n; i++) {
-		cum += c->data[i].p;
-		if (cum >= p && i + 1 >= min_keep) {
-			c->n = i + 1;
+	if (c->sorted) {
+		ns_cands_softmax(c);
+		s_top_p_walk(c, p, min_keep, 0, c->n, &cum);
+		return;
+	}
+	/* Unsorted (top-k off): the probabilities of all candidates, then the first k selected
+	 * and walked, k growing eightfold until the mass is reached. A language model's nucleus
+	 * is usually a few dozen tokens: one selection, not a sort of the vocabulary. Same p,
+	 * same set, same order as sorting first (the sum does not depend on the order). */
+	s_softmax_at(c, c->data[s_first(c)].logit);
+	while (k < c->n) {
+		s_select_sorted(c, k); /* data[0..k) sorted, and the first done of them unchanged */
+		if (s_top_p_walk(c, p, min_keep, done, k, &cum)) {
+			c->sorted = true;
 			return;
 		}
+		done = k;
+		k = k > c->n / 8 ? c->n : k * 8;
 	}
+	s_sort(c);
+	s_top_p_walk(c, p, min_keep, done, c->n, &cum);
 }
 
 static void s_swap(struct ns_cand *a, struct ns_cand *b)
@@ -223,7 +298,7 @@ static void s_swap(struct ns_cand *a, struct ns_cand *b)
 void ns_sample_min_p(struct ns_cands *c, float p, size_t min_keep)
 {
 	float min_logit;
-	size_t i, best = 0, kept = 1;
+	size_t i, best, kept = 1;
 	bool cut = false;
 
 	if (p <= 0.0f || c->n == 0)
@@ -233,9 +308,7 @@ void ns_sample_min_p(struct ns_cands *c, float p, size_t min_keep)
 		 * every one until the first number under the threshold, i.e. every number at or
 		 * over it, and the NaNs (sorted last) only when no number was cut. The same set
 		 * here in two passes; then only the survivors are sorted, not the vocabulary. */
-		for (i = 1; i < c->n; i++)
-			if (s_before(&c->data[i], &c->data[best]))
-				best = i;
+		best = s_first(c);
 		min_logit = c->data[best].logit + logf(p);
 		if (!isnan(min_logit)) { /* (all NaN: the walk keeps them all) */
 			s_swap(&c->data[0], &c->data[best]);

@@ -37,8 +37,11 @@ struct ns_cands {
 
 /* data[i] = { i, logits[i] } for i < n_vocab; data must hold n_vocab entries. */
 void ns_cands_init(struct ns_cands *c, const float *logits, uint32_t n_vocab);
-/* Sort descending and fill p with the softmax of the logits. */
+/* Sort descending and fill p with the softmax of the logits. Each p is the same bits
+ * whatever order the candidates came in (the sum is taken exactly per exponent). */
 void ns_cands_softmax(struct ns_cands *c);
+/* The sum of d[0..n).p, the same bits in any order of d (NaN if one is NaN). */
+double ns_cands_sum_p(const struct ns_cand *d, size_t n);
 
 void ns_sample_penalties(struct ns_cands *c, const int32_t *last, size_t n_last, float repeat,
 			 float freq, float present);

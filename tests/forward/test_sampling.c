@@ -299,6 +299,26 @@ static void test_top_k_large(void)
 				same = u.data[i].id == w.data[i].id;
 			CHECK(same);
 		}
+		/* top-p on unsorted candidates (a selection growing until the mass is reached)
+		 * keeps what the walk over the sorted vocabulary keeps, in the same order, with
+		 * the same probabilities to the bit */
+		for (int q = 0; q < 6; q++) {
+			static const float ps[6] = { 0.01f, 0.3f, 0.9f, 0.995f, 0.99999f, 0.5f };
+			const size_t keep = q == 5 ? 300 : 1;
+			struct ns_cands u = { .data = buf }, w = { .data = ref };
+			int same;
+
+			ns_cands_init(&u, lg, n);
+			ns_cands_init(&w, lg, n);
+			ns_cands_softmax(&w);
+			ns_sample_top_p(&u, ps[q], keep);
+			ns_sample_top_p(&w, ps[q], keep);
+			same = u.n == w.n && u.sorted;
+			for (size_t i = 0; same && i < u.n; i++)
+				same = u.data[i].id == w.data[i].id &&
+				       memcmp(&u.data[i].p, &w.data[i].p, sizeof(float)) == 0;
+			CHECK(same);
+		}
 		for (uint32_t i = 0; i < n; i++) /* ref again: the reference order */
 			ref[i] = (struct ns_cand){ (int32_t)i, lg[i], 0.0f };
 		qsort(ref, n, sizeof(*ref), s_ref_cmp);
@@ -330,6 +350,101 @@ out:
 	free(buf);
 	free(ref);
 	free(lg);
+}
+
+/* Softmax gives every token the same probability, to the bit, whatever order its candidates
+ * are in (top-p relies on it to cut unsorted candidates where the sorted walk cuts); and a
+ * peaked distribution (a model's nucleus: a few tokens hold most of the mass, the cut lies
+ * in the first selection, or past several) is cut by top-p unsorted as sorted. */
+static void test_softmax_any_order(void)
+{
+	const uint32_t n = 40000;
+	struct ns_cand *a = malloc(n * sizeof(*a)), *b = malloc(n * sizeof(*b));
+	float *lg = malloc(n * sizeof(*lg)), *pa = malloc(n * sizeof(*pa));
+	uint64_t rng = 321;
+
+	if (!a || !b || !lg || !pa) {
+		CHECK(0);
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) /* 60 nats of spread: sums in double would round */
+		lg[i] = (float)(ns_rng_uniform(&rng) * 60.0 - 50.0);
+	for (int round = 0; round < 3; round++) {
+		struct ns_cands u = { .data = a }, w = { .data = b };
+		int same = 1;
+
+		ns_cands_init(&u, lg, n);
+		for (uint32_t i = n - 1; i > 0; i--) { /* shuffle u */
+			uint32_t j = (uint32_t)(ns_rng_uniform(&rng) * (i + 1));
+			struct ns_cand t = u.data[i];
+
+			u.data[i] = u.data[j];
+			u.data[j] = t;
+		}
+		/* the sum itself: sorted, shuffled and reversed, the same bits (a sum in double
+		 * in the array's order differs in its last bits) */
+		for (size_t i = 0; i < u.n; i++)
+			u.data[i].p = expf(u.data[i].logit - 10.0f);
+		{
+			const double s1 = ns_cands_sum_p(u.data, u.n);
+			double s2, s3;
+
+			for (size_t i = 0; i < u.n / 2; i++) {
+				struct ns_cand t = u.data[i];
+
+				u.data[i] = u.data[u.n - 1 - i];
+				u.data[u.n - 1 - i] = t;
+			}
+			s2 = ns_cands_sum_p(u.data, u.n);
+			qsort(u.data, u.n, sizeof(*u.data), s_ref_cmp);
+			s3 = ns_cands_sum_p(u.data, u.n);
+			CHECK(memcmp(&s1, &s2, sizeof(s1)) == 0 && memcmp(&s1, &s3, sizeof(s1)) == 0);
+			long double ref = 0.0L; /* and the right sum */
+
+			for (size_t i = 0; i < u.n; i++)
+				ref += u.data[i].p;
+			CHECK(fabsl((long double)s1 - ref) <= 1e-12L * ref && s1 > 1.0);
+		}
+		ns_cands_softmax(&u);
+		for (size_t i = 0; i < u.n; i++)
+			pa[u.data[i].id] = u.data[i].p;
+		/* the same logits, computed unsorted by top-p (p just under 1: no cut) */
+		ns_cands_init(&w, lg, n);
+		for (uint32_t i = 0; i < n / 2; i++) { /* reversed halves: another order */
+			struct ns_cand t = w.data[i];
+
+			w.data[i] = w.data[n - 1 - i];
+			w.data[n - 1 - i] = t;
+		}
+		ns_sample_top_p(&w, 0.9999999f, 1);
+		for (size_t i = 0; i < w.n; i++)
+			same &= memcmp(&pa[w.data[i].id], &w.data[i].p, sizeof(float)) == 0;
+		CHECK(same && w.n > 0);
+		/* peaked: logit -s*ln(rank), ranks scattered over the ids */
+		for (uint32_t i = 0; i < n; i++)
+			lg[i] = -(float)(round + 1) * logf(1.0f + (float)((i * 7919u) % n));
+		for (int q = 0; q < 3; q++) {
+			static const float ps[3] = { 0.5f, 0.95f, 0.9999f };
+
+			ns_cands_init(&u, lg, n);
+			ns_cands_init(&w, lg, n);
+			ns_cands_softmax(&w);
+			ns_sample_top_p(&u, ps[q], 1);
+			ns_sample_top_p(&w, ps[q], 1);
+			same = u.n == w.n && u.sorted && u.n < n;
+			for (size_t i = 0; same && i < u.n; i++)
+				same = u.data[i].id == w.data[i].id &&
+				       memcmp(&u.data[i].p, &w.data[i].p, sizeof(float)) == 0;
+			CHECK(same);
+		}
+		for (uint32_t i = 0; i < n; i++)
+			lg[i] = (float)(ns_rng_uniform(&rng) * 60.0 - 50.0);
+	}
+out:
+	free(a);
+	free(b);
+	free(lg);
+	free(pa);
 }
 
 /* the sampler's penalties (applied by token id) equal ns_sample_penalties on candidates */
@@ -438,6 +553,7 @@ int main(void)
 	test_greedy();
 	test_top_k();
 	test_top_p();
+	test_softmax_any_order();
 	test_min_p();
 	test_temperature();
 	test_penalties();
