@@ -7,9 +7,10 @@
  * with less. Prints, for greedy and for the default chain (temperature 0.8, top-k 40, top-p
  * 0.95, min-p 0.05), the median time per token and its ratio to that floor, the same
  * with a repetition penalty over 64 tokens of history, and top-k and top-p off (gpt-oss's
- * recommended settings; min-p alone then cuts the vocabulary), and top-p alone (top-k 0) on
- * those logits and on model-like ones (-2 ln rank: the nucleus is a dozen tokens). The logits
- * are random with ties; one changes every token so no result is cached. */
+ * recommended settings; min-p alone then cuts the vocabulary), and top-p alone (top-k 0). The
+ * logits are random with ties (flat: the worst case for top-p and min-p, whose survivors are
+ * then a large part of the vocabulary), then model-like (-2 ln rank: a dozen tokens hold the
+ * mass) for the last two rows; one changes every token so no result is cached. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -96,19 +97,19 @@ int main(int argc, char **argv)
 	printf("n_vocab %u, %u tokens; floor (one read of the logits) %.3f ms\n", v, reps,
 	       floor_ms);
 	printf("| chain | ms/token | x floor |\n| --- | ---: | ---: |\n");
-	for (int k = 0; k < 7; k++) {
+	for (int k = 0; k < 8; k++) {
 		ns_sampler_params_default(&p);
 		p.seed = 1;
 		if (k % 2 == 0 && k < 4)
 			p.temperature = 0.0f;
 		if (k == 2 || k == 3)
 			p.repeat_penalty = 1.1f;
-		if (k == 4) { /* gpt-oss's recommendation: top-k and top-p off (min-p 0.05 left) */
+		if (k == 4 || k == 7) { /* gpt-oss's recommendation: top-k, top-p off, min-p 0.05 */
 			p.temperature = 1.0f;
 			p.top_k = 0;
 			p.top_p = 1.0f;
 		}
-		if (k >= 5) { /* top-p alone (top-k 0): on these flat logits, then model-like */
+		if (k == 5 || k == 6) { /* top-p alone (top-k 0): on flat logits, then model-like */
 			p.top_k = 0;
 			p.min_p = 0.0f;
 		}
@@ -119,7 +120,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench_sampling: sampler failed\n");
 			return 1;
 		}
-		printf("| %s%s | %.3f | %.1f |\n", k == 6 ? "t 0.8, top-k 0, top-p 0.95, model-like logits" :
+		printf("| %s%s | %.3f | %.1f |\n", k == 7 ? "t 1.0, top-k 0, top-p 1.0, min-p 0.05, model-like logits" :
+		       k == 6 ? "t 0.8, top-k 0, top-p 0.95, model-like logits" :
 		       k == 5 ? "t 0.8, top-k 0, top-p 0.95" :
 		       k == 4 ? "t 1.0, top-k 0, top-p 1.0, min-p 0.05" :
 		       k % 2 ? "default (t 0.8, top-k 40, top-p 0.95)" : "greedy",

@@ -102,6 +102,39 @@ static void test_min_p(void)
 	s_from_probs(&c, p, 4);
 	ns_sample_min_p(&c, 0.0f, 1); /* off */
 	CHECK(c.n == 4);
+	/* a logit exactly at the threshold (max + ln p) stays, on candidates (unsorted and
+	 * sorted) and in the sampler's min-p-alone path, which draws it */
+	{
+		enum { N = 1000 };
+		static float lg[N];
+		static struct ns_cand big[N];
+		struct ns_cands u = { .data = big };
+		struct ns_sampler_params sp;
+		struct ns_sampler *s = NULL;
+		int drawn = 0;
+
+		for (uint32_t i = 0; i < N; i++)
+			lg[i] = -30.0f;
+		lg[5] = 0.0f;
+		lg[9] = 0.0f + logf(0.3f);
+		ns_cands_init(&u, lg, N);
+		ns_sample_min_p(&u, 0.3f, 1);
+		CHECK(u.n == 2 && u.data[1].id == 9);
+		ns_cands_init(&u, lg, N);
+		ns_cands_softmax(&u);
+		ns_sample_min_p(&u, 0.3f, 1);
+		CHECK(u.n == 2);
+		ns_sampler_params_default(&sp);
+		sp.temperature = 1.0f;
+		sp.top_k = 0;
+		sp.top_p = 1.0f;
+		sp.min_p = 0.3f;
+		CHECK(ns_sampler_new(&sp, N, &s) == 0);
+		for (int r = 0; s && r < 200; r++)
+			drawn += ns_sampler_sample(s, lg) == 9; /* p = 0.3 / 1.3 */
+		CHECK(drawn > 20 && drawn < 100);
+		ns_sampler_destroy(&s);
+	}
 }
 
 static void test_temperature(void)
@@ -262,12 +295,15 @@ static void test_top_k_large(void)
 		CHECK(0);
 		goto out;
 	}
-	for (int round = 0; round < 4; round++) {
+	for (int round = 0; round < 5; round++) {
 		for (uint32_t i = 0; i < n; i++) /* few distinct values: many ties */
 			lg[i] = (float)(int)(ns_rng_uniform(&rng) * (round ? 50 : 5000)) / 8.0f;
-		if (round >= 2) /* NaNs, one at index 0, and infinities */
+		if (round == 2 || round == 3) /* NaNs, one at index 0, and infinities */
 			for (uint32_t i = 0; i < n; i += 97)
 				lg[i] = i % 3 == 0 ? NAN : i % 2 ? INFINITY : -INFINITY;
+		if (round == 4) /* the first 50 NaN: the scans start from a NaN best */
+			for (uint32_t i = 0; i < 50; i++)
+				lg[i] = NAN;
 		for (uint32_t i = 0; i < n; i++)
 			ref[i] = (struct ns_cand){ (int32_t)i, lg[i], 0.0f };
 		qsort(ref, n, sizeof(*ref), s_ref_cmp);
@@ -334,6 +370,16 @@ static void test_top_k_large(void)
 			CHECK(ns_sampler_new(&sp, n, &sm) == 0);
 			if (sm)
 				CHECK(ns_sampler_sample(sm, lg) == ref[0].id);
+			ns_sampler_destroy(&sm);
+			/* its top-k path (k 7) at a temperature that leaves the best logit only */
+			sp.temperature = 0.001f;
+			sp.top_k = 7;
+			CHECK(ns_sampler_new(&sp, n, &sm) == 0);
+			if (sm) {
+				const int32_t t = ns_sampler_sample(sm, lg);
+
+				CHECK(t >= 0 && (uint32_t)t < n && lg[t] == ref[0].logit);
+			}
 			ns_sampler_destroy(&sm);
 		}
 	}
@@ -488,9 +534,10 @@ static void test_sampler_penalties_sparse(void)
 	ns_sampler_destroy(&s);
 }
 
-/* The sampler's chain (top-k straight from the logits, penalties by token id) draws what the
- * steps draw one after another on all candidates, with and without penalties, at several k
- * (and top-k off), over logits that change every token. */
+/* The sampler's chain (top-k straight from the logits, penalties by token id, min-p alone
+ * straight from the logits) draws what the steps draw one after another on all candidates,
+ * with and without penalties, at several k (and top-k off), with top-p on and off and three
+ * min-p, over logits that change every token (NaNs in some). */
 static void test_sampler_matches_steps(void)
 {
 	enum { N = 2000, STEPS = 60 };
@@ -499,8 +546,11 @@ static void test_sampler_matches_steps(void)
 	struct ns_cand *buf = malloc(N * sizeof(*buf));
 	int32_t last[64];
 
-	for (int pen = 0; pen < 2 && lg && buf; pen++) {
+	for (int pen = 0; pen < 8 && lg && buf; pen++) {
 		for (size_t j = 0; j < sizeof(ks) / sizeof(ks[0]); j++) {
+			/* (min-p 1e-4 cuts no number: the NaNs stay) */
+			static const float top_ps[4] = { 0.9f, 1.0f, 1.0f, 1.0f };
+			static const float min_ps[4] = { 0.02f, 0.02f, 0.3f, 1e-4f };
 			struct ns_sampler_params sp;
 			struct ns_sampler *s = NULL;
 			uint64_t rng = 11, vals = 3;
@@ -510,11 +560,11 @@ static void test_sampler_matches_steps(void)
 			ns_sampler_params_default(&sp);
 			sp.temperature = 0.9f;
 			sp.top_k = ks[j];
-			sp.top_p = 0.9f;
-			sp.min_p = 0.02f;
+			sp.top_p = top_ps[pen / 2];
+			sp.min_p = min_ps[pen / 2];
 			sp.seed = 11;
-			sp.repeat_penalty = pen ? 1.4f : 1.0f;
-			sp.freq_penalty = pen ? 0.3f : 0.0f;
+			sp.repeat_penalty = pen % 2 ? 1.4f : 1.0f;
+			sp.freq_penalty = pen % 2 ? 0.3f : 0.0f;
 			if (ns_sampler_new(&sp, N, &s) < 0) {
 				CHECK(0);
 				continue;
@@ -525,6 +575,8 @@ static void test_sampler_matches_steps(void)
 
 				for (uint32_t i = 0; i < N; i++) /* quarter steps: ties */
 					lg[i] = (float)(int)(ns_rng_uniform(&vals) * 24.0) / 4.0f;
+				if (step % 5 == 4)
+					lg[(uint32_t)step * 37u % N] = NAN;
 				got = ns_sampler_sample(s, lg);
 				ns_cands_init(&c, lg, N);
 				ns_sample_penalties(&c, last, n_last, sp.repeat_penalty,
