@@ -17,6 +17,7 @@ struct ns_sampler {
 	int32_t *hist_sorted;  /* (repeat_last_n) scratch for counting */
 	int32_t *pen_id;       /* (repeat_last_n) the history's distinct tokens, ascending */
 	float *pen_logit;      /* (repeat_last_n) their penalized logits (s_penalized) */
+	struct s_fsum *fsum;   /* s_top_p_logits' sum (2 KiB: kept off the stack) */
 };
 
 /* ---------------------------------------------------------------- candidate steps ------ */
@@ -99,33 +100,60 @@ static void s_sort(struct ns_cands *c)
 	}
 }
 
-/* Each float is an integer mantissa times a power of two, so the mantissas are summed exactly
- * per exponent (n <= 2^32 of 24 bits fit in 64) and the 254 exact sums added up from the
- * smallest. Why: top-p on unsorted candidates must cut where the walk over the sorted ones
- * does, and a sum in double rounds differently in another order. */
-double ns_cands_sum_p(const struct ns_cand *d, size_t n)
+/* An exact sum of floats in any order. Each float is an integer mantissa times a power of
+ * two, so the mantissas are summed exactly per exponent (2^32 of 24 bits fit in 64) and the
+ * 254 exact sums added up from the smallest at the end. Why: top-p on unsorted candidates
+ * must cut where the walk over the sorted ones does, and a sum in double rounds differently
+ * in another order. */
+struct s_fsum {
+	uint64_t mant[256]; /* by biased exponent; two's complement for negative terms */
+	bool nan, pinf, ninf;
+};
+
+static inline void s_fsum_add(struct s_fsum *f, float v)
 {
-	uint64_t mant[256] = { 0 };
+	uint32_t bits, e, m;
+
+	memcpy(&bits, &v, sizeof(bits));
+	e = (bits >> 23) & 0xff;
+	m = bits & 0x7fffff;
+	if (e == 0xff) {
+		if (m)
+			f->nan = true;
+		else if (bits >> 31)
+			f->ninf = true;
+		else
+			f->pinf = true;
+		return;
+	}
+	if (e)
+		m |= 0x800000; /* normal: the hidden bit */
+	else
+		e = 1;         /* subnormal: the smallest exponent, no hidden bit */
+	f->mant[e] += bits >> 31 ? (uint64_t)0 - m : m;
+}
+
+static double s_fsum_total(const struct s_fsum *f)
+{
 	double sum = 0.0;
 
-	for (size_t i = 0; i < n; i++) {
-		uint32_t bits, e, m;
-
-		memcpy(&bits, &d[i].p, sizeof(bits));
-		e = (bits >> 23) & 0xff;
-		m = bits & 0x7fffff;
-		if (e == 0xff)
-			return m ? NAN : (bits >> 31 ? -INFINITY : INFINITY);
-		if (e)
-			m |= 0x800000; /* normal: the hidden bit */
-		else
-			e = 1;         /* subnormal: the smallest exponent, no hidden bit */
-		mant[e] += bits >> 31 ? (uint64_t)0 - m : m; /* (p >= 0 here; kept general) */
-	}
+	if (f->nan || (f->pinf && f->ninf))
+		return NAN;
+	if (f->pinf || f->ninf)
+		return f->pinf ? INFINITY : -INFINITY;
 	for (uint32_t e = 1; e < 255; e++)
-		if (mant[e])
-			sum += ldexp((double)(int64_t)mant[e], (int)e - 150);
+		if (f->mant[e])
+			sum += ldexp((double)(int64_t)f->mant[e], (int)e - 150);
 	return sum;
+}
+
+double ns_cands_sum_p(const struct ns_cand *d, size_t n)
+{
+	struct s_fsum f = { { 0 }, false, false, false };
+
+	for (size_t i = 0; i < n; i++)
+		s_fsum_add(&f, d[i].p);
+	return s_fsum_total(&f);
 }
 
 /* p = exp(logit - first) / sum over data[0..n), with first the logit that comes first in
@@ -430,7 +458,8 @@ int ns_sampler_new(const struct ns_sampler_params *p, uint32_t n_vocab, struct n
 	s->hist_sorted = calloc(nh ? nh : 1, sizeof(*s->hist_sorted));
 	s->pen_id = calloc(nh ? nh : 1, sizeof(*s->pen_id));
 	s->pen_logit = calloc(nh ? nh : 1, sizeof(*s->pen_logit));
-	if (!s->cands || !s->hist || !s->hist_sorted || !s->pen_id || !s->pen_logit) {
+	s->fsum = calloc(1, sizeof(*s->fsum));
+	if (!s->cands || !s->hist || !s->hist_sorted || !s->pen_id || !s->pen_logit || !s->fsum) {
 		ns_sampler_destroy(&s);
 		return -ENOMEM;
 	}
@@ -594,6 +623,44 @@ static bool s_min_p_logits(struct ns_cands *c, const float *logits, uint32_t n, 
 	return true;
 }
 
+/* ns_sample_top_p (min_keep 1) over all n_vocab candidates, straight from the seen logits:
+ * the probabilities' sum over every token (exact, as ns_cands_sum_p), then the first k by
+ * s_top_k_logits, k growing eightfold, walked with the probabilities ns_cands_softmax would
+ * give them, until the mass is reached. The survivors into c->data, sorted. False when the
+ * best logit is NaN or the nucleus is over an eighth of the vocabulary (the caller takes the
+ * general path, which sorts). */
+static bool s_top_p_logits(struct ns_cands *c, const float *logits, uint32_t n, float p,
+			   const int32_t *pen_id, const float *pen_logit, size_t np,
+			   struct s_fsum *f)
+{
+	float lb;
+	double sum, cum = 0.0;
+	size_t at = 0, done = 0;
+
+	(void)s_argmax(logits, n, pen_id, pen_logit, np, &lb);
+	if (isnan(lb))
+		return false;
+	memset(f, 0, sizeof(*f));
+	for (uint32_t i = 0; i < n; i++)
+		s_fsum_add(f, expf(s_seen(logits, i, pen_id, pen_logit, np, &at) - lb));
+	sum = s_fsum_total(f);
+	for (size_t k = 64; k <= n / 8; k *= 8) {
+		s_top_k_logits(c, logits, n, k, pen_id, pen_logit, np);
+		for (size_t i = 0; i < k; i++) {
+			c->data[i].p = (float)(expf(c->data[i].logit - lb) / sum);
+			if (i < done)
+				continue; /* (the same first done as the last round: summed) */
+			cum += c->data[i].p;
+			if (cum >= p) {
+				c->n = i + 1;
+				return true;
+			}
+		}
+		done = k;
+	}
+	return false;
+}
+
 /* The history's distinct tokens (ascending, in the vocabulary) into s->pen_id and their
  * penalized logits into s->pen_logit. Returns how many. */
 static size_t s_penalized(struct ns_sampler *s, const float *logits)
@@ -629,6 +696,8 @@ int32_t ns_sampler_sample(struct ns_sampler *s, const float *logits)
 {
 	const struct ns_sampler_params *p = &s->p;
 	struct ns_cands c = { .data = s->cands };
+	const bool top_k_off = p->top_k <= 0 || (uint32_t)p->top_k >= s->n_vocab;
+	bool top_p_done = false;
 	size_t np = 0;
 	float unused;
 
@@ -637,11 +706,14 @@ int32_t ns_sampler_sample(struct ns_sampler *s, const float *logits)
 		np = s_penalized(s, logits);
 	if (p->temperature <= 0.0f)
 		return s_argmax(logits, s->n_vocab, s->pen_id, s->pen_logit, np, &unused);
-	if ((p->top_k <= 0 || (uint32_t)p->top_k >= s->n_vocab) && p->top_p >= 1.0f &&
-	    p->min_p > 0.0f && s_min_p_logits(&c, logits, s->n_vocab, p->min_p, s->pen_id,
-					       s->pen_logit, np)) {
+	if (top_k_off && p->top_p >= 1.0f && p->min_p > 0.0f &&
+	    s_min_p_logits(&c, logits, s->n_vocab, p->min_p, s->pen_id, s->pen_logit, np)) {
 		/* min-p alone (gpt-oss's settings): only its survivors become candidates */
-	} else if (p->top_k > 0 && (uint32_t)p->top_k < s->n_vocab) {
+	} else if (top_k_off && p->top_p < 1.0f &&
+		   s_top_p_logits(&c, logits, s->n_vocab, p->top_p, s->pen_id, s->pen_logit,
+				  np, s->fsum)) {
+		top_p_done = true; /* top-p alone: only the nucleus becomes candidates */
+	} else if (!top_k_off) {
 		s_top_k_logits(&c, logits, s->n_vocab, (size_t)p->top_k, s->pen_id, s->pen_logit,
 			       np);
 	} else {
@@ -649,7 +721,8 @@ int32_t ns_sampler_sample(struct ns_sampler *s, const float *logits)
 		for (size_t j = 0; j < np; j++)
 			c.data[s->pen_id[j]].logit = s->pen_logit[j];
 	}
-	ns_sample_top_p(&c, p->top_p, 1);
+	if (!top_p_done)
+		ns_sample_top_p(&c, p->top_p, 1);
 	ns_sample_min_p(&c, p->min_p, 1); /* (after s_min_p_logits: cuts nothing more) */
 	ns_sample_temp(&c, p->temperature);
 	return ns_sample_draw(&c, &s->rng);
@@ -664,6 +737,7 @@ void ns_sampler_destroy(struct ns_sampler **s)
 	free((*s)->hist_sorted);
 	free((*s)->pen_id);
 	free((*s)->pen_logit);
+	free((*s)->fsum);
 	free(*s);
 	*s = NULL;
 }

@@ -471,6 +471,9 @@ static void test_softmax_any_order(void)
 			lg[i] = -(float)(round + 1) * logf(1.0f + (float)((i * 7919u) % n));
 		for (int q = 0; q < 3; q++) {
 			static const float ps[3] = { 0.5f, 0.95f, 0.9999f };
+			struct ns_sampler_params sp;
+			struct ns_sampler *sm = NULL;
+			uint64_t rng = 77;
 
 			ns_cands_init(&u, lg, n);
 			ns_cands_init(&w, lg, n);
@@ -482,6 +485,25 @@ static void test_softmax_any_order(void)
 				same = u.data[i].id == w.data[i].id &&
 				       memcmp(&u.data[i].p, &w.data[i].p, sizeof(float)) == 0;
 			CHECK(same);
+			/* the sampler's top-p-alone path (the nucleus straight from the logits: in
+			 * its first selection, after growing, or handed to the sort) draws what
+			 * the steps draw */
+			ns_sampler_params_default(&sp);
+			sp.temperature = 1.0f;
+			sp.top_k = 0;
+			sp.top_p = ps[q];
+			sp.min_p = 0.0f;
+			sp.seed = 77;
+			CHECK(ns_sampler_new(&sp, n, &sm) == 0);
+			for (int r = 0; sm && r < 40; r++) {
+				lg[(uint32_t)r * 7u % n] -= 0.5f;
+				ns_cands_init(&w, lg, n);
+				ns_sample_top_p(&w, sp.top_p, 1);
+				ns_sample_temp(&w, sp.temperature);
+				same &= ns_sampler_sample(sm, lg) == ns_sample_draw(&w, &rng);
+			}
+			CHECK(same);
+			ns_sampler_destroy(&sm);
 		}
 		for (uint32_t i = 0; i < n; i++)
 			lg[i] = (float)(ns_rng_uniform(&rng) * 60.0 - 50.0);
@@ -575,6 +597,10 @@ static void test_sampler_matches_steps(void)
 
 				for (uint32_t i = 0; i < N; i++) /* quarter steps: ties */
 					lg[i] = (float)(int)(ns_rng_uniform(&vals) * 24.0) / 4.0f;
+				if (step % 2) /* peaked (the nucleus is a few tokens), ties */
+					for (uint32_t i = 0; i < N; i++)
+						lg[i] = -2.0f * (float)(int)(4.0f * logf(1.0f +
+							(float)((i * 7919u + (uint32_t)step) % N))) / 4.0f;
 				if (step % 5 == 4)
 					lg[(uint32_t)step * 37u % N] = NAN;
 				got = ns_sampler_sample(s, lg);
