@@ -125,18 +125,7 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 		if (rc)
 			return rc;
 	}
-	if (!p->session || !p->model_path) {
-		fprintf(stderr, "nscompute: %s is required (usage: nscompute --session ID --model "
-			"PATH [options]; --help lists them)\n", !p->session ? "--session ID" :
-			"--model PATH");
-		return -EINVAL;
-	}
-	if (!ns_session_id_valid(p->session)) {
-		fprintf(stderr, "nscompute: --session '%s' is not 1-16 of [A-Za-z0-9_]\n",
-			p->session);
-		return -EINVAL;
-	}
-	return 0;
+	return ns_session_args_check("nscompute", p->session, p->model_path);
 }
 
 /* Model, nsio client, provider, forward pass. */

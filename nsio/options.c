@@ -145,9 +145,7 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 		fprintf(stderr, "nsio: --model PATH is required (try --help)\n");
 		return 2;
 	}
-	if (o->session && !ns_session_id_valid(o->session)) {
-		fprintf(stderr, "nsio: --session '%s' is not 1-16 of [A-Za-z0-9_]\n", o->session);
+	if (o->session && ns_session_arg_check("nsio", o->session) < 0)
 		return 2;
-	}
 	return 0;
 }

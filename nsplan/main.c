@@ -122,11 +122,8 @@ static int s_parse(struct nsplan_proc *p, int argc, char **argv)
 			"no MODEL given");
 		return 2;
 	}
-	if (!ns_session_id_valid(p->session_id)) {
-		fprintf(stderr, "nsplan: --session '%s' is not 1-16 of [A-Za-z0-9_]\n",
-			p->session_id);
+	if (ns_session_arg_check("nsplan", p->session_id) < 0)
 		return 2;
-	}
 	if (!p->n_ctx)
 		p->n_ctx = 4096;
 	return 0;

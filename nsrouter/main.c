@@ -117,18 +117,7 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			return -EINVAL;
 		}
 	}
-	if (!o->session || !o->model) {
-		fprintf(stderr, "nsrouter: %s is required (usage: nsrouter --session ID --model "
-			"PATH [options]; --help lists them)\n", !o->session ? "--session ID" :
-			"--model PATH");
-		return -EINVAL;
-	}
-	if (!ns_session_id_valid(o->session)) {
-		fprintf(stderr, "nsrouter: --session '%s' is not 1-16 of [A-Za-z0-9_]\n",
-			o->session);
-		return -EINVAL;
-	}
-	return 0;
+	return ns_session_args_check("nsrouter", o->session, o->model);
 }
 
 static int s_cmp_u32(const void *a, const void *b)

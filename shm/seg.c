@@ -53,6 +53,26 @@ bool ns_session_id_valid(const char *id)
 	return n > 0;
 }
 
+int ns_session_arg_check(const char *prog, const char *id)
+{
+	if (ns_session_id_valid(id))
+		return 0;
+	fprintf(stderr, "%s: --session '%s' is not 1-16 of [A-Za-z0-9_]\n", prog,
+		id ? id : "");
+	return -EINVAL;
+}
+
+int ns_session_args_check(const char *prog, const char *id, const char *model)
+{
+	if (!id || !model) {
+		fprintf(stderr, "%s: %s is required (usage: %s --session ID --model PATH "
+			"[options]; --help lists them)\n", prog, !id ? "--session ID" :
+			"--model PATH", prog);
+		return -EINVAL;
+	}
+	return ns_session_arg_check(prog, id);
+}
+
 int ns_seg_name(char *buf, size_t n, const char *session, const char *what)
 {
 	char user[32];

@@ -87,4 +87,12 @@ int ns_session_random_id(char id[NS_SESSION_ID_LEN + 1]);
 /* Session ids are exactly [0-9a-zA-Z_]{1,16}. */
 bool ns_session_id_valid(const char *id);
 
+/* The session and model arguments of a pipeline process's command line (nsio, nsplan,
+ * nsrouter, nscompute). ns_session_arg_check: 0 when id is a valid session id, else -EINVAL
+ * after one line on stderr, "PROG: --session 'ID' is not 1-16 of [A-Za-z0-9_]".
+ * ns_session_args_check: the same, after checking that both --session ID and --model PATH
+ * were given ("PROG: --model PATH is required (usage: ...)"). */
+int ns_session_arg_check(const char *prog, const char *id);
+int ns_session_args_check(const char *prog, const char *id, const char *model);
+
 #endif
