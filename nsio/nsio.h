@@ -67,6 +67,7 @@ struct nsio_chunk {
 	struct nsio_chunk *next;
 	struct nsio_req *req;
 	uint64_t pos, end;      /* relative to req->file_off */
+	uint8_t stalls;         /* reads in a row that ended short of the next aligned offset */
 };
 
 struct nsio {
@@ -77,7 +78,8 @@ struct nsio {
 	struct ns_model *model;
 	int *fds;               /* one per shard */
 	bool direct;            /* O_DIRECT on every shard */
-	bool fault_short_read;  /* test hook NS_NSIO_FAULT_SHORT_READ (uring.c), read at open */
+	enum { NSIO_FAULT_NONE, NSIO_FAULT_UNALIGNED, NSIO_FAULT_TINY }
+		fault_short_read; /* test hook NS_NSIO_FAULT_SHORT_READ (uring.c), read at open */
 	bool fixed_files, fixed_bufs;
 	uint64_t fixed_buf_span; /* bytes per registered buffer */
 	struct io_uring ring;

@@ -15,6 +15,7 @@
 #include "ring.h"
 
 #define S_FIXED_BUF_SPAN (1ull << 30) /* registered buffers are at most 1 GiB each */
+#define S_MAX_STALLS 3 /* short reads in a row without aligned progress before -EIO */
 
 static int s_open_shards(struct nsio *s)
 {
@@ -23,8 +24,13 @@ static int s_open_shards(struct nsio *s)
 	bool fake_einval = getenv("NS_NSIO_FAULT_NO_DIRECT") != NULL;
 
 	/* and: O_DIRECT reads of more than 8 KiB complete 1000 bytes short, at an unaligned
-	 * count, as a filesystem may; the rest must be read again from an aligned offset */
-	s->fault_short_read = getenv("NS_NSIO_FAULT_SHORT_READ") != NULL;
+	 * count, as a filesystem may; the rest must be read again from an aligned offset.
+	 * "tiny": a chunk's first read completes with 512 bytes, under the alignment, in the
+	 * middle of the file; the read must be tried again, not failed. */
+	const char *fault = getenv("NS_NSIO_FAULT_SHORT_READ");
+
+	s->fault_short_read = !fault ? NSIO_FAULT_NONE : !strcmp(fault, "tiny") ?
+			      NSIO_FAULT_TINY : NSIO_FAULT_UNALIGNED;
 
 	s->fds = calloc(s->model->n_shards, sizeof(int));
 	if (!s->fds)
@@ -191,6 +197,7 @@ int nsio_queue_chunks(struct nsio *s, struct nsio_req *r)
 		c->req = r;
 		c->pos = pos;
 		c->end = end;
+		c->stalls = 0;
 		s_chunk_push(s, c);
 		r->chunks_left++;
 		pos = end;
@@ -308,8 +315,11 @@ void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe)
 		s_chunk_finish(s, c, c->pos >= c->req->want_end ? 0 : -EIO);
 		return;
 	}
-	if (s->direct && res > 8192 && s->fault_short_read)
-		res -= 1000; /* test hook: as if the read had stopped at an unaligned count */
+	/* test hooks: as if the read had stopped at an unaligned count / under one block */
+	if (s->direct && res > 8192 && s->fault_short_read == NSIO_FAULT_UNALIGNED)
+		res -= 1000;
+	if (s->direct && res > 512 && !c->stalls && s->fault_short_read == NSIO_FAULT_TINY)
+		res = 512;
 	start = c->pos;
 	c->pos += (uint64_t)res;
 	if (c->pos < c->end) {
@@ -323,13 +333,20 @@ void nsio_handle_cqe(struct nsio *s, struct io_uring_cqe *cqe)
 		/* O_DIRECT reads must start on the alignment (file offset and buffer: file_off,
 		 * the lease and every chunk start are aligned): continue from the aligned
 		 * offset at or below the position, reading the same file bytes again into the
-		 * same place. No aligned progress: the read stopped inside the last block of
-		 * the file, which ends before the wanted bytes (as res == 0 above). */
+		 * same place. No aligned progress: either the read stopped inside the last
+		 * block of the file, which ends before the wanted bytes (as res == 0 above), or
+		 * the filesystem returned less than a block for now; the same read is tried
+		 * again, and only S_MAX_STALLS in a row make it an error. */
 		c->pos = c->pos / align * align;
 		if (c->pos <= start) {
-			s_say_read_error(s, c, -EIO);
-			s_chunk_finish(s, c, -EIO);
-			return;
+			c->pos = start;
+			if (++c->stalls > S_MAX_STALLS) {
+				s_say_read_error(s, c, -EIO);
+				s_chunk_finish(s, c, -EIO);
+				return;
+			}
+		} else {
+			c->stalls = 0;
 		}
 		s_chunk_push(s, c);
 		return;

@@ -9,7 +9,8 @@
  *     there: neither a hang waiting for bytes, nor a block of zeros, nor an error that blames
  *     the request, such as -EINVAL from an O_DIRECT read continued at an unaligned offset);
  *   - nsio keeps serving (a good read afterwards works) and exits 0 on SIGTERM.
- * Then O_DIRECT reads cut short at unaligned counts inside the file (s_case_short_reads).
+ * Then O_DIRECT reads cut short at unaligned counts inside the file, and reads that return
+ * less than one block there (s_case_short_reads).
  * Exit 0 pass, 1 fail. */
 #include "io_testlib.h"
 
@@ -145,11 +146,14 @@ static void s_case(bool direct)
 }
 
 /* O_DIRECT reads that stop short at an unaligned count in the middle of the file (forced with
- * nsio's test hook NS_NSIO_FAULT_SHORT_READ: reads over 8 KiB complete 1000 bytes short): nsio
- * must read the rest again from an aligned offset. Continuing at the unaligned position fails
- * with -EINVAL on ext4/XFS (and reads whatever a more lenient filesystem returns). Every tensor
- * must come back equal to a pread of its bytes, and nsio must have seen short reads. */
-static void s_case_short_reads(void)
+ * nsio's test hook NS_NSIO_FAULT_SHORT_READ=1: reads over 8 KiB complete 1000 bytes short):
+ * nsio must read the rest again from an aligned offset. Continuing at the unaligned position
+ * fails with -EINVAL on ext4/XFS (and reads whatever a more lenient filesystem returns).
+ * NS_NSIO_FAULT_SHORT_READ=tiny: a chunk's first read returns 512 bytes, less than one block,
+ * with no aligned progress; nsio must try the read again, not fail it as if the file ended
+ * there. Every tensor must come back equal to a pread of its bytes, and nsio must have seen
+ * short reads. */
+static void s_case_short_reads(const char *mode)
 {
 	static const struct iot_tensor_spec spec[] = {
 		{ NS_TYPE_F32, 2048, 40 },   /* 8192 B rows */
@@ -172,7 +176,7 @@ static void s_case_short_reads(void)
 	iot_ref_open(&ref, model);
 	p.arena_bytes = 4 << 20;
 	IOT_CHECK(ns_session_create(&p, &s, err, sizeof(err)) == 0, "session: %s", err);
-	IOT_CHECK(setenv("NS_NSIO_FAULT_SHORT_READ", "1", 1) == 0, "setenv");
+	IOT_CHECK(setenv("NS_NSIO_FAULT_SHORT_READ", mode, 1) == 0, "setenv");
 	pid = iot_start_nsio(s, model, extra);
 	unsetenv("NS_NSIO_FAULT_SHORT_READ");
 	iot_cleanup_register(s, pid, model);
@@ -182,12 +186,12 @@ static void s_case_short_reads(void)
 
 		ns_client_tensor(c, t, &ti);
 		rc = s_read(c, &ref, t, 0, ti.n_rows, &same);
-		IOT_CHECK(rc == 0 && same, "short O_DIRECT reads: tensor %llu: status %d (%s), "
-			  "same %d", (unsigned long long)t, rc, rc ? strerror(-rc) : "delivered",
+		IOT_CHECK(rc == 0 && same, "short O_DIRECT reads (%s): tensor %llu: status %d "
+			  "(%s), same %d", mode, (unsigned long long)t, rc, rc ? strerror(-rc) : "delivered",
 			  same);
 		rc = s_read(c, &ref, t, 1, ti.n_rows - 2, &same);
-		IOT_CHECK(rc == 0 && same, "short O_DIRECT reads: tensor %llu rows 1..%llu: "
-			  "status %d (%s)", (unsigned long long)t,
+		IOT_CHECK(rc == 0 && same, "short O_DIRECT reads (%s): tensor %llu rows 1..%llu: "
+			  "status %d (%s)", mode, (unsigned long long)t,
 			  (unsigned long long)ti.n_rows - 1, rc, rc ? strerror(-rc) : "delivered");
 	}
 	shorts = atomic_load(&s->ctl->stats.short_reads);
@@ -200,8 +204,8 @@ static void s_case_short_reads(void)
 	ns_session_destroy(&s);
 	iot_ref_close(&ref);
 	unlink(model);
-	printf("ok: O_DIRECT reads stopped short at unaligned counts (%llu) are finished from an "
-	       "aligned offset\n", (unsigned long long)shorts);
+	printf("ok: O_DIRECT reads stopped short (%s: %llu) are finished from an aligned offset\n",
+	       mode, (unsigned long long)shorts);
 }
 
 int main(void)
@@ -212,6 +216,7 @@ int main(void)
 	pthread_detach(wd);
 	s_case(true);
 	s_case(false);
-	s_case_short_reads();
+	s_case_short_reads("1");
+	s_case_short_reads("tiny");
 	return 0;
 }
