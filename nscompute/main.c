@@ -138,6 +138,10 @@ static int s_attach(struct nsc_proc *p)
 	int rc;
 
 	rc = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	if (rc < 0 && rc != -ENOMEM) { /* missing, unreadable or malformed: bad input, exit 2 */
+		fprintf(stderr, "nscompute: %s\n", err);
+		return -EINVAL;
+	}
 #ifdef NS_WITH_CUDA
 	if (rc == 0 && p->cuda) /* before the provider: no GPU, one line, nothing page-locked */
 		rc = ns_cfwd_probe(err, sizeof(err));

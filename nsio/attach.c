@@ -174,7 +174,7 @@ int nsio_attach(struct nsio *s)
 	rc = ns_model_open(s->o.model_path, &s->model, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "nsio: %s\n", err);
-		return rc == -EINVAL ? 2 : 1;
+		return rc == -ENOMEM ? 1 : 2; /* missing, unreadable or malformed: bad input */
 	}
 	rc = s_open_session(s);
 	if (rc)

@@ -382,9 +382,9 @@ def run_all(tmp):
         nsio_rows += [row(NSIO, io + [opt, v], 2, [opt]) for v in bad_ints]
     for opt in ("--mem-budget", "--ram-budget", "--block-bytes"):
         nsio_rows += [row(NSIO, io + [opt, v], 2, [opt]) for v in bad_sizes]
-    # a model nsio or nscompute cannot open: any error exit (1 for a missing file or a
-    # directory, 2 for a file that is no GGUF; nsctl checks the path before starting them)
-    nsio_rows += [row(NSIO, ["--model", b, "--session", sid, "--mem-budget", "8MB"], None,
+    # a model nsio or nscompute cannot open (missing, a directory, no GGUF): bad input, exit 2
+    # like every other command (nsctl checks the path before starting them)
+    nsio_rows += [row(NSIO, ["--model", b, "--session", sid, "--mem-budget", "8MB"], 2,
                       [os.path.basename(b)]) for b in bad_models]
 
     sess = ["--session", sid]
@@ -435,7 +435,7 @@ def run_all(tmp):
     for opt in ("--threads", "--block-rows", "--lookahead", "-c"):
         R += [row(NSCOMPUTE, rt + [opt, v], 2, [opt]) for v in bad_ints]
     R += [row(NSCOMPUTE, rt + ["--vram-budget", v], 2, ["--vram-budget"]) for v in bad_sizes]
-    R += [row(NSCOMPUTE, ["--session", sid, "--model", b], None, [os.path.basename(b)])
+    R += [row(NSCOMPUTE, ["--session", sid, "--model", b], 2, [os.path.basename(b)])
           for b in bad_models]
 
     t0 = time.monotonic()
