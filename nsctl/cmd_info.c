@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "forward.h"
 #include "ggml_type.h"
 #include "hparams.h"
 #include "json_out.h"
@@ -17,8 +18,9 @@ static const char *s_yes(bool b)
 	return b ? "yes" : "no";
 }
 
+/* unrunnable: why no backend can run the model (ns_fwd_check's line), NULL when one can. */
 static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
-			 const struct ns_summary *s, const char *path)
+			 const struct ns_summary *s, const char *path, const char *unrunnable)
 {
 	const struct ns_gguf *g = ns_model_meta(m);
 	char a[32], b[32];
@@ -30,6 +32,8 @@ static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 	printf("gguf:           v%u, alignment %u, %" PRIu64 " tensors, %" PRIu64 " metadata keys\n",
 	       g->version, g->alignment, m->n_tensors, g->n_kv);
 	printf("architecture:   %s\n", hp->arch[0] ? hp->arch : "(none)");
+	printf("runnable:       %s%s\n", unrunnable ? "no: " : "yes",
+	       unrunnable ? unrunnable : "");
 	if (hp->name[0])
 		printf("name:           %s\n", hp->name);
 	if (hp->has_block_count)
@@ -195,8 +199,8 @@ static void s_json_tensors(struct json_out *j, const struct ns_model *m)
 }
 
 static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
-			 const struct ns_summary *s, const char *path, bool with_meta,
-			 bool with_tensors)
+			 const struct ns_summary *s, const char *path, const char *unrunnable,
+			 bool with_meta, bool with_tensors)
 {
 	const struct ns_gguf *g = ns_model_meta(m);
 	struct json_out j;
@@ -218,6 +222,10 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 	jo_key(&j, "data_offset"); jo_u64(&j, g->data_offset);
 	jo_key(&j, "n_tensors"); jo_u64(&j, m->n_tensors);
 	jo_key(&j, "architecture"); jo_str(&j, hp->arch);
+	jo_key(&j, "runnable"); jo_bool(&j, !unrunnable);
+	if (unrunnable) {
+		jo_key(&j, "unrunnable_why"); jo_str(&j, unrunnable);
+	}
 	jo_key(&j, "name"); jo_str(&j, hp->name);
 	jo_key(&j, "block_count");
 	if (hp->has_block_count)
@@ -355,10 +363,18 @@ int cmd_info(int argc, char **argv)
 		ns_model_close(&m);
 		return 1;
 	}
+	/* the file is shown either way; what would refuse it to run is a line of the report */
+	ret = ns_fwd_check(m, err, sizeof(err));
+	if (ret == -ENOMEM) {
+		fprintf(stderr, "nsctl info: %s\n", err);
+		ns_summary_free(&s);
+		ns_model_close(&m);
+		return 1;
+	}
 	if (json)
-		s_print_json(m, &hp, &s, path, with_meta, with_tensors);
+		s_print_json(m, &hp, &s, path, ret ? err : NULL, with_meta, with_tensors);
 	else
-		s_print_text(m, &hp, &s, path);
+		s_print_text(m, &hp, &s, path, ret ? err : NULL);
 	ns_summary_free(&s);
 	ns_model_close(&m);
 	if (fflush(stdout) != 0) {

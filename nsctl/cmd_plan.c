@@ -9,6 +9,7 @@
 #include "budget_defaults.h"
 #include "commands.h"
 #include "fixed_mem.h"
+#include "forward.h"
 #include "gpu_need.h"
 #include "hparams.h"
 #include "json_out.h"
@@ -542,6 +543,10 @@ int cmd_plan(int argc, char **argv)
 		return 2;
 	}
 	ret = ns_hparams_load(m, &hp, err, sizeof(err));
+	/* a plan for a model whose tables contradict each other would be a promise run breaks;
+	 * an architecture the forward pass does not know yet is still planned (by shapes) */
+	if (!ret && ns_fwd_arch_supported(hp.arch))
+		ret = ns_fwd_check(m, err, sizeof(err));
 	if (!ret && ns_summary_compute(m, &hp, &sum)) {
 		ns_errf(err, sizeof(err), "out of memory");
 		ret = -ENOMEM;
@@ -623,6 +628,10 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool 
 	ret = ns_model_open(model, &m, err, sizeof(err));
 	if (!ret)
 		ret = ns_hparams_load(m, &hp, err, sizeof(err));
+	/* a plan for a model whose tables contradict each other would be a promise run breaks;
+	 * an architecture the forward pass does not know yet is still planned (by shapes) */
+	if (!ret && ns_fwd_arch_supported(hp.arch))
+		ret = ns_fwd_check(m, err, sizeof(err));
 	if (!ret && ns_summary_compute(m, &hp, &sum)) {
 		ns_errf(err, sizeof(err), "out of memory");
 		ret = -ENOMEM;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
+#include "forward.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -383,6 +384,11 @@ int nse_start(struct ns_engine *e)
 	/* before any process: a vocabulary that does not match the embedding / LM head rows
 	 * would have the model sample ids no token spells, or feed it ids past its rows */
 	rc = ns_model_check_vocab(e->m, ns_tok_n_vocab(e->tok), e->err, sizeof(e->err));
+	if (rc < 0)
+		return rc;
+	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
+	 * backend can run is refused here once, not by nscompute after nsio has started */
+	rc = ns_fwd_check(e->m, e->err, sizeof(e->err));
 	if (rc < 0)
 		return rc;
 	for (int i = 0; i < NS_PROC_COUNT; i++)

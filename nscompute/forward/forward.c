@@ -1,9 +1,16 @@
 /* forward.c - architecture dispatch and the checks every architecture shares. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "forward_impl.h"
+
+bool ns_fwd_arch_supported(const char *arch)
+{
+	return !strcmp(arch, "llama") || !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") ||
+	       !strcmp(arch, "gpt-oss");
+}
 
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, const char *backend,
@@ -20,8 +27,7 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 	rc = ns_hparams_load(m, hp, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (strcmp(hp->arch, "llama") && strcmp(hp->arch, "qwen3") &&
-	    strcmp(hp->arch, "qwen3moe") && strcmp(hp->arch, "gpt-oss")) {
+	if (!ns_fwd_arch_supported(hp->arch)) {
 		ns_errf(err, errlen, "forward: architecture '%s' is not supported by the %s "
 			"forward pass (supported: llama, qwen3, qwen3moe, gpt-oss)", hp->arch,
 			backend);
@@ -66,6 +72,53 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	}
 	*out = f;
 	return 0;
+}
+
+/* The provider of ns_fwd_check: rows read as zeros, no matmul. Nothing is read from disk. */
+static int s_null_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+			 const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	(void)ctx, (void)tensor, (void)row0, (void)row_end, (void)x, (void)n_tok, (void)y,
+		(void)ldy;
+	return -ENOTSUP;
+}
+
+static int s_null_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n,
+			   float *dst)
+{
+	const struct ns_model *m = ctx;
+	const struct ns_model_tensor *t = &m->tensors[tensor];
+	uint64_t bytes;
+
+	(void)rows;
+	if (ns_mul_u64_overflow(n, t->ne[0], &bytes) ||
+	    ns_mul_u64_overflow(bytes, sizeof(float), &bytes) || bytes > SIZE_MAX)
+		return -EOVERFLOW;
+	memset(dst, 0, (size_t)bytes);
+	return 0;
+}
+
+static const char *s_null_error(void *ctx)
+{
+	(void)ctx;
+	return "model check only: no weights are read";
+}
+
+static const struct ns_weights_ops s_null_ops = {
+	.name = "check",
+	.matmul = s_null_matmul,
+	.get_rows = s_null_get_rows,
+	.last_error = s_null_error,
+};
+
+int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen)
+{
+	struct ns_weights w = { .ops = &s_null_ops, .ctx = (void *)m, .model = m };
+	struct ns_fwd *f = NULL;
+	int rc = ns_fwd_new(m, &w, &(struct ns_fwd_opts){ .n_ctx = 1 }, &f, err, errlen);
+
+	ns_fwd_destroy(&f);
+	return rc;
 }
 
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
@@ -150,4 +203,34 @@ void ns_fwd_destroy(struct ns_fwd **f)
 	free((*f)->expert_hits);
 	free(*f);
 	*f = NULL;
+}
+
+/* Does t have the shape want[0..n_want) (n_want <= NS_GGUF_MAX_DIMS)? Every dimension is
+ * compared: those past n_want (and past the tensor's own n_dims, which the reader sets to 1)
+ * must be 1. On a mismatch, writes "forward: NAME has shape [a, b, ...], expected [...]"
+ * with all of the tensor's n_dims dimensions and returns -EINVAL. */
+int ns_fwd_shape_check(const struct ns_model_tensor *t, const char *name,
+		       const uint64_t *want, uint32_t n_want, char *err, size_t errlen)
+{
+	char got[160], exp[160];
+	uint32_t nd = t->n_dims ? t->n_dims : 1;
+	size_t gl = 0, el = 0;
+	bool same = true;
+
+	for (uint32_t i = 0; i < NS_GGUF_MAX_DIMS; i++)
+		if (t->ne[i] != (i < n_want ? want[i] : 1))
+			same = false;
+	if (same)
+		return 0;
+	if (nd > NS_GGUF_MAX_DIMS)
+		nd = NS_GGUF_MAX_DIMS;
+	got[0] = exp[0] = '\0';
+	for (uint32_t i = 0; i < nd && gl < sizeof(got); i++)
+		gl += (size_t)snprintf(got + gl, sizeof(got) - gl, "%s%llu", i ? ", " : "",
+				       (unsigned long long)t->ne[i]);
+	for (uint32_t i = 0; i < n_want && el < sizeof(exp); i++)
+		el += (size_t)snprintf(exp + el, sizeof(exp) - el, "%s%llu", i ? ", " : "",
+				       (unsigned long long)want[i]);
+	ns_errf(err, errlen, "forward: %s has shape [%s], expected [%s]", name, got, exp);
+	return -EINVAL;
 }

@@ -59,6 +59,15 @@ struct ns_fwd_opts {
 int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_fwd_opts *opts,
 	       struct ns_fwd **out, char *err, size_t errlen);
 
+/* Does the forward pass know the architecture (general.architecture)? */
+bool ns_fwd_arch_supported(const char *arch);
+
+/* Would ns_fwd_new accept m? The same checks (architecture, hyperparameters, every tensor's
+ * presence, shape and type) on a pass of one position whose provider reads nothing, so that
+ * a command can refuse a model before it starts a process or reads a weight. Returns 0, or
+ * -EINVAL / -ENOMEM with one line in err. */
+int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen);
+
 /* Evaluate n tokens at positions n_past .. n_past + n - 1 and advance n_past.
  * logits: all ? (n, n_vocab) : (n_vocab) of the last token; may be NULL to only fill the cache.
  * Returns 0, -EINVAL (bad token id, n == 0), -ENOSPC (context full), or a provider error;

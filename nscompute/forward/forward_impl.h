@@ -43,4 +43,10 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
 		  uint32_t ffn_rows, char *err, size_t errlen);
 
+/* Does t have the shape want[0..n_want) (n_want <= NS_GGUF_MAX_DIMS)? Every dimension is
+ * compared (those past n_want must be 1); a mismatch writes "forward: NAME has shape [all of
+ * the tensor's dimensions], expected [want]" and returns -EINVAL. */
+int ns_fwd_shape_check(const struct ns_model_tensor *t, const char *name,
+		       const uint64_t *want, uint32_t n_want, char *err, size_t errlen);
+
 #endif

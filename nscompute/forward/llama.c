@@ -109,36 +109,6 @@ static const struct ns_model_tensor *s_find(const struct ns_model *m, const char
 	return &m->tensors[i];
 }
 
-/* Does t have the shape want[0..n_want) (n_want <= NS_GGUF_MAX_DIMS)? Every dimension is
- * compared: those past n_want (and past the tensor's own n_dims, which the reader sets to 1)
- * must be 1. On a mismatch, writes "forward: NAME has shape [a, b, ...], expected [...]"
- * with all of the tensor's n_dims dimensions and returns -EINVAL. */
-static int s_shape_check(const struct ns_model_tensor *t, const char *name,
-			 const uint64_t *want, uint32_t n_want, char *err, size_t errlen)
-{
-	char got[160], exp[160];
-	uint32_t nd = t->n_dims ? t->n_dims : 1;
-	size_t gl = 0, el = 0;
-	bool same = true;
-
-	for (uint32_t i = 0; i < NS_GGUF_MAX_DIMS; i++)
-		if (t->ne[i] != (i < n_want ? want[i] : 1))
-			same = false;
-	if (same)
-		return 0;
-	if (nd > NS_GGUF_MAX_DIMS)
-		nd = NS_GGUF_MAX_DIMS;
-	got[0] = exp[0] = '\0';
-	for (uint32_t i = 0; i < nd && gl < sizeof(got); i++)
-		gl += (size_t)snprintf(got + gl, sizeof(got) - gl, "%s%llu", i ? ", " : "",
-				       (unsigned long long)t->ne[i]);
-	for (uint32_t i = 0; i < n_want && el < sizeof(exp); i++)
-		el += (size_t)snprintf(exp + el, sizeof(exp) - el, "%s%llu", i ? ", " : "",
-				       (unsigned long long)want[i]);
-	ns_errf(err, errlen, "forward: %s has shape [%s], expected [%s]", name, got, exp);
-	return -EINVAL;
-}
-
 /* A weight matrix of n_rows rows of n_cols: must exist, have exactly that shape
  * (ne = [n_cols, n_rows]) and a type we can compute. */
 static int s_matrix(const struct ns_model *m, const char *name, uint64_t n_cols, uint64_t n_rows,
@@ -152,7 +122,7 @@ static int s_matrix(const struct ns_model *m, const char *name, uint64_t n_cols,
 		ns_errf(err, errlen, "forward: tensor %s is missing", name);
 		return -EINVAL;
 	}
-	if (s_shape_check(t, name, want, 2, err, errlen))
+	if (ns_fwd_shape_check(t, name, want, 2, err, errlen))
 		return -EINVAL;
 	if (!ns_type_computable(t->type)) {
 		ns_errf(err, errlen, "forward: %s has type %s, which we cannot compute", name,
@@ -179,7 +149,7 @@ static int s_vector(struct ns_fwd *f, const struct ns_model *m, const char *name
 		ns_errf(err, errlen, "forward: tensor %s is missing", name);
 		return -EINVAL;
 	}
-	if (s_shape_check(t, name, &n, 1, err, errlen)) /* ne = [n] */
+	if (ns_fwd_shape_check(t, name, &n, 1, err, errlen)) /* ne = [n] */
 		return -EINVAL;
 	rc = s_alloc(out, n, 1);
 	if (rc == 0)

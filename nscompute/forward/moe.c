@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward_impl.h"
 #include "ggml_type.h"
 #include "moe.h"
 #include "ops.h"
@@ -75,14 +76,9 @@ static int s_stacked(const struct ns_model *m, const char *name, uint64_t n_cols
 		return -EINVAL;
 	}
 	t = &m->tensors[i];
-	if (t->ne[0] != n_cols || t->ne[1] != rows || t->ne[2] != n_mat || t->ne[3] != 1) {
-		ns_errf(err, errlen, "forward: %s has shape [%llu, %llu, %llu], expected "
-			"[%llu, %llu, %llu]", name, (unsigned long long)t->ne[0],
-			(unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-			(unsigned long long)n_cols, (unsigned long long)rows,
-			(unsigned long long)n_mat);
+	if (ns_fwd_shape_check(t, name, (const uint64_t[3]){ n_cols, rows, n_mat },
+			       n_mat == 1 ? 2 : 3, err, errlen))
 		return -EINVAL;
-	}
 	if (!ns_type_computable(t->type)) {
 		ns_errf(err, errlen, "forward: %s has type %s, which we cannot compute", name,
 			ns_type_name(t->type, tb, sizeof(tb)));

@@ -241,10 +241,12 @@ BAD_OUTPUT = re.compile(r"Sanitizer|runtime error:|core dumped|Segmentation|Asse
                         r"Aborted|stack smashing|killed by signal")
 
 
-def nsctl_cmd(args, expect, pattern=None, what="", during=None, limit=LIMIT):
+def nsctl_cmd(args, expect, pattern=None, what="", during=None, limit=LIMIT, alone=False):
     """Run nsctl ARGS; expect 'error' (non-zero exit, a stderr line matching pattern) or 'ends'
     (any exit but by a signal or the time limit; an error exit still needs pattern or any line).
-    during(proc): called once stdout has produced its first bytes (for mid-run faults)."""
+    during(proc): called once stdout has produced its first bytes (for mid-run faults).
+    alone: the error must be nsctl's one line, refused before any process started (no line
+    from or about nsio, nscompute, nsplan or nsrouter)."""
     what = what or " ".join(os.path.basename(a) if a.startswith("/") else a for a in args)
     t0 = time.monotonic()
     p = subprocess.Popen([nsctl, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -300,6 +302,8 @@ def nsctl_cmd(args, expect, pattern=None, what="", during=None, limit=LIMIT):
         fail("%s: exit %d without a line on stderr" % (what, rc))
     elif rc != 0 and pattern and not any(re.search(pattern, l) for l in lines):
         fail("%s: exit %d, no line matches /%s/; stderr: %s" % (what, rc, pattern, stderr[-600:]))
+    elif alone and (len(lines) != 1 or re.search(r"nsio|nscompute|nsplan|nsrouter", stderr)):
+        fail("%s: want nsctl's one line before any process; stderr: %s" % (what, stderr[-600:]))
     else:
         print("ok   %-58s exit %d %5.2fs  %s" % (what[:58], rc, dt, tail[:150]), flush=True)
     check_clean(what)
@@ -580,6 +584,28 @@ def set_key(key, vtype, value):
     return lambda gg: gg.set(key, vtype, value)
 
 
+def info_runnable(m, name, pattern):
+    """nsctl info shows the file either way: exit 0 and 'runnable: yes', or 'runnable: no: '
+    with run's reason (pattern); a file whose hyperparameters cannot be read at all is refused
+    (exit 2, the reason on stderr)."""
+    p = subprocess.run([nsctl, "info", m], capture_output=True, env=env, cwd=work, timeout=LIMIT)
+    out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    line = next((l for l in out.splitlines() if l.startswith("runnable:")), None)
+    if pattern is None:
+        ok = p.returncode == 0 and line is not None and line.split(None, 1)[1] == "yes"
+    elif p.returncode == 0:
+        ok = line is not None and line.split(None, 1)[1].startswith("no: ") and \
+            re.search(pattern, line) is not None
+    else:
+        ok = p.returncode == 2 and re.search(pattern, err) is not None and \
+            len(err.splitlines()) == 1
+    if ok:
+        print("ok   info %-53s exit %d  %s" % (name, p.returncode, (line or err.strip())[:150]))
+    else:
+        fail("info %s: exit %d, runnable line %r, stderr %r (want %s)" %
+             (name, p.returncode, line, err[-300:], pattern or "runnable: yes"))
+
+
 QWEN, MOE = "tiny/tiny-qwen3-F32.gguf", "tiny/tiny-qwen3moe-Q4_K_M.gguf"
 for src, name, edit, pattern in [
         (QWEN, "type-iq2.gguf", set_tensor("blk.0.attn_q.weight", type=16),
@@ -597,7 +623,11 @@ for src, name, edit, pattern in [
         (QWEN, "norm-4d.gguf", set_tensor("output_norm.weight", ne=[256, 1, 1, 1]),
          None),  # trailing dimensions of 1: the same vector, computed
         (MOE, "experts-4.gguf", set_tensor("blk.0.ffn_gate_exps.weight", ne=[256, 512, 4]),
-         r"blk\.0\.ffn_gate_exps\.weight has shape \[256, 512, 4\]"),
+         r"blk\.0\.ffn_gate_exps\.weight has shape \[256, 512, 4\], expected \[256, 256, 8\]"),
+        (MOE, "experts-4d.gguf", set_tensor("blk.0.ffn_up_exps.weight", ne=[256, 256, 4, 2]),
+         r"blk\.0\.ffn_up_exps\.weight has shape \[256, 256, 4, 2\], expected \[256, 256, 8\]"),
+        (MOE, "router-3d.gguf", set_tensor("blk.1.ffn_gate_inp.weight", ne=[256, 4, 2]),
+         r"blk\.1\.ffn_gate_inp\.weight has shape \[256, 4, 2\], expected \[256, 8\]"),
         (QWEN, "heads-0.gguf", set_key("qwen3.attention.head_count", 4, 0),
          r"hyperparameters incomplete or inconsistent"),
         (QWEN, "kv-heads-3.gguf", set_key("qwen3.attention.head_count_kv", 4, 3),
@@ -611,17 +641,23 @@ for src, name, edit, pattern in [
     if pattern is None:  # a valid file: every command must succeed
         for args in (["run", m, "-p", "hello", "-n", "4", "--temp", "0", "-c", "64"],
                      ["logits", m, "--tokens", "302,417,288", "-o",
-                      os.path.join(work, "out.bin"), "--provider", "ref"]):
+                      os.path.join(work, "out.bin"), "--provider", "ref"], ["plan", m]):
             rc = nsctl_cmd(args, "ends")
             if rc != 0:
                 fail("%s %s: exit %s, want 0" % (args[0], name, rc))
+        info_runnable(m, name, None)
         continue
-    nsctl_cmd(["run", m, "-p", "hello", "-n", "4", "--temp", "0", "-c", "64"], "error", pattern)
+    nsctl_cmd(["run", m, "-p", "hello", "-n", "4", "--temp", "0", "-c", "64"], "error", pattern,
+              alone=True)
     nsctl_cmd(["logits", m, "--tokens", "302,417,288", "-o", os.path.join(work, "out.bin")],
-              "error", pattern)
+              "error", pattern, alone=True)
+    nsctl_cmd(["bench", m, "-p", "4", "-n", "2", "-r", "1", "--no-disk", "--threads", "1",
+               "-c", "64"], "error", pattern, alone=True)
     nsctl_cmd(["logits", m, "--tokens", "302,417,288", "-o", os.path.join(work, "out.bin"),
                "--provider", "ref"], "error", pattern)
-    nsctl_cmd(["plan", m], "ends")
+    # a plan for a model no backend runs would be a promise `run` breaks: refused the same way
+    nsctl_cmd(["plan", m], "error", pattern)
+    info_runnable(m, name, pattern)
 
 # 5. inconsistent vocabularies -------------------------------------------------------------------
 TOK = "tokenizer.ggml.tokens"
