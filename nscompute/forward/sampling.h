@@ -29,10 +29,21 @@ struct ns_cand {
 	float p; /* valid after ns_cands_softmax */
 };
 
+/* Buffers for sorting many candidates (a radix sort's), kept from one sort to the next so
+ * that a token does not fault in megabytes of fresh pages. Zero-initialized before first use;
+ * owned by whoever holds it, freed with ns_sort_scratch_free. */
+struct ns_sort_scratch {
+	void *buf;
+	size_t cap;
+};
+
+void ns_sort_scratch_free(struct ns_sort_scratch *s);
+
 struct ns_cands {
 	struct ns_cand *data; /* (cap) caller-owned storage */
 	size_t n;             /* live candidates: data[0 .. n) */
 	bool sorted;          /* descending by logit (ties: lower id first) */
+	struct ns_sort_scratch *scratch; /* borrowed, may be NULL (then a sort allocates) */
 };
 
 /* data[i] = { i, logits[i] } for i < n_vocab; data must hold n_vocab entries. */

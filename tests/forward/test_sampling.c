@@ -295,9 +295,12 @@ static void test_top_k_large(void)
 		CHECK(0);
 		goto out;
 	}
-	for (int round = 0; round < 5; round++) {
+	for (int round = 0; round < 6; round++) {
 		for (uint32_t i = 0; i < n; i++) /* few distinct values: many ties */
 			lg[i] = (float)(int)(ns_rng_uniform(&rng) * (round ? 50 : 5000)) / 8.0f;
+		if (round == 5) /* negative numbers, and -0 tied with +0 (by id, as equal) */
+			for (uint32_t i = 0; i < n; i++)
+				lg[i] = i % 13 == 0 ? -0.0f : i % 17 == 0 ? 0.0f : lg[i] - 3.0f;
 		if (round == 2 || round == 3) /* NaNs, one at index 0, and infinities */
 			for (uint32_t i = 0; i < n; i += 97)
 				lg[i] = i % 3 == 0 ? NAN : i % 2 ? INFINITY : -INFINITY;
@@ -358,6 +361,23 @@ static void test_top_k_large(void)
 		for (uint32_t i = 0; i < n; i++) /* ref again: the reference order */
 			ref[i] = (struct ns_cand){ (int32_t)i, lg[i], 0.0f };
 		qsort(ref, n, sizeof(*ref), s_ref_cmp);
+		{ /* a full sort of shuffled candidates (softmax sorts): the reference order */
+			struct ns_cands c = { .data = buf };
+			int same = 1;
+
+			ns_cands_init(&c, lg, n);
+			for (uint32_t i = n - 1; i > 0; i--) {
+				uint32_t j = (uint32_t)(ns_rng_uniform(&rng) * (i + 1));
+				struct ns_cand t = buf[i];
+
+				buf[i] = buf[j < i ? j : i];
+				buf[j < i ? j : i] = t;
+			}
+			ns_cands_softmax(&c);
+			for (uint32_t i = 0; i < n; i++)
+				same &= c.data[i].id == ref[i].id;
+			CHECK(same && c.sorted);
+		}
 		{
 			struct ns_cands c = { .data = buf };
 			struct ns_sampler_params sp;
