@@ -523,8 +523,9 @@ int cmd_run(int argc, char **argv)
 		if (rc)
 			return rc;
 	}
-	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed */
-	if (!o.eo.no_plan && (!o.mem_given || !o.ram_given)) {
+	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed;
+	 * named ones: checked as nsctl plan checks them (the arena's least, what memory holds) */
+	if (!o.eo.no_plan) {
 		char line[320];
 
 		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.mem_given,
