@@ -104,6 +104,17 @@ def main():
         arch = meta["metadata"].get("general.architecture", {}).get("value")
         if arch is not None and got["architecture"] != arch:
             fail(f"{rel}: architecture {got['architecture']} != {arch}")
+        # runnable exactly where our forward pass knows the architecture and the file has
+        # weights (the oracle's models are consistent; vocabulary-only files are not models);
+        # otherwise the reason names the architecture
+        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss"):
+            if got.get("runnable") is not bool(meta["tensors"]):
+                fail(f"{rel}: {len(meta['tensors'])} tensors, runnable {got.get('runnable')}: "
+                     f"{got.get('unrunnable_why')}")
+        elif arch is not None and (got.get("runnable") is not False or
+                                   f"'{arch}'" not in got.get("unrunnable_why", "")):
+            fail(f"{rel}: architecture {arch}: runnable {got.get('runnable')}, "
+                 f"why {got.get('unrunnable_why')!r}")
         bc = meta["metadata"].get(f"{arch}.block_count", {}).get("value") if arch else None
         if bc is not None and got["block_count"] != bc:
             fail(f"{rel}: block_count {got['block_count']} != {bc}")
