@@ -731,21 +731,18 @@ int cmd_bench(int argc, char **argv)
 		fprintf(stderr, "nsctl bench: %s\n", err);
 		return rc == -EINVAL ? 2 : 1;
 	}
-	/* each configuration's budgets checked as nsctl run checks them, before anything starts:
-	 * the arena's least, RAM tier + arena + fixed set within the memory available (an arena
-	 * not named is the engine's own, the plan then picks one for the check), the cuda pass's
+	/* each configuration's budgets checked as nsctl run checks named ones, before anything
+	 * starts: the arena's least and what memory holds (nsctl_check_budgets), the cuda pass's
 	 * fixed set within a VRAM budget */
 	for (size_t i = 0; i < nc; i++) {
-		uint64_t mem = cfg[i].mem, ram = cfg[i].ram;
 		bool seen = false;
-		char line[320];
 
 		for (size_t j = 0; j < i && !seen; j++)
-			seen = cfg[j].mem == mem && cfg[j].ram == ram && cfg[j].vram == cfg[i].vram;
+			seen = cfg[j].mem == cfg[i].mem && cfg[j].ram == cfg[i].ram &&
+			       cfg[j].vram == cfg[i].vram;
 		if (seen)
 			continue;
-		rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, mem != 0, &mem, true, &ram,
-					line, sizeof(line));
+		rc = nsctl_check_budgets("nsctl bench", o.model, cfg[i].mem, cfg[i].ram);
 		if (!rc && cfg[i].cuda && cfg[i].vram)
 			rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, cfg[i].vram, 0);
 		if (rc) {

@@ -425,6 +425,19 @@ static void s_print_json(const struct s_report *r)
 
 /* ---- budgets ---- */
 
+/* The line for an arena under the smallest workable one. */
+static void s_say_small_arena(const char *who, const struct ns_model *m,
+			      const struct ns_summary *sum, uint64_t mem)
+{
+	char s[2][32];
+
+	fprintf(stderr, "%s: --mem-budget %s is below the smallest workable arena: --mem-budget %"
+		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n", who,
+		ns_format_bytes(mem, s[0], 32), sum->min_mem_budget,
+		ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
+		m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
+}
+
 /* Check and complete the budgets. Returns 0, or an exit code after one line on stderr. */
 static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns_hparams *hp,
 		     const struct ns_summary *sum, const struct nsplan_fixed *fx,
@@ -460,12 +473,7 @@ static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns
 		return 2;
 	}
 	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "--mem-budget %s is below the smallest workable arena: "
-			"--mem-budget %" PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n",
-			ns_format_bytes(a->b.mem, s[0], 32), sum->min_mem_budget,
-			ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
-			m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
+		s_say_small_arena(a->who, m, sum, a->b.mem);
 		return 2;
 	}
 	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
@@ -660,6 +668,54 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool 
 								  : "MemAvailable",
 			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
 			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx);
+out:
+	ns_summary_free(&sum);
+	ns_model_close(&m);
+	return ret;
+}
+
+int nsctl_check_budgets(const char *who, const char *model, uint64_t mem, uint64_t ram)
+{
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+	struct ns_summary sum = { 0 };
+	struct nsplan_mem_probe probe;
+	uint64_t ram_used, need;
+	char err[NS_ERR_LEN], s[5][32];
+	int ret;
+
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	if (!ret)
+		ret = ns_hparams_load(m, &hp, err, sizeof(err));
+	if (!ret && ns_summary_compute(m, &hp, &sum)) {
+		ns_errf(err, sizeof(err), "out of memory");
+		ret = -ENOMEM;
+	}
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		ret = ret == -ENOMEM ? 1 : 2;
+		goto out;
+	}
+	if (mem && mem < sum.min_mem_budget) {
+		s_say_small_arena(who, m, &sum, mem);
+		ret = 2;
+		goto out;
+	}
+	/* the RAM tier fills no more than the model's bytes (its segment's other pages stay
+	 * untouched); no probe (no MemAvailable): nothing to check against */
+	ram_used = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
+	if (nsplan_mem_probe(NULL, &probe, err, sizeof(err)) == 0 &&
+	    (ns_add_u64_overflow(ram_used, mem, &need) || need > probe.available)) {
+		fprintf(stderr, "%s: --mem-budget %s + --ram-budget %s (%s of it for this model's "
+			"%s) exceed the %s of memory available (%s)\n", who,
+			ns_format_bytes(mem, s[0], 32), ns_format_bytes(ram, s[1], 32),
+			ns_format_bytes(ram_used, s[2], 32),
+			ns_format_bytes(m->total_tensor_bytes, s[3], 32),
+			ns_format_bytes(probe.available, s[4], 32),
+			probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
+								 : "MemAvailable");
+		ret = 2;
+	}
 out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);

@@ -523,9 +523,14 @@ int cmd_run(int argc, char **argv)
 		if (rc)
 			return rc;
 	}
-	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed;
-	 * named ones: checked as nsctl plan checks them (the arena's least, what memory holds) */
-	if (!o.eo.no_plan) {
+	/* both named: nothing the memory cannot hold (nsctl_check_budgets) */
+	if (!o.eo.no_plan && o.mem_given && o.ram_given) {
+		rc = nsctl_check_budgets("nsctl run", o.model, o.eo.mem_budget, o.eo.ram_budget);
+		if (rc)
+			return rc;
+	}
+	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed */
+	if (!o.eo.no_plan && (!o.mem_given || !o.ram_given)) {
 		char line[320];
 
 		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.mem_given,
