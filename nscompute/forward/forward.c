@@ -74,7 +74,10 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	return 0;
 }
 
-/* The provider of ns_fwd_check: rows read as zeros, no matmul. Nothing is read from disk. */
+/* The provider of ns_fwd_check: no matmul, and rows that read as zeros without a write: the
+ * pass's setup reads rows only into buffers it calloc'd (llama.c s_vector, moe.c s_table), so
+ * the pages of a large model's tables (gpt-oss-120b's expert biases: 160 MB) are never
+ * touched. Nothing is read from disk. */
 static int s_null_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 			 const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
@@ -86,15 +89,7 @@ static int s_null_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row
 static int s_null_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n,
 			   float *dst)
 {
-	const struct ns_model *m = ctx;
-	const struct ns_model_tensor *t = &m->tensors[tensor];
-	uint64_t bytes;
-
-	(void)rows;
-	if (ns_mul_u64_overflow(n, t->ne[0], &bytes) ||
-	    ns_mul_u64_overflow(bytes, sizeof(float), &bytes) || bytes > SIZE_MAX)
-		return -EOVERFLOW;
-	memset(dst, 0, (size_t)bytes);
+	(void)ctx, (void)tensor, (void)rows, (void)n, (void)dst;
 	return 0;
 }
 
