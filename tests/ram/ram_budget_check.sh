@@ -9,16 +9,8 @@
 # Exit 0 pass, 1 fail, 77 skip (no writable v1 memory cgroup: memcap.sh needs root).
 set -u
 nsctl=$1 memcap=$2
-root=/sys/fs/cgroup/memory
-if [ ! -x "$memcap" ]; then
-	echo "SKIP: $memcap (the cgroup wrapper) is not there"; exit 77
-fi
-probe="$root/ns_budget_probe.$$"
-if [ ! -w "$root" ] || ! mkdir "$probe" 2>/dev/null; then
-	echo "SKIP: no writable v1 memory cgroup controller at $root (memcap.sh needs one; run as root)"
-	exit 77
-fi
-rmdir "$probe"
+. "$(dirname "$0")/memcap_check.sh"
+memcap_check "$memcap"
 tmp=$(mktemp -d /tmp/ns_budget_check.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 model=$tmp/demo.gguf

@@ -6,20 +6,12 @@
 # cgroup controller (memcap.sh needs one), saying why. MODEL is relative to NS_ORACLE_DIR.
 set -u
 nsctl=$1 memcap=$2 model=$NS_ORACLE_DIR/$3
-root=/sys/fs/cgroup/memory
 if [ ! -f "$model" ]; then
 	[ "${CI:-}" = true ] && { echo "FAIL: $model missing"; exit 1; }
 	echo "SKIP: $model missing"; exit 77
 fi
-if [ ! -x "$memcap" ]; then
-	echo "SKIP: $memcap (the cgroup wrapper) is not there"; exit 77
-fi
-probe="$root/ns_ram_probe.$$"
-if [ ! -w "$root" ] || ! mkdir "$probe" 2>/dev/null; then
-	echo "SKIP: no writable v1 memory cgroup controller at $root (memcap.sh needs one; run as root)"
-	exit 77
-fi
-rmdir "$probe"
+. "$(dirname "$0")/memcap_check.sh"
+memcap_check "$memcap"
 ctx=512 n=400
 tmp=$(mktemp -d /tmp/ns_ram_cgroup.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
