@@ -733,18 +733,18 @@ int cmd_bench(int argc, char **argv)
 	}
 	/* each configuration's budgets checked as nsctl run checks named ones, before anything
 	 * starts: the arena's least and what memory holds (nsctl_check_budgets), the cuda pass's
-	 * fixed set within a VRAM budget */
-	for (size_t i = 0; i < nc; i++) {
-		bool seen = false;
+	 * fixed set within each VRAM budget */
+	{
+		uint64_t mems[S_MAX_CONFIGS], rams[S_MAX_CONFIGS];
 
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = cfg[j].mem == cfg[i].mem && cfg[j].ram == cfg[i].ram &&
-			       cfg[j].vram == cfg[i].vram;
-		if (seen)
-			continue;
-		rc = nsctl_check_budgets("nsctl bench", o.model, cfg[i].mem, cfg[i].ram);
-		if (!rc && cfg[i].cuda && cfg[i].vram)
-			rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, cfg[i].vram, 0);
+		for (size_t i = 0; i < nc; i++) {
+			mems[i] = cfg[i].mem;
+			rams[i] = cfg[i].ram;
+		}
+		rc = nsctl_check_budgets("nsctl bench", o.model, mems, rams, nc);
+		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
+			if (o.vram.v[i])
+				rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, o.vram.v[i], 0);
 		if (rc) {
 			exit_code = rc;
 			goto done;

@@ -525,7 +525,8 @@ int cmd_run(int argc, char **argv)
 	}
 	/* both named: nothing the memory cannot hold (nsctl_check_budgets) */
 	if (!o.eo.no_plan && o.mem_given && o.ram_given) {
-		rc = nsctl_check_budgets("nsctl run", o.model, o.eo.mem_budget, o.eo.ram_budget);
+		rc = nsctl_check_budgets("nsctl run", o.model, &o.eo.mem_budget, &o.eo.ram_budget,
+					 1);
 		if (rc)
 			return rc;
 	}
