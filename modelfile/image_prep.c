@@ -99,16 +99,15 @@ int ns_image_pixel_values(const struct ns_image *img, const struct ns_image_geom
 {
 	const uint32_t P = g->patch, M = g->merge, T = g->temporal;
 	const size_t plane = (size_t)P * P;
-	float m255[3], s255[3];
+	float value[256][3]; /* every byte's normalised value, per channel */
 	uint64_t row = 0;
 
 	if (img->width != p->width || img->height != p->height || p->grid_h % M ||
 	    p->grid_w % M)
 		return -EINVAL;
-	for (int c = 0; c < 3; c++) { /* torchvision fuses rescale into mean and std */
-		m255[c] = g->mean[c] * 255.0f;
-		s255[c] = g->std[c] * 255.0f;
-	}
+	for (int v = 0; v < 256; v++) /* rescale in double, to float; normalise in float */
+		for (int c = 0; c < 3; c++)
+			value[v][c] = ((float)(v * (1.0 / 255.0)) - g->mean[c]) / g->std[c];
 	for (uint32_t bh = 0; bh < p->grid_h / M; bh++)
 		for (uint32_t bw = 0; bw < p->grid_w / M; bw++)
 			for (uint32_t mh = 0; mh < M; mh++)
@@ -121,7 +120,7 @@ int ns_image_pixel_values(const struct ns_image *img, const struct ns_image_geom
 						for (uint32_t y = 0; y < P; y++)
 							for (uint32_t x = 0; x < P; x++) {
 								const uint8_t v = img->rgb[((y0 + y) * img->width + x0 + x) * 3 + c];
-								const float f = ((float)v - m255[c]) / s255[c];
+								const float f = value[v][c];
 
 								for (uint32_t t = 0; t < T; t++)
 									r[((size_t)c * T + t) * plane + (size_t)y * P + x] = f;

@@ -1,6 +1,8 @@
 /* image_prep.h - an RGB image to the vision tower's input, as the Hugging Face Qwen2-VL /
- * Qwen3-VL image processor makes it (transformers 5.x, torchvision backend, which those
- * models' preprocessor_config.json select).
+ * Qwen3-VL image processor makes it: transformers 5.x with its Pillow backend, which is the
+ * one the references in ../shared/oracle/hf ran (their pixel values are rescaled in double and
+ * normalised in float, bit for bit what that backend does; the torchvision backend fuses the
+ * two steps and differs in the last bit of half the values).
  *
  *   1. ns_image_plan: smart resize. Each side is rounded (half to even, as Python's round) to a
  *      multiple of factor = patch * merge; if the area is over max_pixels both sides shrink by
@@ -10,16 +12,13 @@
  *      merged tokens an image becomes: it lowers max_pixels to max_tokens * factor^2, and a
  *      plan still over it (a very thin image kept at least factor wide) is refused.
  *      Only the header's size is needed, so a caller refuses an image before decoding it.
- *   2. ns_image_resize: bicubic with antialiasing on 8-bit samples exactly as torch's CPU
- *      kernel that torchvision's resize calls for uint8 images (Keys kernel a = -0.5 stretched
- *      by the downscale factor, weights normalised per output pixel and rounded to int16 with
- *      the precision torch picks from the largest weight, the horizontal pass first, each pass
- *      rounded and clamped to 0..255). Bit-exact with torch, not with Pillow (which uses
- *      22-bit weights); they differ by at most a unit here and there.
- *   3. ns_image_pixel_values: rescale and normalise fused as the torchvision backend does,
- *      (x - mean * 255) / (std * 255) in float, then patches in the processor's order: 2x2
- *      merge groups in raster order of groups, inside a group raster order of patches, each
- *      row laid out [channel][frame][y][x] with the still image repeated as `temporal` frames.
+ *   2. ns_image_resize: Pillow's Image.resize(size, BICUBIC) on 8-bit RGB, exactly (Keys
+ *      kernel a = -0.5 stretched by the downscale factor, weights at 22 fractional bits, the
+ *      horizontal pass first, each pass rounded and clamped to 0..255).
+ *   3. ns_image_pixel_values: x / 255 (in double, then float), (x - mean) / std (in float),
+ *      then patches in the processor's order: merge x merge groups in raster order of groups,
+ *      inside a group raster order of patches, each row laid out [channel][frame][y][x] with
+ *      the still image repeated as `temporal` frames.
  *
  * All functions are pure (no I/O, no global state). Errors: negative errno with one line. */
 #ifndef NS_IMAGE_PREP_H
@@ -61,8 +60,8 @@ struct ns_image_plan {
 int ns_image_plan(const struct ns_image_geom *g, uint32_t width, uint32_t height,
 		  struct ns_image_plan *p, char *err, size_t errlen);
 
-/* dst = src resized to width x height (dst->rgb allocated; free with ns_image_free). The
- * same size copies. Returns 0, -EINVAL (a zero size), -ENOMEM. */
+/* dst = src resized to width x height as Pillow's BICUBIC (dst->rgb allocated; free with
+ * ns_image_free). The same size copies. Returns 0, -EINVAL (a zero size), -ENOMEM. */
 int ns_image_resize(const struct ns_image *src, uint32_t width, uint32_t height,
 		    struct ns_image *dst);
 

@@ -1,16 +1,18 @@
-/* image_resize.c - antialiased bicubic resampling of 8-bit RGB, as torch's CPU kernel for uint8.
+/* image_resize.c - bicubic resampling of 8-bit RGB, as Pillow's Image.resize(BICUBIC).
  *
- * Separable: one pass along x (when the width changes) into a uint8 buffer, then one along y.
- * For an axis of `in` samples resized to `out`, in double:
+ * Pillow's ImagingResample (libImaging/Resample.c), which the reference processor ran: one
+ * pass along x (when the width changes) into an 8-bit buffer, then one along y. For an axis of
+ * `in` samples resized to `out`, in double:
  *     scale = in / out, support = 2 * max(scale, 1), taps = ceil(support) * 2 + 1
  *     output i covers inputs [xmin, xmin + n): center = scale * (i + 0.5),
  *         xmin = max(trunc(center - support + 0.5), 0),
- *         n = min(trunc(center + support + 0.5), in) - xmin   (at most taps)
+ *         n = min(trunc(center + support + 0.5), in) - xmin
  *     weight j = keys((xmin + j - center + 0.5) / max(scale, 1)), normalised to sum 1
- *     keys(x) = Keys' cubic with a = -0.5 on |x| (0 from 2 on)
- * The weights become int16 at a precision p: the largest p < 22 for which the largest weight
- * times 2^(p+1), rounded, stays under 2^15; each weight is rounded half away from zero.
- * A sample is (2^(p-1) + sum v_j w_j) >> p clamped to 0..255, in int. */
+ *     keys: Keys' cubic with a = -0.5 (antialiasing: stretched by the downscale factor)
+ * Weights become integers at 22 fractional bits, rounded half away from zero; a sample is
+ * (2^21 + sum v_j w_j) >> 22 clamped to 0..255, in 32-bit int.
+ * torch's uint8 kernel (torchvision's resize) computes the same weights but keeps ~15 bits of
+ * them, so it differs from this by a unit in a few samples. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,23 +20,26 @@
 
 #include "image_prep.h"
 
+#define S_PREC 22 /* Pillow's PRECISION_BITS for 8-bit images: 32 - 8 - 2 */
+
 struct s_axis {
 	uint32_t taps;     /* weights stored per output sample */
-	uint32_t prec;     /* fixed-point bits of the weights */
 	uint32_t *xmin;    /* (out) first input sample */
 	uint32_t *n;       /* (out) inputs used */
-	int16_t *w;        /* (out, taps) */
+	int32_t *w;        /* (out, taps) */
 };
 
+/* Written as Pillow writes it: the rounding of the last bit decides some weights. */
 static double s_keys(double x)
 {
 	const double a = -0.5;
 
-	x = fabs(x);
+	if (x < 0.0)
+		x = -x;
 	if (x < 1.0)
-		return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+		return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
 	if (x < 2.0)
-		return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+		return (((x - 5) * x + 8) * x - 4) * a;
 	return 0.0;
 }
 
@@ -50,7 +55,7 @@ static int s_axis_new(uint32_t in, uint32_t out, struct s_axis *ax)
 	const double scale = (double)in / out;
 	const double support = scale >= 1.0 ? 2.0 * scale : 2.0;
 	const double inv = scale >= 1.0 ? 1.0 / scale : 1.0;
-	double *wd, wmax = 0.0;
+	double *wd;
 
 	memset(ax, 0, sizeof(*ax));
 	ax->taps = (uint32_t)ceil(support) * 2 + 1;
@@ -77,29 +82,24 @@ static int s_axis_new(uint32_t in, uint32_t out, struct s_axis *ax)
 			w[j] = s_keys((j + lo - center + 0.5) * inv);
 			total += w[j];
 		}
-		for (uint32_t j = 0; total != 0.0 && j < ax->n[i]; j++) {
+		for (uint32_t j = 0; total != 0.0 && j < ax->n[i]; j++)
 			w[j] /= total;
-			wmax = w[j] > wmax ? w[j] : wmax;
-		}
 	}
-	for (ax->prec = 0; ax->prec < 22; ax->prec++)
-		if ((int)(0.5 + wmax * (1 << (ax->prec + 1))) >= (1 << 15))
-			break;
-	for (size_t k = 0; k < (size_t)out * ax->taps; k++) {
-		const double v = wd[k] * (1 << ax->prec);
-
-		ax->w[k] = (int16_t)(v < 0 ? (int)(-0.5 + v) : (int)(0.5 + v));
-	}
+	for (size_t k = 0; k < (size_t)out * ax->taps; k++)
+		ax->w[k] = wd[k] < 0 ? (int32_t)(-0.5 + wd[k] * (1 << S_PREC))
+				     : (int32_t)(0.5 + wd[k] * (1 << S_PREC));
 	free(wd);
 	return 0;
 }
 
-static uint8_t s_round(int acc, uint32_t prec)
+/* Pillow's clip8. */
+static uint8_t s_round(int32_t acc)
 {
-	if (acc < 0)
-		return 0; /* torch shifts arithmetically, then clamps: negative sums give 0 */
-	acc >>= prec;
-	return acc > 255 ? 255 : (uint8_t)acc;
+	if (acc >= (1 << S_PREC << 8))
+		return 255;
+	if (acc <= 0)
+		return 0;
+	return (uint8_t)(acc >> S_PREC);
 }
 
 /* dst (rows, out, 3) from src (rows, in, 3) along x. */
@@ -109,14 +109,14 @@ static void s_pass_x(const uint8_t *src, uint32_t in, uint32_t rows, const struc
 	for (uint32_t y = 0; y < rows; y++)
 		for (uint32_t i = 0; i < out; i++) {
 			const uint8_t *s = src + ((size_t)y * in + ax->xmin[i]) * 3;
-			const int16_t *w = ax->w + (size_t)i * ax->taps;
+			const int32_t *w = ax->w + (size_t)i * ax->taps;
 
 			for (uint32_t c = 0; c < 3; c++) {
-				int acc = 1 << (ax->prec - 1);
+				int32_t acc = 1 << (S_PREC - 1);
 
 				for (uint32_t j = 0; j < ax->n[i]; j++)
 					acc += s[(size_t)j * 3 + c] * w[j];
-				dst[((size_t)y * out + i) * 3 + c] = s_round(acc, ax->prec);
+				dst[((size_t)y * out + i) * 3 + c] = s_round(acc);
 			}
 		}
 }
@@ -129,14 +129,14 @@ static void s_pass_y(const uint8_t *src, uint32_t cols, const struct s_axis *ax,
 
 	for (uint32_t i = 0; i < out; i++) {
 		const uint8_t *s = src + (size_t)ax->xmin[i] * stride;
-		const int16_t *w = ax->w + (size_t)i * ax->taps;
+		const int32_t *w = ax->w + (size_t)i * ax->taps;
 
 		for (size_t k = 0; k < stride; k++) {
-			int acc = 1 << (ax->prec - 1);
+			int32_t acc = 1 << (S_PREC - 1);
 
 			for (uint32_t j = 0; j < ax->n[i]; j++)
 				acc += s[(size_t)j * stride + k] * w[j];
-			dst[(size_t)i * stride + k] = s_round(acc, ax->prec);
+			dst[(size_t)i * stride + k] = s_round(acc);
 		}
 	}
 }
