@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+int cmd_image(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);

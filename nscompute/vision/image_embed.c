@@ -9,14 +9,14 @@
 #include "ns_util.h"
 
 int ns_image_embed_plan_file(const struct ns_vision_hparams *hp, const struct ns_image_file *f,
-			     uint64_t max_tokens, struct ns_image_plan *plan, char *err,
-			     size_t errlen)
+			     const struct ns_image_limits *lim, struct ns_image_plan *plan,
+			     char *err, size_t errlen)
 {
 	struct ns_image_geom g;
 	char why[NS_ERR_LEN];
 	int rc;
 
-	ns_vision_image_geom(hp, max_tokens, &g);
+	ns_vision_image_geom(hp, lim, &g);
 	rc = ns_image_plan(&g, f->width, f->height, plan, why, sizeof(why));
 	if (rc < 0)
 		ns_errf(err, errlen, "%s: %s", f->path, why);
@@ -24,13 +24,12 @@ int ns_image_embed_plan_file(const struct ns_vision_hparams *hp, const struct ns
 }
 
 int ns_image_embed_plan(const struct ns_vision_hparams *hp, const char *path,
-			uint64_t max_tokens, struct ns_image_file **file,
+			const struct ns_image_limits *lim, struct ns_image_file **file,
 			struct ns_image_plan *plan, char *err, size_t errlen)
 {
 	int rc = ns_image_open(path, file, err, errlen);
 
-	if (rc == 0 && (rc = ns_image_embed_plan_file(hp, *file, max_tokens, plan, err,
-						      errlen)) < 0)
+	if (rc == 0 && (rc = ns_image_embed_plan_file(hp, *file, lim, plan, err, errlen)) < 0)
 		ns_image_close(file);
 	return rc;
 }
@@ -46,7 +45,7 @@ static float *s_falloc(uint64_t a, uint64_t b, uint64_t c)
 }
 
 int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
-		   const struct ns_image_plan *plan, uint64_t max_tokens,
+		   const struct ns_image_plan *plan, const struct ns_image_limits *lim,
 		   struct ns_image_embedding *e, char *err, size_t errlen)
 {
 	const struct ns_vision_hparams *hp = ns_vision_hparams(v);
@@ -60,7 +59,7 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 	e->plan = *plan;
 	e->n_embd = hp->n_embd_out;
 	e->n_deepstack = hp->n_deepstack;
-	ns_vision_image_geom(hp, max_tokens, &g);
+	ns_vision_image_geom(hp, lim, &g);
 	rc = ns_image_decode(file, &img, err, errlen);
 	if (rc == 0)
 		rc = ns_image_preprocess(&img, &g, plan, &pixels, err, errlen);

@@ -2,13 +2,13 @@
  *
  * Two steps, so that nothing heavy happens before an image is known to be acceptable:
  *
- *   ns_image_embed_plan(hp, path, max_tokens, &file, &plan)
+ *   ns_image_embed_plan(hp, path, lim, &file, &plan)
  *       reads the file and its header only, and plans it for the tower whose hyperparameters
  *       are hp (ns_vision_hparams_load reads them from the mmproj's metadata alone): the tokens
  *       it becomes and its grid. Bad images (not PNG/JPEG/WebP, truncated header, 0x0, over
- *       NS_IMAGE_MAX_PIXELS, an aspect ratio over 200, more than max_tokens tokens) are
+ *       NS_IMAGE_MAX_PIXELS, an aspect ratio over 200, more than lim->max_tokens tokens) are
  *       refused here with one line: no pixel decoded, no weight read.
- *   ns_image_embed(v, file, &plan, &e)
+ *   ns_image_embed(v, file, &plan, lim, &e)
  *       decodes, preprocesses (image_prep.h) and runs the tower (vision.h): e.embd holds the
  *       n_tokens embeddings that replace the image's placeholder tokens, e.deepstack the
  *       features Qwen3-VL adds to the first n_deepstack text layers' hidden states at those
@@ -42,17 +42,19 @@ struct ns_image_embedding {
 	float *deepstack;          /* (n_deepstack, n_tokens, n_embd), NULL when n_deepstack 0 */
 };
 
+/* lim may be NULL (the processor's defaults, no token cap). */
 int ns_image_embed_plan(const struct ns_vision_hparams *hp, const char *path,
-			uint64_t max_tokens, struct ns_image_file **file,
+			const struct ns_image_limits *lim, struct ns_image_file **file,
 			struct ns_image_plan *plan, char *err, size_t errlen);
 
 /* The plan of an image already open (for callers holding the bytes). */
 int ns_image_embed_plan_file(const struct ns_vision_hparams *hp, const struct ns_image_file *f,
-			     uint64_t max_tokens, struct ns_image_plan *plan, char *err,
-			     size_t errlen);
+			     const struct ns_image_limits *lim, struct ns_image_plan *plan,
+			     char *err, size_t errlen);
 
+/* The same lim as the plan's. */
 int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
-		   const struct ns_image_plan *plan, uint64_t max_tokens,
+		   const struct ns_image_plan *plan, const struct ns_image_limits *lim,
 		   struct ns_image_embedding *e, char *err, size_t errlen);
 
 void ns_image_embedding_free(struct ns_image_embedding *e);

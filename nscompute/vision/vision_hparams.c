@@ -170,16 +170,16 @@ int ns_vision_hparams_load(const struct ns_model *m, struct ns_vision_hparams *h
 	return s_pos_grid(m, hp, err, errlen);
 }
 
-void ns_vision_image_geom(const struct ns_vision_hparams *hp, uint64_t max_tokens,
+void ns_vision_image_geom(const struct ns_vision_hparams *hp, const struct ns_image_limits *lim,
 			  struct ns_image_geom *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->patch = hp->patch;
 	g->merge = hp->merge;
 	g->temporal = hp->temporal;
-	g->min_pixels = NS_IMAGE_DEFAULT_MIN_PIXELS;
-	g->max_pixels = NS_IMAGE_DEFAULT_MAX_PIXELS;
-	g->max_tokens = max_tokens;
+	g->min_pixels = lim && lim->min_pixels ? lim->min_pixels : NS_IMAGE_DEFAULT_MIN_PIXELS;
+	g->max_pixels = lim && lim->max_pixels ? lim->max_pixels : NS_IMAGE_DEFAULT_MAX_PIXELS;
+	g->max_tokens = lim ? lim->max_tokens : 0;
 	memcpy(g->mean, hp->mean, sizeof(g->mean));
 	memcpy(g->std, hp->std, sizeof(g->std));
 }

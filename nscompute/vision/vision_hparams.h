@@ -49,9 +49,17 @@ struct ns_vision_hparams {
 int ns_vision_hparams_load(const struct ns_model *m, struct ns_vision_hparams *hp, char *err,
 			   size_t errlen);
 
-/* The preprocessing of this tower's images: its patch, merge, temporal, mean and std, the
- * processor's default min/max pixels, and max_tokens (0 = no cap). */
-void ns_vision_image_geom(const struct ns_vision_hparams *hp, uint64_t max_tokens,
+/* What a user may change of the preprocessing (the processor's min_pixels / max_pixels, and
+ * nsctl's --max-patches); 0 keeps the default (NS_IMAGE_DEFAULT_*, no token cap). */
+struct ns_image_limits {
+	uint64_t max_tokens;
+	uint64_t min_pixels;
+	uint64_t max_pixels;
+};
+
+/* The preprocessing of this tower's images: its patch, merge, temporal, mean and std, and the
+ * limits (lim may be NULL: all defaults). */
+void ns_vision_image_geom(const struct ns_vision_hparams *hp, const struct ns_image_limits *lim,
 			  struct ns_image_geom *g);
 
 /* Is this model file an mmproj (general.architecture "clip")? */

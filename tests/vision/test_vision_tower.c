@@ -96,7 +96,7 @@ static void s_from_u8(struct ns_vision *v, const char *dir, struct s_run *r,
 	u8 = vt_read_u8(rel, S_SIDE * S_SIDE * 3);
 	vt_write_png(png, u8, S_SIDE, S_SIDE, NULL, 0);
 	NS_REQUIRE(ns_image_open(png, &f, err, sizeof(err)) == 0, "%s", err);
-	ns_vision_image_geom(ns_vision_hparams(v), 0, &g);
+	ns_vision_image_geom(ns_vision_hparams(v), NULL, &g);
 	g.min_pixels = S_SIDE * S_SIDE; /* the references kept the 64x64 image as it is */
 	NS_REQUIRE(ns_image_plan(&g, f->width, f->height, &plan, err, sizeof(err)) == 0, "%s",
 		   err);
