@@ -6,7 +6,7 @@
 For hf/qwen3_vl and hf/qwen3_5_cond: image.u8 written to a PNG (with our own minimal PNG writer,
 zlib + crc32), `nsctl image MMPROJ --image PNG --min-pixels 4096 -o F` (the references kept the
 64x64 image as it is), F compared with vision.pooler_output (+ deepstack_features_0) within
-1e-4 of the reference's largest magnitude; the text model given instead of the mmproj finds the
+1e-5 of the reference's largest magnitude; the text model given instead of the mmproj finds the
 mmproj beside it and writes the same bytes; --json reports grid_thw [1, 4, 4] and 4 tokens.
 Refusals, each one line on stderr and exit 2: bad images (not an image, cut short, 0x0,
 30000x30000, over --max-patches) - also with an mmproj whose first matrix has a type we cannot
@@ -96,8 +96,8 @@ with tempfile.TemporaryDirectory() as d:
             mine = [got[t * width + k * 256 + i] for t in range(4) for i in range(256)]
             e = rel_err(mine, want)
             print(f"  -o part {k} vs Transformers: rel {e:.3g}")
-            if e > 1e-4:
-                fail(f"{arch}: part {k} rel {e:.3g} > 1e-4")
+            if e > 1e-5:  # the issue asks 1e-4; the tower reaches ~1e-6
+                fail(f"{arch}: part {k} rel {e:.3g} > 1e-5")
         text = os.path.join(base, "gguf", f"{arch}-f32.gguf")
         if os.path.exists(text):
             out2 = os.path.join(d, f"{arch}-beside.f32")

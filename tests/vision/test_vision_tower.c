@@ -6,10 +6,11 @@
  * processor's output), vision.last_hidden_state.f32, vision.pooler_output.f32 and, for
  * Qwen3-VL, vision.deepstack_features_0.f32; MMPROJ is the F32 mmproj GGUF converted from the
  * same checkpoint. The tower runs twice: on the oracle's pixel values, and on our own
- * preprocessing of image.u8 written to a PNG; both must equal the references within 1e-4 of
- * the reference's largest magnitude. Then: chunked matmuls (n_batch of one merge group) give
- * bit-identical results; and llama.cpp's own image embeddings (gguf/...image.llamacpp.f32) are
- * compared with the same references, to report how far each implementation is. */
+ * preprocessing of image.u8 written to a PNG; both must equal the references within 1e-5 of
+ * the reference's largest magnitude (the issue asks 1e-4). Then: chunked matmuls (n_batch of
+ * one merge group) give bit-identical results; and llama.cpp's own image embeddings
+ * (gguf/...image.llamacpp.f32) are compared with the same references, to report how far each
+ * implementation is (ours must be the closer). */
 #include <errno.h>
 #include <string.h>
 
@@ -19,7 +20,8 @@
 #include "weights_fused.h"
 
 #define S_SIDE 64u
-#define S_TOL 1e-4
+/* The issue asks 1e-4; we reach ~1e-6, and an exact GELU in the encoder MLP is 3e-5 off. */
+#define S_TOL 1e-5
 
 struct s_ref {
 	uint64_t n_patches, n_tok, d, n_out, n_ds, patch_dim;
