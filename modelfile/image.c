@@ -60,7 +60,7 @@ static bool s_swaps(uint32_t orientation)
 	return orientation >= 5 && orientation <= 8;
 }
 
-/* Format, header, limits. Takes the bytes (freed on failure). */
+/* Format, header, limits: what may be known of an image before decoding it. */
 static int s_probe(struct ns_image_file *f, char *err, size_t errlen)
 {
 	struct ns_image_raw raw = { 0 };

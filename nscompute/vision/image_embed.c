@@ -7,6 +7,7 @@
 
 #include "image_embed.h"
 #include "ns_util.h"
+#include "vision_impl.h"
 
 int ns_image_embed_plan_file(const struct ns_vision_hparams *hp, const struct ns_image_file *f,
 			     const struct ns_image_limits *lim, struct ns_image_plan *plan,
@@ -34,16 +35,6 @@ int ns_image_embed_plan(const struct ns_vision_hparams *hp, const char *path,
 	return rc;
 }
 
-static float *s_falloc(uint64_t a, uint64_t b, uint64_t c)
-{
-	uint64_t n;
-
-	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, c, &n) ||
-	    ns_mul_u64_overflow(n, sizeof(float), &n) || n > SIZE_MAX)
-		return NULL;
-	return malloc(n ? (size_t)n : 1);
-}
-
 int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 		   const struct ns_image_plan *plan, const struct ns_image_limits *lim,
 		   struct ns_image_embedding *e, char *err, size_t errlen)
@@ -66,9 +57,9 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 	ns_image_free(&img);
 	if (rc < 0)
 		return rc;
-	e->embd = s_falloc(plan->n_tokens, e->n_embd, 1);
-	if (e->n_deepstack)
-		e->deepstack = s_falloc(e->n_deepstack, plan->n_tokens, e->n_embd);
+	e->embd = ns_vision_falloc(plan->n_tokens, e->n_embd);
+	if (e->n_deepstack && plan->n_tokens <= UINT64_MAX / e->n_deepstack)
+		e->deepstack = ns_vision_falloc(e->n_deepstack * plan->n_tokens, e->n_embd);
 	if (!e->embd || (e->n_deepstack && !e->deepstack)) {
 		ns_errf(err, errlen, "%s: out of memory for %llu image embeddings", file->path,
 			(unsigned long long)plan->n_tokens);

@@ -8,16 +8,9 @@
 #include "ggml_type.h"
 #include "vision_impl.h"
 
-/* malloc of a * b floats, overflow-checked. */
 static int s_alloc(float **p, uint64_t a, uint64_t b)
 {
-	uint64_t n;
-
-	*p = NULL;
-	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, sizeof(float), &n) ||
-	    n > SIZE_MAX)
-		return -EOVERFLOW;
-	*p = malloc(n ? (size_t)n : 1);
+	*p = ns_vision_falloc(a, b);
 	return *p ? 0 : -ENOMEM;
 }
 

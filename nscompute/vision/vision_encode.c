@@ -34,16 +34,6 @@ static void s_act_free(struct s_act *a)
 	free(a->pos);
 }
 
-static float *s_falloc(uint64_t a, uint64_t b)
-{
-	uint64_t n;
-
-	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, sizeof(float), &n) ||
-	    n > SIZE_MAX)
-		return NULL;
-	return malloc(n ? (size_t)n : 1);
-}
-
 static uint64_t s_chunk(const struct ns_vision *v, uint64_t n)
 {
 	return v->n_batch && v->n_batch < n ? v->n_batch : n;
@@ -207,13 +197,13 @@ static int s_alloc_act(struct ns_vision *v, struct s_act *a)
 	const struct ns_vision_hparams *hp = &v->hp;
 	const uint64_t d = hp->n_embd;
 
-	a->x = s_falloc(a->n, d);
-	a->h = s_falloc(a->n, d);
-	a->qkv = s_falloc(a->n, 3 * d);
-	a->ao = s_falloc(a->n, d);
-	a->ff = s_falloc(s_chunk(v, a->n), hp->n_ff);
-	a->cs = s_falloc(a->n, hp->head_dim);
-	a->pos = s_falloc((uint64_t)hp->pos_side * hp->pos_side, d);
+	a->x = ns_vision_falloc(a->n, d);
+	a->h = ns_vision_falloc(a->n, d);
+	a->qkv = ns_vision_falloc(a->n, 3 * d);
+	a->ao = ns_vision_falloc(a->n, d);
+	a->ff = ns_vision_falloc(s_chunk(v, a->n), hp->n_ff);
+	a->cs = ns_vision_falloc(a->n, hp->head_dim);
+	a->pos = ns_vision_falloc((uint64_t)hp->pos_side * hp->pos_side, d);
 	if (a->x && a->h && a->qkv && a->ao && a->ff && a->cs && a->pos)
 		return 0;
 	ns_errf(v->err, sizeof(v->err), "vision: out of memory for %llu patches",

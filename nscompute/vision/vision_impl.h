@@ -45,6 +45,9 @@ struct ns_vision {
 
 /* vision_ops.c: the float steps of the tower. */
 
+/* malloc of a * b floats (at least one byte), NULL on overflow or failure. */
+float *ns_vision_falloc(uint64_t a, uint64_t b);
+
 /* y = (x - mean) / sqrt(var + eps) * w + b per row of n; moments in double. y may be x. */
 void ns_vision_layernorm(float *y, const float *x, uint64_t rows, uint32_t n, const float *w,
 			 const float *b, float eps);

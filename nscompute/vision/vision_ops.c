@@ -118,8 +118,7 @@ static void s_softmax_scaled(float *x, uint64_t n, float scale)
 		x[i] *= inv;
 }
 
-/* malloc of a * b floats, NULL on overflow. */
-static float *s_falloc(uint64_t a, uint64_t b)
+float *ns_vision_falloc(uint64_t a, uint64_t b)
 {
 	uint64_t n;
 
@@ -186,11 +185,11 @@ int ns_vision_attention(struct ns_pool *pool, const float *qkv, uint64_t n, uint
 	const uint64_t qb = n < S_Q_BLOCK ? n : S_Q_BLOCK;
 	int rc = 0;
 
-	a.kh = s_falloc(n, hd);
-	a.vt = s_falloc(n, hd);
-	a.qh = s_falloc(qb, hd);
-	a.s = s_falloc(qb, n);
-	a.oh = s_falloc(qb, hd);
+	a.kh = ns_vision_falloc(n, hd);
+	a.vt = ns_vision_falloc(n, hd);
+	a.qh = ns_vision_falloc(qb, hd);
+	a.s = ns_vision_falloc(qb, n);
+	a.oh = ns_vision_falloc(qb, hd);
 	if (!a.kh || !a.vt || !a.qh || !a.s || !a.oh)
 		rc = -ENOMEM;
 	for (uint32_t h = 0; rc == 0 && h < heads; h++)
