@@ -57,7 +57,7 @@ static int s_matrix(struct ns_vision *v, const char *name, uint64_t n_cols, uint
 	return s_tensor(v, name, 2, ne, true, id);
 }
 
-/* rows [0, n_rows) of tensor id as floats into *out (allocated). */
+/* rows [0, n_rows) of tensor id as floats into *out (allocated; NULL after a failure). */
 static int s_read_rows(struct ns_vision *v, uint32_t id, const char *name, uint64_t n_rows,
 		       uint64_t n_cols, float **out)
 {
@@ -74,6 +74,10 @@ static int s_read_rows(struct ns_vision *v, uint32_t id, const char *name, uint6
 	else if (rc < 0)
 		ns_errf(v->err, sizeof(v->err), "vision: reading %s: out of memory", name);
 	free(rows);
+	if (rc < 0) {
+		free(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 
