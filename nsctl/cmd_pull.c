@@ -277,7 +277,9 @@ static int s_fetch_all(struct s_pull *p, char *model, size_t modellen)
 	bool progress = !p->o.quiet && isatty(STDERR_FILENO);
 	char a[32], b[32];
 
-	if (!p->o.quiet)
+	/* what is about to happen, above the progress lines (a terminal only: scripts reading
+	 * stderr get the per-file results and the errors) */
+	if (progress)
 		fprintf(stderr, "nsctl pull: %s @ %.12s: %zu file%s, %s (%s to fetch) into %s\n",
 			p->ref.repo, p->list.commit, p->pick.n, p->pick.n == 1 ? "" : "s",
 			ns_format_bytes(p->total, a, sizeof(a)),

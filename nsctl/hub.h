@@ -42,6 +42,10 @@ struct hub_ref {
  * quant is [A-Za-z0-9_.-]+, a file has no empty, "." or ".." component. Returns 0 or -EINVAL. */
 int hub_ref_parse(const char *text, struct hub_ref *r, char *err, size_t errlen);
 
+/* A path inside a repo that stays inside it: no empty, "." or ".." component, no backslash
+ * or control character, at most HUB_FILE_MAX bytes. */
+bool hub_path_valid(const char *path);
+
 /* "org/name" -> "models--org--name", the folder huggingface_hub gives the repo. */
 int hub_repo_folder(const char *repo, char *out, size_t outlen);
 

@@ -415,16 +415,12 @@ static int s_parse_listing(const char *body, size_t len, const char *repo, struc
 		const char *path = json_string_value(json_object_get(it, "rfilename"));
 		json_t *size = json_object_get(it, "size"), *lfs = json_object_get(it, "lfs");
 		const char *oid = json_string_value(json_object_get(it, "blobId"));
-		struct hub_ref probe;
-		char full[HUB_REPO_MAX + HUB_FILE_MAX + 2], e[8];
 		bool has_size = json_is_integer(size) && json_integer_value(size) >= 0;
 		uint64_t bytes = has_size ? (uint64_t)json_integer_value(size) : 0;
 
 		if (!path)
 			continue;
-		/* a path that would leave the snapshot folder is not a file we take */
-		snprintf(full, sizeof(full), "%s/%s", repo, path);
-		if (hub_ref_parse(full, &probe, e, sizeof(e)) || strcmp(probe.file, path))
+		if (!hub_path_valid(path)) /* it would leave the snapshot folder */
 			continue;
 		if (json_is_object(lfs)) {
 			json_t *ls = json_object_get(lfs, "size");
@@ -464,7 +460,6 @@ int hub_list_repo(struct hub_client *c, const char *repo, const char *rev, struc
 	h = s_prepare(c, url, &r, false, true, NULL);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, s_on_body_mem);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &r);
-	curl_easy_setopt(c->curl, CURLOPT_ACCEPT_ENCODING, ""); /* JSON may come compressed */
 	cc = curl_easy_perform(c->curl);
 	curl_slist_free_all(h);
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r.status);

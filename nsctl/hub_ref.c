@@ -50,8 +50,7 @@ static bool s_quant_valid(const char *s)
 	return true;
 }
 
-/* A path inside a repo: no empty, "." or ".." component, no backslash or control character. */
-static bool s_file_valid(const char *s)
+bool hub_path_valid(const char *s)
 {
 	size_t n = strlen(s);
 	const char *c = s;
@@ -116,7 +115,7 @@ int hub_ref_parse(const char *text, struct hub_ref *r, char *err, size_t errlen)
 		}
 		snprintf(r->quant, sizeof(r->quant), "%s", colon + 1);
 	} else if (slash2) {
-		if (!s_file_valid(slash2 + 1)) {
+		if (!hub_path_valid(slash2 + 1)) {
 			ns_errf(err, errlen, "'%s' is not a file path inside a repository", slash2 + 1);
 			return -EINVAL;
 		}
