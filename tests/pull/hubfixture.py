@@ -19,7 +19,8 @@ answers with a relative 307 to its new name.
 Per-file faults on the CDN (config "fault"): {"stall_at": K} the first GET sends K bytes then
 hangs (a pull to kill), {"drop_at": K} the first GET sends K bytes then closes the connection,
 "corrupt" one byte flipped in every answer, "ignore_range" a 200 with the whole file whatever
-the Range.
+the Range, "wrong_range" a 206 from byte 0 whatever the Range. "listed_sha" makes the listing
+claim another sha256 than resolve's X-Linked-Etag.
 
 argv: CONFIG.json PORT_FILE LOG. Every request is one JSON line in LOG: method, path, host,
 range, auth (the Authorization header or null), status, sent (body bytes), and stalled/dropped
@@ -59,6 +60,7 @@ class File:
         self.size = spec.get("size", len(self.data))  # a size the hub claims (the huge repo)
         self.fault = spec.get("fault")
         self.vanished = spec.get("vanished", False)  # listed, but resolve says 404
+        self.listed_sha = spec.get("listed_sha", self.sha256)  # what the listing claims
         self.weak = spec.get("weak_etag", False)
 
 
@@ -156,7 +158,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             s = {"rfilename": f.path, "size": f.size, "blobId": f.blob_id}
             if f.lfs:
                 s["size"] = f.size
-                s["lfs"] = {"sha256": f.sha256, "size": f.size, "pointerSize": 134}
+                s["lfs"] = {"sha256": f.listed_sha, "size": f.size, "pointerSize": 134}
             sib.append(s)
         body = json.dumps({"_id": "x", "id": name, "sha": repo["commit"], "private":
                            repo["private"], "siblings": sib}).encode()
@@ -202,6 +204,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1:]
         start, status = 0, 200
         rng = self.headers.get("Range")
+        if rng and f.fault == "wrong_range":  # a 206 from another offset than asked
+            headers = headers + [("Content-Range", "bytes 0-%d/%d" % (len(data) - 1, len(data)))]
+            return self.answer(206, headers + [("Accept-Ranges", "bytes")], data)
         if rng and f.fault != "ignore_range":
             if not rng.startswith("bytes=") or not rng[6:].rstrip("-").isdigit() \
                     or not rng.endswith("-"):

@@ -98,7 +98,12 @@ static void s_pick(const char *const *paths, const char *name, int want_rc,
 		CHECK(p.kind == HUB_KIND_SAFETENSORS || !strcmp(l.files[p.primary].path, want[0]),
 		      "pick %s opens %s, want %s", name, l.files[p.primary].path, want[0]);
 	} else if (rc) {
-		CHECK(strstr(err, words) != NULL, "pick %s: '%s' lacks '%s'", name, err, words);
+		const char *at = strstr(err, words);
+
+		CHECK(at != NULL, "pick %s: '%s' lacks '%s'", name, err, words);
+		/* a list of what the repo has is the whole list */
+		CHECK(!at || strncmp(words, "it has:", 7) || !strcmp(at, words),
+		      "pick %s: '%s' lists more than '%s'", name, err, words);
 	}
 	hub_pick_free(&p);
 	hub_listing_free(&l);
@@ -183,6 +188,11 @@ static void s_test_gguf_picks(void)
 	       (const char *const[]){ "mmproj-Qwen3-8B-F16.gguf", NULL }, NULL);
 	s_pick(qwen, "o/q/readme.MD", 0, (const char *const[]){ "README.md", NULL }, NULL);
 	s_pick(qwen, "o/q/nope.gguf", -ENOENT, NULL, "nope.gguf is not in o/q");
+
+	static const char *const proj[] = { "m-Q8_0.gguf", "mmproj-m-F16.gguf", "m-imatrix.gguf",
+					    NULL };
+	s_pick(proj, "o/m:F16", -ENOENT, NULL, "it has: Q8_0");
+	s_pick(proj, "o/m", 0, (const char *const[]){ "m-Q8_0.gguf", NULL }, NULL);
 
 	static const char *const no_q4km[] = { "m-Q5_K_M.gguf", "m-Q8_0.gguf", "m-Q6_K.gguf", NULL };
 	s_pick(no_q4km, "o/m", 0, (const char *const[]){ "m-Q8_0.gguf", NULL }, NULL);

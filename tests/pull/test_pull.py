@@ -123,6 +123,8 @@ CONFIG = {"token": TOKEN, "renamed": {"old/Demo-GGUF": "test/Demo-GGUF"}, "repos
     "test/Drop-GGUF": repo({"Demo-Q8_0.gguf": lfs(Q8, fault={"drop_at": 5 << 20})}),
     "test/NoRange-GGUF": repo({"Demo-Q8_0.gguf": lfs(Q8, fault="ignore_range")}),
     "test/Corrupt-GGUF": repo({"Demo-Q8_0.gguf": lfs(Q8, fault="corrupt")}),
+    "test/BadRange-GGUF": repo({"Demo-Q8_0.gguf": lfs(Q8, fault="wrong_range")}),
+    "test/Inconsistent-GGUF": repo({"Small-Q8_0.gguf": lfs(SMALL, listed_sha="ab" * 32)}),
     "test/Down-GGUF": repo({"Small-Q8_0.gguf": lfs(SMALL)}, fail="api500"),
     "test/Broken-GGUF": repo({"Small-Q8_0.gguf": lfs(SMALL)}, fail="resolve500"),
     "test/Vanished-GGUF": repo({"Small-Q8_0.gguf": lfs(SMALL, vanished=True)}),
@@ -547,11 +549,10 @@ def test_drop_and_no_range():
         check_cached("connection cut", cache, "test/Drop-GGUF", "Demo-Q8_0.gguf", Q8)
     # a partial file, and a server that answers the range with the whole file: started over
     cache = new_cache()
-    sha = sha256(Q8)
-    blobs = os.path.join(repo_dir(cache, "test/NoRange-GGUF"), "blobs")
-    os.makedirs(blobs)
-    with open(Q8, "rb") as src, open(os.path.join(blobs, sha + ".incomplete"), "wb") as dst:
-        dst.write(src.read(1 << 20)[:-1] + b"\xff")  # a prefix with a wrong last byte
+    part = partial_of(cache, "test/NoRange-GGUF", Q8, 1 << 20)
+    with open(part, "r+b") as f:  # a prefix with a wrong last byte
+        f.seek((1 << 20) - 1)
+        f.write(b"\xff")
     mark = log_mark()
     rc, out, err = pull(["test/NoRange-GGUF:Q8_0"], cache)
     if expect_ok("range ignored", rc, out, err):
@@ -561,7 +562,27 @@ def test_drop_and_no_range():
         check_cached("range ignored", cache, "test/NoRange-GGUF", "Demo-Q8_0.gguf", Q8)
 
 
+def partial_of(cache, name, src, n):
+    """A partial download of the first n bytes of src, as a killed pull leaves it."""
+    blobs = os.path.join(repo_dir(cache, name), "blobs")
+    os.makedirs(blobs, exist_ok=True)
+    path = os.path.join(blobs, sha256(src) + ".incomplete")
+    with open(src, "rb") as f, open(path, "wb") as out:
+        out.write(f.read(n))
+    return path
+
+
 def test_corrupt():
+    # a range answered from another offset: refused in one line, the partial kept
+    cache = new_cache()
+    part = partial_of(cache, "test/BadRange-GGUF", Q8, 1 << 20)
+    rc, out, err = pull(["test/BadRange-GGUF:Q8_0"], cache)
+    expect_error("wrong Content-Range", rc, err, 1, ["range request", "bytes 0-"])
+    if not os.path.exists(part) or os.path.getsize(part) != 1 << 20:
+        fail("wrong Content-Range: the partial file was changed")
+    # the listing and resolve disagree on the checksum
+    rc, out, err = pull(["test/Inconsistent-GGUF"], cache)
+    expect_error("listing vs resolve", rc, err, 1, ["checksum", "ab" * 32, sha256(SMALL)])
     cache = new_cache()
     rc, out, err = pull(["test/Corrupt-GGUF:Q8_0"], cache)
     expect_error("corrupt byte", rc, err, 1, ["hash", "refused", sha256(Q8)])
@@ -666,6 +687,21 @@ def test_local_dir():
     rc, out, err = pull(["test/Demo-GGUF:Q8_0", "-o", d])
     if rc or gets(log_since(mark)):
         fail("-o DIR again: fetched again")
+    # metadata no older than the file is trusted without hashing the file (as hf does: a
+    # large model is not read again on every pull), so a change that keeps the mtime stays
+    st = os.stat(f)
+    with open(f, "r+b") as fh:
+        fh.seek(1000)
+        fh.write(b"\x55")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    rc, out, err = pull(["test/Demo-GGUF:Q8_0", "-o", d])
+    if rc or sha256(f) == sha256(Q8):
+        fail("-o DIR: the metadata was not trusted (the file was hashed or fetched)")
+    # touched after its metadata: hashed, found changed, fetched again
+    os.utime(f, (st.st_atime + 10, st.st_mtime + 10))
+    rc, out, err = pull(["test/Demo-GGUF:Q8_0", "-o", d])
+    if rc or sha256(f) != sha256(Q8):
+        fail("-o DIR: a file changed after its metadata was not fetched again")
     # a copy without metadata (copied by hand): hashed, found right, reused
     d2 = os.path.join(TMP, "local2")
     os.makedirs(d2)
