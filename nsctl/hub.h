@@ -2,11 +2,12 @@
  * and `bench` resolve REPO:QUANT to.
  *
  *   hub_ref.c      "org/name[:QUANT|/FILE]" parsed and checked
+ *   hub_list.c     a repo's files: the hub's listing API, and the list it fills
  *   hub_select.c   which files of a repo make the model (llama.cpp's -hf selection rules)
  *   hub_cache.c    huggingface_hub's cache layout (models--ORG--NAME/{blobs,snapshots,refs})
  *                  and its --local-dir layout (-o DIR), the cache's directory from the env
  *   hub_hash.c     the hub's checksums: sha256 (LFS files) and git blob ids (small files)
- *   hub_http.c     libcurl: the listing API, resolve's metadata (HEAD), ranged GETs
+ *   hub_http.c     libcurl: small answers, resolve's metadata (HEAD), ranged GETs
  *   hub_fetch.c    one file: reuse, resume, verify, give it its final name
  *   hub_progress.c the progress line on a terminal
  *   hub_model.c    MODEL arguments of the other commands: a path, or REPO:QUANT from the cache
@@ -27,6 +28,8 @@
 #define HUB_FILE_MAX 1024   /* a path inside a repo */
 #define HUB_OID_MAX 64      /* sha256 in hex; git blob ids are 40 */
 #define HUB_COMMIT_LEN 40
+
+struct hub_client; /* hub_http.c */
 
 /* ---- hub_ref.c ---- */
 
@@ -49,7 +52,7 @@ bool hub_path_valid(const char *path);
 /* "org/name" -> "models--org--name", the folder huggingface_hub gives the repo. */
 int hub_repo_folder(const char *repo, char *out, size_t outlen);
 
-/* ---- listings ---- */
+/* ---- hub_list.c: a repo's files ---- */
 
 struct hub_file {
 	char *path;                 /* inside the repo, '/'-separated */
@@ -65,12 +68,20 @@ struct hub_listing {
 	size_t n, cap;
 };
 
+/* Double an array's capacity (16 items at first), the product checked: 0 or -ENOMEM, the
+ * array untouched on failure. */
+int hub_grow(void **arr, size_t *cap, size_t item);
 /* Append a file (path copied). Returns 0 or -ENOMEM. */
 int hub_listing_add(struct hub_listing *l, const char *path, uint64_t size, bool has_size,
 		    const char *oid, bool lfs);
 /* Sort by path (byte order), so that the hub's listing and a cache's snapshot select alike. */
 void hub_listing_sort(struct hub_listing *l);
 void hub_listing_free(struct hub_listing *l);
+
+/* GET /api/models/<repo>/revision/<rev>?blobs=true: the commit and every file with its size
+ * and checksum. */
+int hub_list_repo(struct hub_client *c, const char *repo, const char *rev, struct hub_listing *l,
+		  char *err, size_t errlen);
 
 /* ---- hub_select.c ---- */
 
@@ -211,8 +222,6 @@ char *hub_format_eta(double seconds, char *buf, size_t len);
 
 /* ---- hub_http.c ---- */
 
-struct hub_client;
-
 /* A client for endpoint (HF_ENDPOINT or https://huggingface.co) sending token (may be NULL)
  * as a Bearer header to the endpoint's own host, never to a redirect's other host. */
 int hub_client_new(struct hub_client **c, const char *endpoint, const char *token, char *err,
@@ -220,10 +229,10 @@ int hub_client_new(struct hub_client **c, const char *endpoint, const char *toke
 void hub_client_free(struct hub_client **c);
 const char *hub_client_endpoint(const struct hub_client *c);
 
-/* GET /api/models/<repo>/revision/<rev>?blobs=true: the commit and every file with its size
- * and checksum. */
-int hub_list_repo(struct hub_client *c, const char *repo, const char *rev, struct hub_listing *l,
-		  char *err, size_t errlen);
+/* A 200 answer of at most max bytes into *body (malloc'd, NUL-terminated); anything else is
+ * one line naming what (and repo, for the hub's own errors). */
+int hub_get_small(struct hub_client *c, const char *url, size_t max, const char *repo,
+		  const char *what, char **body, size_t *len, char *err, size_t errlen);
 
 /* What resolve/<commit>/<path> says of a file (HEAD, relative redirects followed as
  * huggingface_hub does): X-Repo-Commit, X-Linked-Etag or ETag, X-Linked-Size or

@@ -1,5 +1,5 @@
-/* hub_http.c - the hub's HTTP interface over libcurl: the repo listing API, what resolve/
- * says of a file, and ranged GETs of its bytes.
+/* hub_http.c - the hub's HTTP interface over libcurl: small answers (the listing API), what
+ * resolve/ says of a file, and ranged GETs of its bytes.
  *
  * The semantics are huggingface_hub's (file_download.py, utils/_http.py, read for them): the
  * metadata of a file is a HEAD of <endpoint>/<repo>/resolve/<rev>/<path> with relative
@@ -10,7 +10,6 @@
  * signed). X-Error-Code says which 4xx it is (RepoNotFound, EntryNotFound, GatedRepo, ...). */
 #include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,6 @@
 #include "hub.h"
 #include "ns_util.h"
 
-#define S_LISTING_MAX (64u << 20) /* a repo listing's JSON, at most */
 #define S_REDIRECTS 5             /* relative redirects followed for one file's metadata */
 #define S_RETRIES 3               /* a transfer cut by the network is resumed this often */
 
@@ -386,77 +384,18 @@ static int s_curl_error(const struct hub_client *c, CURLcode cc, const char *wha
 	return -EIO;
 }
 
-/* ---- the listing ---- */
+/* ---- a small answer ---- */
 
-static int s_parse_listing(const char *body, size_t len, const char *repo, struct hub_listing *l,
-			   char *err, size_t errlen)
+int hub_get_small(struct hub_client *c, const char *url, size_t max, const char *repo,
+		  const char *what, char **body, size_t *len, char *err, size_t errlen)
 {
-	json_error_t jerr;
-	json_t *root = json_loadb(body, len, 0, &jerr), *sib, *it;
-	const char *sha;
-	size_t i;
+	struct s_resp r = { .max = max, .c = c };
+	struct curl_slist *h;
+	CURLcode cc;
 	int rc = 0;
 
-	if (!root) {
-		ns_errf(err, errlen, "the listing of %s is not JSON: %s (line %d)", repo, jerr.text,
-			jerr.line);
-		return -EBADMSG;
-	}
-	sha = json_string_value(json_object_get(root, "sha"));
-	sib = json_object_get(root, "siblings");
-	if (!sha || strlen(sha) != HUB_COMMIT_LEN || !hub_oid_valid(sha) || !json_is_array(sib)) {
-		ns_errf(err, errlen, "the listing of %s has no commit (sha) or no file list "
-			"(siblings)", repo);
-		json_decref(root);
-		return -EBADMSG;
-	}
-	snprintf(l->commit, sizeof(l->commit), "%s", sha);
-	json_array_foreach(sib, i, it) {
-		const char *path = json_string_value(json_object_get(it, "rfilename"));
-		json_t *size = json_object_get(it, "size"), *lfs = json_object_get(it, "lfs");
-		const char *oid = json_string_value(json_object_get(it, "blobId"));
-		bool has_size = json_is_integer(size) && json_integer_value(size) >= 0;
-		uint64_t bytes = has_size ? (uint64_t)json_integer_value(size) : 0;
-
-		if (!path)
-			continue;
-		if (!hub_path_valid(path)) /* it would leave the snapshot folder */
-			continue;
-		if (json_is_object(lfs)) {
-			json_t *ls = json_object_get(lfs, "size");
-
-			oid = json_string_value(json_object_get(lfs, "sha256"));
-			if (json_is_integer(ls) && json_integer_value(ls) >= 0) {
-				bytes = (uint64_t)json_integer_value(ls);
-				has_size = true;
-			}
-		}
-		if (oid && !hub_oid_valid(oid))
-			oid = NULL;
-		if ((rc = hub_listing_add(l, path, bytes, has_size, oid, json_is_object(lfs)))) {
-			ns_errf(err, errlen, "out of memory");
-			break;
-		}
-	}
-	json_decref(root);
-	hub_listing_sort(l);
-	return rc;
-}
-
-int hub_list_repo(struct hub_client *c, const char *repo, const char *rev, struct hub_listing *l,
-		  char *err, size_t errlen)
-{
-	struct s_resp r = { .max = S_LISTING_MAX, .c = c };
-	struct curl_slist *h;
-	char url[2048], what[HUB_REPO_MAX + 32];
-	CURLcode cc;
-	int rc;
-
-	memset(l, 0, sizeof(*l));
-	snprintf(what, sizeof(what), "the listing of %s", repo);
-	if (snprintf(url, sizeof(url), "%s/api/models/%s/revision/%s?blobs=true", c->endpoint, repo,
-		     rev) >= (int)sizeof(url))
-		return -ENAMETOOLONG;
+	*body = NULL;
+	*len = 0;
 	h = s_prepare(c, url, &r, false, true, NULL);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, s_on_body_mem);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &r);
@@ -464,19 +403,20 @@ int hub_list_repo(struct hub_client *c, const char *repo, const char *rev, struc
 	curl_slist_free_all(h);
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r.status);
 	if (r.too_big) {
-		ns_errf(err, errlen, "%s is larger than %u MiB", what, S_LISTING_MAX >> 20);
+		ns_errf(err, errlen, "%s is larger than %zu bytes", what, max);
 		rc = -EBADMSG;
 	} else if (cc != CURLE_OK) {
 		rc = s_curl_error(c, cc, what, err, errlen);
 	} else if (r.status != 200) {
 		rc = s_status_error(c, &r, repo, what, err, errlen);
-	} else {
-		rc = s_parse_listing(r.body ? r.body : "", r.len, repo, l, err, errlen);
 	}
-	free(r.body);
-	if (rc)
-		hub_listing_free(l);
-	return rc;
+	if (rc) {
+		free(r.body);
+		return rc;
+	}
+	*body = r.body;
+	*len = r.len;
+	return 0;
 }
 
 /* ---- a file's metadata ---- */

@@ -1,5 +1,5 @@
 /* hub_ref.c - "org/name[:QUANT|/FILE]": a model on the Hugging Face hub, as the user names it
- * (llama.cpp's -hf repo:quant, plus a file inside the repo), and listings of a repo's files. */
+ * (llama.cpp's -hf repo:quant, plus a file inside the repo), and the paths inside a repo. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,53 +133,4 @@ int hub_repo_folder(const char *repo, char *out, size_t outlen)
 		return -EINVAL;
 	n = snprintf(out, outlen, "models--%.*s--%s", (int)(slash - repo), repo, slash + 1);
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
-}
-
-int hub_listing_add(struct hub_listing *l, const char *path, uint64_t size, bool has_size,
-		    const char *oid, bool lfs)
-{
-	struct hub_file *f;
-
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 32;
-		struct hub_file *nf;
-
-		if (cap > SIZE_MAX / sizeof(*nf))
-			return -ENOMEM;
-		nf = realloc(l->files, cap * sizeof(*nf));
-		if (!nf)
-			return -ENOMEM;
-		l->files = nf;
-		l->cap = cap;
-	}
-	f = &l->files[l->n];
-	memset(f, 0, sizeof(*f));
-	f->path = strdup(path);
-	if (!f->path)
-		return -ENOMEM;
-	f->size = size;
-	f->has_size = has_size;
-	f->lfs = lfs;
-	snprintf(f->oid, sizeof(f->oid), "%s", oid ? oid : "");
-	l->n++;
-	return 0;
-}
-
-static int s_by_path(const void *a, const void *b)
-{
-	return strcmp(((const struct hub_file *)a)->path, ((const struct hub_file *)b)->path);
-}
-
-void hub_listing_sort(struct hub_listing *l)
-{
-	if (l->n > 1)
-		qsort(l->files, l->n, sizeof(*l->files), s_by_path);
-}
-
-void hub_listing_free(struct hub_listing *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		free(l->files[i].path);
-	free(l->files);
-	memset(l, 0, sizeof(*l));
 }

@@ -113,18 +113,8 @@ static bool s_has_tag(const char *path, const char *tag)
 
 static int s_push(struct hub_pick *p, size_t i)
 {
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 16;
-		size_t *ni;
-
-		if (cap > SIZE_MAX / sizeof(*ni))
-			return -ENOMEM;
-		ni = realloc(p->idx, cap * sizeof(*ni));
-		if (!ni)
-			return -ENOMEM;
-		p->idx = ni;
-		p->cap = cap;
-	}
+	if (p->n == p->cap && hub_grow((void **)&p->idx, &p->cap, sizeof(*p->idx)))
+		return -ENOMEM;
 	p->idx[p->n++] = i;
 	return 0;
 }
