@@ -384,24 +384,33 @@ static int s_curl_error(const struct hub_client *c, CURLcode cc, const char *wha
 	return -EIO;
 }
 
+/* One GET of url (redirects followed), its body to write_fn with r; r->status set. */
+static CURLcode s_get(struct hub_client *c, const char *url, struct s_resp *r, const char *range,
+		      curl_write_callback write_fn)
+{
+	struct curl_slist *h = s_prepare(c, url, r, false, true, range);
+	CURLcode cc;
+
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, write_fn);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, r);
+	cc = curl_easy_perform(c->curl);
+	curl_slist_free_all(h);
+	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r->status);
+	return cc;
+}
+
 /* ---- a small answer ---- */
 
 int hub_get_small(struct hub_client *c, const char *url, size_t max, const char *repo,
 		  const char *what, char **body, size_t *len, char *err, size_t errlen)
 {
 	struct s_resp r = { .max = max, .c = c };
-	struct curl_slist *h;
 	CURLcode cc;
 	int rc = 0;
 
 	*body = NULL;
 	*len = 0;
-	h = s_prepare(c, url, &r, false, true, NULL);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, s_on_body_mem);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &r);
-	cc = curl_easy_perform(c->curl);
-	curl_slist_free_all(h);
-	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r.status);
+	cc = s_get(c, url, &r, NULL, s_on_body_mem);
 	if (r.too_big) {
 		ns_errf(err, errlen, "%s is larger than %zu bytes", what, max);
 		rc = -EBADMSG;
@@ -541,17 +550,11 @@ int hub_get(struct hub_client *c, const char *url, uint64_t from, uint64_t size,
 	name = name ? name + 1 : url;
 	for (int attempt = 0;; attempt++) {
 		struct s_resp r = { .c = c, .sink = s, .from = from, .size = size, .pos = from };
-		struct curl_slist *h;
 		char range[64];
 		CURLcode cc;
 
 		snprintf(range, sizeof(range), "Range: bytes=%llu-", (unsigned long long)from);
-		h = s_prepare(c, url, &r, false, true, from ? range : NULL);
-		curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, s_on_body_sink);
-		curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &r);
-		cc = curl_easy_perform(c->curl);
-		curl_slist_free_all(h);
-		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r.status);
+		cc = s_get(c, url, &r, from ? range : NULL, s_on_body_sink);
 		if (r.sink_rc) {
 			if (s->err != err)
 				ns_errf(err, errlen, "%s", s->err);
