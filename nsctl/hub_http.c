@@ -271,12 +271,25 @@ static size_t s_on_body_sink(char *buf, size_t size, size_t nitems, void *arg)
 	return n;
 }
 
-/* The request's common options; head: a HEAD. Headers list is the caller's to free. */
-static struct curl_slist *s_prepare(struct hub_client *c, const char *url, struct s_resp *r,
-				    bool head, bool follow, const char *range)
+/* A header line appended; false (the list as it was) when out of memory. */
+static bool s_add_header(struct curl_slist **h, const char *line)
 {
-	struct curl_slist *h = NULL, *t;
+	struct curl_slist *t = curl_slist_append(*h, line);
+
+	if (!t)
+		return false;
+	*h = t;
+	return true;
+}
+
+/* One request: a HEAD (redirects not followed: the caller reads them), or a GET (redirects
+ * followed) whose body goes to write_fn with r; r->status set. */
+static CURLcode s_perform(struct hub_client *c, const char *url, struct s_resp *r,
+			  const char *range, curl_write_callback write_fn)
+{
+	struct curl_slist *h = NULL;
 	CURL *k = c->curl;
+	CURLcode cc = CURLE_OUT_OF_MEMORY;
 
 	curl_easy_reset(k);
 	curl_easy_setopt(k, CURLOPT_URL, url);
@@ -289,22 +302,27 @@ static struct curl_slist *s_prepare(struct hub_client *c, const char *url, struc
 	curl_easy_setopt(k, CURLOPT_LOW_SPEED_TIME, 60L);
 	curl_easy_setopt(k, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(k, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(k, CURLOPT_FOLLOWLOCATION, follow ? 1L : 0L);
+	curl_easy_setopt(k, CURLOPT_FOLLOWLOCATION, write_fn ? 1L : 0L);
 	curl_easy_setopt(k, CURLOPT_MAXREDIRS, 10L);
 	curl_easy_setopt(k, CURLOPT_HEADERFUNCTION, s_on_header);
 	curl_easy_setopt(k, CURLOPT_HEADERDATA, r);
-	if (head)
+	if (write_fn) {
+		curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, write_fn);
+		curl_easy_setopt(k, CURLOPT_WRITEDATA, r);
+	} else {
 		curl_easy_setopt(k, CURLOPT_NOBODY, 1L);
+	}
 	c->curl_err[0] = '\0';
-	/* sizes must be the bytes', not a compressed body's */
-	t = curl_slist_append(h, "Accept-Encoding: identity");
-	h = t ? t : h;
-	if (c->auth && s_same_origin(c, url) && (t = curl_slist_append(h, c->auth)))
-		h = t;
-	if (range && (t = curl_slist_append(h, range)))
-		h = t;
-	curl_easy_setopt(k, CURLOPT_HTTPHEADER, h);
-	return h;
+	/* sizes must be the bytes', not a compressed body's; the token only to the hub itself */
+	if (s_add_header(&h, "Accept-Encoding: identity") &&
+	    (!c->auth || !s_same_origin(c, url) || s_add_header(&h, c->auth)) &&
+	    (!range || s_add_header(&h, range))) {
+		curl_easy_setopt(k, CURLOPT_HTTPHEADER, h);
+		cc = curl_easy_perform(k);
+		curl_easy_getinfo(k, CURLINFO_RESPONSE_CODE, &r->status);
+	}
+	curl_slist_free_all(h);
+	return cc;
 }
 
 static const char *s_reason(long status)
@@ -384,21 +402,6 @@ static int s_curl_error(const struct hub_client *c, CURLcode cc, const char *wha
 	return -EIO;
 }
 
-/* One GET of url (redirects followed), its body to write_fn with r; r->status set. */
-static CURLcode s_get(struct hub_client *c, const char *url, struct s_resp *r, const char *range,
-		      curl_write_callback write_fn)
-{
-	struct curl_slist *h = s_prepare(c, url, r, false, true, range);
-	CURLcode cc;
-
-	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, write_fn);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, r);
-	cc = curl_easy_perform(c->curl);
-	curl_slist_free_all(h);
-	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r->status);
-	return cc;
-}
-
 /* ---- a small answer ---- */
 
 int hub_get_small(struct hub_client *c, const char *url, size_t max, const char *repo,
@@ -410,7 +413,7 @@ int hub_get_small(struct hub_client *c, const char *url, size_t max, const char 
 
 	*body = NULL;
 	*len = 0;
-	cc = s_get(c, url, &r, NULL, s_on_body_mem);
+	cc = s_perform(c, url, &r, NULL, s_on_body_mem);
 	if (r.too_big) {
 		ns_errf(err, errlen, "%s is larger than %zu bytes", what, max);
 		rc = -EBADMSG;
@@ -481,19 +484,15 @@ int hub_head_file(struct hub_client *c, const char *repo, const char *commit, co
 		    (int)sizeof(url))
 		return -ENAMETOOLONG;
 	for (int hop = 0;; hop++) {
-		struct curl_slist *h;
 		CURLcode cc;
 		bool redirect;
 		const char *etag, *size;
 
 		memset(&r, 0, sizeof(r));
 		r.c = c;
-		h = s_prepare(c, url, &r, true, false, NULL);
-		cc = curl_easy_perform(c->curl);
-		curl_slist_free_all(h);
+		cc = s_perform(c, url, &r, NULL, NULL);
 		if (cc != CURLE_OK)
 			return s_curl_error(c, cc, what, err, errlen);
-		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &r.status);
 		redirect = r.status >= 300 && r.status < 400;
 		if (redirect && !r.location[0]) {
 			ns_errf(err, errlen, "%s: a %ld redirect without a Location", what, r.status);
@@ -554,7 +553,7 @@ int hub_get(struct hub_client *c, const char *url, uint64_t from, uint64_t size,
 		CURLcode cc;
 
 		snprintf(range, sizeof(range), "Range: bytes=%llu-", (unsigned long long)from);
-		cc = s_get(c, url, &r, from ? range : NULL, s_on_body_sink);
+		cc = s_perform(c, url, &r, from ? range : NULL, s_on_body_sink);
 		if (r.sink_rc) {
 			if (s->err != err)
 				ns_errf(err, errlen, "%s", s->err);
