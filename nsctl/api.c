@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine_internal.h"
 #include "gguf.h"
@@ -63,6 +65,26 @@ static int s_load_meta(struct ns_engine *e)
 			e->stop_ids[e->n_stop++] = (int32_t)i;
 	return 0;
 }
+/* model as an absolute path the children can open from anywhere, symlinks kept: a split
+ * model in the Hugging Face cache is a folder of links named -NNNNN-of-NNNNN.gguf into blobs
+ * named by checksum, and the shards are found by those names. 0 or -errno. */
+static int s_abs_path(const char *model, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+	struct stat st;
+	int n;
+
+	if (stat(model, &st))
+		return -errno;
+	if (model[0] == '/')
+		n = snprintf(out, len, "%s", model);
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	else
+		n = snprintf(out, len, "%s/%s", cwd, model);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 
 int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_engine **out,
 		   char *err, size_t errlen)
@@ -98,9 +120,8 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		e->o.wrap[i] = e->wrap_copy[i];
 	}
 	e->o.backend = !strcmp(e->o.backend, "cuda") ? "cuda" : "cpu"; /* static strings */
-	if (rc == 0 && !realpath(model, e->model_path)) {
-		rc = -errno;
-		ns_errf(err, errlen, "%s: %s", model, strerror(errno));
+	if (rc == 0 && (rc = s_abs_path(model, e->model_path, sizeof(e->model_path)))) {
+		ns_errf(err, errlen, "%s: %s", model, strerror(-rc));
 		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */
 			rc = -EINVAL;
 	}

@@ -27,6 +27,7 @@
 #include "commands.h"
 #include "diskbw.h"
 #include "hparams.h"
+#include "hub.h"
 #include "model.h"
 #include "neurostream.h"
 #include "ns_util.h"
@@ -705,7 +706,7 @@ int cmd_bench(int argc, char **argv)
 	struct ns_engine *probe = NULL;
 	struct ns_engine_opts eo;
 	struct s_disk *disk = NULL;
-	char err[NS_ERR_LEN], name[96], *pp_text = NULL;
+	char err[NS_ERR_LEN], name[96], *pp_text = NULL, pulled[4096];
 	uint64_t n_params = 0;
 	uint32_t pp_tokens = 0;
 	double disk_bps = -1;
@@ -714,6 +715,8 @@ int cmd_bench(int argc, char **argv)
 
 	if (s_parse(&o, argc, argv))
 		return 2;
+	if ((rc = nsctl_model_arg("nsctl bench", &o.model, pulled, sizeof(pulled))))
+		return rc; /* REPO:QUANT -> the cached file */
 	if (!o.budgets.n && !o.ram.n) { /* as nsctl run: what nsctl plan would choose */
 		uint64_t mem = 0, ram = 0;
 		char line[320];

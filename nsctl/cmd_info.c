@@ -8,6 +8,7 @@
 #include "forward.h"
 #include "ggml_type.h"
 #include "hparams.h"
+#include "hub.h"
 #include "json_out.h"
 #include "model.h"
 #include "ns_util.h"
@@ -316,7 +317,7 @@ int cmd_info(int argc, char **argv)
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary s;
-	char err[NS_ERR_LEN];
+	char err[NS_ERR_LEN], pulled[4096];
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
@@ -347,6 +348,8 @@ int cmd_info(int argc, char **argv)
 		fprintf(stderr, "usage: nsctl info MODEL [--json [--metadata] [--tensors]]\n");
 		return 2;
 	}
+	if ((ret = nsctl_model_arg("nsctl info", &path, pulled, sizeof(pulled))))
+		return ret; /* REPO:QUANT -> the cached file */
 	ret = ns_model_open(path, &m, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsctl info: %s\n", err);

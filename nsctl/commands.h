@@ -19,6 +19,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 
 /* The budgets a run takes when the user names some or none: what `nsctl plan` would choose for
  * the same model, context (0: the plan's default) and given budgets (from MemAvailable and the

@@ -23,6 +23,7 @@ static const struct command s_commands[] = {
 	{ "tensor", cmd_tensor, "dequantize a tensor to raw float32: nsctl tensor MODEL NAME [--rows A:B] -o FILE" },
 	{ "tokenize", cmd_tokenize, "text to ids: nsctl tokenize MODEL [--json] [--chat] [--] TEXT" },
 	{ "detokenize", cmd_detokenize, "token ids to text: nsctl detokenize MODEL IDS" },
+	{ "pull", cmd_pull, "a model from the Hugging Face hub: nsctl pull REPO[:QUANT|/FILE] [-o DIR]" },
 };
 
 static void s_usage(FILE *f)
