@@ -135,7 +135,9 @@ enum ns_dim {
 	NS_DIM_EMBD,      /* n_embd */
 	NS_DIM_VOCAB,     /* rows of token_embd.weight */
 	NS_DIM_HEAD,      /* attention heads */
+	NS_DIM_HEAD_KV,   /* key/value heads */
 	NS_DIM_DK,        /* key (and query) head size */
+	NS_DIM_DV,        /* value head size */
 	NS_DIM_Q,         /* n_head * dk */
 	NS_DIM_Q_GATE,    /* 2 * n_head * dk: queries and their output gate (qwen35) */
 	NS_DIM_K,         /* n_head_kv * dk */
@@ -290,6 +292,12 @@ struct ns_arch_model {
 int ns_arch_bind(const struct ns_model *m, struct ns_arch_model **out, char *err,
 		 size_t errlen);
 void ns_arch_model_free(struct ns_arch_model **am);
+
+/* ns_arch_bind for an architecture that some backend in `backends` computes (a builder
+ * first: else -EINVAL, "forward: architecture 'X' is described but not computed yet
+ * (computed: ...)" or "... is not supported (...)"). */
+int ns_arch_bind_computed(const struct ns_model *m, unsigned backends,
+			  struct ns_arch_model **out, char *err, size_t errlen);
 
 /* Can some backend in `backends` run m? A builder for its architecture, then ns_arch_bind's
  * checks; reads no weight and allocates only the bound model. 0, -EINVAL with one line,

@@ -233,19 +233,27 @@ out:
 	return rc;
 }
 
-int ns_arch_check(const struct ns_model *m, unsigned backends, char *err, size_t errlen)
+int ns_arch_bind_computed(const struct ns_model *m, unsigned backends,
+			  struct ns_arch_model **out, char *err, size_t errlen)
 {
 	struct ns_hparams hp;
 	const struct ns_arch *a;
-	struct ns_arch_model *am = NULL;
 	int rc = ns_hparams_load(m, &hp, err, errlen);
 
+	*out = NULL;
 	if (rc < 0)
 		return rc;
 	a = ns_arch_find(hp.arch);
 	if (!a || a->builder == NS_BUILD_NONE || !(a->backends & backends))
 		return s_not_computed(&hp, a, backends, err, errlen);
-	rc = ns_arch_bind(m, &am, err, errlen);
+	return ns_arch_bind(m, out, err, errlen);
+}
+
+int ns_arch_check(const struct ns_model *m, unsigned backends, char *err, size_t errlen)
+{
+	struct ns_arch_model *am = NULL;
+	int rc = ns_arch_bind_computed(m, backends, &am, err, errlen);
+
 	ns_arch_model_free(&am);
 	return rc;
 }

@@ -46,7 +46,9 @@ static bool s_attn_dims(uint64_t *d, uint32_t n_head, uint32_t n_head_kv, uint32
 	const uint64_t q = (uint64_t)n_head * dk, o = (uint64_t)n_head * dv;
 
 	d[NS_DIM_HEAD] = n_head;
+	d[NS_DIM_HEAD_KV] = n_head_kv;
 	d[NS_DIM_DK] = dk;
+	d[NS_DIM_DV] = dv;
 	d[NS_DIM_Q] = q;
 	d[NS_DIM_Q_GATE] = 2 * q;
 	d[NS_DIM_K] = (uint64_t)n_head_kv * dk;
@@ -69,6 +71,10 @@ static int s_decoder(struct ns_arch_model *am, bool need_ff, char *err, size_t e
 			"(n_layer %u n_embd %u n_head %u n_head_kv %u n_ff %u head_dim %u/%u "
 			"rms_eps %g)", hp->arch, hp->n_layer, hp->n_embd, hp->n_head,
 			hp->n_head_kv, hp->n_ff, hp->head_dim_k, hp->head_dim_v, hp->rms_eps);
+		return -EINVAL;
+	}
+	if (am->dim[NS_DIM_VOCAB] > UINT32_MAX) {
+		ns_errf(err, errlen, "forward: token_embd.weight has too many rows");
 		return -EINVAL;
 	}
 	am->dim[NS_DIM_ONE] = 1;

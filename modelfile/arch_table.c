@@ -71,7 +71,8 @@ const struct ns_slot_info *ns_slot_info(unsigned slot)
 
 static const char *const s_dim_names[NS_DIM_COUNT] = {
 	[NS_DIM_END] = "-", [NS_DIM_ONE] = "1", [NS_DIM_EMBD] = "n_embd",
-	[NS_DIM_VOCAB] = "n_vocab", [NS_DIM_HEAD] = "n_head", [NS_DIM_DK] = "head_dim",
+	[NS_DIM_VOCAB] = "n_vocab", [NS_DIM_HEAD] = "n_head", [NS_DIM_HEAD_KV] = "n_head_kv",
+	[NS_DIM_DK] = "head_dim", [NS_DIM_DV] = "head_dim_v",
 	[NS_DIM_Q] = "n_head*head_dim", [NS_DIM_Q_GATE] = "2*n_head*head_dim",
 	[NS_DIM_K] = "n_head_kv*head_dim", [NS_DIM_V] = "n_head_kv*head_dim_v",
 	[NS_DIM_O] = "n_head*head_dim_v", [NS_DIM_FF] = "n_ff", [NS_DIM_EXPERT] = "n_expert",

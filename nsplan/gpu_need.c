@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "arch.h"
 #include "gpu_need.h"
 #include "hparams.h"
 #include "ns_util.h"
@@ -88,12 +89,16 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	for (uint64_t i = 0; ok && i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 
-		if (nsplan_tensor_held(t)) {
+		const enum ns_role role = ns_arch_role(&hp, t);
+
+		/* the held tensors go up as they are (the table's HELD reads, cfwd s_vectors);
+		 * every other tensor a token reads is a placeable piece, or one per expert */
+		if (role == NS_ROLE_HELD) {
 			ok = s_acc(&n->vectors, t->n_elems, 1, 1, 4);
-		} else if (t->n_rows > 1) {
+		} else if (role != NS_ROLE_UNUSED && t->n_rows > 1) {
 			row_max = t->row_bytes > row_max ? t->row_bytes : row_max;
 			ok = !ns_add_u64_overflow(n->slack, NSPLAN_GPU_GRAN *
-						  (strstr(t->name, "_exps") && t->ne[2] > 1 ?
+						  (role == NS_ROLE_EXPERT && t->ne[2] > 1 ?
 						   t->ne[2] : 1), &n->slack);
 		}
 	}

@@ -71,6 +71,10 @@ struct s_cuda {
 	void (*L_destroy)(void *);
 	const struct ns_model *m;
 	struct ns_weights *host;  /* borrowed */
+	const struct ns_arch_model *am; /* the bound model (the forward pass's) */
+	const struct ns_hparams *hp;    /* its hyperparameters */
+	float **dheld;            /* ((n_layer + 1) * NS_SLOT_COUNT) device copies of the held
+				   * tensors (held.h's layout), NULL where none */
 	struct ns_vram *vram;
 	ns_cuda_stream_t cs, xs;  /* compute, copy */
 	ns_cuda_stream_t side[2]; /* decode: k, v (or up) GEMVs beside q (gate) on cs */
@@ -158,9 +162,12 @@ static void s_prof_print(const struct s_cuda *c)
 
 /* ---------------------------------------------------------------- sizes ---------------- */
 
-static bool s_is_matrix(const struct ns_model_tensor *t)
+/* A tensor the kernels multiply or look rows up in (the table's roles: not held, read). */
+static bool s_is_matrix(const struct ns_hparams *hp, const struct ns_model_tensor *t)
 {
-	return t->n_rows > 1 && !nsplan_tensor_held(t);
+	const enum ns_role r = ns_arch_role(hp, t);
+
+	return r != NS_ROLE_HELD && r != NS_ROLE_UNUSED;
 }
 
 /* *acc += n rounded to the arena granule; false on overflow. */
@@ -176,6 +183,7 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 		      struct ns_cfwd_need *n, char *err, size_t errlen)
 {
 	struct nsplan_gpu_need g;
+	struct ns_hparams hp;
 	int rc;
 
 	memset(n, 0, sizeof(*n));
@@ -184,6 +192,8 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 		return -EINVAL;
 	}
 	rc = nsplan_gpu_need(m, o->n_ctx, o->n_batch, o->stage_bytes, &g, err, errlen);
+	if (rc == 0)
+		rc = ns_hparams_load(m, &hp, err, errlen);
 	if (rc < 0)
 		return rc;
 	n->kv = g.kv;
@@ -193,7 +203,7 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 	for (uint64_t i = 0; o->all_resident && i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 
-		if (s_is_matrix(t) && !s_acc(&n->weights, t->n_bytes, 1))
+		if (s_is_matrix(&hp, t) && !s_acc(&n->weights, t->n_bytes, 1))
 			goto overflow;
 	}
 	for (uint64_t i = 0; !o->all_resident && i < o->n_vram; i++) {
@@ -255,6 +265,7 @@ static void s_destroy(void *arch)
 		free(c->t);
 	}
 	free(c->dl);
+	free(c->dheld);
 	free(c->h_sel);
 	free(c->h_tok);
 	free(c->h_slot);
@@ -298,42 +309,56 @@ static int s_upload(struct s_cuda *c, float **dev, const float *host, uint64_t n
 	return rc;
 }
 
-static int s_vectors(struct s_cuda *c, char *err, size_t errlen)
+/* The device copy of a held slot at a layer (-1: global), or NULL. */
+static float *s_dheld(const struct s_cuda *c, int32_t layer, unsigned slot)
 {
-	const struct ns_llama *L = c->L;
-	const uint64_t nq = (uint64_t)L->n_head * L->dk, nk = (uint64_t)L->n_head_kv * L->dk;
-	const uint64_t nv = (uint64_t)L->n_head_kv * L->dv;
+	return c->dheld[(uint64_t)(layer < 0 ? c->am->n_layer : (uint32_t)layer) * NS_SLOT_COUNT +
+			slot];
+}
+
+/* Every held tensor (the table's HELD reads, as the host loaded them) to the device, then
+ * the layers' named vectors from those copies. */
+static int s_vectors(struct s_cuda *c, const struct ns_held *held, char *err, size_t errlen)
+{
+	const struct ns_arch_model *am = c->am;
 	int rc;
 
-	if ((rc = s_upload(c, &c->output_norm, L->output_norm, L->n_embd, err, errlen)) ||
-	    (rc = s_upload(c, &c->rope_freqs, L->rope_freqs, L->rope.n_dims / 2, err, errlen)))
-		return rc;
-	for (uint32_t l = 0; l < L->n_layer; l++) {
-		const struct ns_llama_layer *y = &L->layers[l];
+	c->dheld = calloc(((uint64_t)am->n_layer + 1) * NS_SLOT_COUNT, sizeof(*c->dheld));
+	if (!c->dheld) {
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < am->n_steps; i++) {
+		const struct ns_arch_step *st = &am->steps[i];
+		const uint64_t at = (uint64_t)(st->layer < 0 ? am->n_layer : (uint32_t)st->layer) *
+				    NS_SLOT_COUNT + st->slot;
+
+		if (st->role == NS_ROLE_HELD &&
+		    (rc = s_upload(c, &c->dheld[at], ns_held_get(held, st->layer, st->slot),
+				   am->m->tensors[st->tensor].n_elems, err, errlen)))
+			return rc;
+	}
+	c->output_norm = s_dheld(c, -1, NS_T_OUTPUT_NORM);
+	c->rope_freqs = s_dheld(c, -1, NS_T_ROPE_FREQS);
+	for (uint32_t l = 0; l < am->n_layer; l++) {
+		const int32_t y = (int32_t)l;
 		struct s_dlayer *d = &c->dl[l];
 
-		if ((rc = s_upload(c, &d->attn_norm, y->attn_norm, L->n_embd, err, errlen)) ||
-		    (rc = s_upload(c, &d->ffn_norm, y->ffn_norm, L->n_embd, err, errlen)) ||
-		    (rc = s_upload(c, &d->q_norm, y->q_norm, L->dk, err, errlen)) ||
-		    (rc = s_upload(c, &d->k_norm, y->k_norm, L->dk, err, errlen)) ||
-		    (rc = s_upload(c, &d->bq, y->bq, nq, err, errlen)) ||
-		    (rc = s_upload(c, &d->bk, y->bk, nk, err, errlen)) ||
-		    (rc = s_upload(c, &d->bv, y->bv, nv, err, errlen)) ||
-		    (rc = s_upload(c, &d->bo, y->bo, L->n_embd, err, errlen)) ||
-		    (rc = s_upload(c, &d->sinks, y->sinks, L->n_head, err, errlen)))
-			return rc;
-		if (L->moe) {
-			const struct ns_moe *mo = L->moe;
-			const struct ns_moe_layer *ml = &mo->layers[l];
-			const uint64_t E = mo->n_expert;
-
-			if ((rc = s_upload(c, &d->router_b, ml->router_b, E, err, errlen)) ||
-			    (rc = s_upload(c, &d->gate_b, ml->gate_b, E * mo->n_ff_exp, err,
-					   errlen)) ||
-			    (rc = s_upload(c, &d->up_b, ml->up_b, E * mo->n_ff_exp, err, errlen)) ||
-			    (rc = s_upload(c, &d->down_b, ml->down_b, E * mo->n_embd, err, errlen)))
-				return rc;
-		}
+		d->attn_norm = s_dheld(c, y, NS_T_ATTN_NORM);
+		d->ffn_norm = s_dheld(c, y, NS_T_FFN_NORM);
+		if (!d->ffn_norm) /* gpt-oss names it post_attention_norm */
+			d->ffn_norm = s_dheld(c, y, NS_T_ATTN_POST_NORM);
+		d->q_norm = s_dheld(c, y, NS_T_ATTN_Q_NORM);
+		d->k_norm = s_dheld(c, y, NS_T_ATTN_K_NORM);
+		d->bq = s_dheld(c, y, NS_T_ATTN_Q_B);
+		d->bk = s_dheld(c, y, NS_T_ATTN_K_B);
+		d->bv = s_dheld(c, y, NS_T_ATTN_V_B);
+		d->bo = s_dheld(c, y, NS_T_ATTN_OUT_B);
+		d->sinks = s_dheld(c, y, NS_T_ATTN_SINKS);
+		d->router_b = s_dheld(c, y, NS_T_FFN_GATE_INP_B);
+		d->gate_b = s_dheld(c, y, NS_T_FFN_GATE_EXPS_B);
+		d->up_b = s_dheld(c, y, NS_T_FFN_UP_EXPS_B);
+		d->down_b = s_dheld(c, y, NS_T_FFN_DOWN_EXPS_B);
 	}
 	return 0;
 }
@@ -429,7 +454,7 @@ static int s_windows(struct s_cuda *c, const struct ns_cfwd_opts *o, char *err, 
 		for (uint64_t i = 0; i < m->n_tensors; i++) {
 			const struct ns_model_tensor *t = &m->tensors[i];
 
-			if (!s_is_matrix(t))
+			if (!s_is_matrix(c->hp, t))
 				continue;
 			w[n++] = (struct ns_cfwd_window){ (uint32_t)i, 0, t->n_rows };
 		}
@@ -1202,38 +1227,31 @@ static bool s_whole(const struct s_cuda *c, uint32_t t)
 	return st->n == 1 && st->w[0].rb == 0 && st->w[0].re == c->m->tensors[t].n_rows;
 }
 
-/* Every matrix a dense decode step multiplies is whole in VRAM (no staging: capturable). */
+/* Every matrix a decode step multiplies (the table's MATRIX reads) is whole in VRAM: no
+ * staging, so the step can be captured. */
 static bool s_all_resident(const struct s_cuda *c)
 {
-	const struct ns_llama *L = c->L;
-
-	if (!s_whole(c, L->output))
-		return false;
-	for (uint32_t l = 0; l < L->n_layer; l++) {
-		const struct ns_llama_layer *y = &L->layers[l];
-
-		if (!s_whole(c, y->wq) || !s_whole(c, y->wk) || !s_whole(c, y->wv) ||
-		    !s_whole(c, y->wo) || !s_whole(c, y->w_gate) || !s_whole(c, y->w_up) ||
-		    !s_whole(c, y->w_down))
+	for (uint64_t i = 0; i < c->am->n_steps; i++)
+		if (c->am->steps[i].role == NS_ROLE_MATRIX && !s_whole(c, c->am->steps[i].tensor))
 			return false;
-	}
 	return true;
 }
 
 /* Every matrix the kernels multiply has a type they compute, and whole 32-element units unless
  * it is a float type (F32/F16/BF16 rows may end in a partial unit: the kernels' tail paths).
  * The token embedding is read on the host (rows by id) unless it is also the output head. */
-static int s_computable(const struct ns_model *m, char *err, size_t errlen)
+static int s_computable(const struct ns_model *m, const struct ns_hparams *hp, char *err,
+			size_t errlen)
 {
-	const bool tied = !ns_model_find(m, "output.weight");
 	char tb[32];
 
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
+		const enum ns_role r = ns_arch_role(hp, t);
 		const bool flt = t->type == NS_TYPE_F32 || t->type == NS_TYPE_F16 ||
 				 t->type == NS_TYPE_BF16;
 
-		if (!s_is_matrix(t) || (!tied && !strcmp(t->name, "token_embd.weight")))
+		if (r != NS_ROLE_MATRIX && r != NS_ROLE_EXPERT && r != NS_ROLE_ROWS_MATRIX)
 			continue;
 		if (!ns_cuda_type_supported(t->type)) {
 			ns_errf(err, errlen, "cuda: %s is %s, a type the CUDA kernels do not "
@@ -1255,7 +1273,6 @@ static int s_computable(const struct ns_model *m, char *err, size_t errlen)
 int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		const struct ns_cfwd_opts *opts, struct ns_fwd **out, char *err, size_t errlen)
 {
-	struct ns_hparams hp;
 	struct ns_fwd *f;
 	struct s_cuda *c;
 	int rc;
@@ -1265,12 +1282,14 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		ns_errf(err, errlen, "cuda: no options");
 		return -EINVAL;
 	}
-	if ((rc = s_computable(m, err, errlen)) < 0)
-		return rc;
 	rc = ns_fwd_alloc(m, host, opts->n_ctx, opts->n_batch, opts->on_route, opts->route_user,
-			  "cuda", &hp, &f, err, errlen);
+			  NS_BACKEND_CUDA, &f, err, errlen);
 	if (rc < 0)
 		return rc;
+	if ((rc = s_computable(m, &f->am->hp, err, errlen)) < 0) {
+		ns_fwd_destroy(&f);
+		return rc;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		ns_fwd_destroy(&f);
@@ -1278,7 +1297,7 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		return -ENOMEM;
 	}
 	/* the model description, as the CPU pass builds it, without its host state */
-	rc = ns_llama_setup(f, m, &hp, 0, false, err, errlen);
+	rc = ns_llama_setup(f, 0, false, err, errlen);
 	c->L = f->arch;
 	c->L_destroy = f->arch_destroy;
 	f->arch = c;
@@ -1287,6 +1306,8 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		goto fail;
 	f->eval_chunk = s_eval_chunk;
 	c->m = m;
+	c->am = f->am;
+	c->hp = &f->am->hp;
 	c->host = host;
 	c->n_batch = f->n_batch;
 	if (!(c->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*c->t))) ||
@@ -1301,7 +1322,7 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		o.n_batch = f->n_batch;
 		if ((rc = s_cuda_init(c, &o, f->n_ctx, err, errlen)) < 0 ||
 		    (rc = s_state(c, f->n_ctx, err, errlen)) < 0 ||
-		    (rc = s_vectors(c, err, errlen)) < 0 ||
+		    (rc = s_vectors(c, f->held, err, errlen)) < 0 ||
 		    (rc = s_windows(c, &o, err, errlen)) < 0)
 			goto fail;
 		/* the vectors and windows went up on the legacy stream (ns_cuda_h2d), which the
