@@ -1,5 +1,5 @@
-/* gpu_need.c - see gpu_need.h. The allocations mirror nscompute/cuda/cfwd.c s_state: one
- * rounded allocation per buffer, in the same list. */
+/* gpu_need.c - see gpu_need.h. The allocations mirror nscompute/cuda/cfwd_vram.c cfwd_state:
+ * one rounded allocation per buffer, in the same list. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -72,7 +72,7 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	F = E ? (hp.n_ff_exp ? hp.n_ff_exp : g0 ? g0->ne[1] : 0) : 0;
 	ff = E ? F : hp.n_ff;
 	ws = nsplan_gpu_attn_ws(nb, hp.n_head, n_ctx, hp.head_dim_v);
-	/* cfwd.c s_state: K, V; x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
+	/* cfwd_vram.c cfwd_state: K, V; x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
 	 * the decode graph's position */
 	ok = s_acc(&kv, hp.n_layer, n_ctx, nk, 4) && s_acc(&kv, hp.n_layer, n_ctx, nv, 4) &&
 	     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
