@@ -9,39 +9,6 @@
 
 #define S_LIMIT_S 60 /* the whole test; a hang is a failure, not a CI timeout */
 
-/* Run nsio with args, its stdout and stderr into out; returns its exit status. */
-static int s_run_nsio(const char *const *args, char *out, size_t n)
-{
-	char path[4096];
-	const char *argv[16];
-	int fds[2], st;
-	size_t k = 0, got = 0;
-	ssize_t r;
-	pid_t pid;
-
-	argv[k++] = ns_nsio_path(path, sizeof(path));
-	for (size_t i = 0; args[i] && k + 1 < NS_ARRAY_LEN(argv); i++)
-		argv[k++] = args[i];
-	argv[k] = NULL;
-	IOT_CHECK(pipe(fds) == 0, "pipe");
-	pid = fork();
-	IOT_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		dup2(fds[1], 1);
-		close(fds[0]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	while (got + 1 < n && (r = read(fds[0], out + got, n - 1 - got)) > 0)
-		got += (size_t)r;
-	out[got] = '\0';
-	close(fds[0]);
-	IOT_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* The byte at which the last tensor's row `row` starts: cut there, rows row.. are past EOF. */
 static uint64_t s_cut_at(const struct ns_model_tensor *t, uint64_t row)
 {
@@ -52,7 +19,7 @@ static void s_refused_at_start(const char *short_model, const struct ns_model_te
 {
 	char out[4096];
 	const char *args[] = { "--model", short_model, "--mem-budget", "8MB", NULL };
-	int rc = s_run_nsio(args, out, sizeof(out));
+	int rc = iot_run_nsio(args, out, sizeof(out));
 	char *nl = strchr(out, '\n');
 
 	IOT_CHECK(rc == 2 && strstr(out, short_model) && strstr(out, t->name) &&
