@@ -477,8 +477,14 @@ static int s_check_data(struct reader *r, struct ns_gguf *g)
 		if (t->offset % g->alignment)
 			return s_fail(r, g->data_offset, "tensor '%s': data offset %" PRIu64
 				      " is not aligned to %u", t->name.s, t->offset, g->alignment);
-		if (t->offset > data_len || t->n_bytes > data_len - t->offset)
-			return s_fail(r, g->data_offset + (t->offset < data_len ? t->offset : data_len),
+		/* apart from the rest, so that data_len - offset cannot wrap and the message's
+		 * file offsets below cannot overflow */
+		if (t->offset > data_len)
+			return s_fail(r, g->file_size, "tensor '%s': data offset %" PRIu64
+				      " lies past the end of the data (%" PRIu64 " bytes)", t->name.s,
+				      t->offset, data_len);
+		if (t->n_bytes > data_len - t->offset)
+			return s_fail(r, g->data_offset + t->offset,
 				      "truncated: tensor '%s' needs bytes %" PRIu64 "..%" PRIu64
 				      " but the file ends at %" PRIu64, t->name.s,
 				      g->data_offset + t->offset,

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
 #include "commands.h"
-#include "forward.h"
 #include "ggml_type.h"
 #include "hparams.h"
 #include "hub.h"
@@ -19,7 +19,7 @@ static const char *s_yes(bool b)
 	return b ? "yes" : "no";
 }
 
-/* unrunnable: why no backend can run the model (ns_fwd_check's line), NULL when one can. */
+/* unrunnable: why no backend can run the model (ns_arch_check's line), NULL when one can. */
 static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 			 const struct ns_summary *s, const char *path, const char *unrunnable)
 {
@@ -367,7 +367,7 @@ int cmd_info(int argc, char **argv)
 		return 1;
 	}
 	/* the file is shown either way; what would refuse it to run is a line of the report */
-	ret = ns_fwd_check(m, err, sizeof(err));
+	ret = ns_arch_check(m, NS_BACKEND_CPU | NS_BACKEND_CUDA, err, sizeof(err));
 	if (ret == -ENOMEM) {
 		fprintf(stderr, "nsctl info: %s\n", err);
 		ns_summary_free(&s);

@@ -9,7 +9,7 @@
 #include "budget_defaults.h"
 #include "commands.h"
 #include "fixed_mem.h"
-#include "forward.h"
+#include "arch.h"
 #include "gpu_need.h"
 #include "hparams.h"
 #include "json_out.h"
@@ -552,9 +552,10 @@ int cmd_plan(int argc, char **argv)
 	}
 	ret = ns_hparams_load(m, &hp, err, sizeof(err));
 	/* a plan for a model whose tables contradict each other would be a promise run breaks;
-	 * an architecture the forward pass does not know yet is still planned (by shapes) */
-	if (!ret && ns_fwd_arch_supported(hp.arch))
-		ret = ns_fwd_check(m, err, sizeof(err));
+	 * an architecture no pass computes yet is still planned (by the architecture table where
+	 * it describes it, else by shapes) */
+	if (!ret)
+		ret = ns_arch_check_described(m, err, sizeof(err));
 	if (!ret && ns_summary_compute(m, &hp, &sum)) {
 		ns_errf(err, sizeof(err), "out of memory");
 		ret = -ENOMEM;
@@ -638,8 +639,8 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool 
 		ret = ns_hparams_load(m, &hp, err, sizeof(err));
 	/* run and bench: a model no backend runs is refused here, before the budgets' line
 	 * (nse_start checks it again for the API's other callers: 0.01 s) */
-	if (!ret && ns_fwd_arch_supported(hp.arch))
-		ret = ns_fwd_check(m, err, sizeof(err));
+	if (!ret)
+		ret = ns_arch_check(m, NS_BACKEND_CPU | NS_BACKEND_CUDA, err, sizeof(err));
 	if (!ret && ns_summary_compute(m, &hp, &sum)) {
 		ns_errf(err, sizeof(err), "out of memory");
 		ret = -ENOMEM;

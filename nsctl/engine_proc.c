@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
-#include "forward.h"
+#include "arch.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -388,7 +388,7 @@ int nse_start(struct ns_engine *e)
 		return rc;
 	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
 	 * backend can run is refused here once, not by nscompute after nsio has started */
-	rc = ns_fwd_check(e->m, e->err, sizeof(e->err));
+	rc = ns_arch_check(e->m, NS_BACKEND_CPU | NS_BACKEND_CUDA, e->err, sizeof(e->err));
 	if (rc < 0)
 		return rc;
 	for (int i = 0; i < NS_PROC_COUNT; i++)

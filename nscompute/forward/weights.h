@@ -12,6 +12,8 @@
  * Tensors are named by their index in ns_model.tensors (ns_model_find_index). A tensor of
  * ne = [n_cols, ne1, ne2, ne3] has n_rows = ne1 * ne2 * ne3 rows of n_cols elements.
  *
+ * Providers share their setup and checks through weights_provider.h.
+ *
  * Ownership: a struct ns_weights is created by a provider constructor (ns_weights_ref_new, ...)
  * and freed with ns_weights_destroy(&w). It borrows the model, which must outlive it. Providers
  * are not thread-safe: one forward pass uses one provider. */
@@ -68,11 +70,6 @@ struct ns_weights {
  * Slow and obviously right; the spec the other providers are tested against. */
 int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *err,
 		       size_t errlen);
-
-/* For providers: 0 when [row0, row_end) is a row window of t and ldy (a matmul's output row
- * stride; UINT64_MAX when there is none) holds it, else -EINVAL with a line in err. */
-int ns_weights_check_window(const struct ns_model_tensor *t, uint64_t row0, uint64_t row_end,
-			    uint64_t ldy, char *err, size_t errlen);
 
 /* Frees the provider and nulls *w. Safe on NULL. */
 void ns_weights_destroy(struct ns_weights **w);

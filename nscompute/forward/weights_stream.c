@@ -5,12 +5,11 @@
 #include <string.h>
 
 #include "client.h"
-#include "dequant.h"
 #include "gemv.h"
-#include "ggml_type.h"
 #include "ns_util.h"
 #include "ramcache.h"
 #include "seg.h"
+#include "weights_provider.h"
 #include "weights_stream.h"
 
 struct s_stream {
@@ -70,19 +69,15 @@ static int s_check_block(struct s_call *k, const struct ns_block *b)
 static int s_mm_block(void *ctx, const struct ns_block *b)
 {
 	struct s_call *k = ctx;
-	char tb[32];
 	uint64_t t0;
 	int rc = s_check_block(k, b);
 
 	if (rc)
 		return rc;
 	t0 = ns_now_ns();
-	rc = ns_gemm_ex(k->s->pool, &k->s->kopts, k->t->type, b->data, k->t->ne[0], b->nrows,
-			k->x, k->n_tok, k->y + (b->row0 - k->row0), k->ldy);
+	rc = ns_weights_gemm(k->s->pool, &k->s->kopts, k->t, b->data, b->nrows, k->x, k->n_tok,
+			     k->y + (b->row0 - k->row0), k->ldy, k->s->err, sizeof(k->s->err));
 	k->kernel_ns += ns_now_ns() - t0;
-	if (rc < 0)
-		ns_errf(k->s->err, sizeof(k->s->err), "%s (%s): kernel failed: %s", k->t->name,
-			ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
 	return rc;
 }
 
@@ -90,17 +85,12 @@ static int s_mm_block(void *ctx, const struct ns_block *b)
 static int s_rows_block(void *ctx, const struct ns_block *b)
 {
 	struct s_call *k = ctx;
-	char tb[32];
 	int rc = s_check_block(k, b);
 
 	if (rc)
 		return rc;
-	rc = ns_dequant_rows(k->t->type, b->data, k->t->ne[0], b->nrows,
-			     k->y + (b->row0 - k->row0) * k->t->ne[0]);
-	if (rc < 0)
-		ns_errf(k->s->err, sizeof(k->s->err), "%s: cannot dequantize type %s: %s",
-			k->t->name, ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
-	return rc;
+	return ns_weights_dequant(k->t, b->data, b->nrows, k->y + (b->row0 - k->row0) * k->t->ne[0],
+				  k->s->err, sizeof(k->s->err));
 }
 
 /* visit block: the caller's callback on the arena (or RAM tier) bytes. */
@@ -116,15 +106,6 @@ static int s_visit_block(void *ctx, const struct ns_block *b)
 	rc = k->visit_cb(k->visit_ctx, b->row0, b->nrows, b->data);
 	k->kernel_ns += ns_now_ns() - t0;
 	return rc;
-}
-
-static const struct ns_model_tensor *s_tensor(struct s_stream *s, uint32_t tensor)
-{
-	if (tensor >= s->m->n_tensors) {
-		ns_errf(s->err, sizeof(s->err), "tensor index %u out of range", tensor);
-		return NULL;
-	}
-	return &s->m->tensors[tensor];
 }
 
 /* Check a mapped RAM segment's directory against our model; false: do not use it. */
@@ -274,7 +255,7 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
 	struct s_stream *s = ctx;
-	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(s->m, tensor, s->err, sizeof(s->err));
 	struct s_call k;
 
 	if (!t)
@@ -292,7 +273,7 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		   ns_weights_block_fn cb, void *cbctx)
 {
 	struct s_stream *s = ctx;
-	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(s->m, tensor, s->err, sizeof(s->err));
 	struct s_call k;
 
 	if (!t)
@@ -308,7 +289,7 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
 {
 	struct s_stream *s = ctx;
-	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(s->m, tensor, s->err, sizeof(s->err));
 
 	if (!t)
 		return -EINVAL;
@@ -317,11 +298,8 @@ static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t 
 		struct s_call k;
 		int rc;
 
-		if (rows[i] < 0 || (uint64_t)rows[i] >= t->n_rows) {
-			ns_errf(s->err, sizeof(s->err), "%s: row %lld out of range (%llu rows)",
-				t->name, (long long)rows[i], (unsigned long long)t->n_rows);
+		if (ns_weights_check_row(t, rows[i], s->err, sizeof(s->err)))
 			return -EINVAL;
-		}
 		/* a run of consecutive rows is one stream */
 		while (j < n && rows[j] == rows[j - 1] + 1 && (uint64_t)rows[j] < t->n_rows)
 			j++;
@@ -389,21 +367,16 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 			  char *err, size_t errlen)
 {
 	struct s_stream *s = calloc(1, sizeof(*s));
-	struct ns_weights *w = calloc(1, sizeof(*w));
-	int n_threads = opts && opts->n_threads > 0 ? opts->n_threads : 1;
-	int rc = 0;
+	int rc;
 
 	*out = NULL;
-	if (!s || !w || !(s->cidx = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*s->cidx)))) {
+	if (!s || !(s->cidx = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*s->cidx)))) {
 		free(s);
-		free(w);
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	s->m = m;
 	s->c = c;
-	s->kopts.path = NS_KPATH_AUTO;
-	s->kopts.act = opts && opts->act == NS_ACT_Q8 ? NS_ACT_Q8 : NS_ACT_F32;
 	s->block_rows = opts ? opts->block_rows : 0;
 	if (opts && opts->session)
 		snprintf(s->session, sizeof(s->session), "%s", opts->session);
@@ -412,22 +385,15 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 		s->on_ram_map_ctx = opts->on_ram_map_ctx;
 	}
 	s->lookahead = opts ? opts->lookahead : ns_client_default_lookahead(c);
-	if (n_threads > 1 && !(s->pool = ns_pool_new(n_threads))) {
-		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);
-		rc = -ENOMEM;
-	}
+	rc = ns_weights_kernels(opts ? opts->n_threads : 1, NS_KPATH_AUTO,
+				opts ? opts->act : NS_ACT_F32, &s->kopts, &s->pool, err, errlen);
 	if (rc == 0)
 		rc = s_map_tensors(s, err, errlen);
 	if (rc < 0) {
 		s_destroy(s);
-		free(w);
 		return rc;
 	}
-	w->ops = &s_stream_ops;
-	w->ctx = s;
-	w->model = m;
-	*out = w;
-	return 0;
+	return ns_weights_install(&s_stream_ops, s, m, out, err, errlen);
 }
 
 void ns_weights_stream_stats(const struct ns_weights *w, struct ns_weights_stream_stats *out)

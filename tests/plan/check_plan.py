@@ -9,8 +9,9 @@ For every tiny model and RAM budgets 0, a bit, half, everything (+ a sweep):
     the non-resident touched bytes of every tensor that is not held, where touched is
     computed here (dense tensors whole, one row of an untied token_embd, expert tensors
     bytes * n_expert_used / n_expert), plus one row of a tied token_embd on disk (the
-    embedding lookup). Held tensors (one row: norms, biases, sinks; expert bias tables) are
-    read once at start: per_token.held_disk = their bytes on disk, never per token;
+    embedding lookup). Held tensors (one row: norms, biases, sinks; expert bias tables;
+    convolution kernels) are read once at start: per_token.held_disk = their bytes on disk,
+    never per token;
   * total touched, the prediction at RAM 0 and for a budget of exactly the small every-token
     matrices (attention, router) are hand-computed here;
   * more RAM never predicts more bytes.
@@ -56,9 +57,11 @@ def is_expert(name):
 
 def held(t):
     """copied once at start by the forward pass: one row (norms, biases, sinks, rope
-    factors) or a per-expert bias table"""
+    factors), a per-expert bias table, or a linear-attention layer's convolution kernel
+    (ssm_conv1d, [kernel, channels]: the conv reads it whole, no row is multiplied)"""
     n = t["name"]
-    return all(d == 1 for d in t["shape"][1:]) or (is_expert(n) and n.endswith(".bias"))
+    return all(d == 1 for d in t["shape"][1:]) or (is_expert(n) and n.endswith(".bias")) or \
+        n.endswith(".ssm_conv1d.weight")
 
 
 def small_every_token(t):
