@@ -18,6 +18,7 @@ argv: NSCTL NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
 outside CI)."""
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -128,7 +129,13 @@ def run_all(tmp):
     with open(text, "w") as f:
         f.write("this is a text file, not a GGUF model\n" * 64)
     longname = os.path.join(tmp, "x" * 300, "model.gguf")  # a component past NAME_MAX
-    bad_models = [nofile, adir, empty, text, longname]
+    # not regular files: refused at once (a FIFO used to block open() until a writer came)
+    fifo = os.path.join(tmp, "fifo.gguf")
+    os.mkfifo(fifo)
+    sockpath = os.path.join(tmp, "sock.gguf")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(sockpath)
+    bad_models = [nofile, adir, empty, text, longname, fifo, sockpath, "/dev/null"]
     m = MODEL
     # malformed numbers: each must be refused (none of these is a valid count for any option
     # below, whatever its range)
@@ -358,7 +365,10 @@ def run_all(tmp):
           row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", nodir], None,
               ["no-such-dir"]),
           row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", adir], None,
-              ["adir"])]
+              ["adir"]),
+          # an existing file is never replaced without --force (a real model, here a text)
+          row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", text], 2,
+              ["text.gguf", "exists", "--force"])]
     for opt in ("--layers", "--split", "--seed"):
         R += [row(NSCTL, ["mkmodel"] + mk + [opt, v], 2, [opt]) for v in bad_ints]
 
@@ -456,6 +466,12 @@ def run_all(tmp):
     for p in (out,):
         if os.path.exists(p):
             fail("%s was written by a refused command" % p)
+    with open(text) as f:
+        if f.read() != "this is a text file, not a GGUF model\n" * 64:
+            fail("%s was overwritten by a refused command" % text)
+    left = [f for f in os.listdir(tmp) if f.startswith("text.gguf.")]
+    if left:
+        fail("temporary files left beside a refused output: %s" % left)
 
     # ... and the limits are honoured, not just refused past: the largest seed is taken whole;
     # nsctl logits' --ram-budget gives nsio a RAM tier (it was dropped without nsplan)
