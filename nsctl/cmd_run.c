@@ -144,7 +144,8 @@ static int s_size(const char *flag, const char *v, uint64_t *out)
 
 static int s_wrap(struct s_opts *o, const char *v)
 {
-	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan" };
+	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan",
+							   "nsrouter" };
 	const char *eq = strchr(v, '=');
 
 	for (int i = 0; eq && i < NS_PROC_COUNT; i++) {
@@ -156,7 +157,7 @@ static int s_wrap(struct s_opts *o, const char *v)
 		}
 	}
 	fprintf(stderr, "nsctl run: --wrap wants PROC=CMD with PROC one of nsio, nscompute, "
-		"nsplan (got '%s')\n", v);
+		"nsplan, nsrouter (got '%s')\n", v);
 	return -EINVAL;
 }
 
@@ -570,6 +571,8 @@ int cmd_run(int argc, char **argv)
 		ns_engine_pid(e, NS_PROC_NSIO), ns_engine_pid(e, NS_PROC_NSCOMPUTE));
 	if (ns_engine_pid(e, NS_PROC_NSPLAN))
 		fprintf(stderr, ", nsplan pid %d", ns_engine_pid(e, NS_PROC_NSPLAN));
+	if (ns_engine_pid(e, NS_PROC_NSROUTER))
+		fprintf(stderr, ", nsrouter pid %d", ns_engine_pid(e, NS_PROC_NSROUTER));
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
 	if (o.final_only && !s_harmony(e)) {
 		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "

@@ -158,8 +158,8 @@ static int s_attach(struct nsplan_proc *p)
 		}
 		p->opts.budgets.reserve_vram = gn.total;
 	}
-	ret = nsplan_shm_create(&p->seg, p->session_id, nsplan_entry_bound(p->m, &p->hp),
-				p->session->ctl->hdr.owner_pid, err, sizeof(err));
+	ret = nsplan_shm_create(&p->seg, p->session_id, nsplan_entry_bound(p->m, &p->hp), err,
+				sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsplan: %s\n", err);
 		return 1;
@@ -255,19 +255,22 @@ static void s_replan(struct nsplan_proc *p)
 static bool s_loop(struct nsplan_proc *p)
 {
 	sigset_t set;
-	struct timespec tick = { 1, 0 };
+	struct timespec tick = { 0, 100000000 }; /* a heartbeat every 100 ms */
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	ns_beat_hello(p->session->ctl, NS_ROLE_NSPLAN, (int32_t)getpid());
 	for (;;) {
 		int sig = sigtimedwait(&set, NULL, &tick);
+
+		ns_beat(p->session->ctl, NS_ROLE_NSPLAN);
 		if (sig == SIGHUP)
 			s_replan(p);
 		else if (sig == SIGTERM || sig == SIGINT)
 			return true;
-		else if (!ns_pid_alive(p->session->ctl->hdr.owner_pid))
+		else if (!ns_session_owner_alive(p->session->ctl))
 			return true; /* session owner gone: nobody will read plans again */
 	}
 }

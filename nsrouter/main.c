@@ -224,9 +224,10 @@ static int s_serve(struct ns_client *c, const struct ns_rplan *rp, struct ns_rhi
 	}
 	while (!s_stop && rc == 0) {
 		zmq_pollitem_t it = { .socket = sock, .events = ZMQ_POLLIN };
-		int n = zmq_poll(&it, 1, 200); /* a signal ends the wait early */
+		int n = zmq_poll(&it, 1, 100); /* a signal ends the wait early */
 		bool flush = s_flush;
 
+		ns_client_beat(c);
 		s_flush = 0;
 		if (hits && hits->dirty && (flush || ns_now_ns() - t_write > 2000000000ull)) {
 			ns_rhits_write(hits, stats_path);
@@ -267,7 +268,8 @@ static int s_serve(struct ns_client *c, const struct ns_rplan *rp, struct ns_rhi
 int main(int argc, char **argv)
 {
 	struct s_opts o = { 0 };
-	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000 };
+	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000,
+				     .beat_role = NS_ROLE_NSROUTER };
 	struct sigaction sa = { .sa_handler = s_on_signal };
 	struct ns_model *m = NULL;
 	struct ns_client *c = NULL;
