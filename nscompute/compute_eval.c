@@ -315,6 +315,11 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 void nsc_proc_free(struct nsc_proc *p)
 {
 	nsc_route_close(p);
+	if (p->sock && p->stop && *p->stop) { /* told to stop: nobody waits for what is queued */
+		int linger = 0;
+
+		zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof(linger));
+	}
 	if (p->sock)
 		zmq_close(p->sock);
 	if (p->zctx)

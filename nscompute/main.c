@@ -131,8 +131,9 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 /* Model, nsio client, provider, forward pass. */
 static int s_attach(struct nsc_proc *p)
 {
+	/* SIGTERM (also the kernel's, when nsctl dies) ends a wait for nsio at once */
 	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000,
-				     .beat_role = NS_ROLE_NSCOMPUTE };
+				     .beat_role = NS_ROLE_NSCOMPUTE, .cancel = p->stop };
 	struct ns_weights_stream_opts wo;
 	struct ns_fwd_opts fo = { 0 };
 	char err[NS_ERR_LEN];
@@ -268,5 +269,7 @@ int main(int argc, char **argv)
 	nsc_proc_free(&p);
 	if (rc == -EINVAL)
 		return 2;
+	if (rc == -EPERM)
+		return NS_EXIT_FOREIGN; /* a segment of the session is not ours */
 	return rc < 0 ? 1 : 0;
 }

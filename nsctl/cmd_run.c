@@ -87,7 +87,10 @@ static void s_usage(FILE *f)
 		"  --act f32|q8          kernels' activations: f32 (default, exact weights) or q8\n"
 		"                        (int8 per 32 as llama.cpp: faster 4-bit kernels; cuda:\n"
 		"                        decode GEMVs of quantized weights, prefill stays f16/f32)\n"
-		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan) under CMD, e.g.\n"
+		"  --stall-timeout S     a process whose heartbeat stands still S seconds is taken\n"
+		"                        for stopped or stuck: nsio, nsplan, nsrouter are restarted,\n"
+		"                        nscompute ends the run (default 10)\n"
+		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan, nsrouter) under CMD, e.g.\n"
 		"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
 		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
 		"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
@@ -291,6 +294,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--threads")) {
 			rc = s_int(a, v, 0, 1024, &u);
 			o->eo.threads = (int)u;
+		} else if (!strcmp(a, "--stall-timeout")) {
+			rc = s_int(a, v, 1, 3600, &u);
+			o->eo.stall_ms = (uint32_t)u * 1000u;
 		} else if (!strcmp(a, "--wrap")) {
 			rc = s_wrap(o, v);
 		} else {

@@ -138,6 +138,12 @@ static int s_start_child(struct ns_engine *e, enum ns_engine_proc p)
 		if (rc != -ECHILD)
 			break;
 		nse_status_text(st, why, sizeof(why));
+		if (WIFEXITED(st) && WEXITSTATUS(st) == NS_EXIT_FOREIGN) {
+			ns_errf(e->err, sizeof(e->err), "%s stopped: a segment of session %s is not "
+				"ours (its line above names it)", nse_name(p), e->id);
+			rc = -EPERM;
+			break;
+		}
 		if (!WIFSIGNALED(st) || ++c->restarts > s_table[p].max_restarts) {
 			bool bad_input = WIFEXITED(st) && WEXITSTATUS(st) == 2;
 
@@ -184,6 +190,27 @@ static int s_table_setup(struct ns_engine *e)
 	return 0;
 }
 
+/* A new random session id; test hook NS_TEST_SESSION_ID names it instead (with the key
+ * hook of shm/seg.h, a test plants another user's segments under the names the session
+ * will use). */
+static int s_session_id(struct ns_engine *e)
+{
+	const char *t = getenv("NS_TEST_SESSION_ID");
+	int rc;
+
+	if (t && *t) {
+		if (!ns_session_id_valid(t))
+			return ns_errf(e->err, sizeof(e->err), "NS_TEST_SESSION_ID '%s' is not "
+				       "1-16 of [A-Za-z0-9_]", t), -EINVAL;
+		snprintf(e->id, sizeof(e->id), "%s", t);
+		return 0;
+	}
+	rc = ns_session_random_id(e->id);
+	if (rc < 0)
+		ns_errf(e->err, sizeof(e->err), "getrandom: %s", strerror(-rc));
+	return rc;
+}
+
 int nse_start(struct ns_engine *e)
 {
 	struct ns_session_params sp = NS_SESSION_PARAMS_DEFAULT;
@@ -203,9 +230,9 @@ int nse_start(struct ns_engine *e)
 		return rc;
 	/* the keeper first, told the id before anything of the session exists: from here on
 	 * whatever nsctl leaves behind by dying is removed */
-	rc = ns_session_random_id(e->id);
+	rc = s_session_id(e);
 	if (rc < 0)
-		return ns_errf(e->err, sizeof(e->err), "getrandom: %s", strerror(-rc)), rc;
+		return rc;
 	rc = nse_keeper_start(e);
 	if (rc < 0)
 		return rc;
@@ -247,6 +274,10 @@ static int s_died(struct ns_engine *e, enum ns_engine_proc p, int st, const char
 	int rc;
 
 	c->stalled = false;
+	if (code == NS_EXIT_FOREIGN) /* restarting it would meet the same segment */
+		return ns_errf(e->err, sizeof(e->err), "%s stopped: a segment of session %s is "
+			       "not ours (its line above names it); the run stops", nse_name(p),
+			       e->id), -EPERM;
 	if (d->policy == S_FATAL) {
 		if (!said)
 			ns_errf(e->err, sizeof(e->err), "%s died (%s); generation abandoned",

@@ -87,6 +87,8 @@ static int s_push(struct ns_client *c, const struct ns_req_rec *r)
 		rc = ns_futex_wait(&s->req_head, h, S_WAIT_NS / 10);
 		atomic_store(&s->req_waiting, 0);
 		ns_beat(c->ctl, c->o.beat_role);
+		if (c->o.cancel && *c->o.cancel)
+			return -ECANCELED;
 		if (rc == -ETIMEDOUT && (rc = s_check_dead(c)) < 0)
 			return rc;
 	}
@@ -293,6 +295,7 @@ int ns_client_open(const char *session, const struct ns_client_opts *o, struct n
 	c->o.attach_timeout_ms = o && o->attach_timeout_ms ? o->attach_timeout_ms : 10000;
 	c->o.dead_timeout_ms = o && o->dead_timeout_ms ? o->dead_timeout_ms : 15000;
 	c->o.beat_role = o ? o->beat_role : 0;
+	c->o.cancel = o ? o->cancel : NULL;
 	/* the session may still be being created (by nsio itself): retry until the timeout */
 	for (uint64_t t0 = ns_now_ns();;) {
 		rc = ns_session_attach(session, false, &c->sess, err, errlen);
@@ -521,6 +524,8 @@ int ns_client_wait(struct ns_client *c, uint64_t ticket, struct ns_block *b)
 		rc = ns_futex_wait(&s->cpl_tail, tail, S_WAIT_NS);
 		atomic_store(&s->cpl_waiting, 0);
 		ns_beat(c->ctl, c->o.beat_role); /* waiting on nsio is not being stuck */
+		if (c->o.cancel && *c->o.cancel)
+			return -ECANCELED;
 		if (rc == -ETIMEDOUT && (rc = s_check_dead(c)) < 0)
 			return rc;
 	}

@@ -29,6 +29,7 @@
 #ifndef NSIO_CLIENT_H
 #define NSIO_CLIENT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,8 @@ struct ns_ctl;
 struct ns_client_opts {
 	uint64_t attach_timeout_ms; /* wait this long for nsio to be RUNNING at open (10000) */
 	uint64_t dead_timeout_ms;   /* give up on a dead nsio after this long (15000) */
+	volatile sig_atomic_t *cancel; /* when it becomes non-zero, a wait for nsio returns
+				     * -ECANCELED within 100 ms (a SIGTERM flag); NULL: never */
 	uint32_t beat_role;         /* enum ns_role (shm/layout.h) the caller beats as: the
 				     * client beats it at open and in every wait for nsio, so a
 				     * process waiting on a stopped nsio does not look stopped

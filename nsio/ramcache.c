@@ -281,8 +281,9 @@ int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *ses
 	int r;
 
 	err[0] = 0;
-	if (!rc->plan.base && nsplan_shm_open(&rc->plan, session, err, errlen))
-		return -EAGAIN; /* absent, or nsplan is creating it (header not written yet) */
+	if (!rc->plan.base && (r = nsplan_shm_open(&rc->plan, session, err, errlen)))
+		return r == -EPERM ? r : -EAGAIN; /* not ours; or absent, or nsplan is creating
+						   * it (header not written yet) */
 	c = (const struct nsplan_seg_ctl *)((const uint8_t *)rc->plan.base +
 					    sizeof(struct ns_seg_header));
 	seq = atomic_load_explicit(&((struct nsplan_seg_ctl *)c)->seq, memory_order_acquire);

@@ -363,6 +363,16 @@ static void s_ram_said(struct nsio *s)
 	fflush(stdout);
 }
 
+/* A segment of the session is not ours: stop serving (exit NS_EXIT_FOREIGN), nothing of it
+ * used. Returns false / 0 for the callers below. */
+static bool s_foreign(struct nsio *s, const char *why)
+{
+	fprintf(stderr, "nsio: %s; stopping\n", why);
+	s->exit_code = NS_EXIT_FOREIGN;
+	*s->stop = 1;
+	return false;
+}
+
 bool nsio_ram_ready(struct nsio *s)
 {
 	char err[NS_ERR_LEN] = "";
@@ -377,6 +387,8 @@ bool nsio_ram_ready(struct nsio *s)
 	if (!s->ram.plan_gen) {
 		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
 				   sizeof(err));
+		if (rc == -EPERM || rc == -EEXIST) /* a plan or RAM segment that is not ours */
+			return s_foreign(s, err);
 		if (rc == -EAGAIN && !(s->no_plan && *s->no_plan) &&
 		    t0 - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
 			return false;
@@ -426,6 +438,8 @@ static int s_ram_update(struct nsio *s)
 		s->ram.t_poll = ns_now_ns();
 		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
 				   sizeof(err));
+		if (rc == -EPERM || rc == -EEXIST)
+			return s_foreign(s, err);
 		if (rc < 0 && rc != -EAGAIN)
 			fprintf(stderr, "nsio: keeping RAM generation %u: %s\n", s->ram.plan_gen, err);
 	}

@@ -145,7 +145,7 @@ static int s_attach(struct nsplan_proc *p)
 	ret = ns_session_attach(p->session_id, false, &p->session, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsplan: session %s: %s\n", p->session_id, err);
-		return 1;
+		return ret == -EPERM ? NS_EXIT_FOREIGN : 1;
 	}
 	if (!p->mem_given)
 		p->opts.budgets.mem = p->session->ctl->budget_bytes;
@@ -162,7 +162,7 @@ static int s_attach(struct nsplan_proc *p)
 				sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsplan: %s\n", err);
-		return 1;
+		return ret == -EPERM ? NS_EXIT_FOREIGN : 1;
 	}
 	p->seg_mapped = true;
 	return 0;

@@ -191,6 +191,20 @@ int ns_session_random_id(char id[NS_SESSION_ID_LEN + 1])
 	return 0;
 }
 
+/* Test hook NS_TEST_SEG_KEY=16 hex digits: the key a new control segment gets instead of a
+ * random one, so that a test can plant a session's other segments under their real names (the
+ * two-user test). Returns 0 when it set *key. */
+static int s_test_key(uint64_t *key)
+{
+	const char *v = getenv("NS_TEST_SEG_KEY");
+	char *end;
+
+	if (!v || strlen(v) != NS_SEG_KEY_LEN)
+		return -ENOENT;
+	*key = strtoull(v, &end, 16);
+	return *end ? -EINVAL : 0;
+}
+
 /* The owner fields a keyed segment copies from its session's control segment. */
 static void s_owner_of(const char *session, int32_t *pid, uint64_t *start)
 {
@@ -223,7 +237,7 @@ int ns_seg_create(struct ns_seg *seg, const char *session, const char *what, uin
 	rc = ns_seg_name(seg->name, sizeof(seg->name), session, what, err, errlen);
 	if (rc)
 		return rc;
-	if (root && getrandom(&key, sizeof(key), 0) != (ssize_t)sizeof(key))
+	if (root && s_test_key(&key) && getrandom(&key, sizeof(key), 0) != (ssize_t)sizeof(key))
 		return ns_errf(err, errlen, "getrandom: %s", strerror(errno)), -EIO;
 	if (root) {
 		owner = (int32_t)getpid();
@@ -233,7 +247,16 @@ int ns_seg_create(struct ns_seg *seg, const char *session, const char *what, uin
 	}
 	fd = shm_open(seg->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
+		char path[NS_SEG_NAME_LEN + 16];
+		struct stat st;
+
 		rc = -errno;
+		snprintf(path, sizeof(path), S_SHM_DIR "%s", seg->name);
+		if (rc == -EEXIST && stat(path, &st) == 0 && st.st_uid != geteuid())
+			return ns_errf(err, errlen, "segment %s exists already and belongs to uid "
+				       "%u (mode %04o), not to us: another user made it; refusing "
+				       "it", seg->name, (unsigned)st.st_uid,
+				       (unsigned)(st.st_mode & 07777)), -EPERM;
 		ns_errf(err, errlen, "shm_open %s: %s", seg->name, strerror(errno));
 		return rc;
 	}

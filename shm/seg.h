@@ -28,6 +28,9 @@
 #define NS_SESSION_ID_LEN 16 /* hex characters of a random 64-bit id */
 #define NS_SEG_KEY_LEN 16    /* hex characters of the session's random 64-bit name key */
 #define NS_SEG_CTL_WHAT "ctl"
+/* Exit code of a session's process that found a segment of it that is not ours (-EPERM from
+ * the checks below): its supervisor stops the session rather than restart it into the same. */
+#define NS_EXIT_FOREIGN 4
 
 enum ns_seg_kind {
 	NS_SEG_CTL = 1,   /* control: clients, rings, leases, tensor table, stats (read-write) */
@@ -72,9 +75,9 @@ int ns_seg_name(char *buf, size_t n, const char *session, const char *what, char
 		size_t errlen);
 
 /* Create a new segment of size bytes (O_EXCL, 0600), zero it, write the header: generation 0;
- * for the control segment a new random key and owner = this process; for the others the
- * owner the control segment names. Fails with -EEXIST if the name is taken (for a keyed name
- * that means someone who can read our control segment made it: never reused). */
+ * for the control segment a new random key (test hook: $NS_TEST_SEG_KEY, 16 hex digits) and
+ * owner = this process; for the others the owner the control segment names. Fails with
+ * -EEXIST if the name is taken, -EPERM (and a line naming the owner) if another user took it. */
 int ns_seg_create(struct ns_seg *seg, const char *session, const char *what, uint32_t kind,
 		  size_t size, char *err, size_t errlen);
 

@@ -172,6 +172,28 @@ int ns_session_hold(const char *id, char *err, size_t errlen)
 	return fd;
 }
 
+/* A session without a lock: alive while its control segment's creator is (pid, and start
+ * time where the header has one); without a control segment, while its runtime dir (made at
+ * `made`) is younger than a minute. */
+static int s_owner_probe(const char *id, time_t made)
+{
+	char user[32], path[300];
+	struct ns_seg_header h;
+	ssize_t got;
+	int fd;
+
+	ns_seg_user(user, sizeof(user));
+	snprintf(path, sizeof(path), "/dev/shm/ns-%s-%s-ctl", user, id);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return time(NULL) - made > S_LOCK_GRACE_S ? 0 : 1;
+	got = pread(fd, &h, sizeof(h), 0);
+	close(fd);
+	if (got != (ssize_t)sizeof(h) || h.magic != NS_SEG_MAGIC)
+		return time(NULL) - made > S_LOCK_GRACE_S ? 0 : 1;
+	return ns_proc_alive(h.owner_pid, h.layout_version >= 2 ? h.owner_start : 0);
+}
+
 int ns_session_probe(const char *id)
 {
 	char dir[PATH_MAX];
@@ -185,8 +207,8 @@ int ns_session_probe(const char *id)
 		close(fd);
 		return 0;
 	}
-	if (fd == -ENOENT) /* made, its lock not yet: a start in progress, or one that died */
-		return time(NULL) - st.st_mtime > S_LOCK_GRACE_S ? 0 : 1;
+	if (fd == -ENOENT) /* no lock: a start in progress, one that died, or an older build's */
+		return s_owner_probe(id, st.st_mtime);
 	return 1; /* held (or not ours to judge) */
 }
 
@@ -245,7 +267,7 @@ static bool s_orphan_stale(int dfd, const char *name)
 	}
 	close(fd);
 	if (got == (ssize_t)sizeof(h) && h.magic == NS_SEG_MAGIC)
-		return !ns_proc_alive(h.owner_pid, h.owner_start);
+		return !ns_proc_alive(h.owner_pid, h.layout_version >= 2 ? h.owner_start : 0);
 	return time(NULL) - st.st_mtime > S_LOCK_GRACE_S; /* never finished creating */
 }
 
@@ -273,6 +295,35 @@ int ns_session_sweep(void)
 bool ns_session_owner_alive(const struct ns_ctl *ctl)
 {
 	return ns_proc_alive(ctl->hdr.owner_pid, ctl->hdr.owner_start);
+}
+
+/* Any /dev/shm entry of session id that is not ours (or not 0600) was planted: -EPERM with
+ * a line naming it. Its names other than the control segment's carry a key only we can read,
+ * so this finds what a leaked key or a test hook let in before anything uses it. */
+static int s_foreign(const char *id, char *err, size_t errlen)
+{
+	char user[32], prefix[96];
+	struct dirent *de;
+	struct stat st;
+	DIR *d = opendir("/dev/shm");
+	int rc = 0;
+
+	ns_seg_user(user, sizeof(user));
+	snprintf(prefix, sizeof(prefix), "ns-%s-%s-", user, id);
+	while (d && rc == 0 && (de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
+			ns_errf(err, errlen, "segment /%s of this session belongs to uid %u (mode "
+				"%04o), not to us: another user planted it; refusing the session",
+				de->d_name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			rc = -EPERM;
+		}
+	}
+	if (d)
+		closedir(d);
+	return rc;
 }
 
 int ns_session_create(const struct ns_session_params *p, struct ns_session **out, char *err,
@@ -323,6 +374,9 @@ int ns_session_create(const struct ns_session_params *p, struct ns_session **out
 		goto fail;
 	rc = ns_seg_create(&s->arena_seg, s->id, S_ARENA, NS_SEG_ARENA,
 			   NS_ARENA_DATA_OFFSET + arena_bytes, err, errlen);
+	if (rc)
+		goto fail;
+	rc = s_foreign(s->id, err, errlen);
 	if (rc)
 		goto fail;
 	c = s->ctl = s->ctl_seg.base;

@@ -54,7 +54,8 @@ struct ns_session {
 	char rundir[PATH_MAX];
 };
 
-/* Create a new session (sweeping stale ones first). Returns 0 or -errno with a line in err. */
+/* Create a new session (sweeping dead ones first). Returns 0 or -errno with a line in err:
+ * -EEXIST when the id is taken, -EPERM when a segment of it exists that another user made. */
 int ns_session_create(const struct ns_session_params *p, struct ns_session **out, char *err,
 		      size_t errlen);
 

@@ -42,6 +42,34 @@ static void s_basic(void)
 			  "mode 0644 refused: %s", err);
 		IOT_CHECK(chmod(apath, 0600) == 0, "chmod back");
 	}
+	if (geteuid() == 0) {
+		/* as root, another uid: its "plan" under the session's real (keyed) name is
+		 * refused when opened, by owner, and nsplan's create path refuses it too */
+		char plan[NS_SEG_NAME_LEN], ppath[300];
+		struct ns_seg other;
+		pid_t pid;
+		int st2;
+
+		IOT_CHECK(ns_seg_name(plan, sizeof(plan), id, "plan", err, sizeof(err)) == 0,
+			  "plan name: %s", err);
+		snprintf(ppath, sizeof(ppath), "/dev/shm%s", plan);
+		pid = fork();
+		if (pid == 0) {
+			int fd;
+
+			if (setgid(65534) || setuid(65534))
+				_exit(2);
+			fd = open(ppath, O_CREAT | O_EXCL | O_RDWR, 0666);
+			_exit(fd >= 0 && fchmod(fd, 0666) == 0 && ftruncate(fd, 4096) == 0 ? 0 : 1);
+		}
+		IOT_CHECK(pid > 0 && waitpid(pid, &st2, 0) == pid && WIFEXITED(st2) &&
+			  WEXITSTATUS(st2) == 0, "plant as uid 65534");
+		IOT_CHECK(ns_seg_open(&other, id, "plan", 3, false, err, sizeof(err)) == -EPERM &&
+			  strstr(err, "uid 65534"), "another uid's segment refused: %s", err);
+		IOT_CHECK(ns_seg_create(&other, id, "plan", 3, 4096, err, sizeof(err)) == -EPERM &&
+			  strstr(err, "uid 65534"), "create over another uid's: %s", err);
+		IOT_CHECK(unlink(ppath) == 0, "remove the plant");
+	}
 	/* O_EXCL: the same id cannot be created twice */
 	p.id = id;
 	IOT_CHECK(ns_session_create(&p, &dup, err, sizeof(err)) == -EEXIST, "O_EXCL");
