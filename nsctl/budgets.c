@@ -21,6 +21,24 @@ uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx)
 								      : NSCTL_DEFAULT_CTX;
 }
 
+int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, uint64_t overhead,
+			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
+			char *err, size_t errlen)
+{
+	int ret = ns_hparams_load(m, hp, err, errlen);
+
+	if (!ret && ns_fwd_arch_supported(hp->arch))
+		ret = ns_fwd_check(m, err, errlen);
+	if (!ret && ns_summary_compute(m, hp, sum)) {
+		ns_errf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+	}
+	if (!ret)
+		ret = nsplan_fixed_compute(m, hp, nsctl_default_ctx(hp, n_ctx), overhead, fx, err,
+					   errlen);
+	return ret;
+}
+
 uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams *hp, bool embd)
 {
 	uint64_t total = m->total_tensor_bytes;
@@ -160,19 +178,11 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool 
 	a.b.ram = ram_given ? *ram : 0;
 	line[0] = 0;
 	ret = ns_model_open(model, &m, err, sizeof(err));
-	if (!ret)
-		ret = ns_hparams_load(m, &hp, err, sizeof(err));
 	/* run and bench: a model no backend runs is refused here, before the budgets' line
 	 * (nse_start checks it again for the API's other callers: 0.01 s) */
-	if (!ret && ns_fwd_arch_supported(hp.arch))
-		ret = ns_fwd_check(m, err, sizeof(err));
-	if (!ret && ns_summary_compute(m, &hp, &sum)) {
-		ns_errf(err, sizeof(err), "out of memory");
-		ret = -ENOMEM;
-	}
 	if (!ret)
-		ret = nsplan_fixed_compute(m, &hp, nsctl_default_ctx(&hp, n_ctx),
-					   rss * NSPLAN_N_PROCESSES, &fx, err, sizeof(err));
+		ret = nsctl_budget_inputs(m, n_ctx, rss * NSPLAN_N_PROCESSES, &hp, &sum, &fx, err,
+					  sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;

@@ -22,6 +22,15 @@ uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx);
  * embedding unless embd (it is never cached by default). */
 uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams *hp, bool embd);
 
+/* What budgets are weighed against, from m's headers: its hyperparameters (*hp), summary
+ * (*sum, to free) and the fixed set (*fx) at n_ctx (0: nsctl_default_ctx) with overhead bytes
+ * for the processes themselves. A model no backend runs is refused (ns_fwd_check; an
+ * architecture the forward pass does not know yet is still weighed by its shapes). Returns 0,
+ * or -errno with a line in err. */
+int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, uint64_t overhead,
+			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
+			char *err, size_t errlen);
+
 /* What the user asked for, and the choice (b) once completed. */
 struct nsctl_budget_req {
 	const char *who;  /* prefix of the messages: "nsctl plan", "nsctl run" */

@@ -421,20 +421,11 @@ int cmd_plan(int argc, char **argv)
 		fprintf(stderr, "nsctl plan: %s\n", err);
 		return 2;
 	}
-	ret = ns_hparams_load(m, &hp, err, sizeof(err));
-	/* a plan for a model whose tables contradict each other would be a promise run breaks;
-	 * an architecture the forward pass does not know yet is still planned (by shapes) */
-	if (!ret && ns_fwd_arch_supported(hp.arch))
-		ret = ns_fwd_check(m, err, sizeof(err));
-	if (!ret && ns_summary_compute(m, &hp, &sum)) {
-		ns_errf(err, sizeof(err), "out of memory");
-		ret = -ENOMEM;
-	}
+	/* a plan for a model whose tables contradict each other would be a promise run breaks */
+	ret = nsctl_budget_inputs(m, a.n_ctx, a.overhead_given ? a.overhead :
+				  rss * NSPLAN_N_PROCESSES, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)
-		a.n_ctx = nsctl_default_ctx(&hp, a.n_ctx);
-	if (!ret)
-		ret = nsplan_fixed_compute(m, &hp, a.n_ctx, a.overhead_given ? a.overhead :
-					   rss * NSPLAN_N_PROCESSES, &fx, err, sizeof(err));
+		a.n_ctx = fx.n_ctx;
 	if (ret) {
 		fprintf(stderr, "nsctl plan: %s\n", err);
 		ret = ret == -ENOMEM ? 1 : 2;
