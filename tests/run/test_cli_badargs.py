@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from run_testlib import fail, failures, require_model
+
 NSCTL, NSIO, NSPLAN, NSROUTER, NSCOMPUTE = sys.argv[1:6]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")
@@ -32,19 +34,7 @@ SANITIZER = ("runtime error", "AddressSanitizer", "LeakSanitizer", "UndefinedBeh
 COMMANDS = {"info", "logits", "bench", "run", "ps", "mkmodel", "plan", "tensor", "tokenize",
             "detokenize"}
 
-if not os.path.isfile(MODEL):
-    if os.environ.get("CI") == "true":
-        print("FAIL: oracle model missing under CI: " + MODEL)
-        sys.exit(1)
-    print("SKIP: oracle model missing: " + MODEL)
-    sys.exit(77)
-
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL: " + msg)
+require_model(MODEL)
 
 
 def row(prog, args, rc=2, words=(), one_line=True, first=None):

@@ -3,8 +3,9 @@
 
 Model: the oracle's tiny Qwen3-MoE (so nsrouter runs too), greedy, a small arena so that the
 run streams for about a second. For every victim (nsio, nsplan, nsrouter, nscompute, nsctl)
-and round, the victim is killed at a uniformly random moment in [0, WINDOW] s after nsctl
-starts (or the moment it appears, if it has not started yet by then). Then:
+and round, the victim is killed at a uniformly random moment in [0, min(WINDOW, 0.8 x an
+undisturbed run's length)] s after nsctl starts (or the moment it appears, if it has not
+started yet by then). Then:
   * nsio / nsplan / nsrouter: nsctl restarts it, exits 0 and the text equals an undisturbed
     run's, byte for byte;
   * nscompute: nsctl exits 1 with the line 'nscompute died';
@@ -25,29 +26,21 @@ import sys
 import tempfile
 import time
 
+from run_testlib import fail, failures, require_model
+
 NSCTL = sys.argv[1]
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-qwen3moe-Q4_K_M.gguf")
 VICTIMS = ["nsio", "nsplan", "nsrouter", "nscompute", "nsctl"]
-WINDOW = 1.2   # s after nsctl starts: the kill moment is uniform in [0, WINDOW]
+WINDOW = 1.2   # s after nsctl starts: the kill moment is uniform in [0, WINDOW], at most
+               # 0.8 of an undisturbed run's length (a round the run outpaces is retried
+               # earlier, up to 3 times)
 LIMIT = 2.0    # s from nsctl's end until nothing of the session may be left
 ARGS = ["run", MODEL, "-p", "Once upon a time", "-n", "40", "--ignore-eos", "--temp", "0",
         "--mem-budget", "256KB", "--block-rows", "4", "--threads", "1"]
 
-if not os.path.isfile(MODEL):
-    if os.environ.get("CI") == "true":
-        print("FAIL: oracle model missing under CI: " + MODEL)
-        sys.exit(1)
-    print("SKIP: oracle model missing: " + MODEL)
-    sys.exit(77)
-
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL: " + msg, flush=True)
+require_model(MODEL)
 
 
 def proc_stat(pid):
@@ -129,7 +122,10 @@ def main():
     env = dict(os.environ, USER=user, XDG_RUNTIME_DIR=rundirs)
     out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
     try:
-        rc, _, _, _ = run_once(env, None, 0, out, err)
+        t_ref = time.monotonic()
+        rc, t_ref_end, _, _ = run_once(env, None, 0, out, err)
+        # kill moments within the run: its length varies with the machine's load
+        window = min(WINDOW, 0.8 * (t_ref_end - t_ref))
         with open(out, "rb") as f:
             want = f.read()
         if rc != 0 or len(want) < 20:
@@ -138,8 +134,13 @@ def main():
         for victim in VICTIMS:
             times = []
             for r in range(ROUNDS):
-                delay = rng.uniform(0, WINDOW)
+                delay = rng.uniform(0, window)
                 rc, t_end, known, killed = run_once(env, victim, delay, out, err)
+                for _ in range(3):  # the run was faster this time: an earlier moment
+                    if killed:
+                        break
+                    delay /= 2
+                    rc, t_end, known, killed = run_once(env, victim, delay, out, err)
                 with open(out, "rb") as f:
                     got = f.read()
                 with open(err, "rb") as f:

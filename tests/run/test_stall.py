@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from run_testlib import fail, failures, require_model
+
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-qwen3moe-Q4_K_M.gguf")
@@ -25,19 +27,7 @@ ARGS = ["run", MODEL, "-p", "Once upon a time", "-n", "400", "--ignore-eos", "--
         "--mem-budget", "256KB", "--block-rows", "4", "--threads", "1",
         "--stall-timeout", "%d" % STALL]
 
-if not os.path.isfile(MODEL):
-    if os.environ.get("CI") == "true":
-        print("FAIL: oracle model missing under CI: " + MODEL)
-        sys.exit(1)
-    print("SKIP: oracle model missing: " + MODEL)
-    sys.exit(77)
-
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL: " + msg, flush=True)
+require_model(MODEL)
 
 
 def child(ppid, comm):

@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+from run_testlib import fail, failures, require_model
+
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-qwen3moe-Q4_K_M.gguf")
@@ -27,19 +29,7 @@ MARK = b"planted by another user\n" * 64
 if os.geteuid() != 0 or not shutil.which("setpriv"):
     print("SKIP: needs root and setpriv to act as a second user")
     sys.exit(77)
-if not os.path.isfile(MODEL):
-    if os.environ.get("CI") == "true":
-        print("FAIL: oracle model missing under CI: " + MODEL)
-        sys.exit(1)
-    print("SKIP: oracle model missing: " + MODEL)
-    sys.exit(77)
-
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL: " + msg, flush=True)
+require_model(MODEL)
 
 
 def plant(path):
