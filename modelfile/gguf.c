@@ -624,15 +624,12 @@ int ns_gguf_open(const char *path, struct ns_gguf **out, char *err, size_t errle
 	int ret;
 
 	*out = NULL;
-	r.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (r.fd < 0) {
+	r.fd = ns_open_regular(path, O_RDONLY, err, errlen);
+	if (r.fd < 0)
+		return r.fd;
+	if (fstat(r.fd, &st) < 0) {
 		ret = -errno;
-		ns_errf(err, errlen, "%s: cannot open: %s", path, strerror(-ret));
-		return ret;
-	}
-	if (fstat(r.fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		ns_errf(err, errlen, "%s: not a regular file", path);
+		ns_errf(err, errlen, "%s: cannot stat: %s", path, strerror(-ret));
 		close(r.fd);
 		return ret;
 	}

@@ -6,7 +6,7 @@
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
- * and the rest streamed through nsio (cfwd.h, cuda_attach.c) - and serves nsctl over one ZeroMQ PAIR socket (ctl_proto.h;
+ * and the rest streamed through nsio (cfwd.h, cuda_attach.c) - and serves nsctl over one ZeroMQ PAIR socket (proto/ctl_msg.h;
  * default endpoint ipc://RUNDIR/compute.sock). Malformed messages are counted and dropped.
  * SIGTERM/SIGINT, QUIT, or the death of the parent (nsctl): exit. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage or input. */
@@ -22,7 +22,7 @@
 
 #include "client.h"
 #include "compute_eval.h"
-#include "ctl_proto.h"
+#include "ctl_msg.h"
 #include "forward.h"
 #include "gemv.h"
 #include "model.h"
@@ -131,7 +131,9 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 /* Model, nsio client, provider, forward pass. */
 static int s_attach(struct nsc_proc *p)
 {
-	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000 };
+	/* SIGTERM (also the kernel's, when nsctl dies) ends a wait for nsio at once */
+	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000,
+				     .beat_role = NS_BEAT_NSCOMPUTE, .cancel = p->stop };
 	struct ns_weights_stream_opts wo;
 	struct ns_fwd_opts fo = { 0 };
 	char err[NS_ERR_LEN];
@@ -218,8 +220,9 @@ static int s_serve(struct nsc_proc *p)
 	while (rc == 0 && !s_stop) {
 		zmq_pollitem_t it = { .socket = p->sock, .events = ZMQ_POLLIN };
 		zmq_msg_t msg;
-		int n = zmq_poll(&it, 1, 200);
+		int n = zmq_poll(&it, 1, 100);
 
+		ns_client_beat(p->c); /* idle: every 100 ms */
 		if (getppid() != parent)
 			return -EPIPE; /* nsctl is gone */
 		if (n < 0 && zmq_errno() == EINTR)
@@ -266,5 +269,7 @@ int main(int argc, char **argv)
 	nsc_proc_free(&p);
 	if (rc == -EINVAL)
 		return 2;
+	if (rc == -EPERM)
+		return NS_EXIT_FOREIGN; /* a segment of the session is not ours */
 	return rc < 0 ? 1 : 0;
 }

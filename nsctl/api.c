@@ -210,7 +210,7 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->requests = b->requests - a->requests;
 	s->cache_hits = b->cache_hits - a->cache_hits;
 	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
-	s->nsio_restarts = e->restarts[NS_PROC_NSIO];
+	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
 }
 
@@ -524,7 +524,7 @@ const char *ns_engine_session(const struct ns_engine *e)
 
 int ns_engine_pid(const struct ns_engine *e, enum ns_engine_proc p)
 {
-	return p < NS_PROC_COUNT ? (int)e->pid[p] : 0;
+	return p < NS_PROC_COUNT ? (int)e->child[p].pid : 0;
 }
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out)

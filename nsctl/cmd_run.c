@@ -88,7 +88,10 @@ static void s_usage(FILE *f)
 		"  --act f32|q8          kernels' activations: f32 (default, exact weights) or q8\n"
 		"                        (int8 per 32 as llama.cpp: faster 4-bit kernels; cuda:\n"
 		"                        decode GEMVs of quantized weights, prefill stays f16/f32)\n"
-		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan) under CMD, e.g.\n"
+		"  --stall-timeout S     a process whose heartbeat stands still S seconds is taken\n"
+		"                        for stopped or stuck: nsio, nsplan, nsrouter are restarted,\n"
+		"                        nscompute ends the run (default 10)\n"
+		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan, nsrouter) under CMD, e.g.\n"
 		"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
 		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
 		"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
@@ -145,7 +148,8 @@ static int s_size(const char *flag, const char *v, uint64_t *out)
 
 static int s_wrap(struct s_opts *o, const char *v)
 {
-	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan" };
+	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan",
+							   "nsrouter" };
 	const char *eq = strchr(v, '=');
 
 	for (int i = 0; eq && i < NS_PROC_COUNT; i++) {
@@ -157,7 +161,7 @@ static int s_wrap(struct s_opts *o, const char *v)
 		}
 	}
 	fprintf(stderr, "nsctl run: --wrap wants PROC=CMD with PROC one of nsio, nscompute, "
-		"nsplan (got '%s')\n", v);
+		"nsplan, nsrouter (got '%s')\n", v);
 	return -EINVAL;
 }
 
@@ -291,6 +295,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--threads")) {
 			rc = s_int(a, v, 0, 1024, &u);
 			o->eo.threads = (int)u;
+		} else if (!strcmp(a, "--stall-timeout")) {
+			rc = s_int(a, v, 1, 3600, &u);
+			o->eo.stall_ms = (uint32_t)u * 1000u;
 		} else if (!strcmp(a, "--wrap")) {
 			rc = s_wrap(o, v);
 		} else {
@@ -575,6 +582,8 @@ int cmd_run(int argc, char **argv)
 		ns_engine_pid(e, NS_PROC_NSIO), ns_engine_pid(e, NS_PROC_NSCOMPUTE));
 	if (ns_engine_pid(e, NS_PROC_NSPLAN))
 		fprintf(stderr, ", nsplan pid %d", ns_engine_pid(e, NS_PROC_NSPLAN));
+	if (ns_engine_pid(e, NS_PROC_NSROUTER))
+		fprintf(stderr, ", nsrouter pid %d", ns_engine_pid(e, NS_PROC_NSROUTER));
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
 	if (o.final_only && !s_harmony(e)) {
 		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "

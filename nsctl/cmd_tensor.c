@@ -211,9 +211,9 @@ int cmd_tensor(int argc, char **argv)
 		fprintf(stderr, "nsctl tensor: %s: %s is too large\n", model_path, name);
 		goto done;
 	}
-	fd = open(m->shards[t->shard]->path, O_RDONLY | O_CLOEXEC);
+	fd = ns_open_regular(m->shards[t->shard]->path, O_RDONLY, err, sizeof(err));
 	if (fd < 0) {
-		fprintf(stderr, "nsctl tensor: %s: %s\n", m->shards[t->shard]->path, strerror(errno));
+		fprintf(stderr, "nsctl tensor: %s\n", err);
 		ret = 1;
 		goto done;
 	}

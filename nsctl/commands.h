@@ -21,6 +21,8 @@ int cmd_run(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 
+/* ---- budgets.c: what run and bench check before anything starts ---- */
+
 /* The budgets a run takes when the user names some or none: what `nsctl plan` would choose for
  * the same model, context (0: the plan's default) and given budgets (from MemAvailable and the
  * cgroup limit, budget_defaults.h). mem / ram: in: the given figures, out: the chosen ones.

@@ -115,6 +115,7 @@ struct nsio {
 	volatile sig_atomic_t *dump; /* SIGUSR1: print the queues to stderr */
 	volatile sig_atomic_t *no_plan; /* SIGUSR2: no plan will come (nsplan ended); the RAM
 					 * tier stops waiting for one and streams everything */
+	int exit_code;          /* nsio's exit code when serving ended by itself (0: none) */
 	bool said_short;
 	bool said_read_err;       /* a failed read was explained on stderr (once) */
 	struct nsio_ram ram;    /* the RAM tier (ramcache.h) */

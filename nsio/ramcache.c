@@ -15,7 +15,6 @@
 #include "plan_shm.h"
 #include "ramcache.h"
 
-#define S_DIR_OFF 128u /* the directory follows the segment header */
 
 static uint64_t s_n_rows(void *ctx, uint64_t tensor)
 {
@@ -84,33 +83,20 @@ static int s_read_plan(struct nsio_ram *rc, const struct ns_model *m, void **buf
 	return r;
 }
 
-/* Create the segment (data capacity rc->size) and its directory; owner: the session's. */
-static int s_create_seg(struct nsio_ram *rc, const char *session, int32_t owner_pid,
-			char *err, size_t errlen)
+/* Create the segment (data capacity rc->size) with compute's table; dir.ready follows once
+ * the fixed windows are in. */
+static int s_create_seg(struct nsio_ram *rc, const char *session, char *err, size_t errlen)
 {
-	uint64_t dir = S_DIR_OFF + sizeof(struct nsio_ram_dir), tabs, total;
-	struct nsio_ram_dir *d;
 	int r;
 
-	if (ns_mul_u64_overflow(rc->n_tensors, 16, &tabs) ||
-	    ns_add_u64_overflow(dir, tabs + 63, &dir) ||
-	    ns_add_u64_overflow(dir / 64 * 64, rc->size, &total) || total > SIZE_MAX)
-		return ns_errf(err, errlen, "RAM cache size overflows"), -EOVERFLOW;
-	dir = dir / 64 * 64;
-	ns_seg_unlink(session, NSIO_RAM_SEG_WHAT); /* a killed nsio's: same bytes, reloaded */
-	r = ns_seg_create(&rc->seg, session, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, total, err,
-			  errlen);
+	ns_seg_unlink(session, NS_RAM_SEG_WHAT); /* a killed nsio's: same bytes, reloaded */
+	r = ns_ram_seg_create(&rc->seg, session, rc->n_tensors, rc->rows, rc->off, rc->size, err,
+			      errlen);
 	if (r)
 		return r;
 	snprintf(rc->session, sizeof(rc->session), "%s", session);
-	((struct ns_seg_header *)rc->seg.base)->owner_pid = owner_pid;
-	d = (struct nsio_ram_dir *)((uint8_t *)rc->seg.base + S_DIR_OFF);
-	d->magic = NSIO_RAM_MAGIC;
-	d->n_tensors = rc->n_tensors;
-	d->data_off = dir;
-	d->data_bytes = rc->size;
-	rc->dir = d;
-	rc->base = (uint8_t *)rc->seg.base + dir;
+	rc->dir = rc->seg.dir;
+	rc->base = rc->seg.data;
 	return 0;
 }
 
@@ -123,10 +109,9 @@ static uint64_t s_win_bytes(const struct ns_model *m, uint32_t t, uint64_t row0,
 /* First generation: every RAM window, fixed ones first in data, all queued for filling. */
 static int s_apply_first(struct nsio_ram *rc, const struct ns_model *m,
 			 const struct nsplan_header *h, const struct nsplan_entry *e,
-			 const char *session, int32_t owner_pid, char *err, size_t errlen)
+			 const char *session, char *err, size_t errlen)
 {
 	uint64_t n = 0, pos = 0;
-	int r;
 
 	for (uint64_t i = 0; i < h->n_entries; i++)
 		n += e[i].tier == NSPLAN_RAM;
@@ -167,16 +152,7 @@ static int s_apply_first(struct nsio_ram *rc, const struct ns_model *m,
 				* until filled cost nothing) */
 	if (!n) /* nothing resident: no segment */
 		return 0;
-	r = s_create_seg(rc, session, owner_pid, err, errlen);
-	if (r)
-		return r;
-	{ /* compute's table; dir.ready follows once the fixed windows are in */
-		uint64_t *tab = (uint64_t *)(rc->dir + 1);
-
-		memcpy(tab, rc->rows, rc->n_tensors * sizeof(uint64_t));
-		memcpy(tab + rc->n_tensors, rc->off, rc->n_tensors * sizeof(uint64_t));
-	}
-	return 0;
+	return s_create_seg(rc, session, err, errlen);
 }
 
 /* The complete expert window of rc holding exactly rows [row0, row1) of t, or NULL. */
@@ -295,7 +271,7 @@ static int s_apply_next(struct nsio_ram *rc, const struct ns_model *m,
 }
 
 int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *session,
-		  int32_t owner_pid, char *err, size_t errlen)
+		  char *err, size_t errlen)
 {
 	const struct nsplan_header *h;
 	const struct nsplan_seg_ctl *c;
@@ -305,8 +281,9 @@ int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *ses
 	int r;
 
 	err[0] = 0;
-	if (!rc->plan.base && nsplan_shm_open(&rc->plan, session, err, errlen))
-		return -EAGAIN; /* absent, or nsplan is creating it (header not written yet) */
+	if (!rc->plan.base && (r = nsplan_shm_open(&rc->plan, session, err, errlen)))
+		return r == -EPERM ? r : -EAGAIN; /* not ours; or absent, or nsplan is creating
+						   * it (header not written yet) */
 	c = (const struct nsplan_seg_ctl *)((const uint8_t *)rc->plan.base +
 					    sizeof(struct ns_seg_header));
 	seq = atomic_load_explicit(&((struct nsplan_seg_ctl *)c)->seq, memory_order_acquire);
@@ -329,8 +306,8 @@ int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *ses
 		return -EINVAL;
 	}
 	if (!rc->plan_gen)
-		r = s_apply_first(rc, m, h, (const struct nsplan_entry *)(h + 1), session, owner_pid,
-				  err, errlen);
+		r = s_apply_first(rc, m, h, (const struct nsplan_entry *)(h + 1), session, err,
+				  errlen);
 	else if (rc->dir)
 		r = s_apply_next(rc, m, h, (const struct nsplan_entry *)(h + 1));
 	else /* the first generation had nothing in RAM: no segment, nothing to change */
@@ -421,7 +398,7 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	}
 	if (rc->fill_idx == rc->n_win) {
 		rc->filling = false;
-		atomic_store_explicit(&rc->dir->ready, 1, memory_order_release);
+		ns_ram_seg_ready(&rc->seg);
 		atomic_store(&rc->dir->plan_gen, rc->plan_gen);
 		return 0;
 	}
@@ -469,7 +446,7 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 		/* compute may use its table once every fixed window is in (win is sorted by
 		 * tensor, so expert windows come between fixed ones) */
 		if (!w->expert && s_fixed_ready(rc))
-			atomic_store_explicit(&rc->dir->ready, 1, memory_order_release);
+			ns_ram_seg_ready(&rc->seg);
 	}
 	return 1;
 }
@@ -504,9 +481,9 @@ uint64_t nsio_ram_prefix(const struct nsio_ram *rc, uint32_t tensor, uint64_t ro
 
 void nsio_ram_destroy(struct nsio_ram *rc)
 {
-	if (rc->seg.base) {
-		ns_seg_unmap(&rc->seg);
-		ns_seg_unlink(rc->session, NSIO_RAM_SEG_WHAT);
+	if (rc->seg.seg.base) {
+		ns_seg_unmap(&rc->seg.seg);
+		ns_seg_unlink(rc->session, NS_RAM_SEG_WHAT);
 	}
 	if (rc->plan.base)
 		ns_seg_unmap(&rc->plan);

@@ -345,7 +345,7 @@ static void s_ram_io(struct nsio *s, struct nsio_ram_io *io, uint64_t chunk)
 
 static void s_ram_said(struct nsio *s)
 {
-	const struct nsio_ram_dir *d = s->ram.dir;
+	const struct ns_ram_dir *d = s->ram.dir;
 
 	if (s->o.quiet || !d)
 		return;
@@ -363,6 +363,16 @@ static void s_ram_said(struct nsio *s)
 	fflush(stdout);
 }
 
+/* A segment of the session is not ours: stop serving (exit NS_EXIT_FOREIGN), nothing of it
+ * used. Returns false / 0 for the callers below. */
+static bool s_foreign(struct nsio *s, const char *why)
+{
+	fprintf(stderr, "nsio: %s; stopping\n", why);
+	s->exit_code = NS_EXIT_FOREIGN;
+	*s->stop = 1;
+	return false;
+}
+
 bool nsio_ram_ready(struct nsio *s)
 {
 	char err[NS_ERR_LEN] = "";
@@ -375,8 +385,10 @@ bool nsio_ram_ready(struct nsio *s)
 	if (!s->ram.t_start)
 		s->ram.t_start = t0;
 	if (!s->ram.plan_gen) {
-		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
+		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
 				   sizeof(err));
+		if (rc == -EPERM || rc == -EEXIST) /* a plan or RAM segment that is not ours */
+			return s_foreign(s, err);
 		if (rc == -EAGAIN && !(s->no_plan && *s->no_plan) &&
 		    t0 - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
 			return false;
@@ -424,8 +436,10 @@ static int s_ram_update(struct nsio *s)
 		return 0;
 	if (ns_now_ns() - s->ram.t_poll > 50000000ull) {
 		s->ram.t_poll = ns_now_ns();
-		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
+		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
 				   sizeof(err));
+		if (rc == -EPERM || rc == -EEXIST)
+			return s_foreign(s, err);
 		if (rc < 0 && rc != -EAGAIN)
 			fprintf(stderr, "nsio: keeping RAM generation %u: %s\n", s->ram.plan_gen, err);
 	}
@@ -505,7 +519,7 @@ static void s_reap_clients(struct nsio *s)
 	}
 	/* the session's owner died without stopping us: nobody will tear the session down
 	 * through us, so leave (the stale sweep of the next session removes the segments) */
-	if (!s->created_session && !ns_pid_alive(s->ctl->hdr.owner_pid)) {
+	if (!s->created_session && !ns_session_owner_alive(s->ctl)) {
 		if (!s->o.quiet)
 			fprintf(stderr, "nsio: session owner pid %d is gone, stopping\n",
 				(int)s->ctl->hdr.owner_pid);
@@ -551,11 +565,13 @@ int nsio_serve(struct nsio *s)
 
 	nsio_go_live(s);
 	s->t_reap = ns_now_ns();
+	ns_beat_hello(s->ctl, NS_BEAT_NSIO, (int32_t)getpid());
 	while (!*s->stop) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 		int work, rc;
 
+		ns_beat(s->ctl, NS_BEAT_NSIO); /* every pass; an idle pass waits 100 ms at most */
 		if (*s->dump) {
 			*s->dump = 0;
 			s_dump_state(s);

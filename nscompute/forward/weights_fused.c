@@ -103,14 +103,11 @@ static const struct ns_weights_ops s_fused_ops = {
 static int s_load_shard(struct s_fused *s, uint32_t shard, char *err, size_t errlen)
 {
 	const char *path = s->m->shards[shard]->path;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ns_open_regular(path, O_RDONLY, err, errlen);
 	int rc = 0;
 
-	if (fd < 0) {
-		rc = -errno;
-		ns_errf(err, errlen, "%s: %s", path, strerror(errno));
-		return rc;
-	}
+	if (fd < 0)
+		return fd;
 	for (uint64_t i = 0; i < s->m->n_tensors && rc == 0; i++) {
 		const struct ns_model_tensor *t = &s->m->tensors[i];
 

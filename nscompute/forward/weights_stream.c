@@ -7,8 +7,7 @@
 #include "client.h"
 #include "gemv.h"
 #include "ns_util.h"
-#include "ramcache.h"
-#include "seg.h"
+#include "ram_seg.h"
 #include "weights_provider.h"
 #include "weights_stream.h"
 
@@ -22,13 +21,10 @@ struct s_stream {
 	uint32_t lookahead;
 	struct ns_weights_stream_stats st;
 	char err[NS_ERR_LEN];
-	/* RAM tier (nsio/ramcache.h) */
+	/* RAM tier (shm/ram_seg.h): tables checked and copied once, data mapped read-only */
 	char session[32];         /* "" when not asked for */
 	int ram_state;            /* 0: not yet known, 1: mapped, 2: none */
-	struct ns_seg ram_seg;
-	const uint64_t *ram_rows; /* [n_tensors] resident row prefix */
-	const uint64_t *ram_off;  /* [n_tensors] offset in ram_data */
-	const uint8_t *ram_data;
+	struct ns_ram_view ram;
 	void (*on_ram_map)(void *ctx, const void *base, size_t bytes, bool mapped);
 	void *on_ram_map_ctx;
 };
@@ -108,69 +104,40 @@ static int s_visit_block(void *ctx, const struct ns_block *b)
 	return rc;
 }
 
-/* Check a mapped RAM segment's directory against our model; false: do not use it. */
-static bool s_ram_check(struct s_stream *s)
+static bool s_ram_tensor(void *ctx, uint64_t t, uint64_t *n_rows, uint64_t *row_bytes)
 {
-	const uint8_t *base = s->ram_seg.base;
-	const struct nsio_ram_dir *d = (const struct nsio_ram_dir *)(base + 128);
-	uint64_t n = s->m->n_tensors, tab, end;
+	const struct ns_model *m = ctx;
 
-	if (s->ram_seg.size < 128 + sizeof(*d) || d->magic != NSIO_RAM_MAGIC ||
-	    d->n_tensors != n || ns_mul_u64_overflow(n, 16, &tab) ||
-	    ns_add_u64_overflow(128 + sizeof(*d), tab, &tab) || tab > d->data_off ||
-	    ns_add_u64_overflow(d->data_off, d->data_bytes, &end) || end > s->ram_seg.size)
+	if (t >= m->n_tensors)
 		return false;
-	s->ram_rows = (const uint64_t *)(d + 1);
-	s->ram_off = s->ram_rows + n;
-	s->ram_data = base + d->data_off;
-	for (uint64_t t = 0; t < n; t++) {
-		uint64_t bytes;
-
-		if (!s->ram_rows[t])
-			continue;
-		if (s->ram_rows[t] > s->m->tensors[t].n_rows ||
-		    ns_mul_u64_overflow(s->ram_rows[t], s->m->tensors[t].row_bytes, &bytes) ||
-		    ns_add_u64_overflow(bytes, s->ram_off[t], &end) || end > d->data_bytes)
-			return false;
-	}
+	*n_rows = m->tensors[t].n_rows;
+	*row_bytes = m->tensors[t].row_bytes;
 	return true;
 }
 
-/* Find nsio's RAM segment: mapped once it is ready; given up on once a block has come from
- * nsio without it (nsio serves nothing before its RAM tier is loaded). */
-static void s_ram_attach(struct s_stream *s)
+/* Find nsio's RAM segment: taken once it is ready; given up on once a block has come from
+ * nsio without it (nsio serves nothing before its RAM tier is loaded). A segment that is not
+ * ours or does not fit the model stops the pass (-EPERM / -EPROTO, the line in s->err). */
+static int s_ram_attach(struct s_stream *s)
 {
-	char e[NS_ERR_LEN];
-	const struct nsio_ram_dir *d;
 	int rc;
 
 	if (s->ram_state || !s->session[0])
-		return;
-	rc = ns_seg_open(&s->ram_seg, s->session, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, false,
-			 e, sizeof(e));
-	if (rc) {
-		if (s->st.blocks)
+		return 0;
+	rc = ns_ram_view_open(&s->ram, s->session, s->m->n_tensors, s_ram_tensor, (void *)s->m,
+			      s->err, sizeof(s->err));
+	if (rc == -EPERM || rc == -EPROTO)
+		return rc;
+	if (rc) { /* absent, or still loading: look again next call */
+		if (rc != -EAGAIN && s->st.blocks)
 			s->ram_state = 2;
-		return;
-	}
-	d = (const struct nsio_ram_dir *)((const uint8_t *)s->ram_seg.base + 128);
-	if (s->ram_seg.size >= 128 + sizeof(*d) &&
-	    !atomic_load_explicit(&((struct nsio_ram_dir *)d)->ready, memory_order_acquire)) {
-		ns_seg_unmap(&s->ram_seg); /* still loading: look again next call */
-		return;
-	}
-	if (!s_ram_check(s)) {
-		fprintf(stderr, "nscompute: nsio's RAM segment does not match the model; "
-			"streaming every weight\n");
-		ns_seg_unmap(&s->ram_seg);
-		s->ram_rows = s->ram_off = NULL;
-		s->ram_data = NULL;
-		s->ram_state = 2;
-		return;
+		s->err[0] = 0;
+		return 0;
 	}
 	s->ram_state = 1;
 	if (s->on_ram_map)
-		s->on_ram_map(s->on_ram_map_ctx, s->ram_seg.base, s->ram_seg.size, true);
+		s->on_ram_map(s->on_ram_map_ctx, s->ram.seg.base, s->ram.seg.size, true);
+	return 0;
 }
 
 /* Resident rows at the start of [row0, row0 + n) of tensor t: count, *src their bytes. */
@@ -179,11 +146,10 @@ static uint64_t s_ram_prefix(struct s_stream *s, uint32_t t, uint64_t row0, uint
 {
 	uint64_t have;
 
-	s_ram_attach(s);
-	if (s->ram_state != 1 || row0 >= s->ram_rows[t])
+	if (s->ram_state != 1 || row0 >= s->ram.rows[t])
 		return 0;
-	have = s->ram_rows[t] - row0;
-	*src = s->ram_data + s->ram_off[t] + row0 * s->m->tensors[t].row_bytes;
+	have = s->ram.rows[t] - row0;
+	*src = s->ram.data + s->ram.off[t] + row0 * s->m->tensors[t].row_bytes;
 	return have < n ? have : n;
 }
 
@@ -194,10 +160,13 @@ static int s_ram_part(struct s_stream *s, struct s_call *k, uint64_t row_end, ns
 {
 	uint32_t ti = (uint32_t)(k->t - s->m->tensors);
 	const uint8_t *src = NULL;
-	uint64_t n = s_ram_prefix(s, ti, k->row0, row_end - k->row0, &src);
 	struct ns_block b;
-	int rc;
+	uint64_t n;
+	int rc = s_ram_attach(s);
 
+	if (rc < 0)
+		return rc;
+	n = s_ram_prefix(s, ti, k->row0, row_end - k->row0, &src);
 	if (!n)
 		return 0;
 	b = (struct ns_block){ .data = src, .nbytes = n * k->t->row_bytes, .tensor = ti,
@@ -244,7 +213,10 @@ static int s_run(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_bloc
 static int s_window(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_block_fn fn,
 		    uint64_t y_step)
 {
-	int rc = s_ram_part(s, k, row_end, fn, y_step);
+	int rc;
+
+	ns_client_beat(s->c); /* a product is progress, even of weights in RAM (heartbeat) */
+	rc = s_ram_part(s, k, row_end, fn, y_step);
 
 	if (rc < 0 || k->row0 == row_end)
 		return rc;
@@ -327,9 +299,8 @@ static void s_destroy(void *ctx)
 	free(s->cidx);
 	ns_pool_destroy(&s->pool);
 	if (s->ram_state == 1 && s->on_ram_map)
-		s->on_ram_map(s->on_ram_map_ctx, s->ram_seg.base, s->ram_seg.size, false);
-	if (s->ram_seg.base)
-		ns_seg_unmap(&s->ram_seg);
+		s->on_ram_map(s->on_ram_map_ctx, s->ram.seg.base, s->ram.seg.size, false);
+	ns_ram_view_close(&s->ram);
 	free(s);
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """nsctl bench end to end on a small generated model: md, json and csv outputs carry
 llama-bench's columns and ours, every sample is a positive rate, the sweep yields one row per
-configuration and test, and bad usage exits 2 with one line. No timing thresholds.
+configuration and test (an arena sweep, a lookahead sweep, a RAM sweep run under
+each of its budgets), and bad usage exits 2 with one line. No timing thresholds.
 argv: NSCTL. Exit 0 pass, 1 fail, 77 skip."""
 import csv, io, json, os, subprocess, sys, tempfile
 
@@ -78,6 +79,24 @@ with tempfile.TemporaryDirectory(dir=build) as d:
                     "stall ms/tok", "arena peak", "hit %", "roofline t/s", "ratio", "lookahead"):
             check(col in head, "md column %s" % col)
         check(all(" ± " in l for l in lines[2:]), "mean ± sd")
+
+    # a RAM sweep: one row per RAM budget, each run under its own (the planner's bytes per
+    # token under that budget, and fewer read per token with the RAM tier than without)
+    r = run("bench", model, "-p", "4", "-n", "4", "-r", "1", "--threads", "1", "--no-disk",
+            "--budgets", "4MB", "--ram-budgets", "0,2MB", "-o", "json")
+    check(r.returncode == 0, "ram sweep: " + r.stderr[-400:])
+    if r.returncode == 0:
+        tg = {x["ram_budget"]: x for x in json.loads(r.stdout) if x["n_gen"]}
+        check(sorted(tg) == [0, 2 << 20], "ram sweep rows %s" % sorted(tg))
+        if sorted(tg) == [0, 2 << 20]:
+            for ram, x in tg.items():
+                p = run("plan", model, "--mem-budget", "4MB", "--ram-budget", str(ram),
+                        "--json")
+                want = json.loads(p.stdout)["per_token"]["bytes"] if p.returncode == 0 else -1
+                check(x["req_bytes_per_token"] == want, "ram %d: requested %s B per token, "
+                      "nsctl plan predicts %d" % (ram, x["req_bytes_per_token"], want))
+            check(tg[2 << 20]["req_bytes_per_token"] < tg[0]["req_bytes_per_token"],
+                  "the RAM tier read nothing less per token")
 
     r = run("bench", model, *common, "-o", "csv", "--no-disk")
     check(r.returncode == 0, "csv run: " + r.stderr[-400:])

@@ -299,6 +299,18 @@ def check_run_defaults(path):
           f"requested = plan")
 
 
+def check_default_ctx():
+    """Without -c, the plan's context is the model's training context when that is shorter
+    than 4096, else 4096 (run and bench take the same, nsctl/budgets.c); the training context
+    from the oracle's metadata."""
+    for rel, meta in (("models/stories260K-Q8_0.gguf", "models__stories260K-Q8_0.json"),
+                      ("tiny/tiny-qwen3-Q4_K_M.gguf", "tiny__tiny-qwen3-Q4_K_M.json")):
+        train = hparam(json.load(open(os.path.join(oracle, "meta", meta))), "context_length")
+        p = plan(os.path.join(oracle, rel), "--mem-budget", "1MB", "--ram-budget", "0")
+        if p and p["fixed"]["n_ctx"] != min(train, 4096):
+            fail(f"{rel}: default context {p['fixed']['n_ctx']}, want min({train}, 4096)")
+
+
 def main():
     if not os.path.isdir(oracle):
         if os.environ.get("CI") == "true":
@@ -314,6 +326,7 @@ def main():
     check_defaults(moe)
     check_stats(os.path.join(oracle, "tiny", "tiny-qwen3moe-F32.gguf"))
     check_run_defaults(os.path.join(oracle, "tiny", "tiny-qwen3-Q4_K_M.gguf"))
+    check_default_ctx()
     if failures:
         print(f"{len(failures)} failures")
         return 1
