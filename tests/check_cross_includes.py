@@ -26,7 +26,9 @@ PUBLIC = {
     "nsctl/neurostream.h": "libneurostream: the C API",
 }
 PRIVATE_IN_LIBS = {"nscompute/compute_eval.h", "nscompute/forward/forward_impl.h",
-                   "nscompute/kernels/kern_internal.h", "nscompute/cuda/nscuda_internal.h"}
+                   "nscompute/kernels/kern_internal.h", "nscompute/cuda/nscuda_internal.h",
+                   "nscompute/cuda/cfwd_internal.h",
+                   "nscompute/vision/vision_impl.h", "nscompute/sampling/sampling_internal.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -43,9 +45,11 @@ def headers(folder):
 def public(rel):
     if rel in PUBLIC:
         return True
-    # nscompute's forward pass and kernels are libraries (libnsforward, libnskernels, the
-    # cuda pass) others link, all but their internal headers
-    return rel.startswith(("nscompute/forward/", "nscompute/kernels/", "nscompute/cuda/")) \
+    # nscompute's forward pass, kernels, sampling and vision tower are libraries
+    # (libnsforward, libnskernels, the cuda pass, libnssampling, libnsvision: nsctl image runs
+    # the tower) others link, all but their internal headers
+    return rel.startswith(("nscompute/forward/", "nscompute/kernels/", "nscompute/cuda/",
+                           "nscompute/sampling/", "nscompute/vision/")) \
         and rel not in PRIVATE_IN_LIBS
 
 
