@@ -113,7 +113,7 @@ int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t 
 int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		 const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
-	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32 };
+	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32, false };
 	bool tail = false;
 	int rc = s_window(type, dev_w, n_cols, &tail);
 
@@ -137,7 +137,7 @@ int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_r
 int ns_cuda_gemv_q8(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		    const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
-	const struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8 };
+	const struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8, false };
 	int rc;
 
 	ns_emu_launch_order(s);
@@ -178,7 +178,7 @@ int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint
 			 const float *dev_x, uint64_t ldx, uint64_t n_tok, float *dev_y,
 			 uint64_t ldy, ns_cuda_stream_t s)
 {
-	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32 };
+	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32, false };
 	bool tail = false;
 	int rc = s_window(type, dev_w, n_cols, &tail);
 
