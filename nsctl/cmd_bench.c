@@ -69,6 +69,7 @@ struct s_opts {
 	uint32_t n_ctx;
 	bool no_disk, no_plan;
 	const char *backend; /* "cpu" (default) or "cuda" */
+	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
 	bool act_q8;         /* --act q8 */
 	int run_ahead;       /* -1 engine default (dense: on), 0 --no-run-ahead, 1 --run-ahead */
 };
@@ -104,6 +105,8 @@ static void s_usage(FILE *f)
 		"  --backend cpu|cuda    compute process (nscompute or nscompute-cuda)\n"
 		"  --act f32|q8          kernels' activations (f32 default; q8 as llama.cpp; cuda:\n"
 		"                        decode GEMVs of quantized weights)\n"
+		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --block-rows LIST     rows per streamed block (0: whole tensors)\n"
 		"  --lookahead LIST      blocks in flight after the current one\n"
 		"  --threads N           compute threads (0: all CPUs)\n"
@@ -232,6 +235,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 				return -1;
 		} else if (!strcmp(a, "--vram-budgets") || !strcmp(a, "--vram-budget")) {
 			if (s_list(a, v, true, 0, &o->vram))
+				return -1;
+		} else if (nsctl_kv_is_flag(a)) {
+			if (nsctl_kv_set("nsctl bench", a, v, &o->ctk, &o->ctv))
 				return -1;
 		} else if (!strcmp(a, "--act")) {
 			if (strcmp(v, "f32") && strcmp(v, "q8")) {
@@ -589,6 +595,8 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 	eo.vram_budget = c->vram;
 	eo.backend = o->backend ? o->backend : "cpu";
 	eo.act_q8 = o->act_q8;
+	eo.cache_type_k = o->ctk;
+	eo.cache_type_v = o->ctv;
 	if (o->run_ahead >= 0)
 		eo.run_ahead = o->run_ahead;
 	eo.block_rows = c->rows;
@@ -718,8 +726,8 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, false, &mem, false,
-					     &ram, line, sizeof(line))))
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, o.ctk, o.ctv, false,
+					     &mem, false, &ram, line, sizeof(line))))
 			return rc;
 		fprintf(stderr, "%s\n", line);
 		o.budgets = (struct s_list){ .v = { mem }, .n = 1 };

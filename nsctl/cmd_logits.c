@@ -35,6 +35,7 @@ struct s_opts {
 	bool budget_given;
 	bool act_q8;
 	int threads;
+	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
 };
 
 static void s_usage(FILE *f)
@@ -51,6 +52,8 @@ static void s_usage(FILE *f)
 		"  --threads N           kernel threads for stream and fused (default 1)\n"
 		"  --act f32|q8          kernel activations for stream and fused: f32 (default,\n"
 		"                        exact weights) or q8 (int8 per 32, as llama.cpp)\n"
+		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
@@ -101,6 +104,8 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			o->out = v;
 		} else if (!strcmp(a, "--provider") && v) {
 			o->provider = v;
+		} else if (nsctl_kv_is_flag(a)) {
+			rc = nsctl_kv_set("nsctl logits", a, v, &o->ctk, &o->ctv);
 		} else if (!strcmp(a, "--act") && v) {
 			if (strcmp(v, "f32") && strcmp(v, "q8")) {
 				fprintf(stderr, "nsctl logits: --act f32|q8 (got '%s')\n", v);
@@ -238,6 +243,8 @@ static int s_logits_stream(const struct s_opts *o, const int32_t *ids, uint32_t 
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
+	eo.cache_type_k = o->ctk;
+	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;
 	eo.no_plan = !o->ram_budget; /* a RAM tier needs nsplan's plan (else nsio ignores it) */
 	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));
@@ -316,7 +323,9 @@ int cmd_logits(int argc, char **argv)
 		fprintf(stderr, "nsctl logits: %s\n", err);
 		goto out;
 	}
-	rc = ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = n }, &f, err, sizeof(err));
+	rc = ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = n, .kv_k = nsctl_kv_enum(o.ctk),
+						       .kv_v = nsctl_kv_enum(o.ctv) },
+			&f, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s\n", err);
 		status = rc == -EINVAL ? 2 : 1;

@@ -13,6 +13,7 @@
 #include "gpu_need.h"
 #include "hparams.h"
 #include "json_out.h"
+#include "kvcache.h"
 #include "model.h"
 #include "ns_util.h"
 #include "plan.h"
@@ -32,6 +33,7 @@ struct s_args {
 	struct nsplan_mem_paths paths;
 	const char *stats_path;
 	const char *who;  /* prefix of the budget messages: "nsctl plan", "nsctl run" */
+	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
 };
 
 /* Everything the outputs print, gathered once. */
@@ -48,11 +50,20 @@ struct s_report {
 	uint64_t host_total;  /* ram + mem + fixed */
 };
 
+/* Bytes of 32 elements of a KV cache type name (NULL: f32). */
+static uint32_t s_b32(const char *kv_type)
+{
+	return (uint32_t)ns_kv_row_bytes((enum ns_kv_type)nsctl_kv_enum(kv_type), 32);
+}
+
 static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
-		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR]\n"
+		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
+		   "[-ctk T] [-ctv T]\n"
+		   "  -ctk/--cache-type-k, -ctv/--cache-type-v: KV cache types counted (f32, f16, "
+		   "q8_0)\n"
 		   "  --stats: expert hit counts ('tokens LAYER N' and 'LAYER EXPERT HITS' lines)\n"
 		   "  budgets in binary units (512MB = 512 MiB); missing ones are derived from "
 		   "MemAvailable and the cgroup limit\n");
@@ -77,7 +88,8 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 			     !strcmp(o, "--ram-budget") || !strcmp(o, "--mem-budget") ||
 			     !strcmp(o, "-c") || !strcmp(o, "--ctx") || !strcmp(o, "--overhead") ||
 			     !strcmp(o, "--meminfo") || !strcmp(o, "--cgroup-file") ||
-			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats");
+			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats") ||
+			     nsctl_kv_is_flag(o);
 
 		if (takes && !v) {
 			fprintf(stderr, "nsctl plan: %s needs a value\n", o);
@@ -117,6 +129,9 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 				return 2;
 			}
 			a->n_ctx = (uint32_t)n;
+		} else if (nsctl_kv_is_flag(o)) {
+			if (nsctl_kv_set("nsctl plan", o, v, &a->ctk, &a->ctv))
+				return 2;
 		} else if (!strcmp(o, "--meminfo")) {
 			a->paths.meminfo = v;
 		} else if (!strcmp(o, "--cgroup-file")) {
@@ -562,8 +577,9 @@ int cmd_plan(int argc, char **argv)
 	if (!ret && !a.n_ctx)
 		a.n_ctx = hp.n_ctx_train && hp.n_ctx_train < S_DEFAULT_CTX ? hp.n_ctx_train : S_DEFAULT_CTX;
 	if (!ret)
-		ret = nsplan_fixed_compute(m, &hp, a.n_ctx, a.overhead_given ? a.overhead :
-					   rss * NSPLAN_N_PROCESSES, &fx, err, sizeof(err));
+		ret = nsplan_fixed_compute_kv(m, &hp, a.n_ctx, s_b32(a.ctk), s_b32(a.ctv),
+					      a.overhead_given ? a.overhead :
+					      rss * NSPLAN_N_PROCESSES, &fx, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsctl plan: %s\n", err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -614,12 +630,13 @@ out:
 	return ret;
 }
 
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool mem_given,
-		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen)
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		       const char *ctv, bool mem_given, uint64_t *mem, bool ram_given,
+		       uint64_t *ram, char *line, size_t linelen)
 {
 	uint64_t rss = nsplan_self_rss();
 	struct s_args a = { .path = model, .who = who, .n_ctx = n_ctx, .mem_given = mem_given,
-			    .ram_given = ram_given };
+			    .ram_given = ram_given, .ctk = ctk, .ctv = ctv };
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary sum = { 0 };
@@ -648,8 +665,8 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool 
 		a.n_ctx = hp.n_ctx_train && hp.n_ctx_train < S_DEFAULT_CTX ? hp.n_ctx_train
 									: S_DEFAULT_CTX;
 	if (!ret)
-		ret = nsplan_fixed_compute(m, &hp, a.n_ctx, rss * NSPLAN_N_PROCESSES, &fx, err,
-					   sizeof(err));
+		ret = nsplan_fixed_compute_kv(m, &hp, a.n_ctx, s_b32(a.ctk), s_b32(a.ctv),
+					      rss * NSPLAN_N_PROCESSES, &fx, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;

@@ -13,6 +13,7 @@
 
 #include "engine_internal.h"
 #include "forward.h"
+#include "kvcache.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -353,6 +354,14 @@ static int s_start_compute(struct ns_engine *e)
 		args[n++] = "--act";
 		args[n++] = "q8";
 	}
+	if (e->o.cache_type_k) {
+		args[n++] = "--cache-type-k";
+		args[n++] = e->o.cache_type_k;
+	}
+	if (e->o.cache_type_v) {
+		args[n++] = "--cache-type-v";
+		args[n++] = e->o.cache_type_v;
+	}
 	if (strcmp(e->o.backend, "cpu")) { /* the GPU arena: nsplan placed weights in it */
 		snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);
 		args[n++] = "--vram-budget";
@@ -376,6 +385,16 @@ static int s_start_compute(struct ns_engine *e)
 	return 0;
 }
 
+/* The enum of a KV cache type name ns_engine_load validated (NULL: f32). */
+static int s_kv_type(const char *name)
+{
+	enum ns_kv_type t = NS_KV_F32;
+
+	if (name)
+		ns_kv_type_parse(name, &t);
+	return (int)t;
+}
+
 int nse_start(struct ns_engine *e)
 {
 	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
@@ -388,7 +407,8 @@ int nse_start(struct ns_engine *e)
 		return rc;
 	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
 	 * backend can run is refused here once, not by nscompute after nsio has started */
-	rc = ns_fwd_check(e->m, e->err, sizeof(e->err));
+	rc = ns_fwd_check_kv(e->m, s_kv_type(e->o.cache_type_k), s_kv_type(e->o.cache_type_v),
+			     e->err, sizeof(e->err));
 	if (rc < 0)
 		return rc;
 	for (int i = 0; i < NS_PROC_COUNT; i++)

@@ -65,6 +65,14 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 			  "cpu", &hp, &f, err, errlen);
 	if (rc < 0)
 		return rc;
+	if (opts->kv_k < NS_KV_F32 || opts->kv_k > NS_KV_Q8_0 || opts->kv_v < NS_KV_F32 ||
+	    opts->kv_v > NS_KV_Q8_0) {
+		ns_errf(err, errlen, "forward: unknown KV cache type %d/%d", opts->kv_k, opts->kv_v);
+		ns_fwd_destroy(&f);
+		return -EINVAL;
+	}
+	f->kv_k = opts->kv_k;
+	f->kv_v = opts->kv_v;
 	rc = ns_llama_init(f, m, &hp, opts->ffn_rows, err, errlen);
 	if (rc < 0) {
 		ns_fwd_destroy(&f);
@@ -106,14 +114,20 @@ static const struct ns_weights_ops s_null_ops = {
 	.last_error = s_null_error,
 };
 
-int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen)
+int ns_fwd_check_kv(const struct ns_model *m, int kv_k, int kv_v, char *err, size_t errlen)
 {
 	struct ns_weights w = { .ops = &s_null_ops, .ctx = (void *)m, .model = m };
 	struct ns_fwd *f = NULL;
-	int rc = ns_fwd_new(m, &w, &(struct ns_fwd_opts){ .n_ctx = 1 }, &f, err, errlen);
+	int rc = ns_fwd_new(m, &w, &(struct ns_fwd_opts){ .n_ctx = 1, .kv_k = kv_k, .kv_v = kv_v },
+			    &f, err, errlen);
 
 	ns_fwd_destroy(&f);
 	return rc;
+}
+
+int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen)
+{
+	return ns_fwd_check_kv(m, NS_KV_F32, NS_KV_F32, err, errlen);
 }
 
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)

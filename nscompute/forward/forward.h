@@ -50,6 +50,8 @@ struct ns_fwd_opts {
 	uint32_t n_batch;  /* tokens per prefill chunk; 0 = 512 */
 	uint32_t ffn_rows; /* neurons per gate/up window in FFN phase 1 (dense layers and each
 			    * expert); 0 = whole width */
+	int kv_k, kv_v;    /* KV cache element types, enum ns_kv_type (kvcache.h): 0 = f32 (exact),
+			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
 	void *route_user;         /* passed to on_route */
 };
@@ -67,6 +69,9 @@ bool ns_fwd_arch_supported(const char *arch);
  * a command can refuse a model before it starts a process or reads a weight. Returns 0, or
  * -EINVAL / -ENOMEM with one line in err. */
 int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen);
+/* The same with KV cache types (enum ns_kv_type): also refuses a q8_0 cache of head sizes
+ * that are not multiples of 32. */
+int ns_fwd_check_kv(const struct ns_model *m, int kv_k, int kv_v, char *err, size_t errlen);
 
 /* Evaluate n tokens at positions n_past .. n_past + n - 1 and advance n_past.
  * logits: all ? (n, n_vocab) : (n_vocab) of the last token; may be NULL to only fill the cache.
