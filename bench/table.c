@@ -41,7 +41,9 @@ void ns_bench_row_init(struct ns_bench_row *r)
 
 char *ns_bench_row_test(const struct ns_bench_row *r, char *buf, size_t len)
 {
-	if (r->n_gen)
+	if (r->n_gen && r->n_depth)
+		snprintf(buf, len, "tg%u @ d%u", r->n_gen, r->n_depth);
+	else if (r->n_gen)
 		snprintf(buf, len, "tg%u", r->n_gen);
 	else
 		snprintf(buf, len, "pp%u", r->n_prompt);
@@ -256,6 +258,7 @@ static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len
 	F("backends", K_STR, .s = r->backend);
 	F("n_prompt", K_U64, .u = r->n_prompt);
 	F("n_gen", K_U64, .u = r->n_gen);
+	F("n_depth", K_U64, .u = r->n_depth);
 	F("test", K_STR, .s = test);
 	F("mem_budget", K_U64, .u = r->mem_budget);
 	F("ram_budget", K_U64, .u = r->ram_budget);

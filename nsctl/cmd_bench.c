@@ -65,6 +65,7 @@ struct s_opts {
 	uint32_t n_prompt, n_gen, repeats, disk_repeats;
 	enum ns_table_fmt fmt;
 	struct s_list budgets, ram, vram, rows, lookahead;
+	struct s_list depths; /* -d: context filled before each tg test (0 = empty) */
 	int threads;
 	uint32_t n_ctx;
 	bool no_disk, no_plan;
@@ -111,6 +112,9 @@ static void s_usage(FILE *f)
 		"  --lookahead LIST      blocks in flight after the current one\n"
 		"  --threads N           compute threads (0: all CPUs)\n"
 		"  -c, --ctx N           context positions (4096)\n"
+		"  -d, --n-depth LIST    decode (tg) after this many tokens in the context, as\n"
+		"                        llama-bench's -d (default 0; pp is measured from an empty\n"
+		"                        context)\n"
 		"  --disk-repeats N      timed passes of the drive measurement (3)\n"
 		"  --no-disk             skip the drive measurement (no roofline)\n"
 		"  --no-plan             do not start nsplan\n"
@@ -214,6 +218,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			if (s_u64(a, v, 0, 65536, &x))
 				return -1;
 			o->n_gen = (uint32_t)x;
+		} else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
+			if (s_list(a, v, false, 1u << 24, &o->depths))
+				return -1;
 		} else if (!strcmp(a, "-r")) {
 			if (s_u64(a, v, 1, NS_BENCH_MAX_SAMPLES, &x))
 				return -1;
@@ -279,6 +286,15 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		fprintf(stderr, "nsctl bench: -p 0 and -n 0 leave nothing to measure\n");
 		return -1;
 	}
+	if (!o->depths.n)
+		o->depths = (struct s_list){ .v = { 0 }, .n = 1 };
+	for (size_t i = 0; i < o->depths.n && o->n_gen; i++)
+		if (o->depths.v[i] + 1 + o->n_gen > (o->n_ctx ? o->n_ctx : 4096)) {
+			fprintf(stderr, "nsctl bench: -d %llu and -n %u need a context of %llu (-c)\n",
+				(unsigned long long)o->depths.v[i], o->n_gen,
+				(unsigned long long)o->depths.v[i] + 1 + o->n_gen);
+			return -1;
+		}
 	return 0;
 }
 
@@ -639,14 +655,18 @@ static int s_run_one(const struct s_opts *o, const struct s_config *c, const cha
 			}
 		}
 	}
-	if (rc == 0 && o->n_gen) {
+	for (size_t di = 0; rc == 0 && o->n_gen && di < o->depths.n; di++, tg++) {
+		/* forced->ids: depth + 1 prompt tokens (prefill, untimed), then the n_gen tokens
+		 * to decode */
+		const uint32_t d = (uint32_t)o->depths.v[di];
+
+		got.n = 0;
 		got.n_want = o->n_gen;
 		got.t0 = ns_now_ns();
-		/* forced->ids: one prompt token, then the n_gen tokens to decode */
-		rc = ns_engine_decode_forced(e, forced->ids, 1, forced->ids + 1, o->n_gen, NULL,
-					     s_collect, &got);
+		rc = ns_engine_decode_forced(e, forced->ids, d + 1, forced->ids + d + 1, o->n_gen,
+					     NULL, s_collect, &got);
 		if (rc == 0 && (got.n != o->n_gen ||
-				memcmp(got.ids, forced->ids + 1, got.n * sizeof(*got.ids)))) {
+				memcmp(got.ids, forced->ids + d + 1, got.n * sizeof(*got.ids)))) {
 			fprintf(stderr, "\nnsctl bench: decoded %u tokens, not the %u forced ones\n",
 				got.n, o->n_gen);
 			rc = -EPROTO;
@@ -766,8 +786,8 @@ int cmd_bench(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	pp = calloc(nc, sizeof(*pp));
-	tg = calloc(nc, sizeof(*tg));
-	out = calloc(2 * nc, sizeof(*out));
+	tg = calloc(nc * o.depths.n, sizeof(*tg));
+	out = calloc((1 + o.depths.n) * nc, sizeof(*out));
 	disk = calloc(1, sizeof(*disk));
 	if (!pp || !tg || !out || !disk) {
 		fprintf(stderr, "nsctl bench: out of memory\n");
@@ -776,10 +796,15 @@ int cmd_bench(int argc, char **argv)
 	}
 	for (size_t i = 0; i < nc; i++) {
 		s_fill_budgets(&pp[i], &cfg[i], name, m->total_tensor_bytes, n_params, -1);
-		s_fill_budgets(&tg[i], &cfg[i], name, m->total_tensor_bytes, n_params, -1);
 		pp[i].n_prompt = o.n_prompt;
-		tg[i].n_gen = o.n_gen;
-		tg[i].plan_bytes_per_token = s_plan_bytes(m, &cfg[i]);
+		for (size_t di = 0; di < o.depths.n; di++) {
+			struct ns_bench_row *t = &tg[i * o.depths.n + di];
+
+			s_fill_budgets(t, &cfg[i], name, m->total_tensor_bytes, n_params, -1);
+			t->n_gen = o.n_gen;
+			t->n_depth = (uint32_t)o.depths.v[di];
+			t->plan_bytes_per_token = s_plan_bytes(m, &cfg[i]);
+		}
 	}
 	/* the pp prompt and the tg tokens, cut with the model's tokenizer (first configuration's
 	 * engine) */
@@ -795,8 +820,13 @@ int cmd_bench(int argc, char **argv)
 			rc = s_prompt(probe, o.n_prompt, &pp_text, &pp_tokens);
 		else if (rc < 0)
 			fprintf(stderr, "nsctl bench: %s\n", err);
-		if (rc == 0 && o.n_gen)
-			rc = s_forced(probe, o.n_gen + 1, &forced);
+		if (rc == 0 && o.n_gen) {
+			uint64_t dmax = 0;
+
+			for (size_t di = 0; di < o.depths.n; di++)
+				dmax = o.depths.v[di] > dmax ? o.depths.v[di] : dmax;
+			rc = s_forced(probe, (uint32_t)dmax + o.n_gen + 1, &forced);
+		}
 		ns_engine_free(&probe);
 		if (rc < 0) {
 			exit_code = rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
@@ -816,7 +846,8 @@ int cmd_bench(int argc, char **argv)
 			s_config_text(&cfg[i], what, sizeof(what));
 			fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu (%s) ...",
 				r + 1, o.repeats, k + 1, nc, what);
-			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i], &forced, times);
+			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i * o.depths.n], &forced,
+				       times);
 			if (rc < 0) {
 				exit_code = s_interrupted ? 130 : rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
 				goto done;
@@ -824,8 +855,15 @@ int cmd_bench(int argc, char **argv)
 			fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu (%s): load "
 				"%.2f s, warm-up %.2f s, prefill %.2f s", r + 1, o.repeats, k + 1, nc,
 				what, times[0], times[1], times[2]);
-			if (tg[i].n_samples)
-				fprintf(stderr, ", tg %.2f t/s", tg[i].ts[tg[i].n_samples - 1]);
+			for (size_t di = 0; di < o.depths.n; di++) {
+				const struct ns_bench_row *t = &tg[i * o.depths.n + di];
+
+				if (t->n_samples && t->n_depth)
+					fprintf(stderr, ", tg @ d%u %.2f t/s", t->n_depth,
+						t->ts[t->n_samples - 1]);
+				else if (t->n_samples)
+					fprintf(stderr, ", tg %.2f t/s", t->ts[t->n_samples - 1]);
+			}
 			fputc('\n', stderr);
 			/* one pass of the drive between configurations: the limit is sampled
 			 * across the run, not only at its ends */
@@ -845,20 +883,22 @@ int cmd_bench(int argc, char **argv)
 			"over the run (mean %.3f ± %.3f)\n", disk_bps / 1e9, disk->n, mean / 1e9,
 			sd / 1e9);
 		for (size_t i = 0; i < nc; i++)
-			pp[i].disk_bps = tg[i].disk_bps = disk_bps;
+			pp[i].disk_bps = disk_bps;
+		for (size_t i = 0; i < nc * o.depths.n; i++)
+			tg[i].disk_bps = disk_bps;
 	}
 	for (size_t i = 0; i < nc; i++) {
 		if (o.n_prompt) {
 			s_finish(&pp[i]);
 			out[nrow++] = pp[i];
 		}
-		if (o.n_gen) {
-			s_finish(&tg[i]);
-			out[nrow++] = tg[i];
+		for (size_t di = 0; o.n_gen && di < o.depths.n; di++) {
+			s_finish(&tg[i * o.depths.n + di]);
+			out[nrow++] = tg[i * o.depths.n + di];
 		}
 	}
 	if (o.n_gen && disk_bps > 0)
-		s_moe_random_limit(&o, m, tg, nc);
+		s_moe_random_limit(&o, m, tg, nc * o.depths.n);
 	if (ns_table_print(stdout, o.fmt, out, nrow) < 0) {
 		fprintf(stderr, "nsctl bench: cannot write the table\n");
 		exit_code = 1;
