@@ -411,6 +411,12 @@ int nse_start(struct ns_engine *e)
 			     e->err, sizeof(e->err));
 	if (rc < 0)
 		return rc;
+	/* the CUDA kernels have typed caches (ns_cuda_attention_kv), cfwd.c does not use them */
+	if (strcmp(e->o.backend, "cpu") && (s_kv_type(e->o.cache_type_k) != NS_KV_F32 ||
+					    s_kv_type(e->o.cache_type_v) != NS_KV_F32))
+		return ns_errf(e->err, sizeof(e->err), "backend '%s' keeps an f32 KV cache: "
+			       "-ctk/-ctv f16|q8_0 run on --backend cpu only", e->o.backend),
+		       -EINVAL;
 	for (int i = 0; i < NS_PROC_COUNT; i++)
 		nse_find_exe(s_names[i], s_names[i], s_envs[i], e->exe[i], sizeof(e->exe[i]));
 	if (strcmp(e->o.backend, "cpu")) {

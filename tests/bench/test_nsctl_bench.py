@@ -101,6 +101,12 @@ with tempfile.TemporaryDirectory(dir=build) as d:
                 ["-ctk", "q4_0"], ["--cache-type-v"]):
         r = run("bench", model, *bad)
         check(r.returncode == 2 and r.stderr.count("\n") >= 1, "bad usage %s -> %d" % (bad, r.returncode))
+    # the cuda pass keeps an f32 cache: refused in one line before any process starts,
+    # whether or not nscompute-cuda is built here
+    r = run("bench", model, "-p", "8", "-n", "0", "-r", "1", "--no-disk", "--backend", "cuda",
+            "-ctk", "q8_0")
+    check(r.returncode != 0 and "keeps an f32 KV cache" in r.stderr,
+          "cuda with -ctk q8_0 -> %d %s" % (r.returncode, r.stderr[-400:]))
     r = run("bench", os.path.join(d, "missing.gguf"))
     check(r.returncode != 0 and "missing.gguf" in r.stderr, "missing model")
 
