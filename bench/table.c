@@ -241,8 +241,10 @@ struct field {
 	double d;
 };
 
-/* Fields of one row, into fl (room for S_FIELDS). Returns the count. */
-#define S_FIELDS 24
+/* Fields of one row, into fl (room for S_FIELDS, exactly the list below: one more field
+ * without raising it aborts here instead of writing past the caller's array). Returns the
+ * count. */
+#define S_FIELDS 25
 static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len,
 		       struct field *fl)
 {
@@ -251,7 +253,9 @@ static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len
 
 	ns_stats_mean_sd(r->ts, r->n_samples, &mean, &sd);
 	ns_bench_row_test(r, test, test_len);
-#define F(nm, kd, ...) (fl[k++] = (struct field){ .name = (nm), .kind = (kd), __VA_ARGS__ })
+#define F(nm, kd, ...) \
+	(k < S_FIELDS ? (void)(fl[k++] = (struct field){ .name = (nm), .kind = (kd), __VA_ARGS__ }) \
+		      : abort())
 	F("model_type", K_STR, .s = r->model);
 	F("model_size", K_U64, .u = r->size_bytes);
 	F("model_n_params", K_U64, .u = r->n_params);
