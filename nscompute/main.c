@@ -3,6 +3,7 @@
  *
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
+ *             [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -25,6 +26,7 @@
 #include "ctl_msg.h"
 #include "forward.h"
 #include "gemv.h"
+#include "kvcache.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -51,7 +53,8 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
-		   "[--vram-budget SIZE] [--act f32|q8]\n", S_BACKENDS);
+		   "[--vram-budget SIZE] [--act f32|q8] [--cache-type-k T] [--cache-type-v T]\n"
+		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -101,6 +104,14 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 				return -EINVAL;
 			}
 			p->act_q8 = !strcmp(v, "q8");
+		} else if (!strcmp(o, "--cache-type-k") || !strcmp(o, "--cache-type-v")) {
+			enum ns_kv_type t;
+
+			if (ns_kv_type_parse(v, &t)) {
+				fprintf(stderr, "nscompute: %s f32|f16|q8_0 (got '%s')\n", o, v);
+				return -EINVAL;
+			}
+			*(!strcmp(o, "--cache-type-k") ? &p->kv_k : &p->kv_v) = (int)t;
 		} else if (!strcmp(o, "--vram-budget")) {
 			if (ns_parse_bytes(v, &p->vram_budget) < 0) {
 				fprintf(stderr, "nscompute: --vram-budget: bad size '%s'\n", v);
@@ -124,6 +135,11 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */
+		fprintf(stderr, "nscompute: the cuda backend keeps an f32 KV cache; "
+			"--cache-type-k/-v f16|q8_0 run on --backend cpu only\n");
+		return -EINVAL;
 	}
 	return ns_session_args_check("nscompute", p->session, p->model_path);
 }
@@ -176,6 +192,8 @@ static int s_attach(struct nsc_proc *p)
 #endif
 	} else if (rc == 0) {
 		fo.n_ctx = p->n_ctx;
+		fo.kv_k = p->kv_k;
+		fo.kv_v = p->kv_v;
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));

@@ -8,6 +8,7 @@
 
 #include "engine_internal.h"
 #include "gguf.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -120,6 +121,19 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		e->o.wrap[i] = e->wrap_copy[i];
 	}
 	e->o.backend = !strcmp(e->o.backend, "cuda") ? "cuda" : "cpu"; /* static strings */
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		const char **name = i ? &e->o.cache_type_v : &e->o.cache_type_k;
+		enum ns_kv_type t;
+
+		if (!*name)
+			continue;
+		if (ns_kv_type_parse(*name, &t)) {
+			ns_errf(err, errlen, "KV cache type '%s': f32, f16 or q8_0", *name);
+			rc = -EINVAL;
+		} else {
+			*name = ns_kv_type_name(t); /* a static string */
+		}
+	}
 	if (rc == 0 && (rc = s_abs_path(model, e->model_path, sizeof(e->model_path)))) {
 		ns_errf(err, errlen, "%s: %s", model, strerror(-rc));
 		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "budgets.h"
+#include "commands.h"
 #include "diskbw.h"
 #include "ns_util.h"
 
@@ -26,10 +28,15 @@ static void s_usage(FILE *f)
 		"  --backend cpu|cuda    compute process (nscompute or nscompute-cuda)\n"
 		"  --act f32|q8          kernels' activations (f32 default; q8 as llama.cpp; cuda:\n"
 		"                        decode GEMVs of quantized weights)\n"
+		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --block-rows LIST     rows per streamed block (0: whole tensors)\n"
 		"  --lookahead LIST      blocks in flight after the current one\n"
 		"  --threads N           compute threads (0: all CPUs)\n"
 		"  -c, --ctx N           context positions (4096)\n"
+		"  -d, --n-depth LIST    decode (tg) after this many tokens in the context, as\n"
+		"                        llama-bench's -d (default 0; pp is measured from an empty\n"
+		"                        context)\n"
 		"  --disk-repeats N      timed passes of the drive measurement (3)\n"
 		"  --no-disk             skip the drive measurement (no roofline)\n"
 		"  --no-plan             do not start nsplan\n"
@@ -181,6 +188,12 @@ int bench_parse(struct bench_opts *o, int argc, char **argv)
 			if (s_u64(a, v, 1, 1u << 24, &x))
 				return -1;
 			o->n_ctx = (uint32_t)x;
+		} else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
+			if (s_list(a, v, false, 1u << 24, &o->depths))
+				return -1;
+		} else if (nsctl_kv_is_flag(a)) {
+			if (nsctl_kv_set("nsctl bench", a, v, &o->ctk, &o->ctv))
+				return -1;
 		} else {
 			fprintf(stderr, "nsctl bench: unknown option '%s' (try --help)\n", a);
 			return -1;
@@ -195,6 +208,15 @@ int bench_parse(struct bench_opts *o, int argc, char **argv)
 		fprintf(stderr, "nsctl bench: -p 0 and -n 0 leave nothing to measure\n");
 		return -1;
 	}
+	if (!o->depths.n)
+		o->depths = (struct bench_list){ .v = { 0 }, .n = 1 };
+	for (size_t i = 0; i < o->depths.n && o->n_gen; i++)
+		if (o->depths.v[i] + 1 + o->n_gen > (o->n_ctx ? o->n_ctx : NSCTL_DEFAULT_CTX)) {
+			fprintf(stderr, "nsctl bench: -d %llu and -n %u need a context of %llu (-c)\n",
+				(unsigned long long)o->depths.v[i], o->n_gen,
+				(unsigned long long)o->depths.v[i] + 1 + o->n_gen);
+			return -1;
+		}
 	return 0;
 }
 

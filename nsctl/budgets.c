@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "arch.h"
 #include "gpu_need.h"
+#include "kv_type.h"
 #include "ns_util.h"
 
 uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx)
@@ -21,8 +22,14 @@ uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx)
 								      : NSCTL_DEFAULT_CTX;
 }
 
-int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, uint64_t overhead,
-			bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
+/* Bytes of 32 elements of a KV cache type name (NULL: f32). */
+static uint32_t s_b32(const char *kv_type)
+{
+	return (uint32_t)ns_kv_row_bytes((enum ns_kv_type)nsctl_kv_enum(kv_type), 32);
+}
+
+int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ctk,
+			const char *ctv, uint64_t overhead, bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
 			struct nsplan_fixed *fx, char *err, size_t errlen)
 {
 	int ret = ns_hparams_load(m, hp, err, errlen);
@@ -38,8 +45,8 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, uint64_t overh
 		ret = -ENOMEM;
 	}
 	if (!ret)
-		ret = nsplan_fixed_compute(m, hp, nsctl_default_ctx(hp, n_ctx), overhead, fx, err,
-					   errlen);
+		ret = nsplan_fixed_compute_kv(m, hp, nsctl_default_ctx(hp, n_ctx), s_b32(ctk),
+					      s_b32(ctv), overhead, fx, err, errlen);
 	return ret;
 }
 
@@ -163,8 +170,9 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	return 0;
 }
 
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool mem_given,
-		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen)
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		       const char *ctv, bool mem_given, uint64_t *mem, bool ram_given,
+		       uint64_t *ram, char *line, size_t linelen)
 {
 	uint64_t rss = nsplan_self_rss();
 	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given };
@@ -185,8 +193,8 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool 
 	/* run and bench: a model no backend runs is refused here, before the budgets' line
 	 * (nse_start checks it again for the API's other callers: 0.01 s) */
 	if (!ret)
-		ret = nsctl_budget_inputs(m, n_ctx, rss * NSPLAN_N_PROCESSES, true, &hp, &sum,
-					  &fx, err, sizeof(err));
+		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, rss * NSPLAN_N_PROCESSES, true, &hp,
+					  &sum, &fx, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;

@@ -23,13 +23,14 @@ uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx);
 uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams *hp, bool embd);
 
 /* What budgets are weighed against, from m's headers: its hyperparameters (*hp), summary
- * (*sum, to free) and the fixed set (*fx) at n_ctx (0: nsctl_default_ctx) with overhead bytes
+ * (*sum, to free) and the fixed set (*fx) at n_ctx (0: nsctl_default_ctx) with KV cache
+ * types ctk / ctv (names as nsctl_kv_set stores them, NULL: f32) and overhead bytes
  * for the processes themselves. runnable: a model no backend runs is refused
  * (ns_arch_check: run, bench); else only a model the architecture table contradicts
  * (ns_arch_check_described: plan, which weighs an architecture no pass computes yet by the
  * table or its shapes). Returns 0, or -errno with a line in err. */
-int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, uint64_t overhead,
-			bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
+int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ctk,
+			const char *ctv, uint64_t overhead, bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
 			struct nsplan_fixed *fx, char *err, size_t errlen);
 
 /* What the user asked for, and the choice (b) once completed. */

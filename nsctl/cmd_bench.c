@@ -154,6 +154,8 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	eo.vram_budget = c->vram;
 	eo.backend = o->backend ? o->backend : "cpu";
 	eo.act_q8 = o->act_q8;
+	eo.cache_type_k = o->ctk;
+	eo.cache_type_v = o->ctv;
 	if (o->run_ahead >= 0)
 		eo.run_ahead = o->run_ahead;
 	eo.block_rows = c->rows;
@@ -196,14 +198,18 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 			}
 		}
 	}
-	if (rc == 0 && o->n_gen) {
+	for (size_t di = 0; rc == 0 && o->n_gen && di < o->depths.n; di++, tg++) {
+		/* forced->ids: depth + 1 prompt tokens (prefill, untimed), then the n_gen tokens
+		 * to decode */
+		const uint32_t d = (uint32_t)o->depths.v[di];
+
+		got.n = 0;
 		got.n_want = o->n_gen;
 		got.t0 = ns_now_ns();
-		/* forced->ids: one prompt token, then the n_gen tokens to decode */
-		rc = ns_engine_decode_forced(e, forced->ids, 1, forced->ids + 1, o->n_gen, NULL,
-					     bench_collect, &got);
+		rc = ns_engine_decode_forced(e, forced->ids, d + 1, forced->ids + d + 1, o->n_gen,
+					     NULL, bench_collect, &got);
 		if (rc == 0 && (got.n != o->n_gen ||
-				memcmp(got.ids, forced->ids + 1, got.n * sizeof(*got.ids)))) {
+				memcmp(got.ids, forced->ids + d + 1, got.n * sizeof(*got.ids)))) {
 			fprintf(stderr, "\nnsctl bench: decoded %u tokens, not the %u forced ones\n",
 				got.n, o->n_gen);
 			rc = -EPROTO;
@@ -253,8 +259,8 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, false, &mem, false,
-					     &ram, line, sizeof(line))))
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, o.ctk, o.ctv, false,
+					     &mem, false, &ram, line, sizeof(line))))
 			return rc;
 		fprintf(stderr, "%s\n", line);
 		o.budgets = (struct bench_list){ .v = { mem }, .n = 1 };
@@ -293,8 +299,8 @@ int cmd_bench(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	pp = calloc(nc, sizeof(*pp));
-	tg = calloc(nc, sizeof(*tg));
-	out = calloc(2 * nc, sizeof(*out));
+	tg = calloc(nc * o.depths.n, sizeof(*tg));
+	out = calloc((1 + o.depths.n) * nc, sizeof(*out));
 	disk = calloc(1, sizeof(*disk));
 	if (!pp || !tg || !out || !disk) {
 		fprintf(stderr, "nsctl bench: out of memory\n");
@@ -303,10 +309,15 @@ int cmd_bench(int argc, char **argv)
 	}
 	for (size_t i = 0; i < nc; i++) {
 		s_fill_budgets(&pp[i], &cfg[i], name, m->total_tensor_bytes, n_params, -1);
-		s_fill_budgets(&tg[i], &cfg[i], name, m->total_tensor_bytes, n_params, -1);
 		pp[i].n_prompt = o.n_prompt;
-		tg[i].n_gen = o.n_gen;
-		tg[i].plan_bytes_per_token = s_plan_bytes(m, &cfg[i]);
+		for (size_t di = 0; di < o.depths.n; di++) {
+			struct ns_bench_row *t = &tg[i * o.depths.n + di];
+
+			s_fill_budgets(t, &cfg[i], name, m->total_tensor_bytes, n_params, -1);
+			t->n_gen = o.n_gen;
+			t->n_depth = (uint32_t)o.depths.v[di];
+			t->plan_bytes_per_token = s_plan_bytes(m, &cfg[i]);
+		}
 	}
 	/* the pp prompt and the tg tokens, cut with the model's tokenizer (first configuration's
 	 * engine) */
@@ -322,8 +333,13 @@ int cmd_bench(int argc, char **argv)
 			rc = bench_prompt(probe, o.n_prompt, &pp_text, &pp_tokens);
 		else if (rc < 0)
 			fprintf(stderr, "nsctl bench: %s\n", err);
-		if (rc == 0 && o.n_gen)
-			rc = bench_forced(probe, o.n_gen + 1, &forced);
+		if (rc == 0 && o.n_gen) {
+			uint64_t dmax = 0;
+
+			for (size_t di = 0; di < o.depths.n; di++)
+				dmax = o.depths.v[di] > dmax ? o.depths.v[di] : dmax;
+			rc = bench_forced(probe, (uint32_t)dmax + o.n_gen + 1, &forced);
+		}
 		ns_engine_free(&probe);
 		if (rc < 0) {
 			exit_code = rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
@@ -343,7 +359,8 @@ int cmd_bench(int argc, char **argv)
 			bench_config_text(&cfg[i], what, sizeof(what));
 			fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu (%s) ...",
 				r + 1, o.repeats, k + 1, nc, what);
-			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i], &forced, times);
+			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i * o.depths.n], &forced,
+				       times);
 			if (rc < 0) {
 				exit_code = s_interrupted ? 130 : rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
 				goto done;
@@ -351,8 +368,15 @@ int cmd_bench(int argc, char **argv)
 			fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu (%s): load "
 				"%.2f s, warm-up %.2f s, prefill %.2f s", r + 1, o.repeats, k + 1, nc,
 				what, times[0], times[1], times[2]);
-			if (tg[i].n_samples)
-				fprintf(stderr, ", tg %.2f t/s", tg[i].ts[tg[i].n_samples - 1]);
+			for (size_t di = 0; di < o.depths.n; di++) {
+				const struct ns_bench_row *t = &tg[i * o.depths.n + di];
+
+				if (t->n_samples && t->n_depth)
+					fprintf(stderr, ", tg @ d%u %.2f t/s", t->n_depth,
+						t->ts[t->n_samples - 1]);
+				else if (t->n_samples)
+					fprintf(stderr, ", tg %.2f t/s", t->ts[t->n_samples - 1]);
+			}
 			fputc('\n', stderr);
 			/* one pass of the drive between configurations: the limit is sampled
 			 * across the run, not only at its ends */
@@ -372,20 +396,22 @@ int cmd_bench(int argc, char **argv)
 			"over the run (mean %.3f ± %.3f)\n", disk_bps / 1e9, disk->n, mean / 1e9,
 			sd / 1e9);
 		for (size_t i = 0; i < nc; i++)
-			pp[i].disk_bps = tg[i].disk_bps = disk_bps;
+			pp[i].disk_bps = disk_bps;
+		for (size_t i = 0; i < nc * o.depths.n; i++)
+			tg[i].disk_bps = disk_bps;
 	}
 	for (size_t i = 0; i < nc; i++) {
 		if (o.n_prompt) {
 			s_finish(&pp[i]);
 			out[nrow++] = pp[i];
 		}
-		if (o.n_gen) {
-			s_finish(&tg[i]);
-			out[nrow++] = tg[i];
+		for (size_t di = 0; o.n_gen && di < o.depths.n; di++) {
+			s_finish(&tg[i * o.depths.n + di]);
+			out[nrow++] = tg[i * o.depths.n + di];
 		}
 	}
 	if (o.n_gen && disk_bps > 0)
-		bench_moe_random_limit(&o, m, tg, nc);
+		bench_moe_random_limit(&o, m, tg, nc * o.depths.n);
 	if (ns_table_print(stdout, o.fmt, out, nrow) < 0) {
 		fprintf(stderr, "nsctl bench: cannot write the table\n");
 		exit_code = 1;

@@ -26,6 +26,7 @@ struct s_opts {
 	uint64_t mem_budget, ram_budget, block_rows, lookahead;
 	bool act_q8;
 	int threads;
+	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
 };
 
 static void s_usage(FILE *f)
@@ -40,6 +41,8 @@ static void s_usage(FILE *f)
 		"  --threads N           kernel threads (default 1)\n"
 		"  --act f32|q8          kernel activations: f32 (default, exact weights) or q8\n"
 		"                        (int8 per 32, as llama.cpp)\n"
+		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
@@ -86,6 +89,8 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			o->tokens = v;
 		} else if (!strcmp(a, "-o") && v) {
 			o->out = v;
+		} else if (nsctl_kv_is_flag(a)) {
+			rc = nsctl_kv_set("nsctl logits", a, v, &o->ctk, &o->ctv);
 		} else if (!strcmp(a, "--act") && v) {
 			if (strcmp(v, "f32") && strcmp(v, "q8")) {
 				fprintf(stderr, "nsctl logits: --act f32|q8 (got '%s')\n", v);
@@ -213,6 +218,8 @@ static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
+	eo.cache_type_k = o->ctk;
+	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;
 	eo.no_plan = !o->ram_budget; /* a RAM tier needs nsplan's plan (else nsio ignores it) */
 	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));

@@ -13,6 +13,7 @@
 #include "gpu_need.h"
 #include "hparams.h"
 #include "json_out.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
 #include "plan.h"
@@ -28,6 +29,7 @@ struct s_args {
 	bool overhead_given;
 	uint64_t overhead;
 	const char *stats_path;
+	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
 };
 
 /* Everything the outputs print, gathered once. */
@@ -48,7 +50,10 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
-		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR]\n"
+		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
+		   "[-ctk T] [-ctv T]\n"
+		   "  -ctk/--cache-type-k, -ctv/--cache-type-v: KV cache types counted (f32, f16, "
+		   "q8_0)\n"
 		   "  --stats: expert hit counts ('tokens LAYER N' and 'LAYER EXPERT HITS' lines)\n"
 		   "  budgets in binary units (512MB = 512 MiB); missing ones are derived from "
 		   "MemAvailable and the cgroup limit\n");
@@ -73,7 +78,8 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 			     !strcmp(o, "--ram-budget") || !strcmp(o, "--mem-budget") ||
 			     !strcmp(o, "-c") || !strcmp(o, "--ctx") || !strcmp(o, "--overhead") ||
 			     !strcmp(o, "--meminfo") || !strcmp(o, "--cgroup-file") ||
-			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats");
+			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats") ||
+			     nsctl_kv_is_flag(o);
 
 		if (takes && !v) {
 			fprintf(stderr, "nsctl plan: %s needs a value\n", o);
@@ -113,6 +119,9 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 				return 2;
 			}
 			a->n_ctx = (uint32_t)n;
+		} else if (nsctl_kv_is_flag(o)) {
+			if (nsctl_kv_set("nsctl plan", o, v, &a->ctk, &a->ctv))
+				return 2;
 		} else if (!strcmp(o, "--meminfo")) {
 			a->q.paths.meminfo = v;
 		} else if (!strcmp(o, "--cgroup-file")) {
@@ -422,7 +431,7 @@ int cmd_plan(int argc, char **argv)
 		return 2;
 	}
 	/* a plan for a model whose tables contradict each other would be a promise run breaks */
-	ret = nsctl_budget_inputs(m, a.n_ctx, a.overhead_given ? a.overhead :
+	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? a.overhead :
 				  rss * NSPLAN_N_PROCESSES, false, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)
 		a.n_ctx = fx.n_ctx;

@@ -88,6 +88,8 @@ static void s_usage(FILE *f)
 		"  --act f32|q8          kernels' activations: f32 (default, exact weights) or q8\n"
 		"                        (int8 per 32 as llama.cpp: faster 4-bit kernels; cuda:\n"
 		"                        decode GEMVs of quantized weights, prefill stays f16/f32)\n"
+		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --stall-timeout S     a process whose heartbeat stands still S seconds is taken\n"
 		"                        for stopped or stuck: nsio, nsplan, nsrouter are restarted,\n"
 		"                        nscompute ends the run (default 10)\n"
@@ -286,6 +288,8 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
 			rc = s_int(a, v, 1, 1 << 24, &u);
 			o->eo.n_ctx = (uint32_t)u;
+		} else if (nsctl_kv_is_flag(a)) {
+			rc = nsctl_kv_set("nsctl run", a, v, &o->eo.cache_type_k, &o->eo.cache_type_v);
 		} else if (!strcmp(a, "--act")) {
 			if (strcmp(v, "f32") && strcmp(v, "q8")) {
 				fprintf(stderr, "nsctl run: --act f32|q8 (got '%s')\n", v);
@@ -546,7 +550,8 @@ int cmd_run(int argc, char **argv)
 	if (!o.eo.no_plan && (!o.mem_given || !o.ram_given)) {
 		char line[320];
 
-		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.mem_given,
+		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.eo.cache_type_k,
+					o.eo.cache_type_v, o.mem_given,
 					&o.eo.mem_budget, o.ram_given, &o.eo.ram_budget, line,
 					sizeof(line));
 		if (rc)

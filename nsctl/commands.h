@@ -24,12 +24,14 @@ int cmd_pull(int argc, char **argv);
 /* ---- budgets.c: what run and bench check before anything starts ---- */
 
 /* The budgets a run takes when the user names some or none: what `nsctl plan` would choose for
- * the same model, context (0: the plan's default) and given budgets (from MemAvailable and the
+ * the same model, context (0: the plan's default), KV cache types (ctk / ctv names as
+ * nsctl_kv_set stores them, NULL: f32) and given budgets (from MemAvailable and the
  * cgroup limit, budget_defaults.h). mem / ram: in: the given figures, out: the chosen ones.
  * Returns 0 (line: a description of the defaults, "" when all were given), or an exit code
  * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who. */
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, bool mem_given,
-		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen);
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		       const char *ctv, bool mem_given, uint64_t *mem, bool ram_given,
+		       uint64_t *ram, char *line, size_t linelen);
 
 /* Budgets the user named, checked before anything starts, for each pair (mem[i], ram[i]),
  * i < n, with one read of the model's headers and of the memory available: an arena (mem, 0:
@@ -47,5 +49,14 @@ int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
  * workable budget (1 when the model cannot be read). */
 int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
 		     uint64_t reserve);
+
+/* KV cache types (kv_opts.c): -ctk/--cache-type-k and -ctv/--cache-type-v, llama.cpp's
+ * names. nsctl_kv_set stores the type's static name in *k or *v, or prints one line prefixed
+ * with who and returns -EINVAL for a name other than f32, f16, q8_0. nsctl_kv_enum: the enum
+ * ns_kv_type of a stored name (NULL: f32). */
+bool nsctl_kv_is_flag(const char *flag);
+int nsctl_kv_set(const char *who, const char *flag, const char *val, const char **k,
+		 const char **v);
+int nsctl_kv_enum(const char *name);
 
 #endif

@@ -117,6 +117,14 @@ static void s_nscompute(const struct ns_engine *e, struct s_argv *a)
 		s_add(a, "--act");
 		s_add(a, "q8");
 	}
+	if (e->o.cache_type_k) {
+		s_add(a, "--cache-type-k");
+		s_add(a, e->o.cache_type_k);
+	}
+	if (e->o.cache_type_v) {
+		s_add(a, "--cache-type-v");
+		s_add(a, e->o.cache_type_v);
+	}
 	if (strcmp(e->o.backend, "cpu")) /* the GPU arena: nsplan placed weights in it */
 		s_num(a, "--vram-budget", e->o.vram_budget);
 }

@@ -14,6 +14,8 @@
 
 #include "engine_internal.h"
 #include "arch.h"
+#include "hparams.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -211,6 +213,43 @@ static int s_session_id(struct ns_engine *e)
 	return rc;
 }
 
+/* The enum of a KV cache type name ns_engine_load validated (NULL: f32). */
+static int s_kv_type(const char *name)
+{
+	enum ns_kv_type t = NS_KV_F32;
+
+	if (name)
+		ns_kv_type_parse(name, &t);
+	return (int)t;
+}
+
+/* KV cache types the pass cannot keep for this model refused before anything starts: a
+ * q8_0 row needs head sizes in whole blocks of 32; the cuda pass keeps f32 only (its
+ * kernels have typed caches, ns_cuda_attention_kv, that cfwd.c does not use yet). */
+static int s_kv_check(struct ns_engine *e)
+{
+	const char *names[2] = { e->o.cache_type_k, e->o.cache_type_v };
+	struct ns_hparams hp;
+	int rc = ns_hparams_load(e->m, &hp, e->err, sizeof(e->err));
+
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		enum ns_kv_type t = (enum ns_kv_type)s_kv_type(names[i]);
+		uint32_t dim = i ? hp.head_dim_v : hp.head_dim_k;
+
+		if (!ns_kv_type_fits(t, dim)) {
+			ns_errf(e->err, sizeof(e->err), "a %s KV cache needs head sizes in blocks of "
+				"32; this model's %s heads have %u", ns_kv_type_name(t),
+				i ? "value" : "key", dim);
+			rc = -EINVAL;
+		} else if (t != NS_KV_F32 && strcmp(e->o.backend, "cpu")) {
+			ns_errf(e->err, sizeof(e->err), "backend '%s' keeps an f32 KV cache: -ctk/-ctv "
+				"f16|q8_0 run on --backend cpu only", e->o.backend);
+			rc = -EINVAL;
+		}
+	}
+	return rc;
+}
+
 int nse_start(struct ns_engine *e)
 {
 	struct ns_session_params sp = NS_SESSION_PARAMS_DEFAULT;
@@ -224,6 +263,8 @@ int nse_start(struct ns_engine *e)
 	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
 	 * backend can run is refused here once, not by nscompute after nsio has started */
 	rc = ns_arch_check(e->m, NS_BACKEND_CPU | NS_BACKEND_CUDA, e->err, sizeof(e->err));
+	if (rc == 0)
+		rc = s_kv_check(e);
 	if (rc == 0)
 		rc = s_table_setup(e);
 	if (rc < 0)

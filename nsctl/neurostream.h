@@ -68,6 +68,10 @@ struct ns_engine_opts {
 	bool act_q8;           /* cpu backend: quantize activations to int8 per 32 for the dot
 				* products, as llama.cpp does (faster 4-bit kernels; error bound in
 				* nscompute/kernels/gemv.h); default: exact float activations */
+	const char *cache_type_k; /* KV cache element types (llama.cpp's -ctk / -ctv): "f32"
+				   * (NULL: exact, the default), "f16" or "q8_0" (head sizes
+				   * multiples of 32); an unknown name fails the load (-EINVAL) */
+	const char *cache_type_v;
 	bool no_plan;          /* do not start nsplan */
 	int run_ahead;         /* nsio reads ahead along the per-token order of the matrices
 				* (blocks cut as nscompute cuts them, each tensor after its

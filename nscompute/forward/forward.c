@@ -62,6 +62,14 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 			  NS_BACKEND_CPU, &f, err, errlen);
 	if (rc < 0)
 		return rc;
+	if (opts->kv_k < NS_KV_F32 || opts->kv_k > NS_KV_Q8_0 || opts->kv_v < NS_KV_F32 ||
+	    opts->kv_v > NS_KV_Q8_0) {
+		ns_errf(err, errlen, "forward: unknown KV cache type %d/%d", opts->kv_k, opts->kv_v);
+		ns_fwd_destroy(&f);
+		return -EINVAL;
+	}
+	f->kv_k = opts->kv_k;
+	f->kv_v = opts->kv_v;
 	if (f->am->arch->builder >= NS_ARRAY_LEN(s_builders) ||
 	    !s_builders[f->am->arch->builder]) { /* the table and this list disagree */
 		ns_errf(err, errlen, "forward: no cpu builder for %s", f->am->arch->name);

@@ -52,6 +52,8 @@ struct ns_fwd_opts {
 	uint32_t n_batch;  /* tokens per prefill chunk; 0 = 512 */
 	uint32_t ffn_rows; /* neurons per gate/up window in FFN phase 1 (dense layers and each
 			    * expert); 0 = whole width */
+	int kv_k, kv_v;    /* KV cache element types, enum ns_kv_type (kvcache.h): 0 = f32 (exact),
+			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
 	void *route_user;         /* passed to on_route */
 };

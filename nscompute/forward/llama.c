@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn.h"
 #include "forward_impl.h"
 #include "llama.h"
 #include "ggml_type.h"
@@ -56,8 +57,8 @@ static void s_destroy(void *arch)
 	free(L->ao);
 	free(L->hb);
 	free(L->hu);
-	free(L->att);
 	free(L->cs);
+	ns_attn_ws_destroy(&L->attn_ws);
 	free(L);
 }
 
@@ -170,7 +171,7 @@ static int s_scratch_init(struct ns_llama *L, uint32_t n_batch)
 	    (rc = s_alloc(&L->v, nb, (uint64_t)L->n_head_kv * L->dv)) ||
 	    (rc = s_alloc(&L->ao, nb, (uint64_t)L->n_head * L->dv)) ||
 	    (rc = s_alloc(&L->hb, nb, L->n_ff)) || (rc = s_alloc(&L->hu, nb, L->ffn_rows)) ||
-	    (rc = s_alloc(&L->att, L->n_ctx, 1)) || (rc = s_alloc(&L->cs, L->rope.n_dims, 1)))
+	    (rc = s_alloc(&L->cs, L->rope.n_dims, 1)))
 		return rc;
 	return 0;
 }
@@ -197,49 +198,21 @@ static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 			y[t * dim + i] += b[i];
 }
 
-/* ao[t] = attention of the chunk's token t (position p = pos0 + t) over positions j0..p:
- * j0 = 0, or p + 1 - window on a sliding-window layer. */
-static void s_attention(struct ns_llama *L, struct ns_kvcache *kv, uint32_t l, uint32_t pos0,
-			uint32_t n)
+/* ao = attention of the chunk's queries over the cache (attn.h), on the provider's threads. */
+static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t pos0,
+		       uint32_t n)
 {
-	const struct ns_llama_layer *y = &L->layers[l];
-	const uint32_t gqa = L->n_head / L->n_head_kv;
+	const struct ns_attn a = {
+		.kv = f->kv, .layer = l, .q = L->q, .out = L->ao, .n_tok = n, .pos0 = pos0,
+		.n_head = L->n_head, .window = L->layers[l].window, .scale = L->attn_scale,
+		.sinks = L->layers[l].sinks,
+	};
+	int rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);
 
-	for (uint32_t t = 0; t < n; t++) {
-		const uint32_t p1 = pos0 + t + 1; /* causal: itself and everything before */
-		const uint32_t j0 = y->window && p1 > y->window ? p1 - y->window : 0;
-		const uint32_t n_pos = p1 - j0;
-
-		for (uint32_t h = 0; h < L->n_head; h++) {
-			const uint32_t hk = h / gqa;
-			const float *qh = L->q + ((uint64_t)t * L->n_head + h) * L->dk; /* (dk) */
-			float *out = L->ao + ((uint64_t)t * L->n_head + h) * L->dv;     /* (dv) */
-
-			/* scores: att[j - j0] = (q . k_j) * scale */
-			for (uint32_t j = 0; j < n_pos; j++) {
-				const float *kj = ns_kvcache_k(kv, l, j0 + j) + (uint64_t)hk * L->dk;
-				double acc = 0.0;
-
-				for (uint32_t d = 0; d < L->dk; d++)
-					acc += (double)qh[d] * (double)kj[d];
-				L->att[j] = (float)acc * L->attn_scale;
-			}
-			if (y->sinks)
-				ns_softmax_sink(L->att, n_pos, y->sinks[h]);
-			else
-				ns_softmax(L->att, n_pos);
-			/* out = sum_j att[j - j0] * v_j */
-			for (uint32_t d = 0; d < L->dv; d++) {
-				double acc = 0.0;
-
-				for (uint32_t j = 0; j < n_pos; j++)
-					acc += (double)L->att[j] *
-					       (double)ns_kvcache_v(kv, l, j0 + j)[(uint64_t)hk * L->dv +
-										  d];
-				out[d] = (float)acc;
-			}
-		}
-	}
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: attention of layer %u: %s", l,
+			strerror(-rc));
+	return rc;
 }
 
 static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
@@ -278,10 +251,10 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 		ns_rope_angles(&L->rope, (int64_t)pos0 + t, L->cs);
 		ns_rope_rotate(&L->rope, L->cs, qt, L->n_head, L->dk);
 		ns_rope_rotate(&L->rope, L->cs, kt, L->n_head_kv, L->dk);
-		memcpy(ns_kvcache_k(f->kv, l, pos0 + t), kt, nk * sizeof(float));
-		memcpy(ns_kvcache_v(f->kv, l, pos0 + t), L->v + t * nv, nv * sizeof(float));
+		ns_kvcache_store(f->kv, l, pos0 + t, kt, L->v + t * nv);
 	}
-	s_attention(L, f->kv, l, pos0, n);
+	if ((rc = s_attention(f, L, l, pos0, n)))
+		return rc;
 	/* x += ao Wo^T   (n, n_embd) */
 	rc = s_matmul(f, y->wo, 0, L->n_embd, L->ao, n, L->xb2, L->n_embd);
 	if (rc)
@@ -420,10 +393,24 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 		f->kv->n_ctx = f->n_ctx;
 		return 0;
 	}
-	rc = ns_kvcache_new(L->n_layer, f->n_ctx, L->n_head_kv * L->dk, L->n_head_kv * L->dv,
-			    &f->kv);
+	rc = ns_kvcache_new(L->n_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,
+			    (enum ns_kv_type)f->kv_k, (enum ns_kv_type)f->kv_v, &f->kv);
+	if (rc == -EINVAL) {
+		ns_errf(err, errlen, "forward: a %s/%s KV cache needs head sizes that are multiples "
+			"of 32 (K %u, V %u)", ns_kv_type_name((enum ns_kv_type)f->kv_k),
+			ns_kv_type_name((enum ns_kv_type)f->kv_v), L->dk, L->dv);
+		return rc;
+	}
 	if (rc == 0)
 		rc = s_scratch_init(L, f->n_batch);
+	if (rc == 0) {
+		struct ns_pool *pool = ns_weights_pool(f->w);
+
+		L->attn_ws = ns_attn_ws_new(pool ? ns_pool_threads(pool) : 1, L->n_head,
+					    L->n_head_kv, L->dk, L->dv, f->n_ctx);
+		if (!L->attn_ws)
+			rc = -ENOMEM;
+	}
 	if (rc < 0)
 		ns_errf(err, errlen, "forward: cannot allocate the KV cache and scratch for "
 			"n_ctx %u, n_batch %u: %s", f->n_ctx, f->n_batch, strerror(-rc));

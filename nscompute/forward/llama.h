@@ -16,6 +16,8 @@
 #include "forward_impl.h"
 #include "rope.h"
 
+struct ns_attn_ws;
+
 struct ns_llama_layer {
 	uint32_t wq;      /* attn_q.weight      (n_head * dk rows, n_embd cols) */
 	uint32_t wk;      /* attn_k.weight      (n_head_kv * dk, n_embd) */
@@ -59,8 +61,8 @@ struct ns_llama {
 	float *ao;    /* (n_batch, n_head * dv) attention output */
 	float *hb;    /* (n_batch, n_ff) FFN activation */
 	float *hu;    /* (n_batch, ffn_rows) up projection of one window */
-	float *att;   /* (n_ctx) scores of one head */
 	float *cs;    /* (rope.n_dims) angles of one position */
+	struct ns_attn_ws *attn_ws; /* attention scratch for the provider's threads (attn.h) */
 };
 
 /* ns_llama_init without the host KV cache and scratch when host_state is false (a backend

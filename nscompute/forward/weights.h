@@ -26,6 +26,8 @@
 
 #include "model.h"
 
+struct ns_pool;
+
 /* A block of raw rows handed out by visit: nrows whole rows from row0 in the tensor's GGUF
  * layout (row_bytes each). data is read-only and valid only during the callback. */
 typedef int (*ns_weights_block_fn)(void *cbctx, uint64_t row0, uint64_t nrows,
@@ -55,6 +57,10 @@ struct ns_weights_ops {
 
 	/* One line about the last failure; valid until the next call. */
 	const char *(*last_error)(void *ctx);
+
+	/* Optional: the provider's kernel threads, lent to the forward pass for the work between
+	 * matmuls (attention); NULL (or no op) for one thread. */
+	struct ns_pool *(*pool)(void *ctx);
 
 	void (*destroy)(void *ctx);
 };
@@ -95,6 +101,11 @@ static inline int ns_weights_visit(struct ns_weights *w, uint32_t tensor, uint64
 	if (!w->ops->visit)
 		return -ENOTSUP;
 	return w->ops->visit(w->ctx, tensor, row0, row_end, cb, cbctx);
+}
+
+static inline struct ns_pool *ns_weights_pool(const struct ns_weights *w)
+{
+	return w->ops->pool ? w->ops->pool(w->ctx) : NULL;
 }
 
 static inline const char *ns_weights_error(const struct ns_weights *w)

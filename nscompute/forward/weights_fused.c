@@ -90,12 +90,18 @@ static void s_destroy(void *ctx)
 	free(s);
 }
 
+static struct ns_pool *s_pool(void *ctx)
+{
+	return ((struct s_fused *)ctx)->pool;
+}
+
 static const struct ns_weights_ops s_fused_ops = {
 	.name = "fused",
 	.matmul = s_matmul,
 	.get_rows = s_get_rows,
 	.visit = s_visit,
 	.last_error = s_last_error,
+	.pool = s_pool,
 	.destroy = s_destroy,
 };
 

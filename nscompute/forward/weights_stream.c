@@ -29,6 +29,11 @@ struct s_stream {
 	void *on_ram_map_ctx;
 };
 
+static struct ns_pool *s_pool(void *ctx)
+{
+	return ((struct s_stream *)ctx)->pool;
+}
+
 static const struct ns_weights_ops s_stream_ops;
 
 /* State of one streamed call, handed to the block callbacks. */
@@ -310,6 +315,7 @@ static const struct ns_weights_ops s_stream_ops = {
 	.get_rows = s_get_rows,
 	.visit = s_visit,
 	.last_error = s_last_error,
+	.pool = s_pool,
 	.destroy = s_destroy,
 };
 

@@ -104,10 +104,28 @@ with tempfile.TemporaryDirectory(dir=build) as d:
     check(len(rows) == 2, "csv rows %d" % len(rows))
     check(all(x["roofline_ts"] == "" for x in rows), "--no-disk: no roofline")
 
+    # -d: one tg row per depth, labelled as llama-bench labels them, its n_depth in the json;
+    # the KV cache types run too (f16 K, q8_0 V)
+    r = run("bench", model, "-p", "8", "-n", "3", "-r", "1", "--threads", "1", "--no-disk",
+            "-d", "0,20", "-c", "64", "-ctk", "f16", "-ctv", "q8_0", "-o", "json")
+    check(r.returncode == 0, "-d run: " + r.stderr[-400:])
+    if r.returncode == 0:
+        rows = json.loads(r.stdout)
+        got = [(x["test"], x["n_depth"]) for x in rows]
+        check(got == [("pp8", 0), ("tg3", 0), ("tg3 @ d20", 20)], "-d rows %s" % got)
+        check(all(v > 0 for x in rows for v in x["samples_ts"]), "-d samples")
+
     for bad in (["-o", "xml"], ["-r", "0"], ["--budgets", "12QB"], ["--frobnicate"],
-                ["-p", "0", "-n", "0"]):
+                ["-p", "0", "-n", "0"], ["-d", "60", "-n", "4", "-c", "64"], ["-d", "x"],
+                ["-ctk", "q4_0"], ["--cache-type-v"]):
         r = run("bench", model, *bad)
         check(r.returncode == 2 and r.stderr.count("\n") >= 1, "bad usage %s -> %d" % (bad, r.returncode))
+    # the cuda pass keeps an f32 cache: refused in one line before any process starts,
+    # whether or not nscompute-cuda is built here
+    r = run("bench", model, "-p", "8", "-n", "0", "-r", "1", "--no-disk", "--backend", "cuda",
+            "-ctk", "q8_0")
+    check(r.returncode != 0 and "keeps an f32 KV cache" in r.stderr,
+          "cuda with -ctk q8_0 -> %d %s" % (r.returncode, r.stderr[-400:]))
     r = run("bench", os.path.join(d, "missing.gguf"))
     check(r.returncode != 0 and "missing.gguf" in r.stderr, "missing model")
 
