@@ -1,10 +1,8 @@
 /* weights_fused.c - see weights_fused.h. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dequant.h"
 #include "gemv.h"
@@ -19,27 +17,6 @@ struct s_fused {
 	struct ns_kopts kopts;
 	char err[NS_ERR_LEN];
 };
-
-static int s_pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
 
 static const struct ns_model_tensor *s_tensor(struct s_fused *s, uint32_t tensor)
 {
@@ -144,34 +121,28 @@ static const struct ns_weights_ops s_fused_ops = {
 	.destroy = s_destroy,
 };
 
-/* Read every tensor of shard `shard` into s->bytes. */
-static int s_load_shard(struct s_fused *s, uint32_t shard, char *err, size_t errlen)
+/* Read every tensor into s->bytes, as the model presents it (ns_model_read_rows: a
+ * checkpoint's tensors as converted). */
+static int s_load(struct s_fused *s, char *err, size_t errlen)
 {
-	const char *path = s->m->shards[shard]->path;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	int rc = 0;
+	int *fds = NULL;
+	int rc = ns_model_open_fds(s->m, &fds, err, errlen);
 
-	if (fd < 0) {
-		rc = -errno;
-		ns_errf(err, errlen, "%s: %s", path, strerror(errno));
-		return rc;
-	}
 	for (uint64_t i = 0; i < s->m->n_tensors && rc == 0; i++) {
 		const struct ns_model_tensor *t = &s->m->tensors[i];
 
-		if (t->shard != shard)
-			continue;
 		if (t->n_bytes > SIZE_MAX || !(s->bytes[i] = malloc(t->n_bytes ? t->n_bytes : 1))) {
 			ns_errf(err, errlen, "%s: out of memory for %llu bytes", t->name,
 				(unsigned long long)t->n_bytes);
 			rc = -ENOMEM;
 			break;
 		}
-		rc = s_pread_all(fd, s->bytes[i], (size_t)t->n_bytes, t->file_offset);
+		rc = ns_model_read_rows(s->m, fds, t, 0, t->n_rows, s->bytes[i]);
 		if (rc < 0)
-			ns_errf(err, errlen, "%s: reading %s: %s", path, t->name, strerror(-rc));
+			ns_errf(err, errlen, "%s: reading %s: %s", s->m->shards[t->shard]->path,
+				t->name, strerror(-rc));
 	}
-	close(fd);
+	ns_model_close_fds(s->m, &fds);
 	return rc;
 }
 
@@ -202,8 +173,8 @@ int ns_weights_fused_new(const struct ns_model *m, const struct ns_weights_fused
 		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);
 		rc = -ENOMEM;
 	}
-	for (uint32_t i = 0; i < m->n_shards && rc == 0; i++)
-		rc = s_load_shard(s, i, err, errlen);
+	if (rc == 0)
+		rc = s_load(s, err, errlen);
 	if (rc < 0) {
 		s_destroy(s);
 		free(w);

@@ -43,27 +43,6 @@ static int s_reserve(void **buf, size_t *cap, size_t need)
 }
 
 /* Read exactly len bytes at off; short reads continue, EINTR retries. */
-static int s_pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO; /* file shorter than its index says */
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
 static int s_dequant(struct s_ref *r, const struct ns_model_tensor *t, const void *src,
 		     uint64_t n_rows, float *dst)
 {
@@ -99,8 +78,7 @@ static int s_load_rows(struct s_ref *r, const struct ns_model_tensor *t, uint64_
 		ns_errf(r->err, sizeof(r->err), "%s: out of memory for a block", t->name);
 		return -ENOMEM;
 	}
-	rc = s_pread_all(r->fds[t->shard], r->raw, (size_t)raw_len,
-			 t->file_offset + row0 * t->row_bytes);
+	rc = ns_model_read_rows(r->m, r->fds, t, row0, n, r->raw); /* a checkpoint's too */
 	if (rc < 0) {
 		ns_errf(r->err, sizeof(r->err), "%s: reading rows %llu..%llu of %s: %s", t->name,
 			(unsigned long long)row0, (unsigned long long)(row0 + n),
