@@ -311,7 +311,7 @@ static void s_model_name(const char *dir, char *out, size_t n)
 /* ---- the model ---- */
 
 static int s_build(struct ns_model *m, const struct s_where *w, const struct s_files *fs,
-		   char *err, size_t errlen)
+		   bool vocab, char *err, size_t errlen)
 {
 	struct ns_hf_config c;
 	uint32_t n_mtp = 0;
@@ -338,7 +338,7 @@ static int s_build(struct ns_model *m, const struct s_where *w, const struct s_f
 	rc = ns_hf_config_write(&c, n_mtp, name, m->shards[0]);
 	if (rc)
 		goto oom;
-	if ((rc = ns_hf_vocab_load(w->dir, c.n_vocab, m->shards[0], err, errlen)))
+	if (vocab && (rc = ns_hf_vocab_load(w->dir, c.n_vocab, m->shards[0], err, errlen)))
 		return rc;
 	return ns_model_build_index(m, err, errlen);
 oom:
@@ -346,7 +346,7 @@ oom:
 	return -ENOMEM;
 }
 
-int ns_hf_open(const char *path, struct ns_model **out, char *err, size_t errlen)
+int ns_hf_open(const char *path, bool vocab, struct ns_model **out, char *err, size_t errlen)
 {
 	struct s_files fs = { 0 };
 	struct s_where w;
@@ -365,7 +365,7 @@ int ns_hf_open(const char *path, struct ns_model **out, char *err, size_t errlen
 		goto out;
 	}
 	m->format = NS_MODEL_SAFETENSORS;
-	if ((rc = s_build(m, &w, &fs, err, errlen)))
+	if ((rc = s_build(m, &w, &fs, vocab, err, errlen)))
 		goto out;
 	*out = m;
 	m = NULL;

@@ -26,7 +26,8 @@
 /* A directory, a *.safetensors file or a *.safetensors.index.json (by name and type). */
 bool ns_hf_is_checkpoint(const char *path);
 
-int ns_hf_open(const char *path, struct ns_model **out, char *err, size_t errlen);
+/* vocab: read tokenizer.json and friends into the metadata (ns_model_open_flags). */
+int ns_hf_open(const char *path, bool vocab, struct ns_model **out, char *err, size_t errlen);
 
 /* What a checkpoint model owns besides the struct ns_model arrays: tensor names, sources,
  * runs and column maps, freed together. */

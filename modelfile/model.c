@@ -139,6 +139,12 @@ int ns_model_build_index(struct ns_model *m, char *err, size_t errlen)
 
 int ns_model_open(const char *path, struct ns_model **out, char *err, size_t errlen)
 {
+	return ns_model_open_flags(path, 0, out, err, errlen);
+}
+
+int ns_model_open_flags(const char *path, unsigned flags, struct ns_model **out, char *err,
+			size_t errlen)
+{
 	struct ns_gguf *first = NULL;
 	struct ns_model *m = NULL;
 	uint64_t count, no, total = 0;
@@ -147,7 +153,7 @@ int ns_model_open(const char *path, struct ns_model **out, char *err, size_t err
 
 	*out = NULL;
 	if (ns_hf_is_checkpoint(path))
-		return ns_hf_open(path, out, err, errlen);
+		return ns_hf_open(path, !(flags & NS_MODEL_OPEN_NO_VOCAB), out, err, errlen);
 	ret = ns_gguf_open(path, &first, err, errlen);
 	if (ret)
 		return ret;

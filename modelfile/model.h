@@ -93,6 +93,14 @@ struct ns_model {
 };
 
 int ns_model_open(const char *path, struct ns_model **out, char *err, size_t errlen);
+
+/* A process that builds no tokenizer (nsio, nsplan, nscompute, nsrouter) opens a checkpoint
+ * without reading its tokenizer.json (Qwen3's 152k tokens and 151k merges take 0.4-0.8 s of
+ * JSON parsing here, test_tok_json; Qwen3.5 has 248k tokens), so the model has no tokenizer.*
+ * keys. GGUF models open whole either way. */
+#define NS_MODEL_OPEN_NO_VOCAB 1u
+int ns_model_open_flags(const char *path, unsigned flags, struct ns_model **out, char *err,
+			size_t errlen);
 /* The index over tensors already filled in (m->tensors, m->n_tensors): used by the readers of
  * both formats. -EINVAL with one line for a name that appears twice. */
 int ns_model_build_index(struct ns_model *m, char *err, size_t errlen);

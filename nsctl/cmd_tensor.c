@@ -3,9 +3,10 @@
  * Writes the dequantized float32 values of one tensor (or of rows A <= row < B, rows counted
  * over all leading dims, as ns_model_tensor.n_rows) to FILE as raw little-endian floats,
  * row-major, and prints the tensor's type and shape. Only the needed rows are read, with
- * pread, in batches of whole rows (ns_model_read_rows: a checkpoint's tensor as converted). FILE "-" writes to stdout (the description then goes to
- * stderr). Exit: 0 ok, 1 I/O failure, 2 bad usage, bad model, unknown tensor, bad rows or a
- * type neurostream cannot dequantize. */
+ * pread, in batches of whole rows (ns_model_read_rows: a checkpoint's tensor as its GGUF
+ * conversion holds it). FILE "-" writes to stdout (the description then goes to stderr).
+ * Exit: 0 ok, 1 I/O failure, 2 bad usage, bad model, unknown tensor, bad rows or a type
+ * neurostream cannot dequantize. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

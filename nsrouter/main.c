@@ -287,7 +287,7 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	rc = ns_model_open(o.model, &m, err, sizeof(err));
+	rc = ns_model_open_flags(o.model, NS_MODEL_OPEN_NO_VOCAB, &m, err, sizeof(err));
 	if (rc == 0)
 		rc = ns_client_open(o.session, &co, &c, err, sizeof(err));
 	if (rc < 0) {

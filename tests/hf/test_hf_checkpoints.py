@@ -339,6 +339,13 @@ def check_model(path, what):
 good = os.path.join(work, "good")
 write_checkpoint(good)
 check_model(good, "directory")
+# the tokenizer from tokenizer.json: the ids of llama.cpp's conversion of the same files
+conv = os.path.join(oracle, "hf", "qwen3_5", "gguf", "qwen3_5-f32.gguf")
+for text in ("Hello world, the quick brown fox.", "<|user|>\nhi <eos>", "  x\t\n\n y"):
+    for flags in ([], ["--add-special", "--parse-special"]):
+        a, b = run(["tokenize", good, *flags, "--", text]), run(["tokenize", conv, *flags, "--", text])
+        if a[0] != 0 or a[:2] != b[:2]:
+            fail("tokenize %r %s: checkpoint %s, conversion %s" % (text, flags, a[:2], b[:2]))
 check_model(os.path.join(good, "model.safetensors.index.json"), "index")
 check_model(os.path.join(good, "model-00002-of-00002.safetensors"), "second shard")
 
