@@ -240,6 +240,20 @@ out:
 	return rc;
 }
 
+/* part at o + k with each space written as U+0120 (two bytes); returns the new end. */
+static size_t s_put_merge_part(char *o, size_t k, const char *part)
+{
+	for (; *part; part++) {
+		if (*part == ' ') {
+			o[k++] = '\xc4';
+			o[k++] = '\xa0';
+		} else {
+			o[k++] = *part;
+		}
+	}
+	return k;
+}
+
 /* model.merges ("a b" strings, or [a, b] pairs joined by a space with spaces inside a part
  * written as U+0120, as SpecialVocab does) -> tokenizer.ggml.merges. */
 static int s_merges(struct s_vocab *v, const json_t *model)
@@ -274,23 +288,9 @@ static int s_merges(struct s_vocab *v, const json_t *model)
 
 			if (!o)
 				goto oom;
-			for (const char *p = a; *p; p++) {
-				if (*p == ' ') {
-					o[k++] = '\xc4';
-					o[k++] = '\xa0';
-				} else {
-					o[k++] = *p;
-				}
-			}
+			k = s_put_merge_part(o, k, a);
 			o[k++] = ' ';
-			for (const char *p = b; *p; p++) {
-				if (*p == ' ') {
-					o[k++] = '\xc4';
-					o[k++] = '\xa0';
-				} else {
-					o[k++] = *p;
-				}
-			}
+			k = s_put_merge_part(o, k, b);
 			o[k] = '\0';
 			items[i].s = o;
 			items[i].len = k;

@@ -28,6 +28,7 @@
 #include "gguf.h"
 #include "hparams.h"
 #include "model.h"
+#include "ns_test_gguf.h"
 #include "ns_test.h"
 #include "ns_util.h"
 
@@ -50,36 +51,6 @@ static float *s_rows(const struct ns_model *m, const int *fds, const struct ns_m
 	return f;
 }
 
-static bool s_value_eq(const struct ns_gguf_value *a, const struct ns_gguf_value *b)
-{
-	if (a->type != b->type)
-		return false;
-	switch (a->type) {
-	case NS_GGUF_STRING:
-		return a->v.str.len == b->v.str.len && !memcmp(a->v.str.s, b->v.str.s, a->v.str.len);
-	case NS_GGUF_ARRAY:
-		if (a->v.arr.item_type != b->v.arr.item_type || a->v.arr.n != b->v.arr.n)
-			return false;
-		if (a->v.arr.item_type == NS_GGUF_STRING) {
-			const struct ns_gguf_str *x = a->v.arr.items, *y = b->v.arr.items;
-
-			for (uint64_t i = 0; i < a->v.arr.n; i++)
-				if (x[i].len != y[i].len || memcmp(x[i].s, y[i].s, x[i].len))
-					return false;
-			return true;
-		}
-		return !memcmp(a->v.arr.items, b->v.arr.items,
-			       (size_t)(a->v.arr.n * ns_gguf_vtype_size(a->v.arr.item_type)));
-	case NS_GGUF_F32:
-	case NS_GGUF_F64:
-		return a->v.f64 == b->v.f64;
-	case NS_GGUF_BOOL:
-		return a->v.b == b->v.b;
-	default:
-		return a->v.u64 == b->v.u64;
-	}
-}
-
 static void s_check_meta(const char *what, const struct ns_model *hf, const struct ns_model *gg)
 {
 	static const char *const skip[] = { "general.name", "general.size_label",
@@ -97,7 +68,7 @@ static void s_check_meta(const char *what, const struct ns_model *hf, const stru
 			skipped = skipped || !strcmp(kb->key.s, skip[k]);
 		if (skipped)
 			continue;
-		NS_EXPECT(s_fails, ka && s_value_eq(&ka->value, &kb->value),
+		NS_EXPECT(s_fails, ka && ns_test_gguf_value_eq(&ka->value, &kb->value),
 			  "%s: metadata %s %s", what, kb->key.s, ka ? "differs" : "missing");
 		n++;
 	}

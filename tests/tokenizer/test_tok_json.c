@@ -12,7 +12,9 @@
  * 2. A full-size tokenizer.json: the Qwen3 vocabulary of vocab-hf/hf-qwen3-vocab.gguf written
  *    back the way its tokenizer.json holds it (model.vocab of the normal tokens, added_tokens,
  *    merges as pairs, the pre-tokenizer's split pattern; tokenizer_config.json's specials;
- *    config.json's vocab_size and bos_token_id) and read by hf_vocab: every tokenizer.* key of
+ *    config.json's vocab_size and bos_token_id; a third of the merges each as "a b" strings
+ *    and as pairs with plain spaces, the other forms the converter reads) and read by
+ *    hf_vocab: every tokenizer.* key of
  *    the GGUF equal (152k tokens incl. 267 [PAD] ones, 151k merges, CONTROL / USER_DEFINED
  *    types, pre "qwen2", add_bos false); and with Qwen3.5's split pattern the pre-tokenizer is
  *    "qwen35" and llama.cpp's qwen35 test pairs (Hugging Face ids) pass. Load time printed.
@@ -29,37 +31,14 @@
 #include "gguf_meta.h"
 #include "hf_vocab.h"
 #include "json_min.h"
+#include "lcpp_cases.h"
 #include "model.h"
 #include "ns_test.h"
+#include "ns_test_gguf.h"
 #include "ns_util.h"
 #include "tokenizer.h"
 
 static int s_fails;
-
-static bool s_value_eq(const struct ns_gguf_value *a, const struct ns_gguf_value *b)
-{
-	if (a->type != b->type)
-		return false;
-	if (a->type == NS_GGUF_STRING)
-		return a->v.str.len == b->v.str.len && !memcmp(a->v.str.s, b->v.str.s, a->v.str.len);
-	if (a->type == NS_GGUF_ARRAY) {
-		if (a->v.arr.item_type != b->v.arr.item_type || a->v.arr.n != b->v.arr.n)
-			return false;
-		if (a->v.arr.item_type == NS_GGUF_STRING) {
-			const struct ns_gguf_str *x = a->v.arr.items, *y = b->v.arr.items;
-
-			for (uint64_t i = 0; i < a->v.arr.n; i++)
-				if (x[i].len != y[i].len || memcmp(x[i].s, y[i].s, x[i].len))
-					return false;
-			return true;
-		}
-		return !memcmp(a->v.arr.items, b->v.arr.items,
-			       (size_t)(a->v.arr.n * ns_gguf_vtype_size(a->v.arr.item_type)));
-	}
-	if (a->type == NS_GGUF_BOOL)
-		return a->v.b == b->v.b;
-	return a->v.u64 == b->v.u64;
-}
 
 /* Every tokenizer.* key of want is in got with the same value (and got has no other). */
 static void s_same_tokenizer_keys(const char *what, const struct ns_gguf *got,
@@ -73,8 +52,8 @@ static void s_same_tokenizer_keys(const char *what, const struct ns_gguf *got,
 		if (strncmp(w->key.s, "tokenizer.", 10))
 			continue;
 		g = ns_gguf_find(got, w->key.s);
-		NS_EXPECT(s_fails, g && s_value_eq(&g->value, &w->value), "%s: %s %s", what,
-			  w->key.s, g ? "differs" : "missing");
+		NS_EXPECT(s_fails, g && ns_test_gguf_value_eq(&g->value, &w->value), "%s: %s %s",
+			  what, w->key.s, g ? "differs" : "missing");
 		n++;
 	}
 	for (uint64_t i = 0; i < got->n_kv; i++)
@@ -137,39 +116,24 @@ static int s_same_on_jsonl(const struct ns_tok *a, const struct ns_tok *b, const
 	return bad;
 }
 
-/* llama.cpp's test inputs (.inp, cases split by __ggml_vocab_test__); want_ids: check the .out
- * ids with a (else compare a and b). */
+/* llama.cpp's test pairs (lcpp_cases.h); want_ids: check the .out ids with a (else compare a
+ * and b). */
 static int s_lcpp(const struct ns_tok *a, const struct ns_tok *b, const char *name,
 		  bool want_ids, size_t *n_cases)
 {
-	static const char sep[] = "\n__ggml_vocab_test__\n";
-	char path[1024], rel[256];
-	size_t il = 0, ol = 0;
-	char *inp, *outp, *ip, *op;
+	char path[1024];
+	struct lcpp_cases lc;
+	int32_t want[4096];
+	size_t tl, nwant;
+	const char *ip;
 	int bad = 0;
 
-	snprintf(rel, sizeof(rel), "vocab/llamacpp-tests/%s.inp", name);
-	inp = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &il);
-	snprintf(rel, sizeof(rel), "vocab/llamacpp-tests/%s.out", name);
-	outp = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &ol);
-	NS_REQUIRE(inp && outp, "cannot read %s", path);
-	for (ip = inp, op = outp; ip && *ip;) {
-		char *end = strstr(ip, sep), *q = op;
-		size_t tl = end ? (size_t)(end - ip) : strlen(ip), nwant = 0, ngot = 0;
-		int32_t want[4096], *got = NULL;
-
-		if (!end && tl && ip[tl - 1] == '\n')
-			tl--;
-		while (q && *q && *q != '\n' && nwant < 4096) {
-			char *e;
-			long v = strtol(q, &e, 10);
-
-			if (e == q)
-				break;
-			want[nwant++] = (int32_t)v;
-			q = e;
-		}
+	NS_REQUIRE(lcpp_cases_open(&lc, name, path, sizeof(path)), "cannot read %s", path);
+	while (lcpp_cases_next(&lc, &ip, &tl, want, &nwant, 4096)) {
 		if (want_ids) {
+			int32_t *got = NULL;
+			size_t ngot = 0;
+
 			bad += ns_tok_encode(a, ip, tl, false, false, &got, &ngot) || ngot != nwant ||
 			       memcmp(got, want, ngot * sizeof(*got));
 			free(got);
@@ -177,12 +141,8 @@ static int s_lcpp(const struct ns_tok *a, const struct ns_tok *b, const char *na
 			bad += s_same_ids(a, b, ip, tl) != 0;
 		}
 		(*n_cases)++;
-		op = strchr(op, '\n');
-		op = op ? op + 1 : NULL;
-		ip = end ? end + strlen(sep) : NULL;
 	}
-	free(inp);
-	free(outp);
+	lcpp_cases_close(&lc);
 	return bad;
 }
 
@@ -256,6 +216,25 @@ static void s_write_json(const char *dir, const char *name, json_t *j)
 	json_decref(j);
 }
 
+/* s[0:n) with each U+0120 (the byte-level alphabet's space) as a plain space. */
+static char *s_plain_spaces(const char *s, size_t n)
+{
+	char *o = malloc(n + 1);
+	size_t k = 0;
+
+	NS_REQUIRE(o, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n && s[i] == '\xc4' && s[i + 1] == '\xa0') {
+			o[k++] = ' ';
+			i++;
+		} else {
+			o[k++] = s[i];
+		}
+	}
+	o[k] = '\0';
+	return o;
+}
+
 /* tokenizer.json, tokenizer_config.json and config.json of g's vocabulary into dir. */
 static void s_write_qwen3(const char *dir, const struct ns_gguf *g, const char *regex)
 {
@@ -283,8 +262,19 @@ static void s_write_qwen3(const char *dir, const struct ns_gguf *g, const char *
 		const char *sp = strchr(ms[i].s, ' ');
 
 		NS_REQUIRE(sp && !strchr(sp + 1, ' '), "merge %s", ms[i].s);
-		json_array_append_new(merges, json_pack("[s#, s]", ms[i].s, (int)(sp - ms[i].s),
-							sp + 1));
+		if (i % 3 == 0) { /* Qwen3's own form: [a, b] with U+0120 for a space */
+			json_array_append_new(merges, json_pack("[s#, s]", ms[i].s,
+								(int)(sp - ms[i].s), sp + 1));
+		} else if (i % 3 == 1) { /* the older "a b" string form */
+			json_array_append_new(merges, json_string(ms[i].s));
+		} else { /* [a, b] with plain spaces, which the converter writes as U+0120 */
+			char *l = s_plain_spaces(ms[i].s, (size_t)(sp - ms[i].s));
+			char *r = s_plain_spaces(sp + 1, strlen(sp + 1));
+
+			json_array_append_new(merges, json_pack("[s, s]", l, r));
+			free(l);
+			free(r);
+		}
 	}
 	model = json_pack("{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:o, s:o}", "type", "BPE",
 			  "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
