@@ -67,7 +67,7 @@ static int s_try_pair(struct s_session *s, int32_t left, int32_t right)
 	c.merged = m->merged;
 	c.llen = s->sym[left].len;
 	c.rlen = s->sym[right].len;
-	return ns_tok_heap_push(&s->heap, &c);
+	return ns_tok_heap_push(&s->heap, &c, sizeof(c), s_cand_less);
 }
 
 /* The text a word is looked up by: byte-encoded (GPT-2 alphabet) or as it is. */
@@ -181,10 +181,12 @@ static int s_word(struct s_session *s, const char *w, size_t n)
 		if ((rc = s_try_pair(s, (int32_t)i - 1, (int32_t)i)))
 			return rc;
 	while (s->heap.n) {
+		struct s_sym *l, *r;
 		struct s_cand c;
 
-		ns_tok_heap_pop(&s->heap, &c);
-		struct s_sym *l = &s->sym[c.left], *r = &s->sym[c.right];
+		ns_tok_heap_pop(&s->heap, &c, sizeof(c), s_cand_less);
+		l = &s->sym[c.left];
+		r = &s->sym[c.right];
 
 		if (!l->len || !r->len || l->len != c.llen || r->len != c.rlen ||
 		    l->next != c.right)
@@ -253,7 +255,6 @@ int ns_tok_bpe_fragment(const struct ns_tok *t, const char *text, size_t len, st
 	char *esc = NULL;
 	int rc = -ENOMEM;
 
-	ns_tok_heap_init(&s.heap, sizeof(struct s_cand), s_cand_less);
 	if (t->escape_whitespace) { /* ' ' -> U+2581 */
 		size_t k = 0;
 

@@ -52,7 +52,7 @@ static int s_try(struct s_spm *s, int32_t left, int32_t right)
 	b.left = left;
 	b.right = right;
 	b.size = size;
-	return ns_tok_heap_push(&s->heap, &b);
+	return ns_tok_heap_push(&s->heap, &b, sizeof(b), s_better);
 }
 
 int ns_tok_spm_fragment(const struct ns_tok *t, const char *text, size_t len, struct ns_ivec *out)
@@ -62,7 +62,6 @@ int ns_tok_spm_fragment(const struct ns_tok *t, const char *text, size_t len, st
 	size_t k = 0, nsym = 0;
 	int rc = -ENOMEM;
 
-	ns_tok_heap_init(&s.heap, sizeof(struct s_big), s_better);
 	if (!len)
 		return 0;
 	if (len > (SIZE_MAX - 1) / 3 || len > INT32_MAX / 3)
@@ -97,10 +96,12 @@ int ns_tok_spm_fragment(const struct ns_tok *t, const char *text, size_t len, st
 		if ((rc = s_try(&s, (int32_t)i - 1, (int32_t)i)))
 			goto out;
 	while (s.heap.n) {
+		struct s_sym *l, *r;
 		struct s_big b;
 
-		ns_tok_heap_pop(&s.heap, &b);
-		struct s_sym *l = &s.sym[b.left], *r = &s.sym[b.right];
+		ns_tok_heap_pop(&s.heap, &b, sizeof(b), s_better);
+		l = &s.sym[b.left];
+		r = &s.sym[b.right];
 
 		if (!l->len || !r->len || l->len + r->len != b.size)
 			continue;
