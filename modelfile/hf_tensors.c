@@ -499,16 +499,15 @@ static void s_mtp_name(char *name, size_t n, uint32_t n_layer, int64_t *mtp_idx)
 						{ "pre_fc_norm_embedding", "enorm" },
 						{ "pre_fc_norm_hidden", "hnorm" },
 						{ "norm", "shared_head.norm" } };
-	char rest[256], part[64];
+	const char *tail = s_prefix(name, "model.mtp.") ? name + 6 : name;
+	char rest[252], part[64]; /* rest: a name (256) after "mtp." */
 	unsigned idx;
 	int used = 0;
 
 	*mtp_idx = -1;
-	if (s_prefix(name, "model.mtp."))
-		memmove(name, name + 6, strlen(name + 6) + 1);
-	if (!s_prefix(name, "mtp."))
+	if (!s_prefix(tail, "mtp."))
 		return;
-	snprintf(rest, sizeof(rest), "%s", name + 4);
+	snprintf(rest, sizeof(rest), "%s", tail + 4); /* copied: name is rewritten below */
 	if (sscanf(rest, "layers.%u.%n", &idx, &used) == 1 && used && idx < 64) {
 		*mtp_idx = idx;
 		snprintf(name, n, "model.layers.%u.%s", n_layer + idx, rest + used);
@@ -524,6 +523,7 @@ static void s_mtp_name(char *name, size_t n, uint32_t n_layer, int64_t *mtp_idx)
 			return;
 		}
 	}
+	snprintf(name, n, "mtp.%s", rest); /* any other: without "model.", as before */
 }
 
 /* Normalise every tensor's name; drop the ones the text model does not have. */
