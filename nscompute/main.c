@@ -155,7 +155,7 @@ static int s_attach(struct nsc_proc *p)
 	char err[NS_ERR_LEN];
 	int rc;
 
-	rc = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	rc = ns_model_open_flags(p->model_path, NS_MODEL_OPEN_NO_VOCAB, &p->m, err, sizeof(err));
 	if (rc < 0 && rc != -ENOMEM) { /* missing, unreadable or malformed: bad input, exit 2 */
 		fprintf(stderr, "nscompute: %s\n", err);
 		return -EINVAL;

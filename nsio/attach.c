@@ -171,7 +171,8 @@ int nsio_attach(struct nsio *s)
 	uint64_t gen, dropped, quarantined = 0;
 	int rc;
 
-	rc = ns_model_open(s->o.model_path, &s->model, err, sizeof(err));
+	rc = ns_model_open_flags(s->o.model_path, NS_MODEL_OPEN_NO_VOCAB, &s->model, err,
+				 sizeof(err));
 	if (rc) {
 		fprintf(stderr, "nsio: %s\n", err);
 		return rc == -ENOMEM ? 1 : 2; /* missing, unreadable or malformed: bad input */

@@ -60,6 +60,8 @@ struct nsio_req {
 	int status;
 	bool allocated, done, evict;
 	uint64_t sched_idx;      /* read-ahead: schedule position */
+	bool sync;              /* rows a checkpoint's converter would rewrite: made by
+				 * ns_model_read_rows into the lease (serve.c), not read in chunks */
 	uint64_t t_queued;
 };
 
@@ -77,6 +79,8 @@ struct nsio {
 	bool created_session;
 	struct ns_model *model;
 	int *fds;               /* one per shard */
+	int *bfds;              /* one per shard without O_DIRECT, for the rows made by
+				 * ns_model_read_rows; NULL when the model has no such tensor */
 	bool direct;            /* O_DIRECT on every shard */
 	enum { NSIO_FAULT_NONE, NSIO_FAULT_UNALIGNED, NSIO_FAULT_TINY }
 		fault_short_read; /* test hook NS_NSIO_FAULT_SHORT_READ (uring.c), read at open */

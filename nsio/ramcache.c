@@ -371,6 +371,49 @@ static int s_read(struct nsio_ram *rc, int fd, uint8_t *buf, uint64_t a0, uint64
 	return 0;
 }
 
+static bool s_fixed_ready(const struct nsio_ram *rc);
+
+/* The window being filled is complete. */
+static void s_window_done(struct nsio_ram *rc, struct nsio_ram_win *w)
+{
+	w->ready = true;
+	rc->resident_bytes += w->bytes;
+	atomic_store(&rc->dir->resident_bytes, rc->resident_bytes);
+	rc->fill_idx++;
+	rc->fill_pos = 0;
+	/* compute may use its table once every fixed window is in (win is sorted by tensor, so
+	 * expert windows come between fixed ones) */
+	if (!w->expert && s_fixed_ready(rc))
+		ns_ram_seg_ready(&rc->seg);
+}
+
+/* One step of a window of a checkpoint tensor whose rows the converter rewrites: at most one
+ * chunk of rows made by ns_model_read_rows straight into the segment (no lease: the reads are
+ * buffered and land where they belong). Returns 1, or -errno with a line. */
+static int s_fill_made(struct nsio_ram *rc, const struct ns_model *m,
+		       const struct nsio_ram_io *io, struct nsio_ram_win *w,
+		       const struct ns_model_tensor *mt, char *err, size_t errlen)
+{
+	uint64_t done = rc->fill_pos / mt->row_bytes, rows = w->bytes / mt->row_bytes;
+	uint64_t step = io->chunk / mt->row_bytes ? io->chunk / mt->row_bytes : 1;
+	int r;
+
+	if (step > rows - done)
+		step = rows - done;
+	r = ns_model_read_rows(m, io->bfds, mt, w->row0 + done, step,
+			       rc->base + w->off + rc->fill_pos);
+	if (r)
+		return ns_errf(err, errlen, "cannot load %s into RAM: %s", mt->name,
+			       strerror(-r)), r;
+	atomic_fetch_add(&rc->dir->fill_reads, 1);
+	atomic_fetch_add(&rc->dir->fill_device, step * mt->src->row_bytes);
+	atomic_fetch_add(&rc->dir->fill_bytes, step * mt->row_bytes);
+	rc->fill_pos += step * mt->row_bytes;
+	if (rc->fill_pos == w->bytes)
+		s_window_done(rc, w);
+	return 1;
+}
+
 /* True once every fixed (non-expert) window is complete. */
 static bool s_fixed_ready(const struct nsio_ram *rc)
 {
@@ -387,7 +430,7 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	const struct ns_model_tensor *mt;
 	struct nsio_ram_win *w;
 	uint64_t fo, fend, a0, aend, cap, alen, want, lo, cur;
-	uint32_t idx;
+	uint32_t idx, shard;
 	int r;
 
 	if (!rc->filling)
@@ -404,10 +447,12 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	}
 	w = &rc->win[rc->fill_idx];
 	mt = &m->tensors[w->tensor];
+	if (!ns_model_rows_plain(mt, w->row0, w->bytes / mt->row_bytes, &shard, &fo))
+		return s_fill_made(rc, m, io, w, mt, err, errlen);
 	/* file range of the rest of the window; the plan was checked against the model, whose
 	 * tensors lie inside their files, so none of this overflows */
-	fo = mt->file_offset + w->row0 * mt->row_bytes + rc->fill_pos;
-	fend = mt->file_offset + w->row0 * mt->row_bytes + w->bytes;
+	fend = fo + w->bytes;
+	fo += rc->fill_pos;
 	a0 = fo / align * align;
 	if (ns_add_u64_overflow(fend, align - 1, &aend))
 		return ns_errf(err, errlen, "%s: file offset overflows", mt->name), -EOVERFLOW;
@@ -424,7 +469,7 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 			       (unsigned long long)alen, strerror(-r)), r;
 	lo = fend - a0 < alen ? fend - a0 : alen; /* wanted bytes end, from a0 */
 	cur = ns_ctl_leases(io->ctl)[idx].off;
-	r = s_read(rc, io->fds[mt->shard], io->arena + cur, a0, alen, lo);
+	r = s_read(rc, io->fds[shard], io->arena + cur, a0, alen, lo);
 	if (r == 0) {
 		want = lo - (fo - a0);
 		memcpy(rc->base + w->off + rc->fill_pos, io->arena + cur + (fo - a0), (size_t)want);
@@ -437,17 +482,8 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	if (r)
 		return ns_errf(err, errlen, "cannot load %s into RAM: %s", mt->name,
 			       strerror(-r)), r;
-	if (rc->fill_pos == w->bytes) {
-		w->ready = true;
-		rc->resident_bytes += w->bytes;
-		atomic_store(&rc->dir->resident_bytes, rc->resident_bytes);
-		rc->fill_idx++;
-		rc->fill_pos = 0;
-		/* compute may use its table once every fixed window is in (win is sorted by
-		 * tensor, so expert windows come between fixed ones) */
-		if (!w->expert && s_fixed_ready(rc))
-			ns_ram_seg_ready(&rc->seg);
-	}
+	if (rc->fill_pos == w->bytes)
+		s_window_done(rc, w);
 	return 1;
 }
 

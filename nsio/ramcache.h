@@ -62,6 +62,8 @@ struct nsio_ram_io {
 	struct ns_ctl *ctl;   /* arena allocator (nsio is its only caller) */
 	uint8_t *arena;       /* the arena's data, read-write */
 	const int *fds;       /* one per shard, opened as nsio reads (O_DIRECT where it works) */
+	const int *bfds;      /* one per shard without O_DIRECT, for ns_model_read_rows (NULL
+			       * when no tensor needs it) */
 	uint64_t chunk;       /* most bytes one fill lease may hold (rounded down to align) */
 };
 

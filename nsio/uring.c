@@ -71,6 +71,17 @@ static int s_open_shards(struct nsio *s)
 	}
 	if (s->o.no_direct)
 		s->direct = false;
+	/* rows a checkpoint's converter would rewrite are made by ns_model_read_rows, which
+	 * reads at any offset: descriptors without O_DIRECT for them */
+	for (uint64_t t = 0; t < s->model->n_tensors && !s->bfds; t++) {
+		char err[NS_ERR_LEN];
+
+		if (s->model->tensors[t].src && ns_model_open_fds(s->model, &s->bfds, err,
+								  sizeof(err))) {
+			fprintf(stderr, "nsio: %s\n", err);
+			return -EIO;
+		}
+	}
 	/* mixed: keep every shard the same way so alignment rules are uniform */
 	if (!s->direct && !s->o.no_direct) {
 		for (uint32_t i = 0; i < s->model->n_shards; i++) {

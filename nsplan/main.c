@@ -135,7 +135,7 @@ static int s_attach(struct nsplan_proc *p)
 	char err[NS_ERR_LEN];
 	int ret;
 
-	ret = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	ret = ns_model_open_flags(p->model_path, NS_MODEL_OPEN_NO_VOCAB, &p->m, err, sizeof(err));
 	if (!ret)
 		ret = ns_hparams_load(p->m, &p->hp, err, sizeof(err));
 	if (ret) {

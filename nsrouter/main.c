@@ -199,7 +199,7 @@ static int s_attach(struct nsr_proc *p)
 				     .beat_role = NS_BEAT_NSROUTER };
 	struct ns_hparams hp;
 	char err[NS_ERR_LEN];
-	int rc = ns_model_open(p->o.model, &p->m, err, sizeof(err));
+	int rc = ns_model_open_flags(p->o.model, NS_MODEL_OPEN_NO_VOCAB, &p->m, err, sizeof(err));
 
 	if (rc == 0)
 		rc = ns_client_open(p->o.session, &co, &p->c, err, sizeof(err));

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dequant.h"
 #include "ggml_type.h"
@@ -80,27 +79,6 @@ int ns_weights_kernels(int n_threads, int kpath, int act, struct ns_kopts *ko,
 	if (n_threads > 1 && !(*pool = ns_pool_new(n_threads))) {
 		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);
 		return -ENOMEM;
-	}
-	return 0;
-}
-
-int ns_weights_pread(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO; /* the file is shorter than its index says */
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
 	}
 	return 0;
 }

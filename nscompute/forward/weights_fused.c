@@ -1,10 +1,8 @@
 /* weights_fused.c - see weights_fused.h. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "gemv.h"
 #include "ns_util.h"
@@ -105,31 +103,28 @@ static const struct ns_weights_ops s_fused_ops = {
 	.destroy = s_destroy,
 };
 
-/* Read every tensor of shard `shard` into s->bytes. */
-static int s_load_shard(struct s_fused *s, uint32_t shard, char *err, size_t errlen)
+/* Read every tensor into s->bytes, as the model presents it (ns_model_read_rows: a
+ * checkpoint's tensors as converted). */
+static int s_load(struct s_fused *s, char *err, size_t errlen)
 {
-	const char *path = s->m->shards[shard]->path;
-	int fd = ns_open_regular(path, O_RDONLY, err, errlen);
-	int rc = 0;
+	int *fds = NULL;
+	int rc = ns_model_open_fds(s->m, &fds, err, errlen);
 
-	if (fd < 0)
-		return fd;
 	for (uint64_t i = 0; i < s->m->n_tensors && rc == 0; i++) {
 		const struct ns_model_tensor *t = &s->m->tensors[i];
 
-		if (t->shard != shard)
-			continue;
 		if (t->n_bytes > SIZE_MAX || !(s->bytes[i] = malloc(t->n_bytes ? t->n_bytes : 1))) {
 			ns_errf(err, errlen, "%s: out of memory for %llu bytes", t->name,
 				(unsigned long long)t->n_bytes);
 			rc = -ENOMEM;
 			break;
 		}
-		rc = ns_weights_pread(fd, s->bytes[i], (size_t)t->n_bytes, t->file_offset);
+		rc = ns_model_read_rows(s->m, fds, t, 0, t->n_rows, s->bytes[i]);
 		if (rc < 0)
-			ns_errf(err, errlen, "%s: reading %s: %s", path, t->name, strerror(-rc));
+			ns_errf(err, errlen, "%s: reading %s: %s", s->m->shards[t->shard]->path,
+				t->name, strerror(-rc));
 	}
-	close(fd);
+	ns_model_close_fds(s->m, &fds);
 	return rc;
 }
 
@@ -148,8 +143,8 @@ int ns_weights_fused_new(const struct ns_model *m, const struct ns_weights_fused
 	s->m = m;
 	rc = ns_weights_kernels(opts ? opts->n_threads : 1, opts ? opts->kpath : NS_KPATH_AUTO,
 				opts ? opts->act : NS_ACT_F32, &s->kopts, &s->pool, err, errlen);
-	for (uint32_t i = 0; i < m->n_shards && rc == 0; i++)
-		rc = s_load_shard(s, i, err, errlen);
+	if (rc == 0)
+		rc = s_load(s, err, errlen);
 	if (rc < 0) {
 		s_destroy(s);
 		return rc;

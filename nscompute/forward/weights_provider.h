@@ -43,10 +43,6 @@ int ns_weights_gemm(struct ns_pool *pool, const struct ns_kopts *ko,
 int ns_weights_kernels(int n_threads, int kpath, int act, struct ns_kopts *ko,
 		       struct ns_pool **pool, char *err, size_t errlen);
 
-/* Read exactly len bytes at off: short reads continue, EINTR retries, the end of the file
- * early is -EIO. No message (callers name the file and the tensor). */
-int ns_weights_pread(int fd, void *buf, size_t len, uint64_t off);
-
 /* *out = a struct ns_weights over ops and ctx for m. On -ENOMEM ctx is destroyed with
  * ops->destroy, so a constructor can end with `return ns_weights_install(...)`. */
 int ns_weights_install(const struct ns_weights_ops *ops, void *ctx, const struct ns_model *m,

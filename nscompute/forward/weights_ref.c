@@ -59,8 +59,7 @@ static int s_load_rows(struct s_ref *r, const struct ns_model_tensor *t, uint64_
 		ns_errf(r->err, sizeof(r->err), "%s: out of memory for a block", t->name);
 		return -ENOMEM;
 	}
-	rc = ns_weights_pread(r->fds[t->shard], r->raw, (size_t)raw_len,
-			      t->file_offset + row0 * t->row_bytes);
+	rc = ns_model_read_rows(r->m, r->fds, t, row0, n, r->raw); /* a checkpoint's too */
 	if (rc < 0) {
 		ns_errf(r->err, sizeof(r->err), "%s: reading rows %llu..%llu of %s: %s", t->name,
 			(unsigned long long)row0, (unsigned long long)(row0 + n),
