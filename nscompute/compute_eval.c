@@ -24,6 +24,9 @@ static int s_send(struct nsc_proc *p, const void *buf, int n)
 	while (zmq_send(p->sock, buf, (size_t)n, 0) < 0) {
 		if (zmq_errno() == EINTR && !*p->stop)
 			continue;
+		if (!*p->stop)
+			fprintf(stderr, "nscompute: control socket: cannot send: %s\n",
+				zmq_strerror(zmq_errno()));
 		return -EPIPE;
 	}
 	return 0;
@@ -101,33 +104,51 @@ static void s_io(struct nsc_proc *p, uint64_t *req, uint64_t *dev)
 	*dev = st.bytes_device;
 }
 
-/* A STOP (or QUIT) waiting on the socket? Anything else is rejected and counted. */
-static bool s_poll_stop(struct nsc_proc *p)
+/* A STOP (or QUIT) waiting on the socket? 1 yes, 0 no; -EPROTO for anything else (counted:
+ * nsctl sends nothing else during a generation, so the stream is out of step), -EPIPE when
+ * receiving failed (a message is lost). */
+static int s_poll_stop(struct nsc_proc *p)
 {
-	bool stop = false;
+	int stop = 0;
 
 	for (;;) {
 		zmq_msg_t msg;
-		int type;
+		int type, err;
 
 		zmq_msg_init(&msg);
 		if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+			err = zmq_errno();
 			zmq_msg_close(&msg);
-			return stop;
+			if (err == EAGAIN || err == EINTR)
+				return stop;
+			fprintf(stderr, "nscompute: control socket: cannot receive: %s\n",
+				zmq_strerror(err));
+			return -EPIPE;
 		}
 		type = ns_cmsg_type(zmq_msg_data(&msg), zmq_msg_size(&msg));
 		if ((type == NS_CMSG_STOP || type == NS_CMSG_QUIT) &&
 		    zmq_msg_size(&msg) == NS_CMSG_HDR) {
-			stop = true;
+			stop = 1;
 			if (type == NS_CMSG_QUIT)
 				p->quit = true;
 		} else {
 			p->rejected++;
-			fprintf(stderr, "nscompute: unexpected control message during a "
-				"generation rejected (type %d)\n", type);
+			stop = -EPROTO;
 		}
 		zmq_msg_close(&msg);
+		if (stop < 0)
+			return stop;
 	}
+}
+
+/* s_poll_stop failed: a malformed message ends this request with ERROR (nsctl refuses the
+ * channel from then on); a failed receive ends the process (-EPIPE). */
+static int s_stream_broken(struct nsc_proc *p, int err)
+{
+	if (err != -EPROTO)
+		return err;
+	fprintf(stderr, "nscompute: malformed control message during a generation\n");
+	return s_send_error(p, -EPROTO, "malformed control message during a generation");
 }
 
 static bool s_is_stop(const struct ns_cmsg_eval *e, int32_t id)
@@ -212,7 +233,12 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 		d.reason = NS_DONE_LENGTH;
 		if ((rc = s_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
 			goto out;
-		if (s_poll_stop(p)) {
+		if ((rc = s_poll_stop(p)) < 0) {
+			rc = s_stream_broken(p, rc);
+			goto out;
+		}
+		if (rc) {
+			rc = 0;
 			d.reason = NS_DONE_STOPPED;
 			break;
 		}
@@ -253,7 +279,12 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 			d.reason = NS_DONE_CONTEXT;
 			break;
 		}
-		if (s_poll_stop(p)) {
+		if ((rc = s_poll_stop(p)) < 0) {
+			rc = s_stream_broken(p, rc);
+			goto out;
+		}
+		if (rc) {
+			rc = 0;
 			d.reason = NS_DONE_STOPPED;
 			break;
 		}

@@ -249,8 +249,14 @@ static int s_serve(struct nsc_proc *p)
 			continue;
 		zmq_msg_init(&msg);
 		if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+			int err = zmq_errno();
+
 			zmq_msg_close(&msg);
-			continue;
+			if (err == EAGAIN || err == EINTR)
+				continue;
+			fprintf(stderr, "nscompute: control socket: cannot receive: %s\n",
+				zmq_strerror(err));
+			return -EPIPE; /* a request is lost: nsctl would wait for it forever */
 		}
 		rc = nsc_handle(p, zmq_msg_data(&msg), zmq_msg_size(&msg));
 		zmq_msg_close(&msg);

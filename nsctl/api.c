@@ -364,10 +364,16 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				break;
 			}
 		}
+		/* the stream is reliable and in order: a message that does not decode, or one
+		 * this request cannot have, means one was lost or damaged, and skipping it would
+		 * drop a token or wait forever for DONE */
 		e->rejected++;
-		fprintf(stderr, "nsctl: malformed message from nscompute rejected (%zu bytes)\n",
-			len);
+		e->ctl_broken = true;
+		ns_errf(e->err, sizeof(e->err), "malformed message from nscompute (%zu bytes, type "
+			"%d): the request cannot go on", len, type);
 		zmq_msg_close(&msg);
+		rc = -EPROTO;
+		break;
 	}
 	if (dt && rc == 0) {
 		const char *txt;

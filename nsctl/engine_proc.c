@@ -429,8 +429,9 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms)
 				return rc;
 			e->t_supervise = ns_now_ns();
 		}
-		if (nse_ctl_poll(e, msg, 50))
-			return 0;
+		rc = nse_ctl_poll(e, msg, 50);
+		if (rc)
+			return rc < 0 ? rc : 0;
 		if (timeout_ms && ns_now_ns() - t0 > timeout_ms * 1000000ull) {
 			ns_errf(e->err, sizeof(e->err), "nscompute did not answer within %llu s",
 				(unsigned long long)(timeout_ms / 1000));
@@ -443,6 +444,9 @@ int nse_send(struct ns_engine *e, const void *buf, int n)
 {
 	if (n < 0)
 		return ns_errf(e->err, sizeof(e->err), "message too large"), n;
+	if (e->ctl_broken)
+		return ns_errf(e->err, sizeof(e->err), "the control channel to nscompute broke "
+			       "earlier (a lost or malformed message): load the model again"), -EPIPE;
 	for (;;) {
 		int rc = nse_ctl_try_send(e, buf, (size_t)n);
 
