@@ -200,6 +200,10 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	if (all && (rc = s_send_logits(p, p->logits, n_prompt,
 				       ns_fwd_n_past(p->f) - n_prompt)) < 0)
 		goto out;
+	/* a caller that samples for itself: the last position's row, p->logits (not all) */
+	if (!all && !e->n_predict && (e->flags & NS_EVAL_LOGITS_LAST) &&
+	    (rc = s_send_logits(p, p->logits, 1, ns_fwd_n_past(p->f) - 1)) < 0)
+		goto out;
 
 	/* teacher-forced decode: the same steps as generation, the token given instead of
 	 * sampled (every configuration of a benchmark decodes the same tokens) */

@@ -256,7 +256,8 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 	s->seed = s_ru64(&r);
 	m->n_tokens = s_ru32(&r);
 	m->n_stop = s_ru32(&r);
-	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED)) ||
+	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED |
+					   NS_EVAL_LOGITS_LAST)) ||
 	    ((m->flags & NS_EVAL_FORCED) && (m->n_predict == 0 || m->n_predict >= m->n_tokens)) ||
 	    m->n_tokens == 0 || m->n_tokens > n_tokens_cap || m->n_tokens > NS_CMSG_MAX_TOKENS ||
 	    m->n_stop > NS_CMSG_MAX_STOP || len != ns_cmsg_size_eval(m->n_tokens, m->n_stop) ||

@@ -14,7 +14,7 @@
  *                           n_predict tokens (0: only fill the cache; with LOGITS_ALL the
  *                           logits of every evaluated position come back as LOGITS)
  *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
- *                    LOGITS per position (LOGITS_ALL only)
+ *                    LOGITS per position (LOGITS_ALL), or of the last one (LOGITS_LAST)
  *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
  *   ctl -> compute   STOP   (during a generation) stop after the current token: DONE
  *   ctl -> compute   QUIT   exit 0 */
@@ -51,6 +51,9 @@ enum ns_eval_flags {
 				       * as decode steps (no sampling; each is reported as TOKEN,
 				       * and its logits as LOGITS with LOGITS_ALL); needs
 				       * 1 <= n_predict < n_tokens */
+	NS_EVAL_LOGITS_LAST = 1u << 3, /* with n_predict 0: send the logits of the last
+					* evaluated position as one LOGITS (a caller that
+					* samples for itself: nsctl serve) */
 };
 
 enum ns_done_reason {

@@ -200,7 +200,8 @@ struct s_run {
 	const struct ns_gen_params *g;
 	ns_token_fn cb;
 	void *user;
-	float *logits;          /* LOGITS_ALL: (n, n_vocab) */
+	float *logits;          /* LOGITS_ALL: (n, n_vocab); LOGITS_LAST: (n_vocab) */
+	uint32_t n_logits;      /* rows expected in logits (set by s_run) */
 	uint32_t n_forced;      /* FORCED: the last n_forced of ids are decoded one by one */
 	bool keep_hist;         /* append to e->hist (chat) */
 };
@@ -243,6 +244,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	} else {
 		ev.sampling.repeat_penalty = 1.0f;
 	}
+	r->n_logits = !r->logits ? 0 : r->flags & NS_EVAL_LOGITS_LAST ? 1 : r->n;
 	if (r->n_forced) {
 		ev.flags |= NS_EVAL_FORCED;
 		ev.n_predict = r->n_forced;
@@ -302,8 +304,13 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 			uint32_t pos;
 			float *row = malloc((size_t)e->n_vocab * sizeof(float));
 
+			/* LOGITS_LAST: one row, the last position's; else rows by position */
 			if (row && ns_cmsg_dec_logits(p, len, e->n_vocab, &pos, row) == 0 &&
-			    pos < r->n && got_logits < r->n) {
+			    (r->flags & NS_EVAL_LOGITS_LAST)) {
+				pos = 0;
+				r->n_logits = got_logits ? 0 : 1; /* a second row: malformed */
+			}
+			if (row && r->n_logits && pos < r->n_logits && got_logits < r->n_logits) {
 				memcpy(r->logits + (uint64_t)pos * e->n_vocab, row,
 				       (size_t)e->n_vocab * sizeof(float));
 				got_logits++;
@@ -342,9 +349,9 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 			r->cb(txt, tl, -1, r->user);
 	}
 	ns_detok_destroy(&dt);
-	if (rc == 0 && r->logits && got_logits != r->n)
+	if (rc == 0 && r->logits && got_logits != r->n_logits)
 		return ns_errf(e->err, sizeof(e->err), "nscompute sent %u of %u logits rows",
-			       got_logits, r->n), -EPROTO;
+			       got_logits, r->n_logits), -EPROTO;
 	if (rc < 0)
 		return rc;
 	ns_stats_snapshot(e->s->ctl, &b);
@@ -442,6 +449,29 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 				       .user = user, .keep_hist = true });
 	free(ids);
 	return rc;
+}
+
+int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, bool reset, float *last)
+{
+	if ((uint64_t)(reset ? 0 : e->n_hist) + n > e->n_ctx)
+		return ns_errf(e->err, sizeof(e->err), "%u more tokens do not fit the context of "
+			       "%u (-c)", n, e->n_ctx), -EINVAL;
+	return s_run(e, &(struct s_run){ .ids = ids, .n = n,
+				       .flags = (reset ? NS_EVAL_RESET : 0) |
+						(last ? NS_EVAL_LOGITS_LAST : 0),
+				       .logits = last, .keep_hist = true });
+}
+
+int ns_engine_poll(struct ns_engine *e)
+{
+	if (nse_cancelled(e))
+		return ns_errf(e->err, sizeof(e->err), "cancelled"), -ECANCELED;
+	return nse_supervise(e);
+}
+
+uint32_t ns_engine_n_ctx(const struct ns_engine *e)
+{
+	return e->n_ctx;
 }
 
 void ns_engine_reset(struct ns_engine *e)

@@ -139,6 +139,21 @@ struct ns_engine_msg {
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
 
+/* One step of a caller that samples for itself (nsctl serve): append ids (n >= 1, no BOS
+ * added) to the context, after forgetting it when reset, and store the logits after the last
+ * one in last ((n_vocab) floats; NULL: only fill the cache). Returns 0, -EINVAL (an id out of
+ * range, the context full), -EPIPE, -ECANCELED; after an error the context is undefined
+ * (reset next time). */
+int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, bool reset, float *last);
+
+/* Check the children now, as every waiting call does (a dead nsio, nsplan or nsrouter is
+ * restarted): for a caller idle between calls. Returns 0, -EPIPE (nscompute is gone; the
+ * reason in ns_engine_error) or -ECANCELED. */
+int ns_engine_poll(struct ns_engine *e);
+
+/* Context positions nscompute holds (-c). */
+uint32_t ns_engine_n_ctx(const struct ns_engine *e);
+
 /* Forget the context (next chat call evaluates everything). */
 void ns_engine_reset(struct ns_engine *e);
 
