@@ -170,6 +170,8 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 
 	if (e->flags & NS_EVAL_RESET)
 		ns_fwd_reset(p->f);
+	if ((e->flags & NS_EVAL_KEEP) && ns_fwd_truncate(p->f, e->keep) < 0)
+		return s_send_error(p, -EINVAL, "keep is past the end of the sequence");
 	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
 		return s_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
 	if (n_forced >= e->n_tokens)

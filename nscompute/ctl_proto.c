@@ -96,7 +96,7 @@ int ns_cmsg_type(const void *buf, size_t len)
 
 #define S_SAMPLING_BYTES (4 * 6 + 8)
 #define S_DONE_BYTES (5 * 4 + 9 * 8)
-#define S_EVAL_FIXED (4 * 4 + S_SAMPLING_BYTES)
+#define S_EVAL_FIXED (5 * 4 + S_SAMPLING_BYTES)
 
 size_t ns_cmsg_size_eval(uint32_t n_tokens, uint32_t n_stop)
 {
@@ -130,6 +130,7 @@ int ns_cmsg_enc_eval(const struct ns_cmsg_eval *m, void *buf, size_t cap)
 	s_hdr(&w, NS_CMSG_EVAL, ns_cmsg_size_eval(m->n_tokens, m->n_stop) - NS_CMSG_HDR);
 	s_u32(&w, m->flags);
 	s_u32(&w, m->n_predict);
+	s_u32(&w, m->keep);
 	s_f32(&w, m->sampling.temperature);
 	s_u32(&w, (uint32_t)m->sampling.top_k);
 	s_f32(&w, m->sampling.top_p);
@@ -247,6 +248,7 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 		return -EPROTO;
 	m->flags = s_ru32(&r);
 	m->n_predict = s_ru32(&r);
+	m->keep = s_ru32(&r);
 	s->temperature = s_rf32(&r);
 	s->top_k = (int32_t)s_ru32(&r);
 	s->top_p = s_rf32(&r);
@@ -257,7 +259,9 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 	m->n_tokens = s_ru32(&r);
 	m->n_stop = s_ru32(&r);
 	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED |
-					   NS_EVAL_LOGITS_LAST)) ||
+					   NS_EVAL_LOGITS_LAST | NS_EVAL_KEEP)) ||
+	    (!(m->flags & NS_EVAL_KEEP) && m->keep) ||
+	    ((m->flags & NS_EVAL_KEEP) && (m->flags & NS_EVAL_RESET)) ||
 	    ((m->flags & NS_EVAL_FORCED) && (m->n_predict == 0 || m->n_predict >= m->n_tokens)) ||
 	    m->n_tokens == 0 || m->n_tokens > n_tokens_cap || m->n_tokens > NS_CMSG_MAX_TOKENS ||
 	    m->n_stop > NS_CMSG_MAX_STOP || len != ns_cmsg_size_eval(m->n_tokens, m->n_stop) ||

@@ -10,7 +10,8 @@
  *
  * Conversation:
  *   compute -> ctl   HELLO  once connected and the model is loaded
- *   ctl -> compute   EVAL   tokens to append (after a reset if asked), then generate up to
+ *   ctl -> compute   EVAL   tokens to append (after a reset, or after cutting the sequence to
+ *                           its first `keep` positions, if asked), then generate up to
  *                           n_predict tokens (0: only fill the cache; with LOGITS_ALL the
  *                           logits of every evaluated position come back as LOGITS)
  *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
@@ -25,7 +26,7 @@
 #include <stdint.h>
 
 #define NS_CMSG_MAGIC 0x4343534eu /* "NSCC" */
-#define NS_CMSG_VERSION 1
+#define NS_CMSG_VERSION 2 /* 2: EVAL carries keep */
 #define NS_CMSG_HDR 12
 #define NS_CMSG_MAX_TOKENS (1u << 20)
 #define NS_CMSG_MAX_STOP 64
@@ -54,6 +55,9 @@ enum ns_eval_flags {
 	NS_EVAL_LOGITS_LAST = 1u << 3, /* with n_predict 0: send the logits of the last
 					* evaluated position as one LOGITS (a caller that
 					* samples for itself: nsctl serve) */
+	NS_EVAL_KEEP = 1u << 4,       /* keep only the first `keep` positions of the sequence
+				       * (keep <= its length; a cached prefix shared with the
+				       * new tokens), then append: RESET is KEEP 0 */
 };
 
 enum ns_done_reason {
@@ -81,6 +85,7 @@ struct ns_cmsg_sampling {
 struct ns_cmsg_eval {
 	uint32_t flags;         /* enum ns_eval_flags */
 	uint32_t n_predict;
+	uint32_t keep;          /* NS_EVAL_KEEP: positions kept (else 0) */
 	struct ns_cmsg_sampling sampling;
 	uint32_t n_tokens;      /* 1..NS_CMSG_MAX_TOKENS */
 	uint32_t n_stop;        /* <= NS_CMSG_MAX_STOP */

@@ -202,6 +202,7 @@ struct s_run {
 	void *user;
 	float *logits;          /* LOGITS_ALL: (n, n_vocab); LOGITS_LAST: (n_vocab) */
 	uint32_t n_logits;      /* rows expected in logits (set by s_run) */
+	uint32_t keep;          /* NS_EVAL_KEEP: positions kept */
 	uint32_t n_forced;      /* FORCED: the last n_forced of ids are decoded one by one */
 	bool keep_hist;         /* append to e->hist (chat) */
 };
@@ -209,7 +210,8 @@ struct s_run {
 /* One EVAL round trip. */
 static int s_run(struct ns_engine *e, struct s_run *r)
 {
-	struct ns_cmsg_eval ev = { .flags = r->flags, .n_tokens = r->n, .tokens = r->ids };
+	struct ns_cmsg_eval ev = { .flags = r->flags, .keep = r->keep, .n_tokens = r->n,
+				   .tokens = r->ids };
 	struct ns_stats_snapshot a, b;
 	struct ns_cmsg_done d = { 0 };
 	struct ns_detok *dt = NULL;
@@ -451,15 +453,30 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 	return rc;
 }
 
-int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, bool reset, float *last)
+int ns_engine_eval(struct ns_engine *e, uint32_t keep, const int32_t *ids, uint32_t n,
+		   float *last)
 {
-	if ((uint64_t)(reset ? 0 : e->n_hist) + n > e->n_ctx)
-		return ns_errf(e->err, sizeof(e->err), "%u more tokens do not fit the context of "
-			       "%u (-c)", n, e->n_ctx), -EINVAL;
-	return s_run(e, &(struct s_run){ .ids = ids, .n = n,
-				       .flags = (reset ? NS_EVAL_RESET : 0) |
-						(last ? NS_EVAL_LOGITS_LAST : 0),
+	uint32_t flags = last ? NS_EVAL_LOGITS_LAST : 0;
+
+	if (keep > e->n_hist)
+		return ns_errf(e->err, sizeof(e->err), "keep %u is past the %zu tokens in the "
+			       "context", keep, e->n_hist), -EINVAL;
+	if ((uint64_t)keep + n > e->n_ctx)
+		return ns_errf(e->err, sizeof(e->err), "%u + %u tokens do not fit the context of "
+			       "%u (-c)", keep, n, e->n_ctx), -EINVAL;
+	if (!keep)
+		flags |= NS_EVAL_RESET;
+	else if (keep < e->n_hist)
+		flags |= NS_EVAL_KEEP;
+	e->n_hist = keep;
+	return s_run(e, &(struct s_run){ .ids = ids, .n = n, .flags = flags,
+				       .keep = flags & NS_EVAL_KEEP ? keep : 0,
 				       .logits = last, .keep_hist = true });
+}
+
+size_t ns_engine_n_past(const struct ns_engine *e)
+{
+	return e->n_hist;
 }
 
 int ns_engine_poll(struct ns_engine *e)

@@ -270,6 +270,11 @@ static int s_serve(struct s_opts *o, struct srv_engine *eng, struct srv_model_in
 		fprintf(stderr, S_WHO ": %s: finishing running requests (up to %u s), then "
 			"stopping\n", strsignal(s_signalled), o->grace_s);
 	srv_sched_stop(sched, (uint64_t)o->grace_s * 1000);
+	/* what was generated goes out before the connections close (a client reading slowly
+	 * is given the grace period again) */
+	if (!srv_http_drain(http, (uint64_t)o->grace_s * 1000 + 2000))
+		fprintf(stderr, S_WHO ": closing connections whose clients did not read their "
+			"answers\n");
 	srv_http_stop(&http);
 	srv_sched_free(&sched);
 	return dead ? 1 : 0;

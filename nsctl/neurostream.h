@@ -139,12 +139,15 @@ struct ns_engine_msg {
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
 
-/* One step of a caller that samples for itself (nsctl serve): append ids (n >= 1, no BOS
- * added) to the context, after forgetting it when reset, and store the logits after the last
- * one in last ((n_vocab) floats; NULL: only fill the cache). Returns 0, -EINVAL (an id out of
- * range, the context full), -EPIPE, -ECANCELED; after an error the context is undefined
- * (reset next time). */
-int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, bool reset, float *last);
+/* One step of a caller that samples for itself (nsctl serve): keep the first keep tokens of
+ * the context (keep <= ns_engine_n_past; 0 forgets it all), append ids (n >= 1, no BOS added)
+ * and store the logits after the last one in last ((n_vocab) floats; NULL: only fill the
+ * cache). Returns 0, -EINVAL (keep past the context, an id out of range, the context full),
+ * -EPIPE, -ECANCELED; after an error the context is empty. */
+int ns_engine_eval(struct ns_engine *e, uint32_t keep, const int32_t *ids, uint32_t n,
+		   float *last);
+/* Tokens in nscompute's context (what ns_engine_eval may keep). */
+size_t ns_engine_n_past(const struct ns_engine *e);
 
 /* Check the children now, as every waiting call does (a dead nsio, nsplan or nsrouter is
  * restarted): for a caller idle between calls. Returns 0, -EPIPE (nscompute is gone; the

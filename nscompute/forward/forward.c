@@ -160,6 +160,14 @@ void ns_fwd_reset(struct ns_fwd *f)
 	f->kv->n_past = 0;
 }
 
+int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
+{
+	if (n_past > f->kv->n_past)
+		return -EINVAL;
+	f->kv->n_past = n_past; /* positions past it are written again before they are read */
+	return 0;
+}
+
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f)
 {
 	return f->n_vocab;

@@ -77,6 +77,10 @@ int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logi
 /* Forget the sequence (n_past = 0). */
 void ns_fwd_reset(struct ns_fwd *f);
 
+/* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
+ * or -EINVAL when n_past is past the sequence's end. */
+int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
+
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);
 uint32_t ns_fwd_n_past(const struct ns_fwd *f);
 uint32_t ns_fwd_n_ctx(const struct ns_fwd *f);

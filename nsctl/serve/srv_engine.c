@@ -1,9 +1,9 @@
 /* srv_engine.c - srv_engine.h over the engine of nsctl run (neurostream.h): one nscompute
  * context, the sequences of a step evaluated one after another.
  *
- * nscompute holds one sequence's cache. The slot whose tokens it holds is "resident"; a step
- * on another slot (or one that keeps fewer positions than the resident slot holds) evaluates
- * that slot's kept tokens again from an empty context before the new ones. Rows do not depend
+ * nscompute holds one sequence's cache. The slot whose tokens it holds is "resident": a step on
+ * it cuts the cache to the kept prefix and appends. A step on another slot evaluates that
+ * slot's kept tokens again from an empty context before the new ones. Rows do not depend
  * on how tokens were grouped into evaluations, so this gives the same logits as a cache that
  * had been kept, only later. */
 #include <errno.h>
@@ -110,14 +110,15 @@ static int s_eval_one(struct srv_engine *e, struct srv_eval *ev)
 	s = &e->slots[ev->slot];
 	total = ev->keep + ev->n;
 	ev->recomputed = 0;
-	if (e->resident == ev->slot && ev->keep == s->n) {
-		rc = ns_engine_eval(e->ns, ev->tokens, ev->n, false, ev->logits);
+	if (e->resident == ev->slot && ns_engine_n_past(e->ns) == s->n) {
+		/* cut to the kept prefix, append */
+		rc = ns_engine_eval(e->ns, ev->keep, ev->tokens, ev->n, ev->logits);
 	} else { /* bring the slot's kept tokens back into the context first */
 		memcpy(e->scratch, s->ids, (size_t)ev->keep * sizeof(int32_t));
 		memcpy(e->scratch + ev->keep, ev->tokens, (size_t)ev->n * sizeof(int32_t));
 		e->resident = -1;
 		ev->recomputed = ev->keep;
-		rc = ns_engine_eval(e->ns, e->scratch, total, true, ev->logits);
+		rc = ns_engine_eval(e->ns, 0, e->scratch, total, ev->logits);
 	}
 	if (rc == 0) {
 		/* tokens may point into the slot's own array: copy through scratch */

@@ -1,6 +1,7 @@
 /* srv_http.c - see srv_http.h. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -22,6 +23,7 @@ struct srv_http {
 	const char *api_key;
 	size_t max_body;
 	uint16_t port;
+	atomic_uint busy;       /* generation requests not yet answered in full */
 };
 
 enum s_route { S_NONE = 0, S_HEALTH, S_MODELS, S_CHAT, S_COMPLETIONS };
@@ -246,6 +248,7 @@ static void s_stream_free(void *cls)
 {
 	struct s_stream *st = cls;
 
+	atomic_fetch_sub(&st->h->busy, 1);
 	if (!st->ended)
 		srv_sched_cancel(st->h->sched, st->req);
 	srv_sched_release(st->h->sched, st->req);
@@ -264,6 +267,10 @@ static int s_submit_status(int rc, struct srv_error *e)
 		       "shutting down");
 }
 
+static enum MHD_Result s_whole(struct s_conn *cx, struct MHD_Connection *c, const char *method,
+			       const char *url, struct srv_req *r, struct srv_resp *rp,
+			       uint32_t n_prompt);
+
 static enum MHD_Result s_generate(struct s_conn *cx, struct MHD_Connection *c,
 				  const char *method, const char *url)
 {
@@ -272,7 +279,6 @@ static enum MHD_Result s_generate(struct s_conn *cx, struct MHD_Connection *c,
 	struct srv_params p;
 	struct srv_error e;
 	struct srv_resp resp;
-	struct srv_take t = { 0 };
 	struct srv_req *r;
 	enum MHD_Result ret;
 	uint32_t n_prompt;
@@ -298,6 +304,7 @@ static enum MHD_Result s_generate(struct s_conn *cx, struct MHD_Connection *c,
 		if (!r)
 			return free(st), MHD_NO;
 		st->h = h;
+		atomic_fetch_add(&h->busy, 1); /* until s_stream_free */
 		st->conn = c;
 		st->req = r;
 		st->resp = resp;
@@ -327,6 +334,24 @@ static enum MHD_Result s_generate(struct s_conn *cx, struct MHD_Connection *c,
 	srv_params_free(&p);
 	if (!r)
 		return MHD_NO;
+	atomic_fetch_add(&h->busy, 1);
+	ret = s_whole(cx, c, method, url, r, &resp, n_prompt);
+	atomic_fetch_sub(&h->busy, 1);
+	return ret;
+}
+
+/* A request answered whole (stream false): wait for it, answer once. */
+static enum MHD_Result s_whole(struct s_conn *cx, struct MHD_Connection *c, const char *method,
+			       const char *url, struct srv_req *r, struct srv_resp *rp,
+			       uint32_t n_prompt)
+{
+	struct srv_http *h = cx->h;
+	struct srv_resp resp = *rp;
+	struct srv_take t = { 0 };
+	struct srv_error e;
+	enum MHD_Result ret;
+	int rc;
+
 	resp.model = r->p.model;
 	rc = srv_sched_submit(h->sched, r);
 	if (rc < 0) {
@@ -335,19 +360,23 @@ static enum MHD_Result s_generate(struct s_conn *cx, struct MHD_Connection *c,
 		s_log(cx, method, url, e.status, NULL, 0);
 		return s_send_error(c, &e);
 	}
-	for (;;) {
-		if (!srv_sched_wait(h->sched, r, S_WAIT_MS)) {
-			if (!s_client_gone(c))
-				continue;
+	for (uint64_t seen = ns_now_ns();;) {
+		if (srv_sched_wait(h->sched, r, S_WAIT_MS)) {
+			srv_sched_take(h->sched, r, &t);
+			if (t.done)
+				break;
+		}
+		/* nothing goes back before the end: only the socket says the client left */
+		if (ns_now_ns() - seen < S_WAIT_MS * 1000000ull)
+			continue;
+		seen = ns_now_ns();
+		if (s_client_gone(c)) {
 			srv_sched_cancel(h->sched, r);
 			srv_sched_release(h->sched, r);
 			srv_take_free(&t);
 			s_log(cx, method, url, 499, NULL, 0);
 			return MHD_NO; /* nobody to answer */
 		}
-		srv_sched_take(h->sched, r, &t);
-		if (t.done)
-			break;
 	}
 	if (t.finish == SRV_FIN_ERROR) {
 		srv_err(&e, t.err_status ? t.err_status : 500, t.err_status == 503 ?
@@ -553,6 +582,18 @@ void srv_http_quiesce(struct srv_http *h)
 
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
+}
+
+bool srv_http_drain(struct srv_http *h, uint64_t timeout_ms)
+{
+	uint64_t t0 = ns_now_ns();
+
+	while (atomic_load(&h->busy)) {
+		if (ns_now_ns() - t0 > timeout_ms * 1000000ull)
+			return false;
+		usleep(20000);
+	}
+	return true;
 }
 
 void srv_http_stop(struct srv_http **hp)

@@ -13,6 +13,7 @@
 #ifndef NSCTL_SRV_HTTP_H
 #define NSCTL_SRV_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,9 @@ int srv_http_start(const struct srv_http_opts *o, const struct srv_model_info *m
 uint16_t srv_http_port(const struct srv_http *h);
 /* Stop accepting connections (the listening socket closes); those open go on. */
 void srv_http_quiesce(struct srv_http *h);
+/* Wait until every generation request has been answered in full (a stream's last event
+ * handed to the socket), at most timeout_ms. Returns true when none is left. */
+bool srv_http_drain(struct srv_http *h, uint64_t timeout_ms);
 /* Close every connection and stop. Requests must have ended (srv_sched_stop). */
 void srv_http_stop(struct srv_http **h);
 
