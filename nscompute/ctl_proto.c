@@ -87,7 +87,7 @@ int ns_cmsg_type(const void *buf, size_t len)
 	memcpy(&type, p + 6, 2);
 	memcpy(&plen, p + 8, 4);
 	if (magic != NS_CMSG_MAGIC || ver != NS_CMSG_VERSION || plen != len - NS_CMSG_HDR ||
-	    type < NS_CMSG_HELLO || type > NS_CMSG_STOP)
+	    type < NS_CMSG_HELLO || type > NS_CMSG_STEP)
 		return -EPROTO;
 	return type;
 }
@@ -259,7 +259,7 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 	m->n_tokens = s_ru32(&r);
 	m->n_stop = s_ru32(&r);
 	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED |
-					   NS_EVAL_LOGITS_LAST | NS_EVAL_KEEP)) ||
+					   NS_EVAL_KEEP)) ||
 	    (!(m->flags & NS_EVAL_KEEP) && m->keep) ||
 	    ((m->flags & NS_EVAL_KEEP) && (m->flags & NS_EVAL_RESET)) ||
 	    ((m->flags & NS_EVAL_FORCED) && (m->n_predict == 0 || m->n_predict >= m->n_tokens)) ||
@@ -352,4 +352,66 @@ int ns_cmsg_enc_stop(void *buf, size_t cap)
 
 	s_hdr(&w, NS_CMSG_STOP, 0);
 	return s_done_w(&w);
+}
+
+/* --- STEP --- */
+
+size_t ns_cmsg_size_step(uint32_t n_seq, uint64_t n_tokens)
+{
+	return NS_CMSG_HDR + 4 + 16 * (size_t)n_seq + 4 * (size_t)n_tokens;
+}
+
+int ns_cmsg_enc_step(const struct ns_cmsg_step *m, void *buf, size_t cap)
+{
+	struct s_w w = { .p = buf, .cap = cap };
+	uint64_t total = 0;
+
+	if (m->n_seq == 0 || m->n_seq > NS_CMSG_MAX_SEQ)
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->n_seq; i++)
+		total += m->seq[i].n_tokens;
+	if (total > NS_CMSG_MAX_TOKENS)
+		return -EINVAL;
+	s_hdr(&w, NS_CMSG_STEP, ns_cmsg_size_step(m->n_seq, total) - NS_CMSG_HDR);
+	s_u32(&w, m->n_seq);
+	for (uint32_t i = 0; i < m->n_seq; i++) {
+		s_u32(&w, m->seq[i].slot);
+		s_u32(&w, m->seq[i].keep);
+		s_u32(&w, m->seq[i].n_tokens);
+		s_u32(&w, m->seq[i].want_logits);
+	}
+	s_put(&w, m->tokens, 4 * (size_t)total);
+	return s_done_w(&w);
+}
+
+int ns_cmsg_dec_step(const void *buf, size_t len, uint32_t n_vocab, uint32_t n_slots,
+		     int32_t *tokens_out, uint32_t tokens_cap, struct ns_cmsg_step *m)
+{
+	uint64_t used = 0, total = 0;
+	struct s_r r;
+
+	if (s_open(&r, buf, len, NS_CMSG_STEP))
+		return -EPROTO;
+	m->n_seq = s_ru32(&r);
+	if (r.bad || m->n_seq == 0 || m->n_seq > NS_CMSG_MAX_SEQ || n_slots > 64)
+		return -EPROTO;
+	for (uint32_t i = 0; i < m->n_seq; i++) {
+		struct ns_cmsg_step_seq *q = &m->seq[i];
+
+		q->slot = s_ru32(&r);
+		q->keep = s_ru32(&r);
+		q->n_tokens = s_ru32(&r);
+		q->want_logits = s_ru32(&r);
+		if (r.bad || q->slot >= n_slots || (used >> q->slot & 1) || !q->n_tokens ||
+		    q->want_logits > 1)
+			return -EPROTO;
+		used |= 1ull << q->slot;
+		total += q->n_tokens;
+	}
+	if (total > tokens_cap || total > NS_CMSG_MAX_TOKENS ||
+	    len != ns_cmsg_size_step(m->n_seq, total) || s_ids(&r, tokens_out, (uint32_t)total,
+								  n_vocab))
+		return -EPROTO;
+	m->tokens = tokens_out;
+	return 0;
 }

@@ -3,6 +3,7 @@
  *
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
+ *             [--parallel N]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -51,7 +52,7 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
-		   "[--vram-budget SIZE] [--act f32|q8]\n", S_BACKENDS);
+		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N]\n", S_BACKENDS);
 }
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -115,6 +116,9 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			rc = s_u64(o, v, 0, 1024, &x);
 			p->lookahead = (uint32_t)x;
 			p->lookahead_given = true;
+		} else if (!strcmp(o, "--parallel")) {
+			rc = s_u64(o, v, 1, NS_CMSG_MAX_SEQ, &x);
+			p->n_seq = (uint32_t)x;
 		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
 			rc = s_u64(o, v, 1, 1u << 24, &x);
 			p->n_ctx = (uint32_t)x;
@@ -124,6 +128,11 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (p->cuda && p->n_seq > 1) {
+		fprintf(stderr, "nscompute: --parallel %u: the cuda backend evaluates one sequence "
+			"at a time\n", p->n_seq);
+		return -EINVAL;
 	}
 	return ns_session_args_check("nscompute", p->session, p->model_path);
 }
@@ -174,6 +183,7 @@ static int s_attach(struct nsc_proc *p)
 #endif
 	} else if (rc == 0) {
 		fo.n_ctx = p->n_ctx;
+		fo.n_seq = p->n_seq; /* KV-cache slots of STEP (nsctl serve --parallel) */
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));

@@ -322,8 +322,8 @@ static int s_start_plan(struct ns_engine *e)
 
 static int s_start_compute(struct ns_engine *e)
 {
-	char th[16], br[32], la[16], ctx[16], vram[32];
-	const char *args[28];
+	char th[16], br[32], la[16], ctx[16], vram[32], par[16];
+	const char *args[30];
 	size_t n = 0;
 	zmq_msg_t msg;
 	struct ns_cmsg_hello h;
@@ -352,6 +352,11 @@ static int s_start_compute(struct ns_engine *e)
 	if (e->o.act_q8) {
 		args[n++] = "--act";
 		args[n++] = "q8";
+	}
+	if (e->o.n_seq > 1) { /* KV-cache slots for ns_engine_step */
+		snprintf(par, sizeof(par), "%u", e->o.n_seq);
+		args[n++] = "--parallel";
+		args[n++] = par;
 	}
 	if (strcmp(e->o.backend, "cpu")) { /* the GPU arena: nsplan placed weights in it */
 		snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);

@@ -321,16 +321,18 @@ static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 			y[t * dim + i] += b[i];
 }
 
-/* ao[t] = attention of the chunk's token t (position p = pos0 + t) over positions j0..p:
- * j0 = 0, or p + 1 - window on a sliding-window layer. */
-static void s_attention(struct ns_llama *L, struct ns_kvcache *kv, uint32_t l, uint32_t pos0,
-			uint32_t n)
+/* ao[t] = attention of the chunk's token t (position p = pos[t] in its sequence, whose cache
+ * is kvs[t]) over positions j0..p of that cache: j0 = 0, or p + 1 - window on a
+ * sliding-window layer. A row sees only its own sequence. */
+static void s_attention(struct ns_llama *L, struct ns_kvcache *const *kvs, const uint32_t *pos,
+			uint32_t l, uint32_t n)
 {
 	const struct ns_llama_layer *y = &L->layers[l];
 	const uint32_t gqa = L->n_head / L->n_head_kv;
 
 	for (uint32_t t = 0; t < n; t++) {
-		const uint32_t p1 = pos0 + t + 1; /* causal: itself and everything before */
+		struct ns_kvcache *kv = kvs[t];
+		const uint32_t p1 = pos[t] + 1; /* causal: itself and everything before */
 		const uint32_t j0 = y->window && p1 > y->window ? p1 - y->window : 0;
 		const uint32_t n_pos = p1 - j0;
 
@@ -369,7 +371,6 @@ static void s_attention(struct ns_llama *L, struct ns_kvcache *kv, uint32_t l, u
 static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
 	struct ns_llama_layer *y = &L->layers[l];
-	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk;
 	const uint64_t nk = (uint64_t)L->n_head_kv * L->dk;
 	const uint64_t nv = (uint64_t)L->n_head_kv * L->dv;
@@ -399,13 +400,15 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 				ns_rmsnorm(kt + (uint64_t)h * L->dk, kt + (uint64_t)h * L->dk,
 					   y->k_norm, L->dk, L->eps);
 		}
-		ns_rope_angles(&L->rope, (int64_t)pos0 + t, L->cs);
+		ns_rope_angles(&L->rope, (int64_t)f->row_pos[t], L->cs);
 		ns_rope_rotate(&L->rope, L->cs, qt, L->n_head, L->dk);
 		ns_rope_rotate(&L->rope, L->cs, kt, L->n_head_kv, L->dk);
-		memcpy(ns_kvcache_k(f->kv, l, pos0 + t), kt, nk * sizeof(float));
-		memcpy(ns_kvcache_v(f->kv, l, pos0 + t), L->v + t * nv, nv * sizeof(float));
+		/* into the cache of the row's own sequence */
+		memcpy(ns_kvcache_k(f->row_kv[t], l, f->row_pos[t]), kt, nk * sizeof(float));
+		memcpy(ns_kvcache_v(f->row_kv[t], l, f->row_pos[t]), L->v + t * nv,
+		       nv * sizeof(float));
 	}
-	s_attention(L, f->kv, l, pos0, n);
+	s_attention(L, f->row_kv, f->row_pos, l, n);
 	/* x += ao Wo^T   (n, n_embd) */
 	rc = s_matmul(f, y->wo, 0, L->n_embd, L->ao, n, L->xb2, L->n_embd);
 	if (rc)
@@ -426,7 +429,7 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 		ns_rmsnorm(L->xb + (uint64_t)t * L->n_embd, L->x + (uint64_t)t * L->n_embd,
 			   y->ffn_norm, L->n_embd, L->eps);
 	if (L->moe) { /* x += moe(xb)   (n, n_embd) */
-		rc = ns_moe_eval(f, L->moe, l, f->kv->n_past, L->xb, n, L->xb2);
+		rc = ns_moe_eval(f, L->moe, l, f->row_pos[0], L->xb, n, L->xb2);
 		if (rc)
 			return rc;
 		for (uint64_t i = 0; i < (uint64_t)n * L->n_embd; i++)
@@ -478,6 +481,14 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 	}
 	if (!logits)
 		return 0;
+	if (f->n_out_rows) { /* a batch: the rows asked for, gathered   (n_out_rows, n_vocab) */
+		for (uint32_t k = 0; k < f->n_out_rows; k++)
+			ns_rmsnorm(L->xb + (uint64_t)k * L->n_embd,
+				   L->x + (uint64_t)f->out_rows[k] * L->n_embd, L->output_norm,
+				   L->n_embd, L->eps);
+		return s_matmul(f, L->output, 0, L->n_vocab, L->xb, f->n_out_rows, logits,
+				L->n_vocab);
+	}
 	/* logits = (rmsnorm(x) * output_norm) Wout^T   (all ? n : 1, n_vocab) */
 	t0 = all ? 0 : n - 1;
 	for (uint32_t t = t0; t < n; t++)
@@ -547,6 +558,7 @@ int ns_llama_setup(struct ns_fwd *f, const struct ns_model *m, const struct ns_h
 	f->arch = L;
 	f->arch_destroy = s_destroy;
 	f->eval_chunk = s_eval_chunk;
+	f->rows_ok = host_state; /* s_eval_chunk reads row_kv / row_pos / out_rows */
 	L->n_embd = hp->n_embd;
 	L->n_layer = hp->n_layer;
 	L->n_head = hp->n_head;

@@ -1,11 +1,6 @@
-/* srv_engine.c - srv_engine.h over the engine of nsctl run (neurostream.h): one nscompute
- * context, the sequences of a step evaluated one after another.
- *
- * nscompute holds one sequence's cache. The slot whose tokens it holds is "resident": a step on
- * it cuts the cache to the kept prefix and appends. A step on another slot evaluates that
- * slot's kept tokens again from an empty context before the new ones. Rows do not depend
- * on how tokens were grouped into evaluations, so this gives the same logits as a cache that
- * had been kept, only later. */
+/* srv_engine.c - srv_engine.h over the engine of nsctl run (neurostream.h): nscompute keeps a
+ * KV cache per slot (--parallel) and evaluates a step's sequences together (STEP,
+ * ns_engine_step). This side keeps count of what each slot holds. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +9,11 @@
 #include "ns_util.h"
 #include "srv_engine.h"
 
-struct srv_slot_toks {
-	int32_t *ids;   /* (cap) the tokens of the slot's cache: positions [0, n) */
-	uint32_t n, cap;
-};
-
 struct srv_engine {
 	struct ns_engine *ns;
 	uint32_t n_slots, n_vocab, n_ctx;
-	struct srv_slot_toks *slots; /* (n_slots) */
-	int64_t resident;            /* slot whose tokens nscompute holds, -1: none */
-	int32_t *scratch;            /* (n_ctx) a slot's kept tokens + new ones */
+	uint32_t *cached;            /* (n_slots) positions each slot holds */
+	struct ns_engine_seq *seqs;  /* (n_slots) a step's request */
 	char err[512];
 };
 
@@ -32,29 +21,25 @@ int srv_engine_open(const char *model, const struct ns_engine_opts *o, uint32_t 
 		    struct srv_engine **out, char *err, size_t errlen)
 {
 	struct srv_engine *e = calloc(1, sizeof(*e));
+	struct ns_engine_opts eo = *o;
 	int rc;
 
 	*out = NULL;
-	if (!e || !n_slots || !(e->slots = calloc(n_slots, sizeof(*e->slots)))) {
-		free(e);
+	if (!e || !n_slots || !(e->cached = calloc(n_slots, sizeof(*e->cached))) ||
+	    !(e->seqs = calloc(n_slots, sizeof(*e->seqs)))) {
+		srv_engine_close(&e);
 		return ns_errf(err, errlen, n_slots ? "out of memory" : "no slots"),
 		       n_slots ? -ENOMEM : -EINVAL;
 	}
 	e->n_slots = n_slots;
-	e->resident = -1;
-	rc = ns_engine_load(model, o, &e->ns, err, errlen);
-	if (rc == 0) {
-		e->n_vocab = ns_engine_n_vocab(e->ns);
-		e->n_ctx = ns_engine_n_ctx(e->ns);
-		if (!(e->scratch = malloc((size_t)e->n_ctx * sizeof(*e->scratch)))) {
-			ns_errf(err, errlen, "out of memory");
-			rc = -ENOMEM;
-		}
-	}
+	eo.n_seq = n_slots;
+	rc = ns_engine_load(model, &eo, &e->ns, err, errlen);
 	if (rc < 0) {
 		srv_engine_close(&e);
 		return rc;
 	}
+	e->n_vocab = ns_engine_n_vocab(e->ns);
+	e->n_ctx = ns_engine_n_ctx(e->ns);
 	*out = e;
 	return 0;
 }
@@ -66,92 +51,44 @@ void srv_engine_close(struct srv_engine **ep)
 	if (!e)
 		return;
 	ns_engine_free(&e->ns);
-	for (uint32_t i = 0; i < e->n_slots; i++)
-		free(e->slots[i].ids);
-	free(e->slots);
-	free(e->scratch);
+	free(e->cached);
+	free(e->seqs);
 	free(e);
 	*ep = NULL;
 }
 
-static void s_forget_all(struct srv_engine *e)
-{
-	for (uint32_t i = 0; i < e->n_slots; i++)
-		e->slots[i].n = 0;
-	e->resident = -1;
-}
-
-/* The slot's tokens become ids[0, n). */
-static int s_slot_set(struct srv_slot_toks *s, const int32_t *ids, uint32_t n)
-{
-	if (n > s->cap) {
-		int32_t *p = realloc(s->ids, (size_t)n * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		s->ids = p;
-		s->cap = n;
-	}
-	memmove(s->ids, ids, (size_t)n * sizeof(*ids));
-	s->n = n;
-	return 0;
-}
-
-static int s_eval_one(struct srv_engine *e, struct srv_eval *ev)
-{
-	struct srv_slot_toks *s;
-	uint32_t total;
-	int rc;
-
-	if (ev->slot >= e->n_slots || !ev->n || ev->keep > e->slots[ev->slot].n ||
-	    (uint64_t)ev->keep + ev->n > e->n_ctx)
-		return ns_errf(e->err, sizeof(e->err), "engine step: slot %u keep %u + %u tokens "
-			       "out of range", ev->slot, ev->keep, ev->n), -EINVAL;
-	s = &e->slots[ev->slot];
-	total = ev->keep + ev->n;
-	ev->recomputed = 0;
-	if (e->resident == ev->slot && ns_engine_n_past(e->ns) == s->n) {
-		/* cut to the kept prefix, append */
-		rc = ns_engine_eval(e->ns, ev->keep, ev->tokens, ev->n, ev->logits);
-	} else { /* bring the slot's kept tokens back into the context first */
-		memcpy(e->scratch, s->ids, (size_t)ev->keep * sizeof(int32_t));
-		memcpy(e->scratch + ev->keep, ev->tokens, (size_t)ev->n * sizeof(int32_t));
-		e->resident = -1;
-		ev->recomputed = ev->keep;
-		rc = ns_engine_eval(e->ns, 0, e->scratch, total, ev->logits);
-	}
-	if (rc == 0) {
-		/* tokens may point into the slot's own array: copy through scratch */
-		memcpy(e->scratch + ev->keep, ev->tokens, (size_t)ev->n * sizeof(int32_t));
-		memcpy(e->scratch, s->ids, (size_t)ev->keep * sizeof(int32_t));
-		rc = s_slot_set(s, e->scratch, total);
-		e->resident = ev->slot;
-	}
-	if (rc < 0) {
-		if (rc != -ENOMEM)
-			ns_errf(e->err, sizeof(e->err), "%s", ns_engine_error(e->ns));
-		else
-			ns_errf(e->err, sizeof(e->err), "out of memory");
-	}
-	return rc;
-}
-
 int srv_engine_step(struct srv_engine *e, struct srv_eval *ev, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++) {
-		int rc = s_eval_one(e, &ev[i]);
+	uint64_t seen = 0;
+	int rc;
 
-		if (rc < 0) {
-			s_forget_all(e);
-			return rc;
-		}
+	if (!n || n > e->n_slots)
+		return ns_errf(e->err, sizeof(e->err), "engine step of %u sequences", n), -EINVAL;
+	for (uint32_t i = 0; i < n; i++) {
+		if (ev[i].slot >= e->n_slots || (seen >> ev[i].slot & 1) || !ev[i].n ||
+		    ev[i].keep > e->cached[ev[i].slot] || (uint64_t)ev[i].keep + ev[i].n > e->n_ctx)
+			return ns_errf(e->err, sizeof(e->err), "engine step: slot %u keep %u + %u "
+				       "tokens out of range", ev[i].slot, ev[i].keep, ev[i].n),
+			       -EINVAL;
+		seen |= 1ull << ev[i].slot;
+		e->seqs[i] = (struct ns_engine_seq){ .slot = ev[i].slot, .keep = ev[i].keep,
+						     .tokens = ev[i].tokens, .n = ev[i].n,
+						     .logits = ev[i].logits };
 	}
+	rc = ns_engine_step(e->ns, e->seqs, n);
+	if (rc < 0) {
+		ns_errf(e->err, sizeof(e->err), "%s", ns_engine_error(e->ns));
+		memset(e->cached, 0, e->n_slots * sizeof(*e->cached));
+		return rc;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		e->cached[ev[i].slot] = ev[i].keep + ev[i].n;
 	return 0;
 }
 
 uint32_t srv_engine_cached(const struct srv_engine *e, uint32_t slot)
 {
-	return slot < e->n_slots ? e->slots[slot].n : 0;
+	return slot < e->n_slots ? e->cached[slot] : 0;
 }
 
 int srv_engine_poll(struct srv_engine *e)

@@ -30,8 +30,6 @@ struct srv_eval {
 	uint32_t n;             /* >= 1; keep + n <= n_ctx */
 	float *logits;          /* out: (n_vocab) after the last token, or NULL (a prefill
 				 * chunk that does not end the prompt) */
-	uint32_t recomputed;    /* out: kept positions the engine had to evaluate again
-				 * (0 when they were still cached) */
 };
 
 /* Start the pipeline for model (as nsctl run starts it: o's budgets, backend, context) with

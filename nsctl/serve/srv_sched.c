@@ -350,7 +350,7 @@ static int s_step(struct srv_sched *s)
 		sl->n = total;
 		if (q->last < 0) { /* prefill chunk */
 			if (q->first_eval)
-				q->n_cached = ev[k].keep - ev[k].recomputed;
+				q->n_cached = ev[k].keep;
 			q->first_eval = false;
 			q->n_done += ev[k].n;
 		}

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "ctl_proto.h"
 #include "gguf.h"
 #include "model.h"
 #include "ns_test.h"
@@ -385,6 +386,59 @@ static void s_test_parse(void)
 	       "template renders it\n");
 }
 
+/* ------------------------------------------------------------ STEP messages ---------- */
+
+static void s_test_step_msg(void)
+{
+	int32_t toks[6] = { 1, 2, 3, 4, 5, 6 }, out[64];
+	struct ns_cmsg_step st = { .n_seq = 3, .tokens = toks }, d;
+	uint8_t buf[512], bad[512];
+	uint64_t rng = 7;
+	int n, accepted = 0;
+
+	st.seq[0] = (struct ns_cmsg_step_seq){ .slot = 2, .keep = 10, .n_tokens = 1,
+					       .want_logits = 1 };
+	st.seq[1] = (struct ns_cmsg_step_seq){ .slot = 0, .keep = 0, .n_tokens = 4 };
+	st.seq[2] = (struct ns_cmsg_step_seq){ .slot = 1, .keep = 3, .n_tokens = 1,
+					       .want_logits = 1 };
+	n = ns_cmsg_enc_step(&st, buf, sizeof(buf));
+	CHECK(n == (int)ns_cmsg_size_step(3, 6), "size %d", n);
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n, 100, 3, out, 64, &d) == 0, "decode");
+	CHECK(d.n_seq == 3 && d.seq[0].slot == 2 && d.seq[0].keep == 10 && d.seq[1].n_tokens == 4 &&
+	      d.seq[2].want_logits == 1 && !memcmp(d.tokens, toks, sizeof(toks)), "fields");
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n, 100, 2, out, 64, &d) < 0, "slot 2 of 2 accepted");
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n, 6, 3, out, 64, &d) < 0, "id 6 of 6 accepted");
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n, 100, 3, out, 5, &d) < 0, "over the cap accepted");
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n - 4, 100, 3, out, 64, &d) < 0, "short accepted");
+	st.seq[2].slot = 2;
+	n = ns_cmsg_enc_step(&st, buf, sizeof(buf));
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n, 100, 3, out, 64, &d) < 0, "a slot twice accepted");
+	st.seq[2].slot = 1;
+	st.seq[1].n_tokens = 0;
+	st.seq[2].n_tokens = 5;
+	n = ns_cmsg_enc_step(&st, buf, sizeof(buf));
+	CHECK(ns_cmsg_dec_step(buf, (size_t)n, 100, 3, out, 64, &d) < 0, "no tokens accepted");
+	/* random corruption: rejected or decoded, never read past the buffer (ASan) */
+	st.seq[1].n_tokens = 4;
+	st.seq[2].n_tokens = 1;
+	n = ns_cmsg_enc_step(&st, buf, sizeof(buf));
+	for (int trial = 0; trial < 5000; trial++) {
+		size_t len = (size_t)n;
+
+		memcpy(bad, buf, len);
+		for (int k = 0; k < 3; k++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			bad[(rng >> 33) % len] ^= (uint8_t)(1u << ((rng >> 20) % 8));
+		}
+		if (trial % 7 == 0)
+			len = (size_t)(rng >> 40) % len;
+		accepted += ns_cmsg_dec_step(bad, len, 100, 3, out, 64, &d) == 0;
+	}
+	printf("STEP messages: round trip; a slot twice or out of range, ids past the vocabulary, "
+	       "short or empty refused; %d of 5000 corrupted copies still well-formed\n",
+	       accepted);
+}
+
 int main(void)
 {
 	ns_test_require_oracle();
@@ -393,5 +447,6 @@ int main(void)
 	s_test_text();
 	s_test_logprobs();
 	s_test_parse();
+	s_test_step_msg();
 	return 0;
 }
