@@ -13,12 +13,40 @@
 #include <string.h>
 
 #include "commands.h"
+#include "json_text.h"
 #include "ns_util.h"
 #include "session.h"
 
 static bool s_alive(int pid)
 {
 	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* A session of nsctl serve: the "serve" file beside "procs" holds its address and model
+ * (cmd_serve.c). JSON: a "serve" member. */
+static void s_serve_line(const char *dir, bool json)
+{
+	char path[PATH_MAX + 16], line[1024];
+	FILE *f;
+
+	if (snprintf(path, sizeof(path), "%s/serve", dir) >= (int)sizeof(path) ||
+	    !(f = fopen(path, "r")))
+		return;
+	if (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (json) {
+			json_t *v = ns_json_text(line, strlen(line));
+			char *t = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+
+			if (t)
+				printf(",\"serve\":%s", t);
+			free(t);
+			json_decref(v);
+		} else {
+			printf("  serve      %s\n", line);
+		}
+	}
+	fclose(f);
 }
 
 /* Print one session; returns 1 if it was listed. */
@@ -61,10 +89,13 @@ static int s_show(const char *id, const char *dir, bool json, bool *first)
 			       strstr(line, " wrapped:") ? strstr(line, " wrapped:") + 9 : "");
 	}
 	fclose(f);
+	if (json)
+		printf("]"); /* procs */
+	s_serve_line(dir, json);
 	if (ns_session_attach(id, false, &s, err, sizeof(err)) == 0) {
 		ns_stats_snapshot(s->ctl, &st);
 		if (json)
-			printf("],\"stale\":%s,\"nsio\":{\"pid\":%d,\"gen\":%u,\"bytes_requested\":%llu,"
+			printf(",\"stale\":%s,\"nsio\":{\"pid\":%d,\"gen\":%u,\"bytes_requested\":%llu,"
 			       "\"bytes_device\":%llu,\"requests\":%llu,\"cache_hits\":%llu,"
 			       "\"stall_ns\":%llu,\"arena_bytes\":%llu,\"arena_reserved\":%llu,"
 			       "\"arena_peak\":%llu,\"restarts\":%llu,\"rejected\":%llu}}",
@@ -89,7 +120,7 @@ static int s_show(const char *id, const char *dir, bool json, bool *first)
 			       s_alive(nsctl_pid) ? "" : " (stale: its nsctl is gone)");
 		ns_session_destroy(&s);
 	} else if (json) {
-		printf("],\"stale\":true}");
+		printf(",\"stale\":true}");
 	} else {
 		printf("  (control segment not readable: %s)\n", err);
 	}

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "ns_util.h"
+#include "session.h"
 #include "srv_engine.h"
 #include "srv_http.h"
 #include "srv_sched.h"
@@ -233,6 +235,27 @@ static int s_model_meta(const struct s_opts *o, struct ns_model **m, struct ns_t
 	return 0;
 }
 
+/* What nsctl ps shows of a server: a "serve" file in the session's runtime directory beside
+ * its "procs" (path: out, "" when not written; removed before the session ends). */
+static void s_ps_file(struct ns_engine *ns, char *out, size_t n, const char *url,
+		      const char *id, uint32_t parallel)
+{
+	char dir[PATH_MAX];
+	FILE *f;
+
+	out[0] = 0;
+	if (ns_session_rundir(ns_engine_session(ns), dir, sizeof(dir)) < 0 ||
+	    snprintf(out, n, "%s/serve", dir) >= (int)n || !(f = fopen(out, "w"))) {
+		out[0] = 0;
+		return;
+	}
+	fprintf(f, "%s model %s, %u slot%s\n", url, id, parallel, parallel == 1 ? "" : "s");
+	if (fclose(f) != 0) {
+		unlink(out);
+		out[0] = 0;
+	}
+}
+
 /* Up and serving until a signal or nscompute's death. */
 static int s_serve(struct s_opts *o, struct srv_engine *eng, struct srv_model_info *mi)
 {
@@ -242,7 +265,7 @@ static int s_serve(struct s_opts *o, struct srv_engine *eng, struct srv_model_in
 				    .max_body = o->max_body, .max_conns = o->max_conns };
 	struct srv_sched *sched = NULL;
 	struct srv_http *http = NULL;
-	char err[512];
+	char err[512], url[128], psf[PATH_MAX] = "";
 	bool dead = false;
 	int rc;
 
@@ -257,10 +280,12 @@ static int s_serve(struct s_opts *o, struct srv_engine *eng, struct srv_model_in
 		srv_sched_free(&sched);
 		return rc == -EINVAL ? 2 : 1;
 	}
-	fprintf(stderr, S_WHO ": listening on http://%s%s%s:%u/v1 (model '%s', %u slot%s of %u "
-		"positions%s)\n", strchr(o->host, ':') ? "[" : "", o->host,
-		strchr(o->host, ':') ? "]" : "", srv_http_port(http), mi->id, o->parallel,
-		o->parallel == 1 ? "" : "s", mi->n_ctx, o->api_key ? ", API key required" : "");
+	snprintf(url, sizeof(url), "http://%s%s%s:%u/v1", strchr(o->host, ':') ? "[" : "",
+		 o->host, strchr(o->host, ':') ? "]" : "", srv_http_port(http));
+	fprintf(stderr, S_WHO ": listening on %s (model '%s', %u slot%s of %u positions%s)\n",
+		url, mi->id, o->parallel, o->parallel == 1 ? "" : "s", mi->n_ctx,
+		o->api_key ? ", API key required" : "");
+	s_ps_file(srv_engine_ns(eng), psf, sizeof(psf), url, mi->id, o->parallel);
 	while (!s_signalled && !(dead = srv_sched_dead(sched)))
 		usleep(50000);
 	srv_http_quiesce(http);
@@ -277,6 +302,8 @@ static int s_serve(struct s_opts *o, struct srv_engine *eng, struct srv_model_in
 			"answers\n");
 	srv_http_stop(&http);
 	srv_sched_free(&sched);
+	if (psf[0])
+		unlink(psf); /* before the session removes its directory */
 	return dead ? 1 : 0;
 }
 

@@ -31,6 +31,15 @@ after(async () => {
 
 const greedy = { temperature: 0 };
 
+test('nsctl ps lists the server: its session, children and address', () => {
+  const all = JSON.parse(execFileSync(NSCTL, ['ps', '--json']).toString());
+  const me = all.find((x) => x.session === srv.session);
+  assert.ok(me, 'the server\'s session is not listed');
+  assert.equal(me.serve, `${srv.url} model ${q3.id}, 2 slots`);
+  assert.deepEqual(me.procs.map((p) => p.name).sort(), ['nscompute', 'nsctl', 'nsio']);
+  assert.ok(me.procs.every((p) => p.alive));
+});
+
 test('models: the one model, by the file name', async () => {
   const list = await client.models.list();
   assert.deepEqual(list.data.map((m) => m.id), [q3.id]);
