@@ -18,6 +18,9 @@ its length, GB/token = nsio's bytes requested over the window (nsctl ps) / those
 Roofline: the drive's O_DIRECT rate (ns_diskbw, 1 MiB reads at queue depth 16, median of 3,
 measured before the configurations) over the bytes one step reads (GB/token of 1 stream):
 the single stream's limit; N streams sharing each step's pass may reach N times it.
+A second pass runs the same configurations with every weight resident (--ram-budget
+--resident-budget): the compute limit of each, so a table whose streamed rates sit at it says
+the step is bound by the CPU, not the drive.
 Prints a markdown table; the target is aggregate(4) >= 3 x aggregate(1)."""
 import argparse
 import json
@@ -123,6 +126,10 @@ def main():
                     help='decode steps with every stream in (each stream asks for N more)')
     ap.add_argument('--mem-budget', default='256MB')
     ap.add_argument('--threads', default='0')
+    ap.add_argument('--resident-budget', default='4GB',
+                    help='RAM budget of the second pass (every weight resident: the '
+                         'compute limit of each configuration); 0: skip it')
+    ap.add_argument('--extra', default='', help='more flags for nsctl serve (--act q8)')
     a = ap.parse_args()
     nsctl = os.path.join(a.build, 'nsctl', 'nsctl')
     counts = [int(x) for x in a.streams.split(',')]
@@ -133,9 +140,19 @@ def main():
             run([nsctl, 'mkmodel', '--preset', 'qwen3-8b', '--layers', '8', '--quant',
                  'q4_k_m', '-o', model])
     gbps = drive_gbps(a.build, model)
+    rows = serve_configs(nsctl, model, counts, a, ['--mem-budget', a.mem_budget,
+                                                   '--ram-budget', '0'])
+    # the compute limit of the same configurations: every weight resident, no drive
+    resident = serve_configs(nsctl, model, counts, a, ['--ram-budget', a.resident_budget]) \
+        if a.resident_budget != '0' else None
+    report(model, a, gbps, rows, resident)
+
+
+def serve_configs(nsctl, model, counts, a, budgets):
+    """Start a server with these budgets, run every configuration, stop it."""
     srv = subprocess.Popen([nsctl, 'serve', model, '--port', '0', '--parallel',
-                            str(max(counts)), '--mem-budget', a.mem_budget, '--ram-budget',
-                            '0', '-c', '256', '--threads', a.threads],
+                            str(max(counts)), '-c', '256', '--threads', a.threads,
+                            *budgets, *a.extra.split()],
                            stderr=subprocess.PIPE, text=True)
     log = ''
     try:
@@ -157,17 +174,22 @@ def main():
     finally:
         srv.terminate()
         srv.wait(timeout=60)
+    return rows
+
+
+def report(model, a, gbps, rows, resident):
     single_rate, single_gb = rows[0][1], rows[0][2]
     roof1 = gbps / single_gb if single_gb > 0 else float('inf')
     print(f'model {model} ({os.path.getsize(model) / 1e9:.2f} GB), --mem-budget '
-          f'{a.mem_budget} --ram-budget 0; drive {gbps:.3f} GB/s (ns_diskbw, 1 MiB, QD 16); '
-          f'single-stream roofline {roof1:.3f} tok/s')
+          f'{a.mem_budget} --ram-budget 0 {a.extra}; drive {gbps:.3f} GB/s (ns_diskbw, 1 MiB, '
+          f'QD 16); single-stream roofline {roof1:.3f} tok/s')
     print('| streams | aggregate tok/s | x single | GB/token | tokens in window | '
-          'roofline tok/s (N x single) | ratio |')
-    print('| ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
-    for n, rate, gb, toks in rows:
+          'drive roofline tok/s (N x single) | ratio | resident tok/s | ratio |')
+    print('| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+    for i, (n, rate, gb, toks) in enumerate(rows):
+        res = resident[i][1] if resident else float('nan')
         print(f'| {n} | {rate:.3f} | {rate / single_rate:.2f} | {gb:.3f} | {toks} | '
-              f'{n * roof1:.3f} | {rate / (n * roof1):.2f} |')
+              f'{n * roof1:.3f} | {rate / (n * roof1):.2f} | {res:.3f} | {rate / res:.2f} |')
     four = [r for r in rows if r[0] == 4]
     if four:
         x = four[0][1] / single_rate

@@ -65,6 +65,7 @@ struct srv_resp {
 	bool logprobs;
 	uint32_t top_logprobs;
 	uint32_t n_prompt;
+	uint64_t text_offset;         /* completions' logprobs: bytes streamed before */
 };
 
 /* id and created for a new response. */
@@ -75,7 +76,7 @@ void srv_resp_init(struct srv_resp *r, const struct srv_model_info *mi, enum srv
 json_t *srv_oai_full(const struct srv_resp *r, const struct srv_take *t);
 /* A stream chunk with what t holds now (text, logprobs); role: the first chunk of a chat
  * stream (delta.role); finish: its finish_reason (the last chunk) or NULL. */
-json_t *srv_oai_chunk(const struct srv_resp *r, const struct srv_take *t, bool role,
+json_t *srv_oai_chunk(struct srv_resp *r, const struct srv_take *t, bool role,
 		      const char *finish);
 /* The stream's last chunk with stream_options.include_usage: no choices, the usage. */
 json_t *srv_oai_usage_chunk(const struct srv_resp *r, const struct srv_take *t);

@@ -165,11 +165,11 @@ json_t *srv_oai_full(const struct srv_resp *r, const struct srv_take *t)
 	return out;
 }
 
-json_t *srv_oai_chunk(const struct srv_resp *r, const struct srv_take *t, bool role,
+json_t *srv_oai_chunk(struct srv_resp *r, const struct srv_take *t, bool role,
 		      const char *finish)
 {
 	json_t *choice;
-	size_t off = 0;
+	size_t off = r->text_offset; /* text_offset counts from the start of the reply */
 
 	if (r->kind == SRV_CHAT) {
 		json_t *delta = json_object();
@@ -191,6 +191,7 @@ json_t *srv_oai_chunk(const struct srv_resp *r, const struct srv_take *t, bool r
 				   r->logprobs && t->n_lps ?
 				   s_completion_logprobs(r, t->lps, t->n_lps, &off) : json_null(),
 				   "finish_reason", finish);
+		r->text_offset = off;
 	}
 	return s_envelope(r, r->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion",
 			  json_pack("[o]", choice));

@@ -176,6 +176,15 @@ test('logprobs: greedy picks the most likely token, top lists sorted', async () 
   assert.equal(l.top_logprobs.length, 5);
   assert.deepEqual(l.text_offset.slice(0, 1), [0]);
   assert.ok(Object.keys(l.top_logprobs[0]).length <= 2);
+  // streamed: the same tokens and offsets, counted from the start of the reply
+  const offs = [], toks = [];
+  for await (const ch of await client.completions.create({ model: q3.id, prompt: 'abc',
+    ...greedy, max_tokens: 5, ignore_eos: true, logprobs: 2, stream: true })) {
+    const sl = ch.choices[0].logprobs;
+    if (sl) { offs.push(...sl.text_offset); toks.push(...sl.tokens); }
+  }
+  assert.deepEqual(toks, l.tokens);
+  assert.deepEqual(offs, l.text_offset);
 });
 
 test('seed: the same seed gives the same text, another seed another', async () => {
