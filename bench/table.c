@@ -41,7 +41,9 @@ void ns_bench_row_init(struct ns_bench_row *r)
 
 char *ns_bench_row_test(const struct ns_bench_row *r, char *buf, size_t len)
 {
-	if (r->n_gen)
+	if (r->n_gen && r->n_depth)
+		snprintf(buf, len, "tg%u @ d%u", r->n_gen, r->n_depth);
+	else if (r->n_gen)
 		snprintf(buf, len, "tg%u", r->n_gen);
 	else
 		snprintf(buf, len, "pp%u", r->n_prompt);
@@ -239,8 +241,10 @@ struct field {
 	double d;
 };
 
-/* Fields of one row, into fl (room for S_FIELDS). Returns the count. */
-#define S_FIELDS 24
+/* Fields of one row, into fl (room for S_FIELDS, exactly the list below: one more field
+ * without raising it aborts here instead of writing past the caller's array). Returns the
+ * count. */
+#define S_FIELDS 25
 static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len,
 		       struct field *fl)
 {
@@ -249,13 +253,16 @@ static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len
 
 	ns_stats_mean_sd(r->ts, r->n_samples, &mean, &sd);
 	ns_bench_row_test(r, test, test_len);
-#define F(nm, kd, ...) (fl[k++] = (struct field){ .name = (nm), .kind = (kd), __VA_ARGS__ })
+#define F(nm, kd, ...) \
+	(k < S_FIELDS ? (void)(fl[k++] = (struct field){ .name = (nm), .kind = (kd), __VA_ARGS__ }) \
+		      : abort())
 	F("model_type", K_STR, .s = r->model);
 	F("model_size", K_U64, .u = r->size_bytes);
 	F("model_n_params", K_U64, .u = r->n_params);
 	F("backends", K_STR, .s = r->backend);
 	F("n_prompt", K_U64, .u = r->n_prompt);
 	F("n_gen", K_U64, .u = r->n_gen);
+	F("n_depth", K_U64, .u = r->n_depth);
 	F("test", K_STR, .s = test);
 	F("mem_budget", K_U64, .u = r->mem_budget);
 	F("ram_budget", K_U64, .u = r->ram_budget);

@@ -28,6 +28,7 @@ struct ns_bench_row {
 	uint64_t n_params;
 	char backend[16];        /* "CPU", "CUDA" */
 	uint32_t n_prompt, n_gen; /* the test: pp<n_prompt> when n_gen is 0, else tg<n_gen> */
+	uint32_t n_depth;        /* tokens in the context before the test (-d), 0 = none */
 	uint64_t mem_budget, ram_budget, vram_budget; /* bytes; 0 = not set */
 	uint32_t block_rows, lookahead;               /* 0 = the engine's default */
 	size_t n_samples;
@@ -45,7 +46,7 @@ struct ns_bench_row {
 /* Reset a row: every measurement unknown, no samples. */
 void ns_bench_row_init(struct ns_bench_row *r);
 
-/* "pp512" / "tg128" into buf. Returns buf. */
+/* "pp512" / "tg128" (llama-bench's "tg128 @ d2048" with a depth) into buf. Returns buf. */
 char *ns_bench_row_test(const struct ns_bench_row *r, char *buf, size_t len);
 
 /* Roofline tokens per second (disk_bps / bytes_per_token), or -1 when either is unknown. */

@@ -10,6 +10,16 @@
 #   resident  no cap, the whole model in memory: neurostream with the RAM cache holding every
 #             weight (--ram-budgets = model size + 64 MiB), llama.cpp's llama-bench with its
 #             defaults (repacked weights), both on THREADS threads.
+#   long      (not in the default MODES) prefill and decode at depth, resident as above:
+#             neurostream `nsctl bench -p P -n 0` for P in PP_LIST and `-p 0 -n N_DEPTH_GEN
+#             -d DEPTHS`, with ACT activations and a CTK KV cache (K and V), beside llama-bench
+#             -p PP_LIST -n 0 and -p 0 -n N_DEPTH_GEN -d DEPTHS (its default f16 cache) on the
+#             same file; the two engines alternate, REPEATS rounds, medians. Also the machine's
+#             int8 peak measured in the same run (bench_gemv --peak: vpdpbusd on every thread),
+#             and our prefill's int8 ops per second over it (2 x the elements of the layers'
+#             weight matrices per token). Ratios against the targets of issue 22: pp512 and
+#             pp2048 >= 1.5x llama.cpp, tg at depth 2048 >= 1.0x llama.cpp and >= 0.85x our
+#             depth 0.
 #
 # Before each capped run the model file is dropped from the page cache (dd iflag=nocache), so
 # pages another run left behind (charged to no one in the cgroup) cannot flatter it.
@@ -17,8 +27,10 @@
 # Fetches nothing. llama.cpp comes from $LLAMA_CPP_BIN (a directory holding llama-completion
 # and llama-bench) or PATH; without it the script says how to point at one and exits 77.
 # Environment: CAP (default 2G); N_GEN tokens decoded (16); REPEATS (2); THREADS (all CPUs);
-# CTX context of both engines (512); MODES (capped,resident); NSCTL our binary (default:
-# $NS_BUILD_ROOT/nsctl/nsctl, then build/nsctl/nsctl); MEMCAP the cap wrapper.
+# CTX context of both engines (512); MODES (capped,resident; long); NSCTL our binary (default:
+# $NS_BUILD_ROOT/nsctl/nsctl, then build/nsctl/nsctl); MEMCAP the cap wrapper. long mode:
+# PP_LIST (64,512,2048), DEPTHS (0,512,2048,8192), N_DEPTH_GEN (32), ACT (q8), CTK (f16),
+# BENCH_GEMV (default: next to nsctl's build, bench/kernels/bench_gemv).
 # Exit: 0 ok, 1 a run of ours failed, 2 usage, 77 skip.
 set -uo pipefail
 
@@ -34,7 +46,7 @@ ctx=${CTX:-512}
 modes=${MODES:-capped,resident}
 memcap=${MEMCAP:-$root/../shared/tools/memcap.sh}
 [ -r "$model" ] || { echo "vs_llamacpp: cannot read model $model" >&2; exit 2; }
-case ",$modes," in *,capped,*|*,resident,*) ;; *) echo "vs_llamacpp: MODES: capped,resident" >&2; exit 2;; esac
+case ",$modes," in *,capped,*|*,resident,*|*,long,*) ;; *) echo "vs_llamacpp: MODES: capped,resident,long" >&2; exit 2;; esac
 
 nsctl=${NSCTL:-}
 for c in "${NS_BUILD_ROOT:-}/nsctl/nsctl" "$root/build/nsctl/nsctl"; do
@@ -138,6 +150,100 @@ if [[ ",$modes," == *,resident,* ]]; then
 	rows+=("| llama.cpp llama-bench (defaults) | resident | $(fmt "$ll_ts") | ${peak_mib:-?} MiB | repacked weights |")
 fi
 
+if [[ ",$modes," == *,long,* ]]; then
+	pp_list=${PP_LIST:-64,512,2048}
+	depths=${DEPTHS:-0,512,2048,8192}
+	dgen=${N_DEPTH_GEN:-32}
+	act=${ACT:-q8}
+	ctk=${CTK:-f16}
+	gemv=${BENCH_GEMV:-$(dirname "$(dirname "$nsctl")")/bench/kernels/bench_gemv}
+	ram=$(( size + (64 << 20) ))
+	lctx=$(echo "$pp_list,$depths" | tr ',' '\n' | sort -n | tail -1)
+	lctx=$(( lctx + dgen + 64 ))
+	ours=(--threads "$threads" -c "$lctx" --act "$act" -ctk "$ctk" -ctv "$ctk" --budgets 256MB
+	      --ram-budgets "$ram" --no-disk -r 1 -o json)
+	peak=$("$gemv" --peak --threads "$threads" 2>/dev/null | sed -n 's/^int8 peak: \([0-9.]*\) .*/\1/p')
+	[ -n "$peak" ] || { echo "vs_llamacpp: $gemv --peak gave no figure" >&2; peak=0; }
+	# int8 ops of one prefill token: 2 x the elements of every layer's weight matrices
+	gop=$("$nsctl" info "$model" --json --tensors | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+n = 0
+for t in d["tensors"]:
+    if t["name"].startswith("blk.") and len(t["ne"]) >= 2 and t["ne"][1] > 1:
+        e = 1
+        for x in t["ne"]:
+            e *= x
+        n += e
+print(2 * n / 1e9)')
+	for r in $(seq 1 "$repeats"); do
+		for p in ${pp_list//,/ }; do
+			echo "vs_llamacpp: long, round $r: nsctl bench -p $p" >&2
+			"$nsctl" bench "$model" -p "$p" -n 0 "${ours[@]}" >"$tmp/ns_pp_${p}_$r.json" \
+				2>"$tmp/ns_pp.err" || { tail -3 "$tmp/ns_pp.err" >&2; exit 1; }
+		done
+		echo "vs_llamacpp: long, round $r: nsctl bench -n $dgen -d $depths" >&2
+		"$nsctl" bench "$model" -p 0 -n "$dgen" -d "$depths" "${ours[@]}" \
+			>"$tmp/ns_tg_$r.json" 2>"$tmp/ns_tg.err" || { tail -3 "$tmp/ns_tg.err" >&2; exit 1; }
+		echo "vs_llamacpp: long, round $r: llama-bench -p $pp_list; -n $dgen -d $depths" >&2
+		"$llama_bench" -m "$model" -p "$pp_list" -n 0 -r 1 -t "$threads" -o json \
+			>"$tmp/ll_pp_$r.json" 2>"$tmp/ll.err" || tail -3 "$tmp/ll.err" >&2
+		"$llama_bench" -m "$model" -p 0 -n "$dgen" -d "$depths" -r 1 -t "$threads" -o json \
+			>"$tmp/ll_tg_$r.json" 2>"$tmp/ll.err" || tail -3 "$tmp/ll.err" >&2
+	done
+	python3 - "$tmp" "$repeats" "$peak" "$gop" "$act" "$ctk" "$threads" "$model" <<'PY'
+import glob, json, statistics, sys
+tmp, reps, peak, gop, act, ctk, thr, model = sys.argv[1:]
+def load(pat):
+    rows = []
+    for f in sorted(glob.glob(tmp + "/" + pat)):
+        try:
+            rows += json.load(open(f))
+        except Exception:
+            pass
+    return rows
+def key(x):
+    return ("pp%d" % x["n_prompt"]) if not x["n_gen"] else ("tg%d @ d%d" % (x["n_gen"], x.get("n_depth", 0)))
+ours, ll = {}, {}
+for x in load("ns_*.json"):
+    ours.setdefault(key(x), []).append(x["avg_ts"])
+for x in load("ll_*.json"):
+    ll.setdefault(key(x), []).append(x["avg_ts"])
+peak, gop = float(peak), float(gop)
+print("\nlong context: model %s, %s threads, %s rounds (medians), --act %s, KV cache %s; "
+      "llama.cpp: llama-bench defaults (f16 cache)" % (model, thr, reps, act, ctk))
+print("int8 peak measured in this run: %.1f GOP/s; one prefill token: %.2f int8 GOP\n" % (peak, gop))
+print("| test | neurostream t/s | llama.cpp t/s | ratio | int8 GOP/s (of peak) |")
+print("| --- | ---: | ---: | ---: | ---: |")
+med = {}
+for k in sorted(set(ours) | set(ll), key=lambda k: (k[:2] != "pp", int(k.split("@ d")[1]) if "@" in k else int(k[2:]))):
+    o = statistics.median(ours[k]) if k in ours else None
+    l = statistics.median(ll[k]) if k in ll else None
+    med[k] = (o, l)
+    ratio = "%.2f" % (o / l) if o and l else "-"
+    ops = "%.1f (%.2f)" % (o * gop, o * gop / peak) if o and k.startswith("pp") and peak > 0 else "-"
+    print("| %s | %s | %s | %s | %s |" % (k, "%.2f" % o if o else "-", "%.2f" % l if l else "-", ratio, ops))
+def r(k):
+    o, l = med.get(k, (None, None))
+    return o / l if o and l else None
+tg = [k for k in med if k.startswith("tg")]
+print()
+for k, want in (("pp512", 1.5), ("pp2048", 1.5)):
+    if r(k) is not None:
+        print("target %s >= %.1fx llama.cpp: %.2fx %s" % (k, want, r(k), "met" if r(k) >= want else "NOT met"))
+d2048 = [k for k in tg if k.endswith("@ d2048")]
+d0 = [k for k in tg if k.endswith("@ d0")]
+if d2048:
+    k = d2048[0]
+    if r(k) is not None:
+        print("target %s >= 1.0x llama.cpp: %.2fx %s" % (k, r(k), "met" if r(k) >= 1.0 else "NOT met"))
+    if d0 and med[d0[0]][0] and med[k][0]:
+        q = med[k][0] / med[d0[0]][0]
+        print("target %s >= 0.85x our depth 0: %.2fx %s" % (k, q, "met" if q >= 0.85 else "NOT met"))
+PY
+fi
+
+[ ${#rows[@]} -gt 0 ] || exit 0
 printf '\nmodel %s (%s bytes), %s threads, %s tokens decoded, %s repeats, context %s\n\n' \
 	"$model" "$size" "$threads" "$n_gen" "$repeats" "$ctx"
 printf '| engine | setting | decode tok/s | peak memory | note |\n| --- | --- | ---: | ---: | --- |\n'

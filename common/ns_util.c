@@ -4,12 +4,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 char *ns_errf(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -158,4 +161,49 @@ uint64_t ns_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *s_file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISDIR(mode))
+		return "a directory";
+	return "not a file";
+}
+
+int ns_open_regular(const char *path, int flags, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK), ret;
+
+	if (fd < 0) {
+		ret = -errno;
+		ns_errf(err, errlen, "%s: cannot open: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		ns_errf(err, errlen, "%s: cannot stat: %s", path, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ns_errf(err, errlen, "%s: not a regular file (%s)", path, s_file_kind(st.st_mode));
+		close(fd);
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		ret = -errno;
+		ns_errf(err, errlen, "%s: fcntl: %s", path, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	return fd;
 }

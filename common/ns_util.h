@@ -67,6 +67,13 @@ int ns_parse_count(const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
 /* Human-readable binary size ("1.50 GiB", "512.00 MiB", "17 B") into buf. Returns buf. */
 char *ns_format_bytes(uint64_t bytes, char *buf, size_t buflen);
 
+/* Open path (flags: O_RDONLY and the like, O_CLOEXEC added) only if it is a regular file:
+ * the open itself is non-blocking, so a FIFO, a device or a socket named as a model is
+ * refused at once instead of blocking the caller until a writer appears (O_NONBLOCK is then
+ * cleared). Returns the fd, or -errno with one line in err ("PATH: not a regular file (a
+ * FIFO)"; -EISDIR for a directory). */
+int ns_open_regular(const char *path, int flags, char *err, size_t errlen);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t ns_now_ns(void);
 

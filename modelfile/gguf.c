@@ -477,8 +477,14 @@ static int s_check_data(struct reader *r, struct ns_gguf *g)
 		if (t->offset % g->alignment)
 			return s_fail(r, g->data_offset, "tensor '%s': data offset %" PRIu64
 				      " is not aligned to %u", t->name.s, t->offset, g->alignment);
-		if (t->offset > data_len || t->n_bytes > data_len - t->offset)
-			return s_fail(r, g->data_offset + (t->offset < data_len ? t->offset : data_len),
+		/* apart from the rest, so that data_len - offset cannot wrap and the message's
+		 * file offsets below cannot overflow */
+		if (t->offset > data_len)
+			return s_fail(r, g->file_size, "tensor '%s': data offset %" PRIu64
+				      " lies past the end of the data (%" PRIu64 " bytes)", t->name.s,
+				      t->offset, data_len);
+		if (t->n_bytes > data_len - t->offset)
+			return s_fail(r, g->data_offset + t->offset,
 				      "truncated: tensor '%s' needs bytes %" PRIu64 "..%" PRIu64
 				      " but the file ends at %" PRIu64, t->name.s,
 				      g->data_offset + t->offset,
@@ -618,15 +624,12 @@ int ns_gguf_open(const char *path, struct ns_gguf **out, char *err, size_t errle
 	int ret;
 
 	*out = NULL;
-	r.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (r.fd < 0) {
+	r.fd = ns_open_regular(path, O_RDONLY, err, errlen);
+	if (r.fd < 0)
+		return r.fd;
+	if (fstat(r.fd, &st) < 0) {
 		ret = -errno;
-		ns_errf(err, errlen, "%s: cannot open: %s", path, strerror(-ret));
-		return ret;
-	}
-	if (fstat(r.fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		ret = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
-		ns_errf(err, errlen, "%s: not a regular file", path);
+		ns_errf(err, errlen, "%s: cannot stat: %s", path, strerror(-ret));
 		close(r.fd);
 		return ret;
 	}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "ggml_type.h"
@@ -468,8 +469,59 @@ static void s_pad(struct out *o, uint32_t alignment)
 	}
 }
 
+/* A new temporary file beside path, "path.<16 hex>", created O_EXCL. Returns the fd. */
+static int s_create_tmp(const char *path, char *tmp, size_t n)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		uint64_t r;
+		int fd;
+
+		if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -EIO;
+		if (snprintf(tmp, n, "%s.%016llx", path, (unsigned long long)r) >= (int)n)
+			return -ENAMETOOLONG;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
+/* Move the finished tmp to path; without replace, atomically only where path is free. */
+static int s_move(const char *tmp, const char *path, bool replace)
+{
+	if (replace)
+		return rename(tmp, path) == 0 ? 0 : -errno;
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* a filesystem without RENAME_NOREPLACE: link() fails the same way on an existing path */
+	if (link(tmp, path) != 0)
+		return -errno;
+	unlink(tmp);
+	return 0;
+}
+
+static int s_write(struct ns_gguf_writer *w, const char *path, bool replace, char *err,
+		   size_t errlen);
+
 int ns_gguf_writer_write_file(struct ns_gguf_writer *w, const char *path, char *err,
 			      size_t errlen)
+{
+	return s_write(w, path, true, err, errlen);
+}
+
+int ns_gguf_writer_write_new(struct ns_gguf_writer *w, const char *path, char *err,
+			     size_t errlen)
+{
+	if (access(path, F_OK) == 0) /* early, before writing gigabytes; s_move decides */
+		return ns_errf(err, errlen, "%s exists; not replaced", path), -EEXIST;
+	return s_write(w, path, false, err, errlen);
+}
+
+static int s_write(struct ns_gguf_writer *w, const char *path, bool replace, char *err,
+		   size_t errlen)
 {
 	struct out o = { .fd = -1 };
 	char tmp[4096];
@@ -487,19 +539,16 @@ int ns_gguf_writer_write_file(struct ns_gguf_writer *w, const char *path, char *
 			return -EOVERFLOW;
 		off = ns_align_up_u64(w->t[i].offset + w->t[i].n_bytes, w->alignment);
 	}
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
-		ns_errf(err, errlen, "%s: path too long", path);
-		return -ENAMETOOLONG;
-	}
 	o.buf = malloc(S_OUT_BUF);
 	if (!o.buf) {
 		ns_errf(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	o.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	o.fd = s_create_tmp(path, tmp, sizeof(tmp));
 	if (o.fd < 0) {
-		ret = -errno;
-		ns_errf(err, errlen, "%s: cannot create: %s", tmp, strerror(-ret));
+		ret = o.fd;
+		ns_errf(err, errlen, "%s: cannot create a temporary file beside it: %s", path,
+			strerror(-ret));
 		free(o.buf);
 		return ret;
 	}
@@ -551,8 +600,13 @@ int ns_gguf_writer_write_file(struct ns_gguf_writer *w, const char *path, char *
 	if (close(o.fd) < 0 && !o.err)
 		o.err = -errno;
 	free(o.buf);
-	if (!o.err && rename(tmp, path) < 0)
-		o.err = -errno;
+	if (!o.err)
+		o.err = s_move(tmp, path, replace);
+	if (o.err == -EEXIST) {
+		ns_errf(err, errlen, "%s exists; not replaced", path);
+		unlink(tmp);
+		return o.err;
+	}
 	if (o.err) {
 		ns_errf(err, errlen, "%s: write failed: %s", path, strerror(-o.err));
 		unlink(tmp);

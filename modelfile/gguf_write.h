@@ -52,8 +52,14 @@ int ns_gguf_writer_add_tensor_lazy(struct ns_gguf_writer *w, const char *name, u
 
 uint64_t ns_gguf_writer_n_tensors(const struct ns_gguf_writer *w);
 
-/* Write the whole file (via path.tmp + rename). Returns 0 or -errno with a line in err. */
+/* Write the whole file into a new temporary file beside path ("path.<random>", created
+ * O_EXCL, so nothing else is ever truncated), then move it to path: write_file replaces what
+ * path names, write_new fails with -EEXIST (and a line in err) when path exists, leaving it
+ * untouched (the move is atomic either way: a reader sees the old file or the whole new one).
+ * Returns 0 or -errno with a line in err; the temporary file never remains. */
 int ns_gguf_writer_write_file(struct ns_gguf_writer *w, const char *path, char *err,
 			      size_t errlen);
+int ns_gguf_writer_write_new(struct ns_gguf_writer *w, const char *path, char *err,
+			     size_t errlen);
 
 #endif

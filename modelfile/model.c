@@ -1,4 +1,5 @@
-/* model.c - one tensor index over the shards of a (possibly split) GGUF model. */
+/* model.c - one tensor index over the shards of a (possibly split) GGUF model; a Hugging Face
+ * checkpoint is handed to hf_model.c. */
 #include "model.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hf_model.h"
 #include "ns_util.h"
 
 static uint64_t s_hash(const char *s)
@@ -66,6 +68,7 @@ void ns_model_close(struct ns_model **pm)
 	free(m->shards);
 	free(m->tensors);
 	free(m->slots);
+	ns_hf_store_free(&m->hf);
 	free(m);
 	*pm = NULL;
 }
@@ -105,7 +108,7 @@ static int s_split_prefix(const char *path, size_t *prefix_len)
 	return 0;
 }
 
-static int s_build_index(struct ns_model *m, char *err, size_t errlen)
+int ns_model_build_index(struct ns_model *m, char *err, size_t errlen)
 {
 	uint64_t want = 16;
 
@@ -136,6 +139,12 @@ static int s_build_index(struct ns_model *m, char *err, size_t errlen)
 
 int ns_model_open(const char *path, struct ns_model **out, char *err, size_t errlen)
 {
+	return ns_model_open_flags(path, 0, out, err, errlen);
+}
+
+int ns_model_open_flags(const char *path, unsigned flags, struct ns_model **out, char *err,
+			size_t errlen)
+{
 	struct ns_gguf *first = NULL;
 	struct ns_model *m = NULL;
 	uint64_t count, no, total = 0;
@@ -143,6 +152,8 @@ int ns_model_open(const char *path, struct ns_model **out, char *err, size_t err
 	int ret;
 
 	*out = NULL;
+	if (ns_hf_is_checkpoint(path))
+		return ns_hf_open(path, !(flags & NS_MODEL_OPEN_NO_VOCAB), out, err, errlen);
 	ret = ns_gguf_open(path, &first, err, errlen);
 	if (ret)
 		return ret;
@@ -235,7 +246,7 @@ int ns_model_open(const char *path, struct ns_model **out, char *err, size_t err
 			m->total_tensor_bytes += gt->n_bytes;
 		}
 	}
-	ret = s_build_index(m, err, errlen);
+	ret = ns_model_build_index(m, err, errlen);
 	if (ret)
 		goto fail;
 	*out = m;

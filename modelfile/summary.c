@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "ns_util.h"
 
 int64_t ns_tensor_layer(const char *name)
@@ -55,9 +56,10 @@ int ns_summary_compute(const struct ns_model *m, const struct ns_hparams *hp,
 		return -ENOMEM;
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
+		const enum ns_role role = ns_arch_role(hp, t);
 		int64_t l = ns_tensor_layer(t->name);
 		bool expert = ns_tensor_is_expert(t->name);
-		uint64_t touched = t->n_bytes;
+		uint64_t touched = role == NS_ROLE_UNUSED ? 0 : t->n_bytes;
 
 		s->n_params += t->n_elems;
 		if (t->type < NS_TYPE_COUNT) {
@@ -77,10 +79,10 @@ int ns_summary_compute(const struct ns_model *m, const struct ns_hparams *hp,
 			s->expert_bytes += t->n_bytes;
 			/* experts are the outermost dimension: each one is n_bytes / n_expert */
 			uint64_t n_exp = t->ne[t->n_dims - 1];
-			if (hp->n_expert && n_exp == hp->n_expert && hp->n_expert_used)
+			if (hp->n_expert && n_exp == hp->n_expert && hp->n_expert_used && touched)
 				touched = t->n_bytes / n_exp * hp->n_expert_used;
-		} else if (!strcmp(t->name, "token_embd.weight") && !hp->tied_embeddings) {
-			touched = t->row_bytes; /* an untied input embedding is read by row */
+		} else if (role == NS_ROLE_ROWS) {
+			touched = t->row_bytes; /* an embedding table is read by row */
 		}
 		s->bytes_per_token += touched;
 		if (l >= 0) {

@@ -24,7 +24,9 @@ struct ns_summary {
 	uint32_t n_tensors_by_type[NS_TYPE_COUNT];
 	uint64_t expert_bytes;      /* routed experts (*_exps*), all of them */
 	uint64_t nonlayer_bytes;    /* tensors outside blk.N (embeddings, output, final norm) */
-	uint64_t bytes_per_token;   /* weight bytes one decoded token touches */
+	uint64_t bytes_per_token;   /* weight bytes one decoded token touches (by the roles of
+				     * the architecture table, arch.h: a table read by row, one
+				     * row; experts, the active share; unread tensors, none) */
 	uint64_t max_row_bytes;     /* largest single row: sets the minimum arena */
 	int64_t max_row_tensor;     /* its index in the model, -1 if no tensors */
 	uint64_t min_mem_budget;    /* ns_stream_min_budget(max_row_bytes, NS_DEFAULT_LOOKAHEAD) */

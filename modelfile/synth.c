@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fp16.h"
 #include "ggml_type.h"
@@ -478,6 +479,16 @@ static int s_set_u16(struct ns_gguf_writer *w, const char *key, uint16_t v)
 	return ns_gguf_writer_set_value(w, key, &val);
 }
 
+/* Shard s of n: path itself, or "<path without .gguf>-0000s-of-0000n.gguf". */
+static void s_shard_path(char *buf, size_t n, const char *path, size_t plen, uint32_t s,
+			 uint32_t n_shards)
+{
+	if (n_shards == 1)
+		snprintf(buf, n, "%s", path);
+	else
+		snprintf(buf, n, "%.*s-%05u-of-%05u.gguf", (int)(plen - 5), path, s + 1, n_shards);
+}
+
 int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, size_t errlen)
 {
 	const struct preset *p = NULL;
@@ -560,6 +571,15 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 		ret = -ENOMEM;
 		goto out;
 	}
+	for (uint32_t s = 0; o->no_replace && s < n_shards && !ret; s++) {
+		char shard_path[4096];
+
+		s_shard_path(shard_path, sizeof(shard_path), path, plen, s, n_shards);
+		if (access(shard_path, F_OK) == 0) {
+			ns_errf(err, errlen, "%s exists; not replaced", shard_path);
+			ret = -EEXIST;
+		}
+	}
 	for (uint32_t s = 0; s < n_shards && !ret; s++) {
 		struct ns_gguf_writer *w = ns_gguf_writer_new(32);
 		char shard_path[4096];
@@ -568,11 +588,7 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 			ret = -ENOMEM;
 			break;
 		}
-		if (n_shards == 1)
-			snprintf(shard_path, sizeof(shard_path), "%s", path);
-		else
-			snprintf(shard_path, sizeof(shard_path), "%.*s-%05u-of-%05u.gguf",
-				 (int)(plen - 5), path, s + 1, n_shards);
+		s_shard_path(shard_path, sizeof(shard_path), path, plen, s, n_shards);
 		if (s == 0)
 			ret = s_add_meta(w, &pl);
 		if (!ret && n_shards > 1) {
@@ -590,7 +606,8 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 							     pl.t[i].n_dims, pl.t[i].ne, s_fill, &ctx[i]);
 		}
 		if (!ret)
-			ret = ns_gguf_writer_write_file(w, shard_path, err, errlen);
+			ret = o->no_replace ? ns_gguf_writer_write_new(w, shard_path, err, errlen)
+					    : ns_gguf_writer_write_file(w, shard_path, err, errlen);
 		else
 			ns_errf(err, errlen, "%s: cannot build the model (%s)", shard_path, strerror(-ret));
 		ns_gguf_writer_destroy(&w);

@@ -28,6 +28,8 @@ struct ns_synth_opts {
 	uint32_t layers;    /* 0: the preset's depth */
 	uint64_t seed;
 	uint32_t split;     /* shards; 0 or 1 writes one file */
+	bool no_replace;    /* refuse (-EEXIST, one line) when a file to write exists already,
+			     * before writing any (nsctl mkmodel without --force) */
 	/* Tests only, to keep files small: cap the vocabulary (0, or at least 512) and the expert
 	 * count (0, or at least the preset's experts used per token). Every other dimension,
 	 * every name, type rule and key stays the preset's. */

@@ -8,7 +8,7 @@
 
 #include "client.h"
 #include "compute_eval.h"
-#include "ctl_proto.h"
+#include "ctl_msg.h"
 #include "forward.h"
 #include "model.h"
 #include "ns_util.h"
@@ -20,6 +20,7 @@ static int s_send(struct nsc_proc *p, const void *buf, int n)
 {
 	if (n < 0)
 		return n;
+	ns_client_beat(p->c); /* every token, logits row and answer is progress */
 	while (zmq_send(p->sock, buf, (size_t)n, 0) < 0) {
 		if (zmq_errno() == EINTR && !*p->stop)
 			continue;
@@ -158,7 +159,7 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 {
 	struct ns_sampler_params sp;
 	struct ns_sampler *smp = NULL;
-	/* teacher forcing: the tail of the tokens is the continuation (ctl_proto.h) */
+	/* teacher forcing: the tail of the tokens is the continuation (ctl_msg.h) */
 	uint32_t n_forced = e->flags & NS_EVAL_FORCED ? e->n_predict : 0;
 	uint32_t n_prompt = e->n_tokens - n_forced;
 	struct ns_cmsg_done d = { .n_prompt = n_prompt, .reason = NS_DONE_PROMPT };
@@ -394,6 +395,11 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 void nsc_proc_free(struct nsc_proc *p)
 {
 	nsc_route_close(p);
+	if (p->sock && p->stop && *p->stop) { /* told to stop: nobody waits for what is queued */
+		int linger = 0;
+
+		zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof(linger));
+	}
 	if (p->sock)
 		zmq_close(p->sock);
 	if (p->zctx)

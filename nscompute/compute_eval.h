@@ -23,6 +23,7 @@ struct nsc_proc {
 	uint32_t n_seq;            /* --parallel: KV-cache slots for STEP (0: 1) */
 	bool cuda;                 /* --backend cuda (nscompute-cuda only) */
 	bool act_q8;               /* --act q8: int8 activations in the CPU kernels (gemv.h) */
+	int kv_k, kv_v;            /* --cache-type-k/-v: enum ns_kv_type (kvcache.h), 0 = f32 */
 	uint64_t vram_budget;      /* --vram-budget: the device arena; 0 = exactly what is needed */
 	const void *arena_pinned;  /* cuda: the arena mapping, page-locked; NULL when not */
 	const void *ram_pinned;    /* cuda: nsio's RAM tier mapping, page-locked; NULL when not */

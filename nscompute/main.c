@@ -3,11 +3,11 @@
  *
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
- *             [--parallel N]
+ *             [--parallel N] [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
- * and the rest streamed through nsio (cfwd.h, cuda_attach.c) - and serves nsctl over one ZeroMQ PAIR socket (ctl_proto.h;
+ * and the rest streamed through nsio (cfwd.h, cuda_attach.c) - and serves nsctl over one ZeroMQ PAIR socket (proto/ctl_msg.h;
  * default endpoint ipc://RUNDIR/compute.sock). Malformed messages are counted and dropped.
  * SIGTERM/SIGINT, QUIT, or the death of the parent (nsctl): exit. Exit codes: 0 ok, 1 runtime
  * failure, 2 bad usage or input. */
@@ -23,9 +23,10 @@
 
 #include "client.h"
 #include "compute_eval.h"
-#include "ctl_proto.h"
+#include "ctl_msg.h"
 #include "forward.h"
 #include "gemv.h"
+#include "kvcache.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -52,7 +53,9 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
-		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N]\n", S_BACKENDS);
+		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N] [--cache-type-k T] "
+		   "[--cache-type-v T]\n"
+		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
 static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
@@ -102,6 +105,14 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 				return -EINVAL;
 			}
 			p->act_q8 = !strcmp(v, "q8");
+		} else if (!strcmp(o, "--cache-type-k") || !strcmp(o, "--cache-type-v")) {
+			enum ns_kv_type t;
+
+			if (ns_kv_type_parse(v, &t)) {
+				fprintf(stderr, "nscompute: %s f32|f16|q8_0 (got '%s')\n", o, v);
+				return -EINVAL;
+			}
+			*(!strcmp(o, "--cache-type-k") ? &p->kv_k : &p->kv_v) = (int)t;
 		} else if (!strcmp(o, "--vram-budget")) {
 			if (ns_parse_bytes(v, &p->vram_budget) < 0) {
 				fprintf(stderr, "nscompute: --vram-budget: bad size '%s'\n", v);
@@ -134,19 +145,26 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			"at a time\n", p->n_seq);
 		return -EINVAL;
 	}
+	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */
+		fprintf(stderr, "nscompute: the cuda backend keeps an f32 KV cache; "
+			"--cache-type-k/-v f16|q8_0 run on --backend cpu only\n");
+		return -EINVAL;
+	}
 	return ns_session_args_check("nscompute", p->session, p->model_path);
 }
 
 /* Model, nsio client, provider, forward pass. */
 static int s_attach(struct nsc_proc *p)
 {
-	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000 };
+	/* SIGTERM (also the kernel's, when nsctl dies) ends a wait for nsio at once */
+	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000,
+				     .beat_role = NS_BEAT_NSCOMPUTE, .cancel = p->stop };
 	struct ns_weights_stream_opts wo;
 	struct ns_fwd_opts fo = { 0 };
 	char err[NS_ERR_LEN];
 	int rc;
 
-	rc = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	rc = ns_model_open_flags(p->model_path, NS_MODEL_OPEN_NO_VOCAB, &p->m, err, sizeof(err));
 	if (rc < 0 && rc != -ENOMEM) { /* missing, unreadable or malformed: bad input, exit 2 */
 		fprintf(stderr, "nscompute: %s\n", err);
 		return -EINVAL;
@@ -184,6 +202,8 @@ static int s_attach(struct nsc_proc *p)
 	} else if (rc == 0) {
 		fo.n_ctx = p->n_ctx;
 		fo.n_seq = p->n_seq; /* KV-cache slots of STEP (nsctl serve --parallel) */
+		fo.kv_k = p->kv_k;
+		fo.kv_v = p->kv_v;
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
@@ -228,8 +248,9 @@ static int s_serve(struct nsc_proc *p)
 	while (rc == 0 && !s_stop) {
 		zmq_pollitem_t it = { .socket = p->sock, .events = ZMQ_POLLIN };
 		zmq_msg_t msg;
-		int n = zmq_poll(&it, 1, 200);
+		int n = zmq_poll(&it, 1, 100);
 
+		ns_client_beat(p->c); /* idle: every 100 ms */
 		if (getppid() != parent)
 			return -EPIPE; /* nsctl is gone */
 		if (n < 0 && zmq_errno() == EINTR)
@@ -276,5 +297,7 @@ int main(int argc, char **argv)
 	nsc_proc_free(&p);
 	if (rc == -EINVAL)
 		return 2;
+	if (rc == -EPERM)
+		return NS_EXIT_FOREIGN; /* a segment of the session is not ours */
 	return rc < 0 ? 1 : 0;
 }

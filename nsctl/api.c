@@ -3,9 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine_internal.h"
 #include "gguf.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
@@ -63,6 +66,26 @@ static int s_load_meta(struct ns_engine *e)
 			e->stop_ids[e->n_stop++] = (int32_t)i;
 	return 0;
 }
+/* model as an absolute path the children can open from anywhere, symlinks kept: a split
+ * model in the Hugging Face cache is a folder of links named -NNNNN-of-NNNNN.gguf into blobs
+ * named by checksum, and the shards are found by those names. 0 or -errno. */
+static int s_abs_path(const char *model, char *out, size_t len)
+{
+	char cwd[PATH_MAX];
+	struct stat st;
+	int n;
+
+	if (stat(model, &st))
+		return -errno;
+	if (model[0] == '/')
+		n = snprintf(out, len, "%s", model);
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	else
+		n = snprintf(out, len, "%s/%s", cwd, model);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 
 int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_engine **out,
 		   char *err, size_t errlen)
@@ -104,9 +127,21 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		e->o.wrap[i] = e->wrap_copy[i];
 	}
 	e->o.backend = !strcmp(e->o.backend, "cuda") ? "cuda" : "cpu"; /* static strings */
-	if (rc == 0 && !realpath(model, e->model_path)) {
-		rc = -errno;
-		ns_errf(err, errlen, "%s: %s", model, strerror(errno));
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		const char **name = i ? &e->o.cache_type_v : &e->o.cache_type_k;
+		enum ns_kv_type t;
+
+		if (!*name)
+			continue;
+		if (ns_kv_type_parse(*name, &t)) {
+			ns_errf(err, errlen, "KV cache type '%s': f32, f16 or q8_0", *name);
+			rc = -EINVAL;
+		} else {
+			*name = ns_kv_type_name(t); /* a static string */
+		}
+	}
+	if (rc == 0 && (rc = s_abs_path(model, e->model_path, sizeof(e->model_path)))) {
+		ns_errf(err, errlen, "%s: %s", model, strerror(-rc));
 		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */
 			rc = -EINVAL;
 	}
@@ -195,7 +230,7 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->requests = b->requests - a->requests;
 	s->cache_hits = b->cache_hits - a->cache_hits;
 	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
-	s->nsio_restarts = e->restarts[NS_PROC_NSIO];
+	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
 }
 
@@ -458,7 +493,7 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 	return rc;
 }
 
-/* One STEP round trip (ctl_proto.h): LOGITS per sequence that asked, then DONE. */
+/* One STEP round trip (proto/ctl_msg.h): LOGITS per sequence that asked, then DONE. */
 int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32_t n)
 {
 	struct ns_cmsg_step st = { .n_seq = n };
@@ -619,7 +654,7 @@ const char *ns_engine_session(const struct ns_engine *e)
 
 int ns_engine_pid(const struct ns_engine *e, enum ns_engine_proc p)
 {
-	return p < NS_PROC_COUNT ? (int)e->pid[p] : 0;
+	return p < NS_PROC_COUNT ? (int)e->child[p].pid : 0;
 }
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out)

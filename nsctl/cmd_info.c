@@ -4,10 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
 #include "commands.h"
-#include "forward.h"
 #include "ggml_type.h"
 #include "hparams.h"
+#include "hub.h"
 #include "json_out.h"
 #include "model.h"
 #include "ns_util.h"
@@ -18,19 +19,49 @@ static const char *s_yes(bool b)
 	return b ? "yes" : "no";
 }
 
-/* unrunnable: why no backend can run the model (ns_fwd_check's line), NULL when one can. */
+/* The MTP (next-token prediction) block a checkpoint carries: <arch>.nextn_predict_layers
+ * layers at the end of block_count, as llama.cpp's converter writes them. Counted here, not
+ * run by the forward pass. */
+struct s_mtp {
+	uint64_t layers, first, tensors, bytes;
+};
+
+static void s_mtp_count(const struct ns_model *m, const struct ns_hparams *hp, struct s_mtp *x)
+{
+	memset(x, 0, sizeof(*x));
+	if (!ns_hparams_get_u64(m, hp->arch, "nextn_predict_layers", &x->layers) || !x->layers ||
+	    x->layers > hp->n_layer)
+		return;
+	x->first = hp->n_layer - x->layers;
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		int64_t l = ns_tensor_layer(m->tensors[i].name);
+
+		if (l >= 0 && (uint64_t)l >= x->first) {
+			x->tensors++;
+			x->bytes += m->tensors[i].n_bytes;
+		}
+	}
+}
+
+/* unrunnable: why no backend can run the model (ns_arch_check's line), NULL when one can. */
 static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 			 const struct ns_summary *s, const char *path, const char *unrunnable)
 {
 	const struct ns_gguf *g = ns_model_meta(m);
 	char a[32], b[32];
+	struct s_mtp mtp;
 
 	printf("model:          %s\n", path);
 	printf("files:          %u shard%s, %s (%" PRIu64 " bytes)\n", m->n_shards,
 	       m->n_shards == 1 ? "" : "s", ns_format_bytes(m->total_file_bytes, a, sizeof(a)),
 	       m->total_file_bytes);
-	printf("gguf:           v%u, alignment %u, %" PRIu64 " tensors, %" PRIu64 " metadata keys\n",
-	       g->version, g->alignment, m->n_tensors, g->n_kv);
+	if (m->format == NS_MODEL_SAFETENSORS)
+		printf("safetensors:    %" PRIu64 " tensors as llama.cpp's converter names them, %"
+		       PRIu64 " metadata keys from config.json and tokenizer.json\n", m->n_tensors,
+		       g->n_kv);
+	else
+		printf("gguf:           v%u, alignment %u, %" PRIu64 " tensors, %" PRIu64
+		       " metadata keys\n", g->version, g->alignment, m->n_tensors, g->n_kv);
 	printf("architecture:   %s\n", hp->arch[0] ? hp->arch : "(none)");
 	printf("runnable:       %s%s\n", unrunnable ? "no: " : "yes",
 	       unrunnable ? unrunnable : "");
@@ -69,6 +100,11 @@ static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 		       ns_format_bytes(s->bytes_by_type[t], a, sizeof(a)),
 		       ns_type_computable(t) ? "" : "  (not computable by neurostream)");
 	}
+	s_mtp_count(m, hp, &mtp);
+	if (mtp.layers)
+		printf("mtp:            %" PRIu64 " layer%s from blk.%" PRIu64 ", %" PRIu64
+		       " tensors, %s: counted, not run\n", mtp.layers, mtp.layers == 1 ? "" : "s",
+		       mtp.first, mtp.tensors, ns_format_bytes(mtp.bytes, a, sizeof(a)));
 	if (s->expert_bytes)
 		printf("expert weights: %s (%.1f%% of tensor bytes)\n",
 		       ns_format_bytes(s->expert_bytes, a, sizeof(a)),
@@ -204,6 +240,7 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 {
 	const struct ns_gguf *g = ns_model_meta(m);
 	struct json_out j;
+	struct s_mtp mtp;
 	char nb[32];
 
 	jo_init(&j, stdout);
@@ -271,6 +308,15 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 		jo_u64(&j, s->n_tensors_by_type[t]);
 	}
 	jo_end_obj(&j);
+	s_mtp_count(m, hp, &mtp);
+	jo_key(&j, "format"); jo_str(&j, m->format == NS_MODEL_SAFETENSORS ? "safetensors" : "gguf");
+	jo_key(&j, "mtp");
+	jo_begin_obj(&j);
+	jo_key(&j, "layers"); jo_u64(&j, mtp.layers);
+	jo_key(&j, "tensors"); jo_u64(&j, mtp.tensors);
+	jo_key(&j, "bytes"); jo_u64(&j, mtp.bytes);
+	jo_key(&j, "run"); jo_bool(&j, false);
+	jo_end_obj(&j);
 	jo_key(&j, "expert_bytes"); jo_u64(&j, s->expert_bytes);
 	jo_key(&j, "expert_share");
 	jo_f64(&j, m->total_tensor_bytes ? (double)s->expert_bytes / (double)m->total_tensor_bytes : 0);
@@ -316,7 +362,7 @@ int cmd_info(int argc, char **argv)
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary s;
-	char err[NS_ERR_LEN];
+	char err[NS_ERR_LEN], pulled[4096];
 	int ret;
 
 	for (int i = 1; i < argc; i++) {
@@ -347,6 +393,8 @@ int cmd_info(int argc, char **argv)
 		fprintf(stderr, "usage: nsctl info MODEL [--json [--metadata] [--tensors]]\n");
 		return 2;
 	}
+	if ((ret = nsctl_model_arg("nsctl info", &path, pulled, sizeof(pulled))))
+		return ret; /* REPO:QUANT -> the cached file */
 	ret = ns_model_open(path, &m, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsctl info: %s\n", err);
@@ -364,7 +412,7 @@ int cmd_info(int argc, char **argv)
 		return 1;
 	}
 	/* the file is shown either way; what would refuse it to run is a line of the report */
-	ret = ns_fwd_check(m, err, sizeof(err));
+	ret = ns_arch_check(m, NS_BACKEND_CPU | NS_BACKEND_CUDA, err, sizeof(err));
 	if (ret == -ENOMEM) {
 		fprintf(stderr, "nsctl info: %s\n", err);
 		ns_summary_free(&s);

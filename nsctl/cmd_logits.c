@@ -1,12 +1,10 @@
-/* nsctl logits MODEL --tokens 1,2,3 -o FILE [budget flags] [--provider stream|ref|fused]
+/* nsctl logits MODEL --tokens 1,2,3 -o FILE [budget flags]
  *
  * Evaluates exactly the given token ids (no BOS added) as one prompt from position 0 and writes
- * the logits of every position as raw little-endian float32, layout [n_tokens][n_vocab].
- *
- * --provider stream (default): the real pipeline through the C API (neurostream.h): nsio
- * streams the weights under --mem-budget in blocks of --block-rows, nscompute multiplies them.
- * ref / fused: in-process providers for debugging (budget flags then have no effect, and the
- * command says so). */
+ * the logits of every position as raw little-endian float32, layout [n_tokens][n_vocab],
+ * through the pipeline as `nsctl run` does (the C API, neurostream.h): nsio streams the weights
+ * under --mem-budget in blocks of --block-rows, nscompute multiplies them. (The forward pass
+ * in-process, for debugging, is the test tool tests/forward/fwd_logits.) */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -15,13 +13,8 @@
 #include <string.h>
 
 #include "commands.h"
-#include "forward.h"
-#include "gemv.h"
 #include "neurostream.h"
-#include "model.h"
 #include "ns_util.h"
-#include "weights.h"
-#include "weights_fused.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "nsctl logits writes host floats as little-endian");
@@ -30,32 +23,30 @@ struct s_opts {
 	const char *model;
 	const char *tokens;
 	const char *out;
-	const char *provider;
 	uint64_t mem_budget, ram_budget, block_rows, lookahead;
-	bool budget_given;
 	bool act_q8;
 	int threads;
+	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
 };
 
 static void s_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nsctl logits MODEL --tokens ID[,ID...] -o FILE [options]\n"
-		"  Evaluates exactly these token ids (no BOS added) as one prompt and writes the\n"
-		"  logits of every position to FILE as little-endian float32 [n_tokens][n_vocab].\n"
+		"  Evaluates exactly these token ids (no BOS added) as one prompt through the\n"
+		"  pipeline (nsio streaming the weights under the budgets, nscompute multiplying\n"
+		"  them) and writes the logits of every position to FILE as little-endian float32\n"
+		"  [n_tokens][n_vocab].\n"
 		"options:\n"
-		"  --provider P          stream (default): the pipeline, nsio streaming the weights\n"
-		"                        under the budgets and nscompute multiplying them;\n"
-		"                        ref: in-process pread + dequantize + double dot products;\n"
-		"                        fused: in-process, all weight bytes in RAM, fused kernels\n"
-		"  --threads N           kernel threads for stream and fused (default 1)\n"
-		"  --act f32|q8          kernel activations for stream and fused: f32 (default,\n"
-		"                        exact weights) or q8 (int8 per 32, as llama.cpp)\n"
+		"  --threads N           kernel threads (default 1)\n"
+		"  --act f32|q8          kernel activations: f32 (default, exact weights) or q8\n"
+		"                        (int8 per 32, as llama.cpp)\n"
+		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
-		"  --lookahead N         blocks in flight after the one being multiplied\n"
-		"  The budget flags apply to --provider stream only.\n");
+		"  --lookahead N         blocks in flight after the one being multiplied\n");
 }
 
 static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t *out)
@@ -83,7 +74,6 @@ static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 static int s_parse_args(int argc, char **argv, struct s_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->provider = "stream";
 	o->lookahead = UINT64_MAX;
 	o->threads = 1;
 	for (int i = 1; i < argc; i++) {
@@ -99,8 +89,8 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			o->tokens = v;
 		} else if (!strcmp(a, "-o") && v) {
 			o->out = v;
-		} else if (!strcmp(a, "--provider") && v) {
-			o->provider = v;
+		} else if (nsctl_kv_is_flag(a)) {
+			rc = nsctl_kv_set("nsctl logits", a, v, &o->ctk, &o->ctv);
 		} else if (!strcmp(a, "--act") && v) {
 			if (strcmp(v, "f32") && strcmp(v, "q8")) {
 				fprintf(stderr, "nsctl logits: --act f32|q8 (got '%s')\n", v);
@@ -116,10 +106,8 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 			o->threads = (int)n;
 		} else if (!strcmp(a, "--mem-budget") && v) {
 			rc = s_parse_size(a, v, &o->mem_budget);
-			o->budget_given = true;
 		} else if (!strcmp(a, "--ram-budget") && v) {
 			rc = s_parse_size(a, v, &o->ram_budget);
-			o->budget_given = true;
 		} else if (!strcmp(a, "--block-rows") && v) {
 			rc = s_parse_u64(a, v, 0, &o->block_rows);
 			if (rc == 0 && o->block_rows > UINT32_MAX) {
@@ -127,14 +115,12 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 					"%u)\n", v, UINT32_MAX);
 				rc = -EINVAL;
 			}
-			o->budget_given = true;
 		} else if (!strcmp(a, "--lookahead") && v) {
 			rc = s_parse_u64(a, v, 0, &o->lookahead);
 			if (rc == 0 && o->lookahead > 1024) {
 				fprintf(stderr, "nsctl logits: --lookahead %s is too many\n", v);
 				rc = -EINVAL;
 			}
-			o->budget_given = true;
 		} else if (a[0] == '-') {
 			fprintf(stderr, "nsctl logits: unknown option or missing value: %s\n", a);
 			return -EINVAL;
@@ -153,12 +139,6 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 		fprintf(stderr, "nsctl logits: %s (usage: nsctl logits MODEL --tokens ID[,ID...] "
 			"-o FILE [options]; --help lists them)\n", !o->model ? "no MODEL given" :
 			!o->tokens ? "--tokens is required" : "-o FILE is required");
-		return -EINVAL;
-	}
-	if (strcmp(o->provider, "ref") && strcmp(o->provider, "fused") &&
-	    strcmp(o->provider, "stream")) {
-		fprintf(stderr, "nsctl logits: unknown provider '%s' (stream, ref, fused)\n",
-			o->provider);
 		return -EINVAL;
 	}
 	return 0;
@@ -221,8 +201,8 @@ static int s_write_all(const char *path, const float *v, uint64_t n)
 	return 0;
 }
 
-/* --provider stream: the pipeline through the C API. */
-static int s_logits_stream(const struct s_opts *o, const int32_t *ids, uint32_t n)
+/* The pipeline through the C API. */
+static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 {
 	struct ns_engine_opts eo;
 	struct ns_engine *e = NULL;
@@ -238,6 +218,8 @@ static int s_logits_stream(const struct s_opts *o, const int32_t *ids, uint32_t 
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
+	eo.cache_type_k = o->ctk;
+	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;
 	eo.no_plan = !o->ram_budget; /* a RAM tier needs nsplan's plan (else nsio ignores it) */
 	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));
@@ -277,73 +259,14 @@ out:
 
 int cmd_logits(int argc, char **argv)
 {
-	struct ns_model *m = NULL;
-	struct ns_weights *w = NULL;
-	struct ns_fwd *f = NULL;
 	struct s_opts o;
-	char err[NS_ERR_LEN];
 	int32_t *ids = NULL;
-	float *logits = NULL;
 	uint32_t n = 0;
-	uint64_t n_out;
-	int rc, status = 1;
+	int status;
 
 	if (s_parse_args(argc, argv, &o) < 0 || s_parse_tokens(o.tokens, &ids, &n) < 0)
 		return 2;
-	if (!strcmp(o.provider, "stream")) {
-		status = s_logits_stream(&o, ids, n);
-		free(ids);
-		return status;
-	}
-	if (o.budget_given)
-		fprintf(stderr, "nsctl logits: budget flags have no effect with the in-process "
-			"'%s' provider\n", o.provider);
-	rc = ns_model_open(o.model, &m, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "nsctl logits: %s\n", err);
-		status = rc == -ENOMEM || rc == -EIO ? 1 : 2; /* else: no such file, not a GGUF */
-		goto out;
-	}
-	if (!strcmp(o.provider, "fused")) {
-		struct ns_weights_fused_opts fo = { .n_threads = o.threads,
-						    .act = o.act_q8 ? NS_ACT_Q8 : NS_ACT_F32 };
-
-		rc = ns_weights_fused_new(m, &fo, &w, err, sizeof(err));
-	} else {
-		rc = ns_weights_ref_new(m, &w, err, sizeof(err));
-	}
-	if (rc < 0) {
-		fprintf(stderr, "nsctl logits: %s\n", err);
-		goto out;
-	}
-	rc = ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = n }, &f, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "nsctl logits: %s\n", err);
-		status = rc == -EINVAL ? 2 : 1;
-		goto out;
-	}
-	if (ns_mul_u64_overflow(n, ns_fwd_n_vocab(f), &n_out) ||
-	    n_out > SIZE_MAX / sizeof(float) || !(logits = malloc((size_t)n_out * sizeof(float)))) {
-		fprintf(stderr, "nsctl logits: no memory for %u x %u logits\n", n,
-			ns_fwd_n_vocab(f));
-		goto out;
-	}
-	rc = ns_fwd_eval(f, ids, n, logits, true);
-	if (rc < 0) {
-		fprintf(stderr, "nsctl logits: %s\n", ns_fwd_error(f));
-		status = rc == -EINVAL ? 2 : 1;
-		goto out;
-	}
-	if (s_write_all(o.out, logits, n_out) < 0)
-		goto out;
-	fprintf(stderr, "nsctl logits: wrote %u x %u float32 logits to %s\n", n,
-		ns_fwd_n_vocab(f), o.out);
-	status = 0;
-out:
-	free(logits);
+	status = s_logits(&o, ids, n);
 	free(ids);
-	ns_fwd_destroy(&f);
-	ns_weights_destroy(&w);
-	ns_model_close(&m);
 	return status;
 }

@@ -12,7 +12,8 @@
 static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl mkmodel --preset NAME -o FILE.gguf [--layers N] "
-		   "[--quant f32|f16|q8_0|q4_0|q4_k_m|mxfp4] [--seed S] [--split N]\npresets:");
+		   "[--quant f32|f16|q8_0|q4_0|q4_k_m|mxfp4] [--seed S] [--split N] [--force]\n"
+		   "an existing FILE is refused unless --force (which replaces it)\npresets:");
 	for (const char *const *p = ns_synth_presets; *p; p++)
 		fprintf(f, " %s", *p);
 	fprintf(f, "\n");
@@ -35,6 +36,7 @@ int cmd_mkmodel(int argc, char **argv)
 	const char *out = NULL;
 	char err[NS_ERR_LEN];
 	uint64_t v, t0;
+	bool force = false;
 	int rc;
 
 	for (int i = 1; i < argc; i++) {
@@ -44,6 +46,10 @@ int cmd_mkmodel(int argc, char **argv)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			s_usage(stdout);
 			return 0;
+		}
+		if (!strcmp(a, "--force")) {
+			force = true;
+			continue;
 		}
 		if (strcmp(a, "--preset") && strcmp(a, "-o") && strcmp(a, "--output") &&
 		    strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--split") &&
@@ -87,7 +93,12 @@ int cmd_mkmodel(int argc, char **argv)
 		return 2;
 	}
 	t0 = ns_now_ns();
+	o.no_replace = !force;
 	rc = ns_synth_write(&o, out, err, sizeof(err));
+	if (rc == -EEXIST) {
+		fprintf(stderr, "nsctl mkmodel: %s (--force replaces it)\n", err);
+		return 2;
+	}
 	if (rc) {
 		fprintf(stderr, "nsctl mkmodel: %s\n", err);
 		return rc == -EINVAL ? 2 : 1; /* a bad preset, layer count or split: usage */

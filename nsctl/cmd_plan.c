@@ -6,32 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget_defaults.h"
+#include "budgets.h"
 #include "commands.h"
 #include "fixed_mem.h"
-#include "forward.h"
+#include "arch.h"
 #include "gpu_need.h"
 #include "hparams.h"
 #include "json_out.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
 #include "plan.h"
 #include "plan_stats.h"
 #include "summary.h"
 
-#define S_DEFAULT_CTX 4096u
-
 struct s_args {
 	const char *path;
-	struct nsplan_budgets b;
-	bool vram_given, reserve_given, ram_given, mem_given;
+	struct nsctl_budget_req q; /* the budgets asked for, completed by nsctl_budgets_complete */
+	bool vram_given;
 	uint32_t n_ctx;
-	bool json, windows, embd_resident;
+	bool json, windows;
 	bool overhead_given;
 	uint64_t overhead;
-	struct nsplan_mem_paths paths;
 	const char *stats_path;
-	const char *who;  /* prefix of the budget messages: "nsctl plan", "nsctl run" */
+	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
 };
 
 /* Everything the outputs print, gathered once. */
@@ -52,7 +50,10 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
-		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR]\n"
+		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
+		   "[-ctk T] [-ctv T]\n"
+		   "  -ctk/--cache-type-k, -ctv/--cache-type-v: KV cache types counted (f32, f16, "
+		   "q8_0)\n"
 		   "  --stats: expert hit counts ('tokens LAYER N' and 'LAYER EXPERT HITS' lines)\n"
 		   "  budgets in binary units (512MB = 512 MiB); missing ones are derived from "
 		   "MemAvailable and the cgroup limit\n");
@@ -77,7 +78,8 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 			     !strcmp(o, "--ram-budget") || !strcmp(o, "--mem-budget") ||
 			     !strcmp(o, "-c") || !strcmp(o, "--ctx") || !strcmp(o, "--overhead") ||
 			     !strcmp(o, "--meminfo") || !strcmp(o, "--cgroup-file") ||
-			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats");
+			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats") ||
+			     nsctl_kv_is_flag(o);
 
 		if (takes && !v) {
 			fprintf(stderr, "nsctl plan: %s needs a value\n", o);
@@ -89,21 +91,21 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 			s_usage(stdout);
 			return 1;
 		} else if (!strcmp(o, "--vram-budget")) {
-			if (s_parse_size(o, v, &a->b.vram))
+			if (s_parse_size(o, v, &a->q.b.vram))
 				return 2;
 			a->vram_given = true;
 		} else if (!strcmp(o, "--reserve-vram")) {
-			if (s_parse_size(o, v, &a->b.reserve_vram))
+			if (s_parse_size(o, v, &a->q.b.reserve_vram))
 				return 2;
-			a->reserve_given = true;
+			a->q.reserve_given = true;
 		} else if (!strcmp(o, "--ram-budget")) {
-			if (s_parse_size(o, v, &a->b.ram))
+			if (s_parse_size(o, v, &a->q.b.ram))
 				return 2;
-			a->ram_given = true;
+			a->q.ram_given = true;
 		} else if (!strcmp(o, "--mem-budget")) {
-			if (s_parse_size(o, v, &a->b.mem))
+			if (s_parse_size(o, v, &a->q.b.mem))
 				return 2;
-			a->mem_given = true;
+			a->q.mem_given = true;
 		} else if (!strcmp(o, "--overhead")) {
 			if (s_parse_size(o, v, &a->overhead))
 				return 2;
@@ -117,12 +119,15 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 				return 2;
 			}
 			a->n_ctx = (uint32_t)n;
+		} else if (nsctl_kv_is_flag(o)) {
+			if (nsctl_kv_set("nsctl plan", o, v, &a->ctk, &a->ctv))
+				return 2;
 		} else if (!strcmp(o, "--meminfo")) {
-			a->paths.meminfo = v;
+			a->q.paths.meminfo = v;
 		} else if (!strcmp(o, "--cgroup-file")) {
-			a->paths.self_cgroup = v;
+			a->q.paths.self_cgroup = v;
 		} else if (!strcmp(o, "--cgroup-root")) {
-			a->paths.cgroup_root = v;
+			a->q.paths.cgroup_root = v;
 		} else if (!strcmp(o, "--stats")) {
 			a->stats_path = v;
 		} else if (!strcmp(o, "--json")) {
@@ -130,7 +135,7 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 		} else if (!strcmp(o, "--windows")) {
 			a->windows = true;
 		} else if (!strcmp(o, "--embd-resident")) {
-			a->embd_resident = true;
+			a->q.embd_resident = true;
 		} else if (o[0] == '-' && o[1]) {
 			fprintf(stderr, "nsctl plan: unknown option '%s' (try nsctl plan --help)\n", o);
 			return 2;
@@ -151,31 +156,6 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 		return 2;
 	}
 	return 0;
-}
-
-/* Bytes an untied input embedding would take from the RAM cache (it is never cached by
- * default, so the default RAM budget does not count it). */
-static uint64_t s_cacheable(const struct ns_model *m, const struct ns_hparams *hp, bool embd)
-{
-	uint64_t total = m->total_tensor_bytes;
-
-	for (uint64_t i = 0; i < m->n_tensors && !embd; i++)
-		if (nsplan_tensor_kind(&m->tensors[i], hp) == NSPLAN_KIND_EMBD)
-			total -= m->tensors[i].n_bytes;
-	return total;
-}
-
-/* Routed-expert bytes one token reads in one layer, on average over the layers (0: dense). */
-static uint64_t s_layer_expert_bytes(const struct ns_model *m, const struct ns_hparams *hp)
-{
-	uint64_t total = 0;
-
-	if (!hp->n_expert || !hp->n_expert_used || !hp->n_layer)
-		return 0;
-	for (uint64_t i = 0; i < m->n_tensors; i++)
-		if (nsplan_tensor_kind(&m->tensors[i], hp) == NSPLAN_KIND_EXPERT)
-			total += m->tensors[i].n_bytes; /* <= the file sizes: no overflow */
-	return total / hp->n_layer / hp->n_expert * hp->n_expert_used;
 }
 
 /* ---- text output ---- */
@@ -218,7 +198,7 @@ static void s_print_text(const struct s_report *r)
 		       ns_format_bytes(r->dflt->usable, s[1], 32),
 		       ns_format_bytes(r->dflt->arena_want, s[2], 32), NS_DEFAULT_LOOKAHEAD,
 		       ns_format_bytes(NSPLAN_DEFAULT_BLOCK_BYTES, s[3], 32),
-		       ns_format_bytes(s_cacheable(r->m, r->hp, a->embd_resident), s[4], 32));
+		       ns_format_bytes(nsctl_cacheable_bytes(r->m, r->hp, a->q.embd_resident), s[4], 32));
 	if (pl->hdr.vram_budget)
 		printf("budgets:      --vram-budget %s (--reserve-vram %s for KV cache and scratch)\n",
 		       ns_format_bytes(pl->hdr.vram_budget, s[0], 32),
@@ -226,8 +206,8 @@ static void s_print_text(const struct s_report *r)
 	else
 		printf("budgets:      --vram-budget 0 (no GPU tier)\n");
 	printf("              --ram-budget %s%s, --mem-budget %s%s (minimum %s)\n",
-	       ns_format_bytes(pl->hdr.ram_budget, s[2], 32), a->ram_given ? "" : " (default)",
-	       ns_format_bytes(pl->hdr.mem_budget, s[3], 32), a->mem_given ? "" : " (default)",
+	       ns_format_bytes(pl->hdr.ram_budget, s[2], 32), a->q.ram_given ? "" : " (default)",
+	       ns_format_bytes(pl->hdr.mem_budget, s[3], 32), a->q.mem_given ? "" : " (default)",
 	       ns_format_bytes(r->sum->min_mem_budget, s[4], 32));
 	printf("placed:       VRAM %s, RAM %s, disk %s\n",
 	       ns_format_bytes(pl->hdr.vram_used, s[0], 32), ns_format_bytes(pl->hdr.ram_used, s[1], 32),
@@ -321,8 +301,8 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "reserve_vram"); jo_u64(&j, pl->hdr.reserve_vram);
 	jo_key(&j, "ram"); jo_u64(&j, pl->hdr.ram_budget);
 	jo_key(&j, "mem"); jo_u64(&j, pl->hdr.mem_budget);
-	jo_key(&j, "ram_default"); jo_bool(&j, !r->a->ram_given);
-	jo_key(&j, "mem_default"); jo_bool(&j, !r->a->mem_given);
+	jo_key(&j, "ram_default"); jo_bool(&j, !r->a->q.ram_given);
+	jo_key(&j, "mem_default"); jo_bool(&j, !r->a->q.mem_given);
 	jo_key(&j, "min_mem"); jo_u64(&j, r->sum->min_mem_budget);
 	jo_end_obj(&j);
 	jo_key(&j, "memory");
@@ -423,106 +403,6 @@ static void s_print_json(const struct s_report *r)
 	jo_end_obj(&j);
 }
 
-/* ---- budgets ---- */
-
-/* The line for an arena under the smallest workable one. */
-static void s_say_small_arena(const char *who, const struct ns_model *m,
-			      const struct ns_summary *sum, uint64_t mem)
-{
-	char s[2][32];
-
-	fprintf(stderr, "%s: --mem-budget %s is below the smallest workable arena: --mem-budget %"
-		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n", who,
-		ns_format_bytes(mem, s[0], 32), sum->min_mem_budget,
-		ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
-		m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
-}
-
-/* Check and complete the budgets. Returns 0, or an exit code after one line on stderr. */
-static int s_budgets(struct s_args *a, const struct ns_model *m, const struct ns_hparams *hp,
-		     const struct ns_summary *sum, const struct nsplan_fixed *fx,
-		     struct nsplan_mem_probe *probe, bool *probed,
-		     struct nsplan_default_out *dflt, bool *defaulted)
-{
-	uint64_t gpu_fixed = fx->kv_bytes + fx->recurrent_bytes + fx->scratch_bytes;
-	char err[NS_ERR_LEN], s[4][32];
-
-	if (a->b.vram) {
-		/* the CUDA pass's exact set besides weight windows (nsplan/gpu_need.h) */
-		struct nsplan_gpu_need gn;
-
-		if (nsplan_gpu_need(m, fx->n_ctx, 0, 0, &gn, err, sizeof(err)) == 0)
-			gpu_fixed = gn.total;
-		if (!a->reserve_given)
-			a->b.reserve_vram = gpu_fixed;
-		if (a->b.reserve_vram < gpu_fixed || a->b.vram < a->b.reserve_vram) {
-			uint64_t least = a->b.reserve_vram > gpu_fixed ? a->b.reserve_vram : gpu_fixed;
-			fprintf(stderr, "%s: ", a->who);
-			fprintf(stderr, "--vram-budget %s with reserve %s cannot hold the "
-				"GPU fixed set %s (KV cache, scratch, vectors and staging at -c %u); smallest "
-				"workable: "
-				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64 "\n",
-				ns_format_bytes(a->b.vram, s[0], 32),
-				ns_format_bytes(a->b.reserve_vram, s[1], 32),
-				ns_format_bytes(gpu_fixed, s[2], 32), fx->n_ctx, least, gpu_fixed);
-			return 2;
-		}
-	} else if (a->reserve_given && a->b.reserve_vram) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "--reserve-vram needs a --vram-budget\n");
-		return 2;
-	}
-	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
-		s_say_small_arena(a->who, m, sum, a->b.mem);
-		return 2;
-	}
-	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
-	if (a->ram_given && a->mem_given) {
-		uint64_t need, least = fx->total + sum->min_mem_budget;
-		bool ovf = ns_add_u64_overflow(a->b.ram, a->b.mem, &need) ||
-			   ns_add_u64_overflow(need, fx->total, &need);
-		if (*probed && (ovf || need > probe->available)) {
-			uint64_t room = probe->available > fx->total + a->b.mem ?
-					probe->available - fx->total - a->b.mem : 0;
-			fprintf(stderr, "%s: ", a->who);
-			fprintf(stderr, "--ram-budget %s + --mem-budget %s + the fixed set %s "
-				"(KV cache, scratch, processes at -c %u) exceed the %s available; "
-				"smallest workable: --mem-budget %" PRIu64 " --ram-budget 0 with %" PRIu64
-				" bytes available%s; at this --mem-budget the largest --ram-budget is %"
-				PRIu64 "\n", ns_format_bytes(a->b.ram, s[0], 32),
-				ns_format_bytes(a->b.mem, s[1], 32), ns_format_bytes(fx->total, s[2], 32),
-				fx->n_ctx, ns_format_bytes(probe->available, s[3], 32),
-				sum->min_mem_budget, least,
-				least > probe->available ? " (or a smaller -c)" : "", room);
-			return 2;
-		}
-		return 0;
-	}
-	if (!*probed) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "%s\n", err);
-		return 2;
-	}
-	struct nsplan_default_in in = {
-		.available = probe->available, .fixed = fx->total, .min_arena = sum->min_mem_budget,
-		.max_row_bytes = sum->max_row_bytes,
-		.cacheable = s_cacheable(m, hp, a->embd_resident),
-		.lookahead = NS_DEFAULT_LOOKAHEAD, .block_bytes = NSPLAN_DEFAULT_BLOCK_BYTES,
-		.layer_expert_bytes = s_layer_expert_bytes(m, hp),
-		.ram_given = a->ram_given, .mem_given = a->mem_given,
-	};
-	/* what VRAM holds need not be cached in RAM too */
-	uint64_t vram_w = a->b.vram - a->b.reserve_vram;
-	in.cacheable = in.cacheable > vram_w ? in.cacheable - vram_w : 0;
-	if (nsplan_default_budgets(&in, &a->b, dflt, err, sizeof(err))) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "%s\n", err);
-		return 2;
-	}
-	*defaulted = true;
-	return 0;
-}
-
 int cmd_plan(int argc, char **argv)
 {
 	uint64_t rss = nsplan_self_rss(); /* before the model is mapped: the bare process */
@@ -541,7 +421,7 @@ int cmd_plan(int argc, char **argv)
 	char err[NS_ERR_LEN];
 	int ret;
 
-	a.who = "nsctl plan";
+	a.q.who = "nsctl plan";
 	ret = s_parse_args(argc, argv, &a);
 	if (ret)
 		return ret == 1 ? 0 : ret;
@@ -550,30 +430,21 @@ int cmd_plan(int argc, char **argv)
 		fprintf(stderr, "nsctl plan: %s\n", err);
 		return 2;
 	}
-	ret = ns_hparams_load(m, &hp, err, sizeof(err));
-	/* a plan for a model whose tables contradict each other would be a promise run breaks;
-	 * an architecture the forward pass does not know yet is still planned (by shapes) */
-	if (!ret && ns_fwd_arch_supported(hp.arch))
-		ret = ns_fwd_check(m, err, sizeof(err));
-	if (!ret && ns_summary_compute(m, &hp, &sum)) {
-		ns_errf(err, sizeof(err), "out of memory");
-		ret = -ENOMEM;
-	}
-	if (!ret && !a.n_ctx)
-		a.n_ctx = hp.n_ctx_train && hp.n_ctx_train < S_DEFAULT_CTX ? hp.n_ctx_train : S_DEFAULT_CTX;
+	/* a plan for a model whose tables contradict each other would be a promise run breaks */
+	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? a.overhead :
+				  rss * NSPLAN_N_PROCESSES, false, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)
-		ret = nsplan_fixed_compute(m, &hp, a.n_ctx, a.overhead_given ? a.overhead :
-					   rss * NSPLAN_N_PROCESSES, &fx, err, sizeof(err));
+		a.n_ctx = fx.n_ctx;
 	if (ret) {
 		fprintf(stderr, "nsctl plan: %s\n", err);
 		ret = ret == -ENOMEM ? 1 : 2;
 		goto out;
 	}
-	ret = s_budgets(&a, m, &hp, &sum, &fx, &probe, &probed, &dflt, &defaulted);
+	ret = nsctl_budgets_complete(&a.q, m, &hp, &sum, &fx, &probe, &probed, &dflt, &defaulted);
 	if (ret)
 		goto out;
-	o.budgets = a.b;
-	o.embd_resident = a.embd_resident;
+	o.budgets = a.q.b;
+	o.embd_resident = a.q.embd_resident;
 	if (a.stats_path) {
 		ret = nsplan_stats_load(a.stats_path, hp.n_layer, hp.n_expert, &st, err, sizeof(err));
 		if (ret) {
@@ -594,7 +465,7 @@ int cmd_plan(int argc, char **argv)
 		.probe = probed ? &probe : NULL, .dflt = defaulted ? &dflt : NULL,
 		.rss_at_start = rss,
 	};
-	if (ns_add_u64_overflow(a.b.ram, a.b.mem, &r.host_total) ||
+	if (ns_add_u64_overflow(a.q.b.ram, a.q.b.mem, &r.host_total) ||
 	    ns_add_u64_overflow(r.host_total, fx.total, &r.host_total))
 		r.host_total = UINT64_MAX;
 	if (a.json)
@@ -612,161 +483,4 @@ out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);
 	return ret;
-}
-
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
-		       bool mem_given, uint64_t *mem, bool ram_given, uint64_t *ram, char *line,
-		       size_t linelen)
-{
-	uint64_t rss = nsplan_self_rss();
-	struct s_args a = { .path = model, .who = who, .n_ctx = n_ctx, .mem_given = mem_given,
-			    .ram_given = ram_given };
-	struct ns_model *m = NULL;
-	struct ns_hparams hp;
-	struct ns_summary sum = { 0 };
-	struct nsplan_fixed fx;
-	struct nsplan_mem_probe probe;
-	struct nsplan_default_out dflt;
-	bool probed = false, defaulted = false;
-	char err[NS_ERR_LEN], s[4][32];
-	int ret;
-
-	a.b.mem = mem_given ? *mem : 0;
-	a.b.ram = ram_given ? *ram : 0;
-	line[0] = 0;
-	ret = ns_model_open(model, &m, err, sizeof(err));
-	if (!ret)
-		ret = ns_hparams_load(m, &hp, err, sizeof(err));
-	/* run and bench: a model no backend runs is refused here, before the budgets' line
-	 * (nse_start checks it again for the API's other callers: 0.01 s) */
-	if (!ret && ns_fwd_arch_supported(hp.arch))
-		ret = ns_fwd_check(m, err, sizeof(err));
-	if (!ret && ns_summary_compute(m, &hp, &sum)) {
-		ns_errf(err, sizeof(err), "out of memory");
-		ret = -ENOMEM;
-	}
-	if (!ret && !a.n_ctx)
-		a.n_ctx = hp.n_ctx_train && hp.n_ctx_train < S_DEFAULT_CTX ? hp.n_ctx_train
-									: S_DEFAULT_CTX;
-	if (!ret)
-		ret = nsplan_fixed_compute(m, &hp, a.n_ctx, rss * NSPLAN_N_PROCESSES, &fx, err,
-					   sizeof(err));
-	if (!ret && n_seq > 1) { /* nsctl serve --parallel: one KV cache per sequence */
-		uint64_t kv;
-
-		if (ns_mul_u64_overflow(fx.kv_bytes, n_seq, &kv) ||
-		    fx.total + (kv - fx.kv_bytes) < fx.total) {
-			ns_errf(err, sizeof(err), "%u KV caches of %llu bytes overflow", n_seq,
-				(unsigned long long)fx.kv_bytes);
-			ret = -EOVERFLOW;
-		} else {
-			fx.total += kv - fx.kv_bytes;
-			fx.kv_bytes = kv;
-		}
-	}
-	if (ret) {
-		fprintf(stderr, "%s: %s\n", who, err);
-		ret = ret == -ENOMEM ? 1 : 2;
-		goto out;
-	}
-	ret = s_budgets(&a, m, &hp, &sum, &fx, &probe, &probed, &dflt, &defaulted);
-	if (ret)
-		goto out;
-	*mem = a.b.mem;
-	*ram = a.b.ram;
-	if (defaulted)
-		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
-			 "--ram-budget %s, fixed %s at -c %u%s", who,
-			 ns_format_bytes(probe.available, s[0], 32),
-			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
-								  : "MemAvailable",
-			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
-			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx,
-			 n_seq > 1 ? " per sequence" : "");
-out:
-	ns_summary_free(&sum);
-	ns_model_close(&m);
-	return ret;
-}
-
-int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
-			const uint64_t *ram, size_t n)
-{
-	struct ns_model *m = NULL;
-	struct ns_hparams hp;
-	struct ns_summary sum = { 0 };
-	struct nsplan_mem_probe probe;
-	bool probed;
-	char err[NS_ERR_LEN], s[5][32];
-	int ret;
-
-	ret = ns_model_open(model, &m, err, sizeof(err));
-	if (!ret)
-		ret = ns_hparams_load(m, &hp, err, sizeof(err));
-	if (!ret && ns_summary_compute(m, &hp, &sum)) {
-		ns_errf(err, sizeof(err), "out of memory");
-		ret = -ENOMEM;
-	}
-	if (ret) {
-		fprintf(stderr, "%s: %s\n", who, err);
-		ret = ret == -ENOMEM ? 1 : 2;
-		goto out;
-	}
-	/* no probe (no MemAvailable): nothing to check the sum against */
-	probed = nsplan_mem_probe(NULL, &probe, err, sizeof(err)) == 0;
-	for (size_t i = 0; i < n && !ret; i++) {
-		/* the RAM tier fills no more than the model's bytes (its segment's other pages
-		 * stay untouched) */
-		uint64_t ram_used = ram[i] < m->total_tensor_bytes ? ram[i] : m->total_tensor_bytes;
-		uint64_t need;
-
-		if (mem[i] && mem[i] < sum.min_mem_budget) {
-			s_say_small_arena(who, m, &sum, mem[i]);
-			ret = 2;
-		} else if (probed && (ns_add_u64_overflow(ram_used, mem[i], &need) ||
-				      need > probe.available)) {
-			fprintf(stderr, "%s: --mem-budget %s + --ram-budget %s (%s of it for this "
-				"model's %s) exceed the %s of memory available (%s)\n", who,
-				ns_format_bytes(mem[i], s[0], 32), ns_format_bytes(ram[i], s[1], 32),
-				ns_format_bytes(ram_used, s[2], 32),
-				ns_format_bytes(m->total_tensor_bytes, s[3], 32),
-				ns_format_bytes(probe.available, s[4], 32),
-				probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
-									 : "MemAvailable");
-			ret = 2;
-		}
-	}
-out:
-	ns_summary_free(&sum);
-	ns_model_close(&m);
-	return ret;
-}
-
-int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
-		     uint64_t reserve)
-{
-	struct ns_model *m = NULL;
-	struct nsplan_gpu_need gn;
-	char err[NS_ERR_LEN], s[3][32];
-	int ret;
-
-	ret = ns_model_open(model, &m, err, sizeof(err));
-	if (!ret)
-		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : S_DEFAULT_CTX, 0, 0, &gn, err, sizeof(err));
-	ns_model_close(&m);
-	if (ret) {
-		fprintf(stderr, "%s: %s\n", who, err);
-		return ret == -ENOMEM ? 1 : 2;
-	}
-	if (!reserve)
-		reserve = gn.total;
-	if (reserve < gn.total || vram < reserve) {
-		fprintf(stderr, "%s: --vram-budget %s with reserve %s cannot hold the cuda pass's KV "
-			"cache, scratch, vectors and staging (%s at -c %u); smallest workable: "
-			"--vram-budget %" PRIu64 "\n", who, ns_format_bytes(vram, s[0], 32),
-			ns_format_bytes(reserve, s[1], 32), ns_format_bytes(gn.total, s[2], 32),
-			n_ctx ? n_ctx : S_DEFAULT_CTX, reserve > gn.total ? reserve : gn.total);
-		return 2;
-	}
-	return 0;
 }

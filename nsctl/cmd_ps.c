@@ -1,13 +1,13 @@
-/* nsctl ps [--json] - the live sessions of this user: their processes with pids (so a profiler
- * can attach to nsio by pid) and nsio's counters from the control segment.
+/* nsctl ps [--json] [--clean] - the live sessions of this user: their processes with pids (so a
+ * profiler can attach to nsio by pid) and nsio's counters from the control segment.
  *
- * Sessions are found as runtime directories holding a "procs" file written by nsctl run
- * (lines "NAME PID [wrapped:CMD]" and "model PATH"); one whose nsctl is dead is reported as
- * stale (the next session start sweeps it). */
-#include <dirent.h>
-#include <errno.h>
+ * Sessions are found as runtime directories; a session is live while one of its processes
+ * holds its lock (shm/session.h), whatever its pids say. Its "procs" file, written by nsctl run
+ * (lines "NAME PID START [wrapped:CMD]" and "model PATH"), names the processes; one counts as
+ * running only while its pid names a process with that start time (not a reused pid). Dead
+ * sessions are not shown; --clean removes them (segments and runtime dirs of ours), as every
+ * session start does. */
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +17,9 @@
 #include "ns_util.h"
 #include "session.h"
 
-static bool s_alive(int pid)
+static bool s_alive(int pid, unsigned long long start)
 {
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+	return ns_proc_alive(pid, start);
 }
 
 /* A session of nsctl serve: the "serve" file beside "procs" holds its address and model
@@ -49,24 +49,34 @@ static void s_serve_line(const char *dir, bool json)
 	fclose(f);
 }
 
-/* Print one session; returns 1 if it was listed. */
-static int s_show(const char *id, const char *dir, bool json, bool *first)
+struct s_show_ctx {
+	bool json, first;
+	int n;
+};
+
+/* Print one live session. */
+static int s_show(const char *id, const char *dir, void *arg)
 {
 	char path[PATH_MAX + 16], line[PATH_MAX + 64], name[32], err[256];
+	struct s_show_ctx *x = arg;
 	struct ns_session *s = NULL;
 	struct ns_stats_snapshot st;
+	bool json = x->json;
 	FILE *f;
-	int nsctl_pid = 0, n = 0;
+	int n = 0;
 
-	if (snprintf(path, sizeof(path), "%s/procs", dir) >= (int)sizeof(path) ||
-	    !(f = fopen(path, "r")))
+	if (ns_session_probe(id) != 1 || snprintf(path, sizeof(path), "%s/procs", dir) >=
+	    (int)sizeof(path))
 		return 0;
+	f = fopen(path, "r"); /* none: a session nsctl did not start (nsio's own, a test's) */
 	if (json)
-		printf("%s{\"session\":\"%s\",\"procs\":[", *first ? "" : ",", id);
+		printf("%s{\"session\":\"%s\",\"procs\":[", x->first ? "" : ",", id);
 	else
 		printf("session %s\n", id);
-	*first = false;
-	while (fgets(line, sizeof(line), f)) {
+	x->first = false;
+	x->n++;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long start = 0;
 		int pid = 0;
 
 		line[strcspn(line, "\n")] = 0;
@@ -75,31 +85,30 @@ static int s_show(const char *id, const char *dir, bool json, bool *first)
 				printf("  model      %s\n", line + 6);
 			continue;
 		}
-		if (sscanf(line, "%31s %d", name, &pid) != 2)
+		if (sscanf(line, "%31s %d %llu", name, &pid, &start) != 3)
 			continue;
-		if (!strcmp(name, "nsctl"))
-			nsctl_pid = pid;
 		if (json)
 			printf("%s{\"name\":\"%s\",\"pid\":%d,\"alive\":%s}", n++ ? "," : "", name,
-			       pid, s_alive(pid) ? "true" : "false");
+			       pid, s_alive(pid, start) ? "true" : "false");
 		else
 			printf("  %-10s pid %-8d %s%s%s\n", name, pid,
-			       s_alive(pid) ? "running" : "gone",
+			       s_alive(pid, start) ? "running" : "gone",
 			       strstr(line, " wrapped:") ? ", under: " : "",
 			       strstr(line, " wrapped:") ? strstr(line, " wrapped:") + 9 : "");
 	}
-	fclose(f);
+	if (f)
+		fclose(f);
 	if (json)
 		printf("]"); /* procs */
 	s_serve_line(dir, json);
 	if (ns_session_attach(id, false, &s, err, sizeof(err)) == 0) {
 		ns_stats_snapshot(s->ctl, &st);
 		if (json)
-			printf(",\"stale\":%s,\"nsio\":{\"pid\":%d,\"gen\":%u,\"bytes_requested\":%llu,"
+			printf(",\"nsio\":{\"pid\":%d,\"gen\":%u,\"bytes_requested\":%llu,"
 			       "\"bytes_device\":%llu,\"requests\":%llu,\"cache_hits\":%llu,"
 			       "\"stall_ns\":%llu,\"arena_bytes\":%llu,\"arena_reserved\":%llu,"
 			       "\"arena_peak\":%llu,\"restarts\":%llu,\"rejected\":%llu}}",
-			       s_alive(nsctl_pid) ? "false" : "true", st.nsio_pid, st.nsio_gen,
+			       st.nsio_pid, st.nsio_gen,
 			       (unsigned long long)st.bytes_requested,
 			       (unsigned long long)st.bytes_device, (unsigned long long)st.requests,
 			       (unsigned long long)st.cache_hits, (unsigned long long)st.stall_ns,
@@ -110,73 +119,54 @@ static int s_show(const char *id, const char *dir, bool json, bool *first)
 			printf("  nsio       pid %d (the process itself; generation %u): %llu bytes requested, %llu read "
 			       "from the device, %llu requests, %llu cache hits, stall %.1f ms, "
 			       "arena %llu of %llu bytes reserved (peak %llu), %llu restarts, "
-			       "%llu records rejected%s\n", st.nsio_pid, st.nsio_gen,
+			       "%llu records rejected\n", st.nsio_pid, st.nsio_gen,
 			       (unsigned long long)st.bytes_requested,
 			       (unsigned long long)st.bytes_device, (unsigned long long)st.requests,
 			       (unsigned long long)st.cache_hits, st.stall_ns / 1e6,
 			       (unsigned long long)st.arena_reserved,
 			       (unsigned long long)st.arena_bytes, (unsigned long long)st.arena_peak,
-			       (unsigned long long)st.restarts, (unsigned long long)st.rejected,
-			       s_alive(nsctl_pid) ? "" : " (stale: its nsctl is gone)");
+			       (unsigned long long)st.restarts, (unsigned long long)st.rejected);
 		ns_session_destroy(&s);
 	} else if (json) {
-		printf(",\"stale\":true}");
+		printf("}");
 	} else {
 		printf("  (control segment not readable: %s)\n", err);
 	}
-	return 1;
+	return 0;
 }
 
 int cmd_ps(int argc, char **argv)
 {
-	char probe[PATH_MAX], parent[PATH_MAX], *slash, *base;
-	bool json = false, first = true;
-	size_t plen;
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
+	struct s_show_ctx x = { .first = true };
+	bool clean = false;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
-			json = true;
+			x.json = true;
+		} else if (!strcmp(argv[i], "--clean")) {
+			clean = true;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: nsctl ps [--json]\n");
+			printf("usage: nsctl ps [--json] [--clean]\n  --clean: remove the segments "
+			       "and runtime dirs of this user's dead sessions first\n");
 			return 0;
 		} else {
-			fprintf(stderr, "nsctl ps: unknown %s '%s' (usage: nsctl ps [--json])\n",
-				argv[i][0] == '-' ? "option" : "argument", argv[i]);
+			fprintf(stderr, "nsctl ps: unknown %s '%s' (usage: nsctl ps [--json] "
+				"[--clean])\n", argv[i][0] == '-' ? "option" : "argument", argv[i]);
 			return 2;
 		}
 	}
-	/* the runtime dir of a session "X", minus the "X": the parent dir and name prefix */
-	if (ns_session_rundir("X", probe, sizeof(probe)) < 0 || !(slash = strrchr(probe, '/'))) {
-		fprintf(stderr, "nsctl ps: cannot find the runtime directory\n");
-		return 1;
-	}
-	*slash = 0;
-	snprintf(parent, sizeof(parent), "%s", probe[0] ? probe : "/");
-	base = slash + 1;
-	plen = strlen(base) - 1; /* without the "X" */
-	if (json)
-		printf("[");
-	d = opendir(parent);
-	while (d && (de = readdir(d))) {
-		char dir[PATH_MAX * 2];
-		const char *id;
+	if (clean) {
+		int n = ns_session_sweep();
 
-		if (strncmp(de->d_name, base, plen) || !de->d_name[plen])
-			continue;
-		id = de->d_name + plen;
-		if (strlen(id) > NS_SESSION_ID_LEN)
-			continue;
-		snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name);
-		n += s_show(id, dir, json, &first);
+		fprintf(stderr, "nsctl ps: removed %d dead session%s and stray segment%s\n", n,
+			n == 1 ? "" : "s", n == 1 ? "" : "s");
 	}
-	if (d)
-		closedir(d);
-	if (json)
+	if (x.json)
+		printf("[");
+	ns_session_each(s_show, &x);
+	if (x.json)
 		printf("]\n");
-	else if (!n)
+	else if (!x.n)
 		printf("no live sessions\n");
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "engine_flags.h"
 #include "gguf.h"
 #include "hparams.h"
+#include "hub.h"
 #include "model.h"
 #include "neurostream.h"
 #include "ns_util.h"
@@ -378,11 +379,15 @@ int cmd_run(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = s_on_signal };
 	struct ns_engine *e = NULL;
 	struct s_opts o;
-	char err[512];
+	char err[512], pulled[4096];
 	int rc;
 
 	memset(&o, 0, sizeof(o));
-	if (s_parse(&o, argc, argv) < 0 || s_check_model(&o) < 0)
+	if (s_parse(&o, argc, argv) < 0)
+		return 2;
+	if ((rc = nsctl_model_arg("nsctl run", &o.model, pulled, sizeof(pulled))))
+		return rc; /* REPO:QUANT -> the cached file */
+	if (s_check_model(&o) < 0)
 		return 2;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
@@ -420,6 +425,8 @@ int cmd_run(int argc, char **argv)
 		ns_engine_pid(e, NS_PROC_NSIO), ns_engine_pid(e, NS_PROC_NSCOMPUTE));
 	if (ns_engine_pid(e, NS_PROC_NSPLAN))
 		fprintf(stderr, ", nsplan pid %d", ns_engine_pid(e, NS_PROC_NSPLAN));
+	if (ns_engine_pid(e, NS_PROC_NSROUTER))
+		fprintf(stderr, ", nsrouter pid %d", ns_engine_pid(e, NS_PROC_NSROUTER));
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
 	if (o.final_only && !s_harmony(e)) {
 		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "

@@ -2,10 +2,11 @@
  *
  * Writes the dequantized float32 values of one tensor (or of rows A <= row < B, rows counted
  * over all leading dims, as ns_model_tensor.n_rows) to FILE as raw little-endian floats,
- * row-major, and prints the tensor's type and shape. Only the needed byte range is read, with
- * pread, in batches of whole rows. FILE "-" writes to stdout (the description then goes to
- * stderr). Exit: 0 ok, 1 I/O failure, 2 bad usage, bad model, unknown tensor, bad rows or a
- * type neurostream cannot dequantize. */
+ * row-major, and prints the tensor's type and shape. Only the needed rows are read, with
+ * pread, in batches of whole rows (ns_model_read_rows: a checkpoint's tensor as its GGUF
+ * conversion holds it). FILE "-" writes to stdout (the description then goes to stderr).
+ * Exit: 0 ok, 1 I/O failure, 2 bad usage, bad model, unknown tensor, bad rows or a type
+ * neurostream cannot dequantize. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -75,30 +76,12 @@ static int s_parse_rows(const char *text, uint64_t n_rows, uint64_t *a, uint64_t
 	return 0;
 }
 
-static int s_pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ENODATA; /* file shorter than its header says */
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-/* Dequantize rows [a, b) of t from fd into out in batches. Returns 0, or 1 / 2 (exit codes)
- * after printing one line. */
-static int s_copy_rows(const struct ns_model_tensor *t, int fd, const char *model_path,
-		       uint64_t a, uint64_t b, FILE *out, const char *out_path)
+/* Dequantize rows [a, b) of t (read through ns_model_read_rows, so a checkpoint's tensor
+ * comes out as its GGUF conversion holds it) into out in batches. Returns 0, or 1 / 2 (exit
+ * codes) after printing one line. */
+static int s_copy_rows(const struct ns_model *m, const struct ns_model_tensor *t, const int *fds,
+		       const char *model_path, uint64_t a, uint64_t b, FILE *out,
+		       const char *out_path)
 {
 	uint64_t row_out = t->ne[0] * sizeof(float);
 	uint64_t batch = S_BATCH_OUT_BYTES / row_out ? S_BATCH_OUT_BYTES / row_out : 1;
@@ -119,12 +102,12 @@ static int s_copy_rows(const struct ns_model_tensor *t, int fd, const char *mode
 	}
 	for (uint64_t r = a; r < b; r += batch) {
 		uint64_t n = b - r < batch ? b - r : batch;
-		int rc = s_pread_all(fd, raw, (size_t)(n * t->row_bytes), t->file_offset + r * t->row_bytes);
+		int rc = ns_model_read_rows(m, fds, t, r, n, raw);
 
 		if (rc) {
 			fprintf(stderr, "nsctl tensor: %s: reading rows of %s: %s\n", model_path, t->name,
-				rc == -ENODATA ? "file is truncated" : strerror(-rc));
-			ret = rc == -ENODATA ? 2 : 1;
+				rc == -EIO ? "file is truncated" : strerror(-rc));
+			ret = rc == -EIO ? 2 : 1;
 			goto out;
 		}
 		rc = ns_dequant_rows(t->type, raw, t->ne[0], n, vals);
@@ -155,7 +138,7 @@ int cmd_tensor(int argc, char **argv)
 	const struct ns_model_tensor *t;
 	uint64_t a, b, bytes;
 	FILE *out = NULL, *info;
-	int fd = -1, ret = 2, rc;
+	int *fds = NULL, ret = 2, rc;
 	bool to_stdout;
 
 	for (int i = 1; i < argc; i++) {
@@ -211,9 +194,8 @@ int cmd_tensor(int argc, char **argv)
 		fprintf(stderr, "nsctl tensor: %s: %s is too large\n", model_path, name);
 		goto done;
 	}
-	fd = open(m->shards[t->shard]->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "nsctl tensor: %s: %s\n", m->shards[t->shard]->path, strerror(errno));
+	if (ns_model_open_fds(m, &fds, err, sizeof(err))) {
+		fprintf(stderr, "nsctl tensor: %s\n", err);
 		ret = 1;
 		goto done;
 	}
@@ -224,7 +206,7 @@ int cmd_tensor(int argc, char **argv)
 		ret = 1;
 		goto done;
 	}
-	ret = s_copy_rows(t, fd, model_path, a, b, out, out_path);
+	ret = s_copy_rows(m, t, fds, model_path, a, b, out, out_path);
 	rc = to_stdout ? fflush(out) : fclose(out);
 	out = NULL;
 	if (rc && !ret) {
@@ -241,8 +223,7 @@ int cmd_tensor(int argc, char **argv)
 		" = %" PRIu64 " floats (%" PRIu64 " bytes) to %s\n",
 		t->n_rows, t->ne[0], a, b, bytes / 4, bytes, out_path);
 done:
-	if (fd >= 0)
-		close(fd);
+	ns_model_close_fds(m, &fds);
 	ns_model_close(&m);
 	return ret;
 }

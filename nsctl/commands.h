@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+int cmd_image(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
@@ -18,17 +19,20 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+
+/* ---- budgets.c: what run and bench check before anything starts ---- */
 
 /* The budgets a run takes when the user names some or none: what `nsctl plan` would choose for
  * the same model, context (0: the plan's default), n_seq KV caches (nsctl serve's sequences;
- * 1 otherwise) and given budgets (from MemAvailable and the
- * cgroup limit, budget_defaults.h). mem / ram: in: the given figures, out: the chosen ones.
+ * 1 otherwise), KV cache types (ctk / ctv names as nsctl_kv_set stores them, NULL: f32) and
+ * given budgets (from MemAvailable and the cgroup limit, budget_defaults.h). mem / ram: in: the given figures, out: the chosen ones.
  * Returns 0 (line: a description of the defaults, "" when all were given), or an exit code
  * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who. */
 int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
-		       bool mem_given, uint64_t *mem, bool ram_given, uint64_t *ram, char *line,
-		       size_t linelen);
+		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
+		       bool ram_given, uint64_t *ram, char *line, size_t linelen);
 
 /* Budgets the user named, checked before anything starts, for each pair (mem[i], ram[i]),
  * i < n, with one read of the model's headers and of the memory available: an arena (mem, 0:
@@ -46,5 +50,14 @@ int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
  * workable budget (1 when the model cannot be read). */
 int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
 		     uint64_t reserve);
+
+/* KV cache types (kv_opts.c): -ctk/--cache-type-k and -ctv/--cache-type-v, llama.cpp's
+ * names. nsctl_kv_set stores the type's static name in *k or *v, or prints one line prefixed
+ * with who and returns -EINVAL for a name other than f32, f16, q8_0. nsctl_kv_enum: the enum
+ * ns_kv_type of a stored name (NULL: f32). */
+bool nsctl_kv_is_flag(const char *flag);
+int nsctl_kv_set(const char *who, const char *flag, const char *val, const char **k,
+		 const char **v);
+int nsctl_kv_enum(const char *name);
 
 #endif

@@ -28,7 +28,12 @@ const char nsctl_engine_usage[] =
 	"  --act f32|q8          kernels' activations: f32 (default, exact weights) or q8\n"
 	"                        (int8 per 32 as llama.cpp: faster 4-bit kernels; cuda:\n"
 	"                        decode GEMVs of quantized weights, prefill stays f16/f32)\n"
-	"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan) under CMD, e.g.\n"
+	"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
+	"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
+	"  --stall-timeout S     a process whose heartbeat stands still S seconds is taken\n"
+	"                        for stopped or stuck: nsio, nsplan, nsrouter are restarted,\n"
+	"                        nscompute ends the run (default 10)\n"
+	"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan, nsrouter) under CMD, e.g.\n"
 	"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
 	"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
 	"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
@@ -85,7 +90,8 @@ int nsctl_arg_size(const char *who, const char *flag, const char *v, uint64_t *o
 
 static int s_wrap(struct nsctl_engine_args *a, const char *who, const char *v)
 {
-	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan" };
+	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan",
+							   "nsrouter" };
 	const char *eq = strchr(v, '=');
 
 	for (int i = 0; eq && i < NS_PROC_COUNT; i++) {
@@ -96,8 +102,8 @@ static int s_wrap(struct nsctl_engine_args *a, const char *who, const char *v)
 			return 0;
 		}
 	}
-	fprintf(stderr, "%s: --wrap wants PROC=CMD with PROC one of nsio, nscompute, nsplan "
-		"(got '%s')\n", who, v);
+	fprintf(stderr, "%s: --wrap wants PROC=CMD with PROC one of nsio, nscompute, nsplan, "
+		"nsrouter (got '%s')\n", who, v);
 	return -EINVAL;
 }
 
@@ -130,7 +136,7 @@ int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *
 	    strcmp(f, "--reserve-vram") && strcmp(f, "--block-rows") && strcmp(f, "--lookahead") &&
 	    strcmp(f, "--backend") && strcmp(f, "-c") && strcmp(f, "--ctx") && strcmp(f, "--act") &&
 	    strcmp(f, "--threads") && strcmp(f, "--wrap") && strcmp(f, "--expert-stats") &&
-	    strcmp(f, "--reasoning"))
+	    strcmp(f, "--reasoning") && strcmp(f, "--stall-timeout") && !nsctl_kv_is_flag(f))
 		return 0;
 	if (!v) {
 		fprintf(stderr, "%s: unknown option or missing value: %s\n", who, f);
@@ -166,9 +172,14 @@ int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *
 			rc = -EINVAL;
 		}
 		eo->act_q8 = !strcmp(v, "q8");
+	} else if (nsctl_kv_is_flag(f)) {
+		rc = nsctl_kv_set(who, f, v, &eo->cache_type_k, &eo->cache_type_v);
 	} else if (!strcmp(f, "--threads")) {
 		rc = nsctl_arg_count(who, f, v, 0, 1024, &u);
 		eo->threads = (int)u;
+	} else if (!strcmp(f, "--stall-timeout")) {
+		rc = nsctl_arg_count(who, f, v, 1, 3600, &u);
+		eo->stall_ms = (uint32_t)u * 1000u;
 	} else if (!strcmp(f, "--wrap")) {
 		rc = s_wrap(a, who, v);
 	} else if (!strcmp(f, "--expert-stats")) {
@@ -212,9 +223,9 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	if (!eo->no_plan && (!a->mem_given || !a->ram_given)) {
 		char line[320];
 
-		rc = nsctl_pick_budgets(who, model, eo->n_ctx, a->n_seq, a->mem_given,
-					&eo->mem_budget, a->ram_given, &eo->ram_budget, line,
-					sizeof(line));
+		rc = nsctl_pick_budgets(who, model, eo->n_ctx, a->n_seq, eo->cache_type_k,
+					eo->cache_type_v, a->mem_given, &eo->mem_budget,
+					a->ram_given, &eo->ram_budget, line, sizeof(line));
 		if (rc)
 			return rc;
 		if (line[0])

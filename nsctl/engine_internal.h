@@ -1,5 +1,14 @@
-/* engine_internal.h - the state behind neurostream.h, shared by api.c (requests, tokens) and
- * engine_proc.c (session, children, supervision). Not a public header. */
+/* engine_internal.h - the state behind neurostream.h, shared by the engine's files. Not a
+ * public header.
+ *
+ *   api.c            requests, tokens, statistics (the public calls)
+ *   engine_proc.c    the table of child processes: start, supervise (deaths, stalls), stop
+ *   engine_spawn.c   fork + exec (wrappers, process groups), exit status, the procs file
+ *   engine_args.c    each child's name, executable and command line
+ *   engine_ctl.c     the socket of the control channel to nscompute (proto/ctl_msg.h)
+ *   engine_keeper.c  the session keeper: removes the session if nsctl itself dies
+ *   engine_replan.c  ns_engine_warmup
+ * Calls go down this list only (proc uses args, spawn, ctl and keeper; none calls back). */
 #ifndef NS_ENGINE_INTERNAL_H
 #define NS_ENGINE_INTERNAL_H
 
@@ -10,12 +19,33 @@
 #include <zmq.h>
 
 #include "chat.h"
-#include "ctl_proto.h"
+#include "ctl_msg.h"
 #include "neurostream.h"
+#include "seg.h"
 
 struct ns_model;
 struct ns_tok;
 struct ns_session;
+
+/* One child process of the table (engine_proc.c). */
+struct nse_child {
+	pid_t pid;            /* the direct child (its wrapper when wrapped); 0: not running */
+	uint64_t start;       /* its start time (ns_proc_start_time), for the procs file */
+	uint32_t restarts;
+	bool off;             /* not run (not needed, refused, finished) or given up on */
+	char exe[PATH_MAX];
+	uint64_t beats_seen;  /* its role's beat counter when last looked at */
+	uint64_t t_beat;      /* ns_now_ns() when that counter last moved; 0: no beat yet */
+	bool stalled;         /* killed for standing still (said so already) */
+};
+
+/* The session keeper (engine_keeper.c): a fork of nsctl made before the session exists. */
+struct nse_keeper {
+	pid_t pid;            /* 0: none */
+	int fd;               /* write end of its lifeline pipe; -1: none */
+	char shm_prefix[96];  /* "ns-<user>-<id>-": the session's /dev/shm entries */
+	char rundir[PATH_MAX];
+};
 
 struct ns_engine {
 	struct ns_engine_opts o;      /* copy; wrap[] point into wrap_copy */
@@ -24,19 +54,15 @@ struct ns_engine {
 	struct ns_model *m;           /* metadata (tokenizer, chat template) */
 	struct ns_tok *tok;
 	enum ns_chat_family fam;
+	char id[NS_SESSION_ID_LEN + 1]; /* the session's id, chosen before the keeper starts */
 	struct ns_session *s;         /* owner: destroy unlinks */
 	void *zctx, *sock;            /* PAIR socket bound at endpoint */
 	char endpoint[PATH_MAX + 16];
 	char sock_path[PATH_MAX];
 	char procs_path[PATH_MAX];
-	char exe[NS_PROC_COUNT][PATH_MAX];
-	pid_t pid[NS_PROC_COUNT];     /* direct children (wrappers when wrapped); 0 = none */
-	uint32_t restarts[NS_PROC_COUNT];
-	bool plan_gone;               /* nsplan ended on its own: not restarted */
-	pid_t router_pid;             /* nsrouter (engine_router.c); 0 = none */
-	uint32_t router_restarts;
-	bool router_off;              /* dense model, NS_NSROUTER=off, or given up */
-	char router_exe[PATH_MAX];
+	struct nse_child child[NS_PROC_COUNT];
+	struct nse_keeper keeper;
+	uint64_t stall_ns;            /* a beat counter still this long: stopped or stuck */
 	uint32_t n_vocab, n_ctx;
 	int32_t stop_ids[NS_CMSG_MAX_STOP];
 	uint32_t n_stop;
@@ -53,26 +79,65 @@ struct ns_engine {
 #define NSE_PLAN_STATS_FMT "%s.plan"
 
 /* engine_proc.c */
-int nse_start(struct ns_engine *e);    /* session, nsio, nsplan, nscompute (HELLO read) */
+int nse_start(struct ns_engine *e);    /* keeper, session, children (HELLO read) */
 void nse_teardown(struct ns_engine *e);
-/* Check the children: restart a dead nsio/nsplan; -EPIPE when nscompute is gone. */
+/* Check the children: restart a dead or stalled nsio/nsplan/nsrouter; -EPIPE when
+ * nscompute is gone, -ETIMEDOUT when it stalled (the line in e->err). */
 int nse_supervise(struct ns_engine *e);
-/* Receive one message (waiting, supervising, honouring cancel). msg is initialised here and
- * closed by the caller. Returns 0, -ECANCELED, -EPIPE, -ETIMEDOUT (timeout_ms > 0). */
+bool nse_cancelled(const struct ns_engine *e);
+/* Receive one message from nscompute (waiting, supervising, honouring cancel). msg is
+ * initialised here and closed by the caller. Returns 0, -ECANCELED, -EPIPE, -ETIMEDOUT
+ * (timeout_ms > 0, or nscompute stalled). */
 int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms);
 int nse_send(struct ns_engine *e, const void *buf, int n);
-bool nse_cancelled(const struct ns_engine *e);
 
-/* engine_proc.c: executable of a child: $ENV, $NS_BUILD_ROOT/dir/name, next to nsctl's own
- * binary (build tree ../dir/name, installed ./name), else the bare name (PATH). */
+/* engine_args.c: the process name of a table entry ("nsio", ...), its build-tree folder and
+ * the environment variable that names its executable. */
+const char *nse_name(enum ns_engine_proc p);
+void nse_exe_of(const struct ns_engine *e, enum ns_engine_proc p, char *buf, size_t n);
+/* engine_args.c: the command line of child p after its executable, from the options. */
+#define NSE_NUMS 16
+struct nse_cmdline {
+	const char *argv[48];         /* NULL-terminated; point into e and into this struct */
+	char num[NSE_NUMS][32];       /* the numbers among them */
+	char path[PATH_MAX + 8];      /* a path made for it (nsplan's statistics file) */
+};
+/* Returns the number of arguments, or -E2BIG. */
+int nse_args(const struct ns_engine *e, enum ns_engine_proc p, struct nse_cmdline *c);
+
+/* engine_spawn.c */
+/* Executable of a child: $ENV, $NS_BUILD_ROOT/dir/name, next to nsctl's own binary (build
+ * tree ../dir/name, installed ./name), else the bare name (PATH). */
 void nse_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n);
+/* fork + exec [wrap words...] exe args...: own process group, SIGTERM when nsctl dies, stdout
+ * to stderr. Returns 0 with *pid or -errno. */
+int nse_spawn(const char *wrap, const char *exe, const char *const *args, pid_t *pid);
+/* "exit status N" / "killed by signal N (NAME)" of a wait status. */
+void nse_status_text(int st, char *buf, size_t n);
+/* Has *pid exited? Reaps it (and SIGKILLs what its group left), describes how, zeroes *pid. */
+bool nse_reap(pid_t *pid, int *status, char *why, size_t n);
+/* Stop a child's process group: SIGTERM, up to 3 s, then SIGKILL; reaps it. Returns its wait
+ * status, or -1 when it had to be killed. */
+int nse_stop(pid_t pid, const char *name);
+/* Write the procs file nsctl ps reads ("NAME PID START [wrapped:CMD]", "model PATH"). */
+void nse_write_procs(const struct ns_engine *e);
 
-/* engine_proc.c: fork + exec argv (own process group, dies with nsctl, stdout to stderr). */
-int nse_fork_exec(const char *const *argv, pid_t *pid);
+/* engine_ctl.c: the nscompute channel's socket */
+int nse_ctl_open(struct ns_engine *e);         /* bind the PAIR socket in the runtime dir */
+void nse_ctl_close(struct ns_engine *e);
+/* One message if one comes within wait_ms: 1 (msg initialised, the caller closes it) or 0. */
+int nse_ctl_poll(struct ns_engine *e, zmq_msg_t *msg, int wait_ms);
+/* Queue one message without waiting: 0, -EAGAIN (queue full), -EPIPE. */
+int nse_ctl_try_send(struct ns_engine *e, const void *buf, size_t n);
 
-/* engine_router.c: nsrouter for MoE models (started after nsio, restarted when it dies). */
-void nse_router_start(struct ns_engine *e);
-void nse_router_supervise(struct ns_engine *e);
-void nse_router_stop(struct ns_engine *e);
+/* engine_keeper.c */
+/* Fork the keeper for session e->id (before the session is created). */
+int nse_keeper_start(struct ns_engine *e);
+/* Tell it about a child's process group (on) or that it is gone (off). */
+void nse_keeper_child(struct ns_engine *e, pid_t pid, bool on);
+/* Restart it if it died (it tells no one; the children are told to it again). */
+void nse_keeper_supervise(struct ns_engine *e);
+/* The session is torn down: let it go (it removes nothing) and reap it. */
+void nse_keeper_stop(struct ns_engine *e);
 
 #endif

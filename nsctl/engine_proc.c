@@ -1,268 +1,97 @@
-/* engine_proc.c - the session and the child processes behind an engine: start, supervise
- * (restart nsio/nsplan, notice a dead nscompute), tear down leaving nothing behind. */
-#include <dirent.h>
+/* engine_proc.c - the engine's child processes as one table. Each entry says what its
+ * process's death means (the policy), how many restarts it gets and which heartbeat it
+ * publishes (shm/layout.h); the processes start in the order others need them and stop in
+ * reverse. Supervision (every 50 ms while nsctl waits for nscompute) reaps the dead, restarts
+ * by policy, and restarts a process whose heartbeat has not moved for the stall time (or ends
+ * the run, for nscompute): a stopped or stuck process is found, not only a dead one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine_internal.h"
-#include "forward.h"
+#include "arch.h"
+#include "hparams.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
 #include "session.h"
+#include "summary.h"
 #include "tokenizer.h"
 
-#define S_MAX_RESTARTS 16
+#define S_STALL_DEFAULT_MS 10000u
+#define S_ROUTER_NO_EXPERTS 3 /* nsrouter's exit code for a dense model */
 
-static const char *const s_names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan" };
-static const char *const s_envs[NS_PROC_COUNT] = { "NS_NSIO", "NS_NSCOMPUTE", "NS_NSPLAN" };
+enum s_policy {
+	S_FATAL,     /* its death ends the run (nscompute holds the sequence) */
+	S_ALWAYS,    /* restarted whatever ended it (nsio: compute waits for it) */
+	S_IF_KILLED, /* restarted when killed; an exit of its own is final (nsplan) */
+	S_HINT,      /* restarted when killed; exit 0, 2 or 3 switch it off (nsrouter) */
+};
+
+struct s_desc {
+	enum s_policy policy;
+	uint32_t max_restarts;
+	uint32_t role;       /* its heartbeat (enum ns_beat_role) */
+};
+
+static const struct s_desc s_table[NS_PROC_COUNT] = {
+	[NS_PROC_NSIO] = { S_ALWAYS, 16, NS_BEAT_NSIO },
+	[NS_PROC_NSCOMPUTE] = { S_FATAL, 0, NS_BEAT_NSCOMPUTE },
+	[NS_PROC_NSPLAN] = { S_IF_KILLED, 16, NS_BEAT_NSPLAN },
+	[NS_PROC_NSROUTER] = { S_HINT, 64, NS_BEAT_NSROUTER },
+};
+
+/* nsio first (the others attach to the session it serves), nscompute last (its HELLO says
+ * the pipeline is up); teardown goes the other way */
+static const enum ns_engine_proc s_order[NS_PROC_COUNT] = {
+	NS_PROC_NSIO, NS_PROC_NSROUTER, NS_PROC_NSPLAN, NS_PROC_NSCOMPUTE,
+};
 
 bool nse_cancelled(const struct ns_engine *e)
 {
 	return e->cancelled || (e->o.cancel && *e->o.cancel);
 }
 
-/* Executable of a child: $NS_<NAME>, $NS_BUILD_ROOT/<dir>/<name>, next to /proc/self/exe
- * (build tree ../<dir>/<name>, installed ./<name>), else the bare name (PATH). */
-void nse_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n)
+static int s_spawn(struct ns_engine *e, enum ns_engine_proc p)
 {
-	const char *v = getenv(env), *root = getenv("NS_BUILD_ROOT");
-	char self[PATH_MAX], *slash;
-	ssize_t k;
+	struct nse_child *c = &e->child[p];
+	struct nse_cmdline cl;
+	int rc = nse_args(e, p, &cl);
 
-	if (v && *v) {
-		snprintf(buf, n, "%s", v);
-		return;
-	}
-	if (root && *root) {
-		if (snprintf(buf, n, "%s/%s/%s", root, dir, name) < (int)n &&
-		    access(buf, X_OK) == 0)
-			return;
-	}
-	k = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (k > 0) {
-		self[k] = 0;
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			if (snprintf(buf, n, "%s/../%s/%s", self, dir, name) < (int)n &&
-			    access(buf, X_OK) == 0)
-				return;
-			if (snprintf(buf, n, "%s/%s", self, name) < (int)n &&
-			    access(buf, X_OK) == 0)
-				return;
-		}
-	}
-	snprintf(buf, n, "%s", name);
-}
+	if (rc >= 0 && p == NS_PROC_NSPLAN && e->o.expert_stats) {
+		/* the file nsplan plans from exists, empty until ns_engine_warmup writes it */
+		int fd = open(cl.path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 
-/* fork + exec argv[0]: the child gets its own process group (so a terminal's Ctrl-C reaches
- * nsctl only and a wrapper is stopped with what it wraps), dies with its parent, and writes its
- * stdout to stderr (stdout carries the generated text). */
-int nse_fork_exec(const char *const *argv, pid_t *pid)
-{
-	pid_t p;
-
-	fflush(stdout);
-	fflush(stderr);
-	p = fork();
-	if (p < 0)
-		return -errno;
-	if (p == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() == 1)
-			_exit(127);
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
-		execvp(argv[0], (char *const *)argv);
-		fprintf(stderr, "nsctl: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
+		if (fd >= 0)
+			close(fd);
 	}
-	setpgid(p, p); /* both sides, so a signal right after fork finds the group */
-	*pid = p;
+	if (rc >= 0)
+		rc = nse_spawn(e->o.wrap[p], c->exe, cl.argv, &c->pid);
+	if (rc < 0)
+		return ns_errf(e->err, sizeof(e->err), "cannot start %s: %s", nse_name(p),
+			       strerror(-rc)), rc;
+	c->start = ns_proc_start_time(c->pid);
+	c->beats_seen = atomic_load(&e->s->ctl->beat[s_table[p].role].beats);
+	c->t_beat = 0;
+	nse_keeper_child(e, c->pid, true);
 	return 0;
 }
 
-/* fork + exec [wrap words...] exe args... (see nse_fork_exec). */
-static int s_spawn(struct ns_engine *e, int which, const char *const *args, pid_t *pid)
+/* nsio serves once the session's generation moved and its state is RUNNING. -ECHILD when it
+ * died first (*st: how). */
+static int s_nsio_ready(struct ns_engine *e, uint32_t gen, int *st)
 {
-	const char *argv[96];
-	char wrap[1024];
-	size_t n = 0;
-
-	if (e->o.wrap[which]) {
-		char *save = NULL;
-
-		snprintf(wrap, sizeof(wrap), "%s", e->o.wrap[which]);
-		for (char *w = strtok_r(wrap, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-			if (n + 2 >= NS_ARRAY_LEN(argv))
-				return -E2BIG;
-			argv[n++] = w;
-		}
-	}
-	argv[n++] = e->exe[which];
-	for (size_t i = 0; args[i]; i++) {
-		if (n + 2 >= NS_ARRAY_LEN(argv))
-			return -E2BIG;
-		argv[n++] = args[i];
-	}
-	argv[n] = NULL;
-	return nse_fork_exec(argv, pid);
-}
-
-static void s_status_text(int st, char *buf, size_t n)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, n, "exit status %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		snprintf(buf, n, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-	else
-		snprintf(buf, n, "status %d", st);
-}
-
-/* A child that did not exit 0 when asked to stop says something is wrong (a sanitizer
- * report, a crash in teardown): one line on stderr. */
-static void s_report_exit(int which, int st)
-{
-	char why[128];
-
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return;
-	s_status_text(st, why, sizeof(why));
-	fprintf(stderr, "nsctl: %s ended with %s at shutdown\n", s_names[which], why);
-}
-
-/* Stop a child's process group: SIGTERM, up to 3 s, then SIGKILL. Reaps it. */
-static void s_stop_child(struct ns_engine *e, int which)
-{
-	pid_t p = e->pid[which];
-	int st;
-
-	if (p <= 0)
-		return;
-	e->pid[which] = 0;
-	if (waitpid(p, &st, WNOHANG) == p) {
-		kill(-p, SIGKILL); /* anything the wrapper left in its group */
-		s_report_exit(which, st);
-		return;
-	}
-	kill(-p, SIGTERM);
-	kill(p, SIGTERM);
-	for (int i = 0; i < 300; i++) {
-		if (waitpid(p, &st, WNOHANG) == p) {
-			kill(-p, SIGKILL);
-			s_report_exit(which, st);
-			return;
-		}
-		usleep(10000);
-	}
-	fprintf(stderr, "nsctl: %s did not stop within 3 s of SIGTERM; killed\n",
-		s_names[which]);
-	kill(-p, SIGKILL);
-	kill(p, SIGKILL);
-	while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-		;
-}
-
-/* Has this child exited? Reaps it and describes how. */
-static bool s_exited(struct ns_engine *e, int which, char *why, size_t n)
-{
-	int st;
-
-	if (e->pid[which] <= 0)
-		return true;
-	if (waitpid(e->pid[which], &st, WNOHANG) != e->pid[which])
-		return false;
-	s_status_text(st, why, n);
-	kill(-e->pid[which], SIGKILL);
-	e->pid[which] = 0;
-	return true;
-}
-
-static void s_write_procs(struct ns_engine *e)
-{
-	FILE *f;
-	char tmp[PATH_MAX + 8];
-
-	if (!e->procs_path[0])
-		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", e->procs_path);
-	f = fopen(tmp, "w");
-	if (!f)
-		return;
-	fprintf(f, "nsctl %d\n", (int)getpid());
-	for (int i = 0; i < NS_PROC_COUNT; i++)
-		if (e->pid[i] > 0)
-			fprintf(f, "%s %d%s%s\n", s_names[i], (int)e->pid[i],
-				e->o.wrap[i] ? " wrapped:" : "", e->o.wrap[i] ? e->o.wrap[i] : "");
-	if (e->router_pid > 0)
-		fprintf(f, "nsrouter %d\n", (int)e->router_pid);
-	fprintf(f, "model %s\n", e->model_path);
-	if (fclose(f) == 0)
-		rename(tmp, e->procs_path);
-	else
-		unlink(tmp);
-}
-
-/* The RAM tier: nsio loads the plan's RAM windows when it is given the same --ram-budget as
- * nsplan (it waits for nsplan's first publish). buf: at least 32 bytes, kept by the caller. */
-static size_t s_nsio_ram_args(const struct ns_engine *e, const char **args, char *buf,
-			      size_t buflen)
-{
-	if (e->o.no_plan || !e->o.ram_budget)
-		return 0;
-	snprintf(buf, buflen, "%llu", (unsigned long long)e->o.ram_budget);
-	args[0] = "--ram-budget";
-	args[1] = buf;
-	return 2;
-}
-
-static int s_start_nsio(struct ns_engine *e)
-{
-	char la[16], br[32], ram[32];
-	const char *args[20];
-	size_t n = 0;
-	uint32_t gen = atomic_load(&e->s->ctl->nsio_gen);
 	uint64_t t0 = ns_now_ns();
-	char why[128];
-	int rc;
+	pid_t was = e->child[NS_PROC_NSIO].pid;
 
-	snprintf(la, sizeof(la), "%d", e->o.lookahead);
-	n += s_nsio_ram_args(e, args + n, ram, sizeof(ram));
-	args[n++] = "--session";
-	args[n++] = e->s->id;
-	args[n++] = "--model";
-	args[n++] = e->model_path;
-	args[n++] = "--lookahead";
-	args[n++] = la;
-	if (e->o.run_ahead > 0) {
-		snprintf(br, sizeof(br), "%llu", (unsigned long long)e->o.block_rows);
-		args[n++] = "--run-ahead";
-		if (e->o.block_rows) { /* nsio's own default is 0: as large as fits */
-			args[n++] = "--block-rows";
-			args[n++] = br;
-		}
-	}
-	if (!e->o.verbose)
-		args[n++] = "--quiet";
-	args[n] = NULL;
-	rc = s_spawn(e, NS_PROC_NSIO, args, &e->pid[NS_PROC_NSIO]);
-	if (rc < 0)
-		return ns_errf(e->err, sizeof(e->err), "cannot start nsio: %s", strerror(-rc)), rc;
 	for (;;) {
-		if (s_exited(e, NS_PROC_NSIO, why, sizeof(why))) {
-			ns_errf(e->err, sizeof(e->err), "nsio did not start (%s)%s", why,
-				strstr(why, "status 2") ? "; see its message above" : "");
-			return strstr(why, "status 2") ? -ENOSPC : -EIO;
+		if (nse_reap(&e->child[NS_PROC_NSIO].pid, st, NULL, 0)) {
+			nse_keeper_child(e, was, false);
+			return -ECHILD;
 		}
 		if (atomic_load(&e->s->ctl->nsio_gen) != gen &&
 		    atomic_load(&e->s->ctl->nsio_state) == NS_NSIO_RUNNING)
@@ -276,99 +105,12 @@ static int s_start_nsio(struct ns_engine *e)
 	}
 }
 
-static int s_start_plan(struct ns_engine *e)
+static int s_hello(struct ns_engine *e)
 {
-	char mem[32], ram[32], ctx[16], vram[32], reserve[32], stats[PATH_MAX + 8];
-	const char *args[24];
-	size_t n = 0;
-
-	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)e->o.mem_budget);
-	snprintf(ram, sizeof(ram), "%llu", (unsigned long long)e->o.ram_budget);
-	snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);
-	snprintf(reserve, sizeof(reserve), "%llu", (unsigned long long)e->o.reserve_vram);
-	snprintf(ctx, sizeof(ctx), "%u", e->o.n_ctx);
-	args[n++] = "--session";
-	args[n++] = e->s->id;
-	args[n++] = e->model_path;
-	args[n++] = "--mem-budget";
-	args[n++] = mem;
-	args[n++] = "--ram-budget";
-	args[n++] = ram;
-	args[n++] = "--vram-budget";
-	args[n++] = vram;
-	if (e->o.reserve_vram) {
-		args[n++] = "--reserve-vram";
-		args[n++] = reserve;
-	}
-	args[n++] = "-c";
-	args[n++] = ctx;
-	if (e->o.expert_stats) { /* re-read on SIGHUP (ns_engine_warmup); empty until then */
-		int fd;
-
-		if (snprintf(stats, sizeof(stats), NSE_PLAN_STATS_FMT, e->o.expert_stats) >=
-		    (int)sizeof(stats))
-			return -ENAMETOOLONG;
-		fd = open(stats, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			close(fd);
-		args[n++] = "--stats";
-		args[n++] = stats;
-	}
-	if (!e->o.verbose)
-		args[n++] = "--quiet";
-	args[n] = NULL;
-	return s_spawn(e, NS_PROC_NSPLAN, args, &e->pid[NS_PROC_NSPLAN]);
-}
-
-static int s_start_compute(struct ns_engine *e)
-{
-	char th[16], br[32], la[16], ctx[16], vram[32], par[16];
-	const char *args[30];
-	size_t n = 0;
-	zmq_msg_t msg;
 	struct ns_cmsg_hello h;
-	int rc;
+	zmq_msg_t msg;
+	int rc = nse_recv(e, &msg, 120000);
 
-	snprintf(th, sizeof(th), "%d", e->o.threads);
-	snprintf(br, sizeof(br), "%llu", (unsigned long long)e->o.block_rows);
-	snprintf(la, sizeof(la), "%d", e->o.lookahead);
-	snprintf(ctx, sizeof(ctx), "%u", e->o.n_ctx);
-	args[n++] = "--session";
-	args[n++] = e->s->id;
-	args[n++] = "--model";
-	args[n++] = e->model_path;
-	args[n++] = "--backend";
-	args[n++] = e->o.backend;
-	args[n++] = "--threads";
-	args[n++] = th;
-	args[n++] = "--block-rows";
-	args[n++] = br;
-	args[n++] = "--lookahead";
-	args[n++] = la;
-	args[n++] = "-c";
-	args[n++] = ctx;
-	args[n++] = "--ctl";
-	args[n++] = e->endpoint;
-	if (e->o.act_q8) {
-		args[n++] = "--act";
-		args[n++] = "q8";
-	}
-	if (e->o.n_seq > 1) { /* KV-cache slots for ns_engine_step */
-		snprintf(par, sizeof(par), "%u", e->o.n_seq);
-		args[n++] = "--parallel";
-		args[n++] = par;
-	}
-	if (strcmp(e->o.backend, "cpu")) { /* the GPU arena: nsplan placed weights in it */
-		snprintf(vram, sizeof(vram), "%llu", (unsigned long long)e->o.vram_budget);
-		args[n++] = "--vram-budget";
-		args[n++] = vram;
-	}
-	args[n] = NULL;
-	rc = s_spawn(e, NS_PROC_NSCOMPUTE, args, &e->pid[NS_PROC_NSCOMPUTE]);
-	if (rc < 0)
-		return ns_errf(e->err, sizeof(e->err), "cannot start nscompute: %s",
-			       strerror(-rc)), rc;
-	rc = nse_recv(e, &msg, 120000);
 	if (rc < 0)
 		return rc;
 	rc = ns_cmsg_dec_hello(zmq_msg_data(&msg), zmq_msg_size(&msg), &h);
@@ -381,10 +123,137 @@ static int s_start_compute(struct ns_engine *e)
 	return 0;
 }
 
+/* Start child p and wait until it serves (nsio: its generation; nscompute: HELLO). An nsio
+ * killed while it starts is started again, as it would be later; one that exits refused. */
+static int s_start_child(struct ns_engine *e, enum ns_engine_proc p)
+{
+	struct nse_child *c = &e->child[p];
+	char why[128];
+	int rc, st;
+
+	for (;;) {
+		uint32_t gen = atomic_load(&e->s->ctl->nsio_gen);
+
+		rc = s_spawn(e, p);
+		if (rc == 0 && p == NS_PROC_NSIO)
+			rc = s_nsio_ready(e, gen, &st);
+		if (rc != -ECHILD)
+			break;
+		nse_status_text(st, why, sizeof(why));
+		if (WIFEXITED(st) && WEXITSTATUS(st) == NS_EXIT_FOREIGN) {
+			ns_errf(e->err, sizeof(e->err), "%s stopped: a segment of session %s is not "
+				"ours (its line above names it)", nse_name(p), e->id);
+			rc = -EPERM;
+			break;
+		}
+		if (!WIFSIGNALED(st) || ++c->restarts > s_table[p].max_restarts) {
+			bool bad_input = WIFEXITED(st) && WEXITSTATUS(st) == 2;
+
+			ns_errf(e->err, sizeof(e->err), "%s did not start (%s)%s", nse_name(p), why,
+				bad_input ? "; see its message above" : "");
+			rc = bad_input ? -ENOSPC : -EIO;
+			break;
+		}
+		fprintf(stderr, "nsctl: %s died (%s) while starting; restarting it on session "
+			"%s\n", nse_name(p), why, e->id);
+	}
+	if (rc == 0 && p == NS_PROC_NSCOMPUTE)
+		rc = s_hello(e);
+	nse_write_procs(e);
+	return rc;
+}
+
+static bool s_has_experts(const struct ns_model *m)
+{
+	for (uint64_t i = 0; i < m->n_tensors; i++)
+		if (ns_tensor_is_expert(m->tensors[i].name))
+			return true;
+	return false;
+}
+
+/* Which children run, and from which executables. */
+static int s_table_setup(struct ns_engine *e)
+{
+	const char *r = getenv("NS_NSROUTER");
+
+	for (int p = 0; p < NS_PROC_COUNT; p++)
+		nse_exe_of(e, p, e->child[p].exe, sizeof(e->child[p].exe));
+	if (strcmp(e->o.backend, "cpu") && !strchr(e->child[NS_PROC_NSCOMPUTE].exe, '/')) {
+		ns_errf(e->err, sizeof(e->err), "backend '%s' needs the %s executable, which is "
+			"not built here (set $NS_NSCOMPUTE_%s to use one elsewhere)", e->o.backend,
+			e->child[NS_PROC_NSCOMPUTE].exe, !strcmp(e->o.backend, "cuda") ? "CUDA" :
+			e->o.backend);
+		return -EINVAL;
+	}
+	e->child[NS_PROC_NSPLAN].off = e->o.no_plan;
+	/* nsrouter for MoE models only; NS_NSROUTER=off runs without it */
+	e->child[NS_PROC_NSROUTER].off = (r && !strcmp(r, "off")) || !s_has_experts(e->m);
+	e->stall_ns = (uint64_t)(e->o.stall_ms ? e->o.stall_ms : S_STALL_DEFAULT_MS) * 1000000ull;
+	return 0;
+}
+
+/* A new random session id; test hook NS_TEST_SESSION_ID names it instead (with the key
+ * hook of shm/seg.h, a test plants another user's segments under the names the session
+ * will use). */
+static int s_session_id(struct ns_engine *e)
+{
+	const char *t = getenv("NS_TEST_SESSION_ID");
+	int rc;
+
+	if (t && *t) {
+		if (!ns_session_id_valid(t))
+			return ns_errf(e->err, sizeof(e->err), "NS_TEST_SESSION_ID '%s' is not "
+				       "1-16 of [A-Za-z0-9_]", t), -EINVAL;
+		snprintf(e->id, sizeof(e->id), "%s", t);
+		return 0;
+	}
+	rc = ns_session_random_id(e->id);
+	if (rc < 0)
+		ns_errf(e->err, sizeof(e->err), "getrandom: %s", strerror(-rc));
+	return rc;
+}
+
+/* The enum of a KV cache type name ns_engine_load validated (NULL: f32). */
+static int s_kv_type(const char *name)
+{
+	enum ns_kv_type t = NS_KV_F32;
+
+	if (name)
+		ns_kv_type_parse(name, &t);
+	return (int)t;
+}
+
+/* KV cache types the pass cannot keep for this model refused before anything starts: a
+ * q8_0 row needs head sizes in whole blocks of 32; the cuda pass keeps f32 only (its
+ * kernels have typed caches, ns_cuda_attention_kv, that cfwd.c does not use yet). */
+static int s_kv_check(struct ns_engine *e)
+{
+	const char *names[2] = { e->o.cache_type_k, e->o.cache_type_v };
+	struct ns_hparams hp;
+	int rc = ns_hparams_load(e->m, &hp, e->err, sizeof(e->err));
+
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		enum ns_kv_type t = (enum ns_kv_type)s_kv_type(names[i]);
+		uint32_t dim = i ? hp.head_dim_v : hp.head_dim_k;
+
+		if (!ns_kv_type_fits(t, dim)) {
+			ns_errf(e->err, sizeof(e->err), "a %s KV cache needs head sizes in blocks of "
+				"32; this model's %s heads have %u", ns_kv_type_name(t),
+				i ? "value" : "key", dim);
+			rc = -EINVAL;
+		} else if (t != NS_KV_F32 && strcmp(e->o.backend, "cpu")) {
+			ns_errf(e->err, sizeof(e->err), "backend '%s' keeps an f32 KV cache: -ctk/-ctv "
+				"f16|q8_0 run on --backend cpu only", e->o.backend);
+			rc = -EINVAL;
+		}
+	}
+	return rc;
+}
+
 int nse_start(struct ns_engine *e)
 {
-	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
-	int linger = 0, rc;
+	struct ns_session_params sp = NS_SESSION_PARAMS_DEFAULT;
+	int rc;
 
 	/* before any process: a vocabulary that does not match the embedding / LM head rows
 	 * would have the model sample ids no token spells, or feed it ids past its rows */
@@ -393,61 +262,33 @@ int nse_start(struct ns_engine *e)
 		return rc;
 	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
 	 * backend can run is refused here once, not by nscompute after nsio has started */
-	rc = ns_fwd_check(e->m, e->err, sizeof(e->err));
+	rc = ns_arch_check(e->m, NS_BACKEND_CPU | NS_BACKEND_CUDA, e->err, sizeof(e->err));
+	if (rc == 0)
+		rc = s_kv_check(e);
+	if (rc == 0)
+		rc = s_table_setup(e);
 	if (rc < 0)
 		return rc;
-	for (int i = 0; i < NS_PROC_COUNT; i++)
-		nse_find_exe(s_names[i], s_names[i], s_envs[i], e->exe[i], sizeof(e->exe[i]));
-	if (strcmp(e->o.backend, "cpu")) {
-		/* another backend is another compute executable: nscompute-<backend> */
-		char name[64], env[64];
-
-		snprintf(name, sizeof(name), "nscompute-%s", e->o.backend);
-		snprintf(env, sizeof(env), "NS_NSCOMPUTE_%s", e->o.backend);
-		for (char *c = env; *c; c++)
-			*c = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
-		nse_find_exe("nscompute", name, env, e->exe[NS_PROC_NSCOMPUTE],
-			   sizeof(e->exe[NS_PROC_NSCOMPUTE]));
-		if (!strchr(e->exe[NS_PROC_NSCOMPUTE], '/')) {
-			ns_errf(e->err, sizeof(e->err), "backend '%s' needs the %s executable, which "
-				"is not built here (set $%s to use one elsewhere)", e->o.backend,
-				name, env);
-			return -EINVAL;
-		}
-	}
-	p.arena_bytes = e->o.mem_budget;
-	rc = ns_session_create(&p, &e->s, e->err, sizeof(e->err));
+	/* the keeper first, told the id before anything of the session exists: from here on
+	 * whatever nsctl leaves behind by dying is removed */
+	rc = s_session_id(e);
 	if (rc < 0)
 		return rc;
-	if (snprintf(e->sock_path, sizeof(e->sock_path), "%s/compute.sock", e->s->rundir) >=
-		    (int)sizeof(e->sock_path) ||
-	    snprintf(e->procs_path, sizeof(e->procs_path), "%s/procs", e->s->rundir) >=
-		    (int)sizeof(e->procs_path) ||
-	    strlen(e->sock_path) >= 100) {
-		ns_errf(e->err, sizeof(e->err), "runtime dir path too long for a socket: %s",
-			e->s->rundir);
-		return -ENAMETOOLONG;
-	}
-	snprintf(e->endpoint, sizeof(e->endpoint), "ipc://%s", e->sock_path);
-	e->zctx = zmq_ctx_new();
-	e->sock = e->zctx ? zmq_socket(e->zctx, ZMQ_PAIR) : NULL;
-	if (!e->sock || zmq_setsockopt(e->sock, ZMQ_LINGER, &linger, sizeof(linger)) ||
-	    zmq_bind(e->sock, e->endpoint)) {
-		ns_errf(e->err, sizeof(e->err), "cannot bind %s: %s", e->endpoint,
-			zmq_strerror(zmq_errno()));
-		return -EIO;
-	}
-	rc = s_start_nsio(e);
-	if (rc == 0)
-		nse_router_start(e); /* engine_router.c */
-	if (rc == 0 && !e->o.no_plan)
-		rc = s_start_plan(e);
-	if (rc == 0) {
-		s_write_procs(e);
-		rc = s_start_compute(e);
-	}
-	if (rc == 0)
-		s_write_procs(e);
+	rc = nse_keeper_start(e);
+	if (rc < 0)
+		return rc;
+	sp.arena_bytes = e->o.mem_budget;
+	sp.id = e->id;
+	rc = ns_session_create(&sp, &e->s, e->err, sizeof(e->err));
+	if (rc < 0)
+		return rc;
+	if (snprintf(e->procs_path, sizeof(e->procs_path), "%s/procs", e->s->rundir) >=
+	    (int)sizeof(e->procs_path))
+		return ns_errf(e->err, sizeof(e->err), "runtime dir path too long"), -ENAMETOOLONG;
+	rc = nse_ctl_open(e);
+	for (int i = 0; i < NS_PROC_COUNT && rc == 0; i++)
+		if (!e->child[s_order[i]].off)
+			rc = s_start_child(e, s_order[i]);
 	return rc;
 }
 
@@ -459,53 +300,113 @@ static void s_no_plan(struct ns_engine *e)
 {
 	pid_t pid = (pid_t)atomic_load(&e->s->ctl->nsio_pid);
 
-	if (e->plan_gone && pid > 0 && atomic_load(&e->s->ctl->nsio_state) == NS_NSIO_RUNNING)
+	if (e->child[NS_PROC_NSPLAN].off && !e->o.no_plan && pid > 0 &&
+	    atomic_load(&e->s->ctl->nsio_state) == NS_NSIO_RUNNING)
 		kill(pid, SIGUSR2);
+}
+
+/* Child p ended with wait status st (why: its text). Restart it or not, by its policy. */
+static int s_died(struct ns_engine *e, enum ns_engine_proc p, int st, const char *why)
+{
+	struct nse_child *c = &e->child[p];
+	const struct s_desc *d = &s_table[p];
+	bool killed = WIFSIGNALED(st), said = c->stalled;
+	int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	int rc;
+
+	c->stalled = false;
+	if (code == NS_EXIT_FOREIGN) /* restarting it would meet the same segment */
+		return ns_errf(e->err, sizeof(e->err), "%s stopped: a segment of session %s is "
+			       "not ours (its line above names it); the run stops", nse_name(p),
+			       e->id), -EPERM;
+	if (d->policy == S_FATAL) {
+		if (!said)
+			ns_errf(e->err, sizeof(e->err), "%s died (%s); generation abandoned",
+				nse_name(p), why);
+		return -EPIPE;
+	}
+	if ((d->policy == S_IF_KILLED && !killed) ||
+	    (d->policy == S_HINT && (code == 0 || code == 2 || code == S_ROUTER_NO_EXPERTS))) {
+		/* it refused or finished: nothing needs it to go on */
+		c->off = true;
+		if (p == NS_PROC_NSPLAN) {
+			s_no_plan(e);
+			if (code != 0)
+				fprintf(stderr, "nsctl: nsplan ended (%s); continuing without it\n",
+					why);
+		}
+		return 0;
+	}
+	if (++c->restarts > d->max_restarts) {
+		if (d->policy == S_ALWAYS)
+			return ns_errf(e->err, sizeof(e->err), "%s died (%s) %u times; giving up",
+				       nse_name(p), why, c->restarts - 1), -EPIPE;
+		c->off = true;
+		fprintf(stderr, "nsctl: %s died %u times; going on without it\n", nse_name(p),
+			c->restarts - 1);
+		return 0;
+	}
+	if (!said && (p != NS_PROC_NSROUTER || e->o.verbose))
+		fprintf(stderr, "nsctl: %s died (%s); restarting it on session %s\n", nse_name(p),
+			why, e->id);
+	rc = s_start_child(e, p);
+	if (rc == 0 && p == NS_PROC_NSIO)
+		s_no_plan(e);
+	if (rc < 0 && d->policy != S_ALWAYS) { /* a hint or the planner: go on without */
+		c->off = true;
+		return 0;
+	}
+	return rc;
+}
+
+/* Has child p's heartbeat stood still for the stall time? Kills it if so (its death is
+ * then handled as any other) and says why; for nscompute that ends the run. */
+static int s_stall(struct ns_engine *e, enum ns_engine_proc p)
+{
+	struct nse_child *c = &e->child[p];
+	uint64_t beats = atomic_load(&e->s->ctl->beat[s_table[p].role].beats);
+	uint64_t now = ns_now_ns();
+
+	if (beats != c->beats_seen) {
+		c->beats_seen = beats;
+		c->t_beat = now;
+		return 0;
+	}
+	if (!c->t_beat || c->stalled || now - c->t_beat <= e->stall_ns)
+		return 0; /* not yet beating (starting), already handled, or in time */
+	c->stalled = true;
+	kill(-c->pid, SIGKILL); /* stopped processes die of it too */
+	kill(c->pid, SIGKILL);
+	if (s_table[p].policy == S_FATAL)
+		return ns_errf(e->err, sizeof(e->err), "%s made no progress for %.1f s (stopped "
+			       "or stuck); the run ends", nse_name(p), e->stall_ns / 1e9),
+		       -ETIMEDOUT;
+	fprintf(stderr, "nsctl: %s made no progress for %.1f s (stopped or stuck); restarting "
+		"it on session %s\n", nse_name(p), e->stall_ns / 1e9, e->id);
+	return 0;
 }
 
 int nse_supervise(struct ns_engine *e)
 {
-	char why[128];
-	int rc;
+	nse_keeper_supervise(e);
+	for (int i = NS_PROC_COUNT - 1; i >= 0; i--) { /* nscompute first: it ends the run */
+		enum ns_engine_proc p = s_order[i];
+		struct nse_child *c = &e->child[p];
+		pid_t was = c->pid;
+		char why[128];
+		int st, rc;
 
-	if (s_exited(e, NS_PROC_NSCOMPUTE, why, sizeof(why))) {
-		ns_errf(e->err, sizeof(e->err), "nscompute died (%s); generation abandoned", why);
-		return -EPIPE;
-	}
-	if (s_exited(e, NS_PROC_NSIO, why, sizeof(why))) {
-		if (++e->restarts[NS_PROC_NSIO] > S_MAX_RESTARTS) {
-			ns_errf(e->err, sizeof(e->err), "nsio died (%s) %u times; giving up", why,
-				e->restarts[NS_PROC_NSIO] - 1);
-			return -EPIPE;
+		if (c->off || was <= 0)
+			continue;
+		if (nse_reap(&c->pid, &st, why, sizeof(why))) {
+			nse_keeper_child(e, was, false);
+			rc = s_died(e, p, st, why);
+			nse_write_procs(e);
+		} else {
+			rc = s_stall(e, p);
 		}
-		fprintf(stderr, "nsctl: nsio died (%s); restarting it on session %s\n", why,
-			e->s->id);
-		rc = s_start_nsio(e);
 		if (rc < 0)
 			return rc;
-		s_write_procs(e);
-		s_no_plan(e);
-	}
-	if (e->router_pid > 0) { /* engine_router.c restarts a dead nsrouter */
-		pid_t was = e->router_pid;
-
-		nse_router_supervise(e);
-		if (e->router_pid != was)
-			s_write_procs(e);
-	}
-	if (!e->o.no_plan && !e->plan_gone && s_exited(e, NS_PROC_NSPLAN, why, sizeof(why))) {
-		if (strstr(why, "killed") && ++e->restarts[NS_PROC_NSPLAN] <= S_MAX_RESTARTS) {
-			fprintf(stderr, "nsctl: nsplan died (%s); restarting it\n", why);
-			if (s_start_plan(e) == 0)
-				s_write_procs(e);
-		} else {
-			/* it refused or finished: nothing consumes the plan yet, so go on */
-			e->plan_gone = true;
-			s_no_plan(e);
-			if (!strstr(why, "exit status 0"))
-				fprintf(stderr, "nsctl: nsplan ended (%s); continuing without it\n",
-					why);
-		}
 	}
 	return 0;
 }
@@ -516,11 +417,8 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms)
 	int rc;
 
 	for (;;) {
-		zmq_pollitem_t it = { .socket = e->sock, .events = ZMQ_POLLIN };
-		int n;
-
 		/* checked before every message, so a steady stream of tokens cannot hide a
-		 * Ctrl-C or a dead child */
+		 * Ctrl-C, a dead child or a stalled one */
 		if (nse_cancelled(e)) {
 			ns_errf(e->err, sizeof(e->err), "cancelled");
 			return -ECANCELED;
@@ -531,13 +429,8 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms)
 				return rc;
 			e->t_supervise = ns_now_ns();
 		}
-		n = zmq_poll(&it, 1, 50);
-		if (n > 0) {
-			zmq_msg_init(msg);
-			if (zmq_msg_recv(msg, e->sock, ZMQ_DONTWAIT) >= 0)
-				return 0;
-			zmq_msg_close(msg);
-		}
+		if (nse_ctl_poll(e, msg, 50))
+			return 0;
 		if (timeout_ms && ns_now_ns() - t0 > timeout_ms * 1000000ull) {
 			ns_errf(e->err, sizeof(e->err), "nscompute did not answer within %llu s",
 				(unsigned long long)(timeout_ms / 1000));
@@ -550,12 +443,11 @@ int nse_send(struct ns_engine *e, const void *buf, int n)
 {
 	if (n < 0)
 		return ns_errf(e->err, sizeof(e->err), "message too large"), n;
-	while (zmq_send(e->sock, buf, (size_t)n, ZMQ_DONTWAIT) < 0) {
-		int rc;
+	for (;;) {
+		int rc = nse_ctl_try_send(e, buf, (size_t)n);
 
-		if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
-			return ns_errf(e->err, sizeof(e->err), "control socket: %s",
-				       zmq_strerror(zmq_errno())), -EPIPE;
+		if (rc != -EAGAIN)
+			return rc;
 		if (nse_cancelled(e))
 			return ns_errf(e->err, sizeof(e->err), "cancelled"), -ECANCELED;
 		rc = nse_supervise(e);
@@ -563,66 +455,47 @@ int nse_send(struct ns_engine *e, const void *buf, int n)
 			return rc;
 		usleep(1000);
 	}
-	return 0;
 }
 
-/* Remove any /dev/shm entry left with the session's prefix (a killed nsplan's plan). */
-static void s_sweep_shm(const char *id)
+/* A child that did not exit 0 when asked to stop says something is wrong (a sanitizer
+ * report, a crash in teardown): one line on stderr. */
+static void s_report_exit(enum ns_engine_proc p, int st)
 {
-	char user[64], pre[128], path[512];
-	struct dirent *de;
-	DIR *d = opendir("/dev/shm");
+	char why[128];
 
-	if (!d)
-		return;
-	ns_seg_user(user, sizeof(user));
-	snprintf(pre, sizeof(pre), "ns-%s-%s-", user, id);
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, pre, strlen(pre)) == 0) {
-			snprintf(path, sizeof(path), "/%s", de->d_name);
-			shm_unlink(path);
-		}
-	}
-	closedir(d);
+	if (st == -1 || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		return; /* -1: nse_stop said it already */
+	nse_status_text(st, why, sizeof(why));
+	fprintf(stderr, "nsctl: %s ended with %s at shutdown\n", nse_name(p), why);
 }
 
 void nse_teardown(struct ns_engine *e)
 {
-	char id[NS_SESSION_ID_LEN + 1];
+	struct nse_child *cc = &e->child[NS_PROC_NSCOMPUTE];
 
-	if (e->sock && e->pid[NS_PROC_NSCOMPUTE] > 0) {
+	if (e->sock && cc->pid > 0) { /* nscompute first, asked politely */
 		uint8_t q[NS_CMSG_HDR];
-		int n = ns_cmsg_enc_quit(q, sizeof(q));
+		char why[128];
+		int st;
 
-		zmq_send(e->sock, q, (size_t)n, ZMQ_DONTWAIT);
-		for (int i = 0; i < 200; i++) {
-			char why[128];
-
-			if (s_exited(e, NS_PROC_NSCOMPUTE, why, sizeof(why))) {
-				if (strcmp(why, "exit status 0"))
-					fprintf(stderr, "nsctl: nscompute ended with %s at "
-						"shutdown\n", why);
-				break;
-			}
-			usleep(5000);
+		nse_ctl_try_send(e, q, (size_t)ns_cmsg_enc_quit(q, sizeof(q)));
+		for (int i = 0; i < 200 && cc->pid > 0; i++) {
+			if (nse_reap(&cc->pid, &st, why, sizeof(why)))
+				s_report_exit(NS_PROC_NSCOMPUTE, st);
+			else
+				usleep(5000);
 		}
 	}
-	s_stop_child(e, NS_PROC_NSCOMPUTE);
-	s_stop_child(e, NS_PROC_NSPLAN);
-	nse_router_stop(e);
-	s_stop_child(e, NS_PROC_NSIO);
-	if (e->sock)
-		zmq_close(e->sock);
-	if (e->zctx)
-		zmq_ctx_term(e->zctx);
-	e->sock = e->zctx = NULL;
-	if (e->sock_path[0])
-		unlink(e->sock_path);
+	for (int i = NS_PROC_COUNT - 1; i >= 0; i--) {
+		struct nse_child *c = &e->child[s_order[i]];
+
+		if (c->pid > 0)
+			s_report_exit(s_order[i], nse_stop(c->pid, nse_name(s_order[i])));
+		c->pid = 0;
+	}
+	nse_ctl_close(e);
 	if (e->procs_path[0])
 		unlink(e->procs_path);
-	if (e->s) {
-		snprintf(id, sizeof(id), "%s", e->s->id);
-		ns_session_destroy(&e->s);
-		s_sweep_shm(id);
-	}
+	ns_session_destroy(&e->s); /* every segment of the session and its runtime dir */
+	nse_keeper_stop(e);        /* nothing left for it to remove */
 }

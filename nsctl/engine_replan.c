@@ -3,7 +3,7 @@
  * (layer, expert) from the router decisions nscompute publishes); the difference across one
  * evaluation is written to the file nsplan plans from, nsplan re-reads it on SIGHUP and
  * publishes the next plan generation (hot experts pinned in the RAM budget), and nsio loads
- * its RAM windows between requests (nsio/ramcache.h); we wait for each step, bounded by the
+ * its RAM windows between requests (shm/ram_seg.h); we wait for each step, bounded by the
  * caller's time. */
 #include <errno.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "ns_util.h"
 #include "plan_shm.h"
 #include "plan_stats.h"
-#include "ramcache.h"
+#include "ram_seg.h"
 #include "session.h"
 #include "summary.h"
 
@@ -125,21 +125,11 @@ static uint32_t s_plan_gen(const char *session)
  * in RAM: no loading to wait for). */
 static uint32_t s_nsio_gen(const char *session)
 {
-	struct ns_seg seg;
 	char err[NS_ERR_LEN];
-	uint32_t gen = UINT32_MAX;
+	uint64_t gen;
 
-	if (ns_seg_open(&seg, session, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, false, err,
-			sizeof(err)))
-		return gen;
-	if (seg.size >= 128 + sizeof(struct nsio_ram_dir)) {
-		struct nsio_ram_dir *d = (struct nsio_ram_dir *)((uint8_t *)seg.base + 128);
-
-		if (d->magic == NSIO_RAM_MAGIC)
-			gen = (uint32_t)atomic_load(&d->plan_gen);
-	}
-	ns_seg_unmap(&seg);
-	return gen;
+	return ns_ram_seg_loaded(session, &gen, err, sizeof(err)) == 0 ? (uint32_t)gen
+								       : UINT32_MAX;
 }
 
 /* Sleep 10 ms; false when the deadline passed or the caller cancelled. */
@@ -203,8 +193,8 @@ int ns_engine_warmup(struct ns_engine *e, const char *text, bool chat, const cha
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (!e->o.expert_stats || e->o.no_plan || !e->pid[NS_PROC_NSPLAN] || e->router_off ||
-	    !e->router_pid)
+	if (!e->o.expert_stats || e->o.no_plan || !e->child[NS_PROC_NSPLAN].pid ||
+	    !e->child[NS_PROC_NSROUTER].pid)
 		return ns_errf(e->err, sizeof(e->err), "--warmup needs an expert statistics file, "
 			       "nsplan and nsrouter (a MoE model)"), -EINVAL;
 	if (ns_hparams_load(e->m, &hp, err, sizeof(err)) || !hp.n_expert || !hp.n_layer)
@@ -244,8 +234,8 @@ int ns_engine_warmup(struct ns_engine *e, const char *text, bool chat, const cha
 		t_pass = ns_now_ns();
 		do {
 			/* ask nsrouter to write its counts now rather than at its 2 s tick */
-			if (e->router_pid > 0)
-				kill(e->router_pid, SIGUSR1);
+			if (e->child[NS_PROC_NSROUTER].pid > 0)
+				kill(e->child[NS_PROC_NSROUTER].pid, SIGUSR1);
 			nsplan_stats_free(&b);
 			if ((rc = s_load(e->o.expert_stats, &hp, &b)) < 0)
 				goto out;
@@ -269,13 +259,13 @@ int ns_engine_warmup(struct ns_engine *e, const char *text, bool chat, const cha
 	}
 	out->hits = (uint64_t)sel;
 	/* 2. nsplan publishes the next generation */
-	old = s_plan_gen(e->s->id);
-	if (kill(e->pid[NS_PROC_NSPLAN], SIGHUP)) {
+	old = s_plan_gen(e->id);
+	if (kill(e->child[NS_PROC_NSPLAN].pid, SIGHUP)) {
 		rc = -errno;
 		ns_errf(e->err, sizeof(e->err), "cannot signal nsplan: %s", strerror(-rc));
 		goto out;
 	}
-	while ((now = s_plan_gen(e->s->id)) <= old && s_tick(e, t_end))
+	while ((now = s_plan_gen(e->id)) <= old && s_tick(e, t_end))
 		;
 	if (now <= old) {
 		rc = -ETIMEDOUT;
@@ -285,9 +275,9 @@ int ns_engine_warmup(struct ns_engine *e, const char *text, bool chat, const cha
 	}
 	out->generation = now;
 	/* 3. nsio loads its RAM windows (UINT32_MAX: it holds nothing in RAM) */
-	while (s_nsio_gen(e->s->id) < now && s_tick(e, t_end))
+	while (s_nsio_gen(e->id) < now && s_tick(e, t_end))
 		;
-	if (s_nsio_gen(e->s->id) < now) {
+	if (s_nsio_gen(e->id) < now) {
 		rc = -ETIMEDOUT;
 		ns_errf(e->err, sizeof(e->err), "nsio did not load plan generation %u in time",
 			now);

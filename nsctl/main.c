@@ -20,9 +20,11 @@ static const struct command s_commands[] = {
 	{ "ps", cmd_ps, "live sessions, their processes, pids and counters: nsctl ps [--json]" },
 	{ "mkmodel", cmd_mkmodel, "write a random-weight model: nsctl mkmodel --preset NAME -o FILE" },
 	{ "plan", cmd_plan, "residency plan under budgets: nsctl plan MODEL [--ram-budget B] [--mem-budget B] [-c CTX] [--json]" },
+	{ "image", cmd_image, "an image through the vision tower: nsctl image MODEL_OR_MMPROJ --image FILE [-o FILE] [--max-patches N]" },
 	{ "tensor", cmd_tensor, "dequantize a tensor to raw float32: nsctl tensor MODEL NAME [--rows A:B] -o FILE" },
 	{ "tokenize", cmd_tokenize, "text to ids: nsctl tokenize MODEL [--json] [--chat] [--] TEXT" },
 	{ "detokenize", cmd_detokenize, "token ids to text: nsctl detokenize MODEL IDS" },
+	{ "pull", cmd_pull, "a model from the Hugging Face hub: nsctl pull REPO[:QUANT|/FILE] [-o DIR]" },
 };
 
 static void s_usage(FILE *f)

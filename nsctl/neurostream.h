@@ -15,16 +15,20 @@
  *   ns_engine_free(&e);                                   // stops the processes, unlinks shm
  *
  * Behind the calls: a private session (runtime dir + shm segments), an nsio process streaming
- * the weights under the budget, an nsplan process publishing the residency plan, and an
- * nscompute process running the forward pass, all children of the caller. The caller owns the
- * session: ns_engine_free (or a failed load) stops every child and removes every segment and
- * the runtime directory. nsio or nsplan dying is survived (restarted on the same session);
- * nscompute dying fails the call in progress with -EPIPE.
+ * the weights under the budget, an nsplan process publishing the residency plan, an nscompute
+ * process running the forward pass and, for MoE models, an nsrouter process prefetching the
+ * experts, all children of the caller. The caller owns the session: ns_engine_free (or a
+ * failed load) stops every child and removes every segment and the runtime directory; if the
+ * caller dies instead, a small keeper process forked at load stops the children and removes
+ * the session within about a second. nsio, nsplan or nsrouter dying or stalling (opts.stall_ms)
+ * is survived (restarted on the same session); nscompute dying fails the call in progress with
+ * -EPIPE, stalling with -ETIMEDOUT.
  *
- * Children are found as $NS_NSIO / $NS_NSCOMPUTE / $NS_NSPLAN, else under $NS_BUILD_ROOT, else
+ * Children are found as $NS_NSIO / $NS_NSCOMPUTE / $NS_NSPLAN / $NS_NSROUTER (NS_NSROUTER=off:
+ * none), else under $NS_BUILD_ROOT, else
  * next to the running executable (build tree: ../nsio/nsio; installed: same directory), else
  * on PATH. A backend other than cpu is the executable nscompute-<backend> (build tree:
- * nscompute/nscompute-cuda), started with the same arguments and protocol (ctl_proto.h).
+ * nscompute/nscompute-cuda), started with the same arguments and protocol (proto/ctl_msg.h).
  *
  * Threads: an engine is used by one thread at a time; ns_engine_cancel may be called from any
  * thread or a signal handler. */
@@ -42,7 +46,8 @@ enum ns_engine_proc {
 	NS_PROC_NSIO = 0,
 	NS_PROC_NSCOMPUTE = 1,
 	NS_PROC_NSPLAN = 2,
-	NS_PROC_COUNT = 3,
+	NS_PROC_NSROUTER = 3,  /* MoE models only */
+	NS_PROC_COUNT = 4,
 };
 
 struct ns_engine_opts {
@@ -65,6 +70,10 @@ struct ns_engine_opts {
 	bool act_q8;           /* cpu backend: quantize activations to int8 per 32 for the dot
 				* products, as llama.cpp does (faster 4-bit kernels; error bound in
 				* nscompute/kernels/gemv.h); default: exact float activations */
+	const char *cache_type_k; /* KV cache element types (llama.cpp's -ctk / -ctv): "f32"
+				   * (NULL: exact, the default), "f16" or "q8_0" (head sizes
+				   * multiples of 32); an unknown name fails the load (-EINVAL) */
+	const char *cache_type_v;
 	bool no_plan;          /* do not start nsplan */
 	int run_ahead;         /* nsio reads ahead along the per-token order of the matrices
 				* (blocks cut as nscompute cuts them, each tensor after its
@@ -72,6 +81,13 @@ struct ns_engine_opts {
 				* < 0 (ns_engine_opts_default): on for dense models (an MoE
 				* model's experts are nsrouter's; its arena is kept for them) */
 	bool verbose;          /* let the children print their informational lines */
+	uint32_t stall_ms;     /* a child whose heartbeat does not move for this long is taken
+				* for stopped or stuck: nsio, nsplan and nsrouter are killed and
+				* restarted (said on stderr), a stalled nscompute ends the call
+				* in progress with -ETIMEDOUT; 0: 10000 (10 s). Idle processes
+				* beat every 100 ms, nscompute at every weight block, token and
+				* wait, so only a single product running longer than this would
+				* be mistaken for a hang */
 	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is

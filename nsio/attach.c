@@ -49,14 +49,14 @@ static int s_open_session(struct nsio *s)
 		rc = ns_session_create(&p, &s->sess, err, sizeof(err));
 		if (rc) {
 			fprintf(stderr, "nsio: cannot create session: %s\n", err);
-			return rc == -EINVAL ? 2 : 1;
+			return rc == -EINVAL ? 2 : rc == -EPERM ? NS_EXIT_FOREIGN : 1;
 		}
 		s->created_session = true;
 		if (!s->o.quiet)
 			printf("nsio: created session %s\n", s->sess->id);
 	} else if (rc) {
 		fprintf(stderr, "nsio: cannot attach session %s: %s\n", s->o.session, err);
-		return 1;
+		return rc == -EPERM ? NS_EXIT_FOREIGN : 1;
 	} else {
 		ns_session_set_owner(s->sess, false);
 		if (s->o.mem_budget && s->o.mem_budget != s->sess->ctl->budget_bytes) {
@@ -171,7 +171,8 @@ int nsio_attach(struct nsio *s)
 	uint64_t gen, dropped, quarantined = 0;
 	int rc;
 
-	rc = ns_model_open(s->o.model_path, &s->model, err, sizeof(err));
+	rc = ns_model_open_flags(s->o.model_path, NS_MODEL_OPEN_NO_VOCAB, &s->model, err,
+				 sizeof(err));
 	if (rc) {
 		fprintf(stderr, "nsio: %s\n", err);
 		return rc == -ENOMEM ? 1 : 2; /* missing, unreadable or malformed: bad input */

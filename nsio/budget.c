@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "arena.h"
 #include "nsio.h"
 #include "ns_util.h"
-#include "plan.h"
 
 uint64_t nsio_min_budget(const struct ns_model *m, uint32_t lookahead, uint32_t align,
 			 uint64_t *worst_tensor, uint64_t *worst_span)
@@ -34,62 +34,35 @@ uint64_t nsio_min_budget(const struct ns_model *m, uint32_t lookahead, uint32_t 
 	return best;
 }
 
-/* Consumption rank of a layer's matrix: llama.c's order (forward/llama.c, moe.c). */
-static const char *const s_layer_order[] = {
-	"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
-	"ffn_gate_inp.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
-};
-
-struct s_sched_key {
-	uint64_t layer; /* 0: before the layers; blk.L: L + 1; the output head: last */
-	uint64_t rank;  /* within the layer */
-	uint32_t tensor;
-};
-
-static int s_key_cmp(const void *a, const void *b)
+/* The matrices one decoded token multiplies whole, in the order the forward pass reads them:
+ * the MATRIX steps of the model bound to the architecture table (modelfile/arch.h; the
+ * output head last, a tied token_embd there too). Left out: held tensors (read once at
+ * start), rows of an embedding table (which rows is not known ahead) and routed experts
+ * (nsrouter plans those). A file the table cannot bind (nsctl refuses such a model before
+ * nsio starts; tests serve raw tensor sets) is taken in file order, every tensor of more than
+ * one row. order: (n_tensors) capacity. */
+static uint64_t s_token_order(const struct ns_model *m, uint32_t *order)
 {
-	const struct s_sched_key *x = a, *y = b;
+	struct ns_arch_model *am = NULL;
+	char err[NS_ERR_LEN];
+	uint64_t n = 0;
 
-	if (x->layer != y->layer)
-		return x->layer < y->layer ? -1 : 1;
-	if (x->rank != y->rank)
-		return x->rank < y->rank ? -1 : 1;
-	return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
-}
-
-/* Whether a decoded token reads tensor t whole, in order, and where it sits in that order.
- * Left out: held tensors (read once at start), the rows of an untied token embedding (one
- * per token, which one is not known ahead) and routed experts (nsrouter's job). */
-static bool s_sched_key(const struct ns_model *m, uint32_t i, bool tied,
-			struct s_sched_key *k)
-{
-	const struct ns_model_tensor *t = &m->tensors[i];
-	unsigned layer;
-	int n = 0;
-
-	if (t->n_rows == 0 || t->row_bytes == 0 || nsplan_tensor_held(t) ||
-	    strstr(t->name, "_exps"))
-		return false;
-	*k = (struct s_sched_key){ .layer = 0, .rank = i, .tensor = i };
-	if (!strcmp(t->name, "token_embd.weight")) {
-		if (!tied)
-			return false;
-		k->layer = UINT64_MAX; /* tied: it is the output head */
-	} else if (!strcmp(t->name, "output.weight")) {
-		k->layer = UINT64_MAX;
-	} else if (sscanf(t->name, "blk.%u.%n", &layer, &n) == 1 && n > 0) {
-		k->layer = (uint64_t)layer + 1;
-		k->rank = NS_ARRAY_LEN(s_layer_order) + (uint64_t)i;
-		for (size_t j = 0; j < NS_ARRAY_LEN(s_layer_order); j++)
-			if (!strcmp(t->name + n, s_layer_order[j]))
-				k->rank = j;
+	if (ns_arch_bind(m, &am, err, sizeof(err)) < 0) {
+		for (uint64_t i = 0; i < m->n_tensors; i++)
+			if (m->tensors[i].n_rows > 1)
+				order[n++] = (uint32_t)i;
+		return n;
 	}
-	return true;
+	for (uint64_t i = 0; i < am->n_steps; i++)
+		if (am->steps[i].role == NS_ROLE_MATRIX)
+			order[n++] = am->steps[i].tensor;
+	ns_arch_model_free(&am);
+	return n;
 }
 
-/* The per-token order of a dense model: the matrices a decoded token reads (s_sched_key), in
- * the order the forward pass reads them (by layer, llama.c's order inside one, the output
- * head last), each from the end of its RAM-resident prefix (once the RAM tier is loaded) and
+/* The per-token order of a dense model: the matrices a decoded token reads, in the order the
+ * forward pass reads them (s_token_order), each from the end of its RAM-resident prefix
+ * (once the RAM tier is loaded) and
  * cut into blocks exactly as ns_stream_linear cuts them for --block-rows (0: as large as the
  * arena allows) and --lookahead. nsio reads along it ahead of the consumer; a READ for
  * exactly one of these blocks is then served from the read-ahead. Built at attach and again
@@ -97,9 +70,8 @@ static bool s_sched_key(const struct ns_model *m, uint32_t i, bool tied,
 int nsio_build_schedule(struct nsio *s)
 {
 	const struct ns_model *m = s->model;
-	const bool tied = ns_model_find(m, "output.weight") == NULL;
-	struct s_sched_key *keys;
-	uint64_t n = 0, cap = 0, nk = 0;
+	uint32_t *order;
+	uint64_t n = 0, cap = 0, nk;
 
 	free(s->sched);
 	free(s->sched_first);
@@ -108,21 +80,18 @@ int nsio_build_schedule(struct nsio *s)
 	s->sched = NULL;
 	s->sched_first = s->sched_rows = s->sched_start = NULL;
 	s->n_sched = s->ahead_next = 0;
-	keys = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*keys));
+	order = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*order));
 	s->sched_first = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(uint64_t));
 	s->sched_rows = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(uint64_t));
 	s->sched_start = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(uint64_t));
-	if (!keys || !s->sched_first || !s->sched_rows || !s->sched_start) {
-		free(keys);
+	if (!order || !s->sched_first || !s->sched_rows || !s->sched_start) {
+		free(order);
 		return -ENOMEM;
 	}
-	for (uint64_t i = 0; i < m->n_tensors; i++)
-		if (s_sched_key(m, (uint32_t)i, tied, &keys[nk]))
-			nk++;
-	qsort(keys, nk, sizeof(*keys), s_key_cmp);
+	nk = s_token_order(m, order);
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint64_t j = 0; j < nk; j++) {
-			const uint32_t i = keys[j].tensor;
+			const uint32_t i = order[j];
 			const struct ns_model_tensor *t = &m->tensors[i];
 			uint64_t rows, need, r0 = 0;
 
@@ -154,12 +123,12 @@ int nsio_build_schedule(struct nsio *s)
 				break;
 			s->sched = calloc(cap, sizeof(*s->sched));
 			if (!s->sched) {
-				free(keys);
+				free(order);
 				return -ENOMEM;
 			}
 		}
 	}
-	free(keys);
+	free(order);
 	s->n_sched = n;
 	return 0;
 }

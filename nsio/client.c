@@ -86,6 +86,9 @@ static int s_push(struct ns_client *c, const struct ns_req_rec *r)
 		atomic_store(&s->req_waiting, 1);
 		rc = ns_futex_wait(&s->req_head, h, S_WAIT_NS / 10);
 		atomic_store(&s->req_waiting, 0);
+		ns_beat(c->ctl, c->o.beat_role);
+		if (c->o.cancel && *c->o.cancel)
+			return -ECANCELED;
 		if (rc == -ETIMEDOUT && (rc = s_check_dead(c)) < 0)
 			return rc;
 	}
@@ -291,6 +294,8 @@ int ns_client_open(const char *session, const struct ns_client_opts *o, struct n
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
 	c->o.attach_timeout_ms = o && o->attach_timeout_ms ? o->attach_timeout_ms : 10000;
 	c->o.dead_timeout_ms = o && o->dead_timeout_ms ? o->dead_timeout_ms : 15000;
+	c->o.beat_role = o ? o->beat_role : 0;
+	c->o.cancel = o ? o->cancel : NULL;
 	/* the session may still be being created (by nsio itself): retry until the timeout */
 	for (uint64_t t0 = ns_now_ns();;) {
 		rc = ns_session_attach(session, false, &c->sess, err, errlen);
@@ -303,6 +308,7 @@ int ns_client_open(const char *session, const struct ns_client_opts *o, struct n
 	if (rc)
 		goto fail;
 	c->ctl = c->sess->ctl;
+	ns_beat_hello(c->ctl, c->o.beat_role, (int32_t)getpid());
 	rc = s_wait_running(c->ctl, c->o.attach_timeout_ms);
 	if (rc) {
 		ns_errf(err, errlen, "session %s: no running nsio after %llu ms", session,
@@ -422,6 +428,11 @@ uint32_t ns_client_default_lookahead(const struct ns_client *c)
 	return atomic_load(&c->ctl->lookahead);
 }
 
+void ns_client_beat(struct ns_client *c)
+{
+	ns_beat(c->ctl, c->o.beat_role);
+}
+
 struct ns_ctl *ns_client_ctl(struct ns_client *c)
 {
 	return c->ctl;
@@ -512,6 +523,9 @@ int ns_client_wait(struct ns_client *c, uint64_t ticket, struct ns_block *b)
 		}
 		rc = ns_futex_wait(&s->cpl_tail, tail, S_WAIT_NS);
 		atomic_store(&s->cpl_waiting, 0);
+		ns_beat(c->ctl, c->o.beat_role); /* waiting on nsio is not being stuck */
+		if (c->o.cancel && *c->o.cancel)
+			return -ECANCELED;
 		if (rc == -ETIMEDOUT && (rc = s_check_dead(c)) < 0)
 			return rc;
 	}

@@ -29,6 +29,7 @@
 #ifndef NSIO_CLIENT_H
 #define NSIO_CLIENT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,6 +41,12 @@ struct ns_ctl;
 struct ns_client_opts {
 	uint64_t attach_timeout_ms; /* wait this long for nsio to be RUNNING at open (10000) */
 	uint64_t dead_timeout_ms;   /* give up on a dead nsio after this long (15000) */
+	volatile sig_atomic_t *cancel; /* when it becomes non-zero, a wait for nsio returns
+				     * -ECANCELED within 100 ms (a SIGTERM flag); NULL: never */
+	uint32_t beat_role;         /* enum ns_beat_role (shm/layout.h) the caller beats as: the
+				     * client beats it at open and in every wait for nsio, so a
+				     * process waiting on a stopped nsio does not look stopped
+				     * itself; 0: none */
 };
 
 /* A block of whole rows in the arena. data stays valid until ns_client_retire(). */
@@ -80,6 +87,9 @@ uint32_t ns_client_max_outstanding(const struct ns_client *c);
 uint32_t ns_client_default_lookahead(const struct ns_client *c);
 /* The control segment (stats, arena counters) for monitoring; read-only use. */
 struct ns_ctl *ns_client_ctl(struct ns_client *c);
+/* One heartbeat of the caller's role (opts.beat_role): progress made outside the client,
+ * e.g. a product of weights already in memory. */
+void ns_client_beat(struct ns_client *c);
 
 /* Ask for rows [row0, row0+nrows) of a tensor. Returns 0 with *ticket set, -EINVAL for a bad
  * tensor or window (checked locally too), -EBUSY when the client already has the maximum number

@@ -66,5 +66,5 @@ int main(int argc, char **argv)
 	}
 	/* 5. tear down */
 	nsio_teardown(&s);
-	return rc;
+	return rc ? rc : s.exit_code;
 }

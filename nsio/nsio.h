@@ -60,6 +60,8 @@ struct nsio_req {
 	int status;
 	bool allocated, done, evict;
 	uint64_t sched_idx;      /* read-ahead: schedule position */
+	bool sync;              /* rows a checkpoint's converter would rewrite: made by
+				 * ns_model_read_rows into the lease (serve.c), not read in chunks */
 	uint64_t t_queued;
 };
 
@@ -77,6 +79,8 @@ struct nsio {
 	bool created_session;
 	struct ns_model *model;
 	int *fds;               /* one per shard */
+	int *bfds;              /* one per shard without O_DIRECT, for the rows made by
+				 * ns_model_read_rows; NULL when the model has no such tensor */
 	bool direct;            /* O_DIRECT on every shard */
 	enum { NSIO_FAULT_NONE, NSIO_FAULT_UNALIGNED, NSIO_FAULT_TINY }
 		fault_short_read; /* test hook NS_NSIO_FAULT_SHORT_READ (uring.c), read at open */
@@ -115,6 +119,7 @@ struct nsio {
 	volatile sig_atomic_t *dump; /* SIGUSR1: print the queues to stderr */
 	volatile sig_atomic_t *no_plan; /* SIGUSR2: no plan will come (nsplan ended); the RAM
 					 * tier stops waiting for one and streams everything */
+	int exit_code;          /* nsio's exit code when serving ended by itself (0: none) */
 	bool said_short;
 	bool said_read_err;       /* a failed read was explained on stderr (once) */
 	struct nsio_ram ram;    /* the RAM tier (ramcache.h) */

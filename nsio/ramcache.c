@@ -15,7 +15,6 @@
 #include "plan_shm.h"
 #include "ramcache.h"
 
-#define S_DIR_OFF 128u /* the directory follows the segment header */
 
 static uint64_t s_n_rows(void *ctx, uint64_t tensor)
 {
@@ -84,33 +83,20 @@ static int s_read_plan(struct nsio_ram *rc, const struct ns_model *m, void **buf
 	return r;
 }
 
-/* Create the segment (data capacity rc->size) and its directory; owner: the session's. */
-static int s_create_seg(struct nsio_ram *rc, const char *session, int32_t owner_pid,
-			char *err, size_t errlen)
+/* Create the segment (data capacity rc->size) with compute's table; dir.ready follows once
+ * the fixed windows are in. */
+static int s_create_seg(struct nsio_ram *rc, const char *session, char *err, size_t errlen)
 {
-	uint64_t dir = S_DIR_OFF + sizeof(struct nsio_ram_dir), tabs, total;
-	struct nsio_ram_dir *d;
 	int r;
 
-	if (ns_mul_u64_overflow(rc->n_tensors, 16, &tabs) ||
-	    ns_add_u64_overflow(dir, tabs + 63, &dir) ||
-	    ns_add_u64_overflow(dir / 64 * 64, rc->size, &total) || total > SIZE_MAX)
-		return ns_errf(err, errlen, "RAM cache size overflows"), -EOVERFLOW;
-	dir = dir / 64 * 64;
-	ns_seg_unlink(session, NSIO_RAM_SEG_WHAT); /* a killed nsio's: same bytes, reloaded */
-	r = ns_seg_create(&rc->seg, session, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, total, err,
-			  errlen);
+	ns_seg_unlink(session, NS_RAM_SEG_WHAT); /* a killed nsio's: same bytes, reloaded */
+	r = ns_ram_seg_create(&rc->seg, session, rc->n_tensors, rc->rows, rc->off, rc->size, err,
+			      errlen);
 	if (r)
 		return r;
 	snprintf(rc->session, sizeof(rc->session), "%s", session);
-	((struct ns_seg_header *)rc->seg.base)->owner_pid = owner_pid;
-	d = (struct nsio_ram_dir *)((uint8_t *)rc->seg.base + S_DIR_OFF);
-	d->magic = NSIO_RAM_MAGIC;
-	d->n_tensors = rc->n_tensors;
-	d->data_off = dir;
-	d->data_bytes = rc->size;
-	rc->dir = d;
-	rc->base = (uint8_t *)rc->seg.base + dir;
+	rc->dir = rc->seg.dir;
+	rc->base = rc->seg.data;
 	return 0;
 }
 
@@ -123,10 +109,9 @@ static uint64_t s_win_bytes(const struct ns_model *m, uint32_t t, uint64_t row0,
 /* First generation: every RAM window, fixed ones first in data, all queued for filling. */
 static int s_apply_first(struct nsio_ram *rc, const struct ns_model *m,
 			 const struct nsplan_header *h, const struct nsplan_entry *e,
-			 const char *session, int32_t owner_pid, char *err, size_t errlen)
+			 const char *session, char *err, size_t errlen)
 {
 	uint64_t n = 0, pos = 0;
-	int r;
 
 	for (uint64_t i = 0; i < h->n_entries; i++)
 		n += e[i].tier == NSPLAN_RAM;
@@ -167,16 +152,7 @@ static int s_apply_first(struct nsio_ram *rc, const struct ns_model *m,
 				* until filled cost nothing) */
 	if (!n) /* nothing resident: no segment */
 		return 0;
-	r = s_create_seg(rc, session, owner_pid, err, errlen);
-	if (r)
-		return r;
-	{ /* compute's table; dir.ready follows once the fixed windows are in */
-		uint64_t *tab = (uint64_t *)(rc->dir + 1);
-
-		memcpy(tab, rc->rows, rc->n_tensors * sizeof(uint64_t));
-		memcpy(tab + rc->n_tensors, rc->off, rc->n_tensors * sizeof(uint64_t));
-	}
-	return 0;
+	return s_create_seg(rc, session, err, errlen);
 }
 
 /* The complete expert window of rc holding exactly rows [row0, row1) of t, or NULL. */
@@ -295,7 +271,7 @@ static int s_apply_next(struct nsio_ram *rc, const struct ns_model *m,
 }
 
 int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *session,
-		  int32_t owner_pid, char *err, size_t errlen)
+		  char *err, size_t errlen)
 {
 	const struct nsplan_header *h;
 	const struct nsplan_seg_ctl *c;
@@ -305,8 +281,9 @@ int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *ses
 	int r;
 
 	err[0] = 0;
-	if (!rc->plan.base && nsplan_shm_open(&rc->plan, session, err, errlen))
-		return -EAGAIN; /* absent, or nsplan is creating it (header not written yet) */
+	if (!rc->plan.base && (r = nsplan_shm_open(&rc->plan, session, err, errlen)))
+		return r == -EPERM ? r : -EAGAIN; /* not ours; or absent, or nsplan is creating
+						   * it (header not written yet) */
 	c = (const struct nsplan_seg_ctl *)((const uint8_t *)rc->plan.base +
 					    sizeof(struct ns_seg_header));
 	seq = atomic_load_explicit(&((struct nsplan_seg_ctl *)c)->seq, memory_order_acquire);
@@ -329,8 +306,8 @@ int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *ses
 		return -EINVAL;
 	}
 	if (!rc->plan_gen)
-		r = s_apply_first(rc, m, h, (const struct nsplan_entry *)(h + 1), session, owner_pid,
-				  err, errlen);
+		r = s_apply_first(rc, m, h, (const struct nsplan_entry *)(h + 1), session, err,
+				  errlen);
 	else if (rc->dir)
 		r = s_apply_next(rc, m, h, (const struct nsplan_entry *)(h + 1));
 	else /* the first generation had nothing in RAM: no segment, nothing to change */
@@ -394,6 +371,49 @@ static int s_read(struct nsio_ram *rc, int fd, uint8_t *buf, uint64_t a0, uint64
 	return 0;
 }
 
+static bool s_fixed_ready(const struct nsio_ram *rc);
+
+/* The window being filled is complete. */
+static void s_window_done(struct nsio_ram *rc, struct nsio_ram_win *w)
+{
+	w->ready = true;
+	rc->resident_bytes += w->bytes;
+	atomic_store(&rc->dir->resident_bytes, rc->resident_bytes);
+	rc->fill_idx++;
+	rc->fill_pos = 0;
+	/* compute may use its table once every fixed window is in (win is sorted by tensor, so
+	 * expert windows come between fixed ones) */
+	if (!w->expert && s_fixed_ready(rc))
+		ns_ram_seg_ready(&rc->seg);
+}
+
+/* One step of a window of a checkpoint tensor whose rows the converter rewrites: at most one
+ * chunk of rows made by ns_model_read_rows straight into the segment (no lease: the reads are
+ * buffered and land where they belong). Returns 1, or -errno with a line. */
+static int s_fill_made(struct nsio_ram *rc, const struct ns_model *m,
+		       const struct nsio_ram_io *io, struct nsio_ram_win *w,
+		       const struct ns_model_tensor *mt, char *err, size_t errlen)
+{
+	uint64_t done = rc->fill_pos / mt->row_bytes, rows = w->bytes / mt->row_bytes;
+	uint64_t step = io->chunk / mt->row_bytes ? io->chunk / mt->row_bytes : 1;
+	int r;
+
+	if (step > rows - done)
+		step = rows - done;
+	r = ns_model_read_rows(m, io->bfds, mt, w->row0 + done, step,
+			       rc->base + w->off + rc->fill_pos);
+	if (r)
+		return ns_errf(err, errlen, "cannot load %s into RAM: %s", mt->name,
+			       strerror(-r)), r;
+	atomic_fetch_add(&rc->dir->fill_reads, 1);
+	atomic_fetch_add(&rc->dir->fill_device, step * mt->src->row_bytes);
+	atomic_fetch_add(&rc->dir->fill_bytes, step * mt->row_bytes);
+	rc->fill_pos += step * mt->row_bytes;
+	if (rc->fill_pos == w->bytes)
+		s_window_done(rc, w);
+	return 1;
+}
+
 /* True once every fixed (non-expert) window is complete. */
 static bool s_fixed_ready(const struct nsio_ram *rc)
 {
@@ -410,7 +430,7 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	const struct ns_model_tensor *mt;
 	struct nsio_ram_win *w;
 	uint64_t fo, fend, a0, aend, cap, alen, want, lo, cur;
-	uint32_t idx;
+	uint32_t idx, shard;
 	int r;
 
 	if (!rc->filling)
@@ -421,16 +441,18 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	}
 	if (rc->fill_idx == rc->n_win) {
 		rc->filling = false;
-		atomic_store_explicit(&rc->dir->ready, 1, memory_order_release);
+		ns_ram_seg_ready(&rc->seg);
 		atomic_store(&rc->dir->plan_gen, rc->plan_gen);
 		return 0;
 	}
 	w = &rc->win[rc->fill_idx];
 	mt = &m->tensors[w->tensor];
+	if (!ns_model_rows_plain(mt, w->row0, w->bytes / mt->row_bytes, &shard, &fo))
+		return s_fill_made(rc, m, io, w, mt, err, errlen);
 	/* file range of the rest of the window; the plan was checked against the model, whose
 	 * tensors lie inside their files, so none of this overflows */
-	fo = mt->file_offset + w->row0 * mt->row_bytes + rc->fill_pos;
-	fend = mt->file_offset + w->row0 * mt->row_bytes + w->bytes;
+	fend = fo + w->bytes;
+	fo += rc->fill_pos;
 	a0 = fo / align * align;
 	if (ns_add_u64_overflow(fend, align - 1, &aend))
 		return ns_errf(err, errlen, "%s: file offset overflows", mt->name), -EOVERFLOW;
@@ -447,7 +469,7 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 			       (unsigned long long)alen, strerror(-r)), r;
 	lo = fend - a0 < alen ? fend - a0 : alen; /* wanted bytes end, from a0 */
 	cur = ns_ctl_leases(io->ctl)[idx].off;
-	r = s_read(rc, io->fds[mt->shard], io->arena + cur, a0, alen, lo);
+	r = s_read(rc, io->fds[shard], io->arena + cur, a0, alen, lo);
 	if (r == 0) {
 		want = lo - (fo - a0);
 		memcpy(rc->base + w->off + rc->fill_pos, io->arena + cur + (fo - a0), (size_t)want);
@@ -460,17 +482,8 @@ int nsio_ram_fill_step(struct nsio_ram *rc, const struct ns_model *m,
 	if (r)
 		return ns_errf(err, errlen, "cannot load %s into RAM: %s", mt->name,
 			       strerror(-r)), r;
-	if (rc->fill_pos == w->bytes) {
-		w->ready = true;
-		rc->resident_bytes += w->bytes;
-		atomic_store(&rc->dir->resident_bytes, rc->resident_bytes);
-		rc->fill_idx++;
-		rc->fill_pos = 0;
-		/* compute may use its table once every fixed window is in (win is sorted by
-		 * tensor, so expert windows come between fixed ones) */
-		if (!w->expert && s_fixed_ready(rc))
-			atomic_store_explicit(&rc->dir->ready, 1, memory_order_release);
-	}
+	if (rc->fill_pos == w->bytes)
+		s_window_done(rc, w);
 	return 1;
 }
 
@@ -504,9 +517,9 @@ uint64_t nsio_ram_prefix(const struct nsio_ram *rc, uint32_t tensor, uint64_t ro
 
 void nsio_ram_destroy(struct nsio_ram *rc)
 {
-	if (rc->seg.base) {
-		ns_seg_unmap(&rc->seg);
-		ns_seg_unlink(rc->session, NSIO_RAM_SEG_WHAT);
+	if (rc->seg.seg.base) {
+		ns_seg_unmap(&rc->seg.seg);
+		ns_seg_unlink(rc->session, NS_RAM_SEG_WHAT);
 	}
 	if (rc->plan.base)
 		ns_seg_unmap(&rc->plan);

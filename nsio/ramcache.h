@@ -1,10 +1,8 @@
 /* ramcache.h - nsio's RAM tier: the plan's RAM windows, loaded through the arena.
  *
  * nsio reads the published plan (nsplan/plan_shm.h) and keeps every RAM-tier window of it in
- * the shm segment "/ns-<user>-<session>-ram" (nsio is its only writer), data capacity
- * --ram-budget:
- *
- *   struct ns_seg_header | struct nsio_ram_dir | rows[n_tensors] | off[n_tensors] | data
+ * the session's RAM segment (shm/ram_seg.h: its layout and the readers' checked view; nsio is
+ * its only writer), data capacity --ram-budget.
  *
  * Two kinds of window:
  *   - fixed: every window that is not an expert slab. Placed at the front of data once, at the
@@ -44,30 +42,7 @@
 #include <stdint.h>
 
 #include "model.h"
-#include "seg.h"
-
-#define NSIO_RAM_SEG_KIND 4u /* until shm/seg.h names it */
-#define NSIO_RAM_SEG_WHAT "ram"
-#define NSIO_RAM_MAGIC 0x324d4152534e00ull /* "\0NSRAM2" */
-
-struct nsio_ram_dir {
-	uint64_t magic;
-	_Atomic uint32_t ready;   /* the fixed windows are loaded: rows[] / off[] are valid */
-	uint32_t reserved;
-	uint64_t n_tensors;
-	uint64_t data_off;        /* from the segment base, multiple of 64 */
-	uint64_t data_bytes;
-	/* figures (nsio writes; tests and tools read). Monotonic unless said otherwise. */
-	_Atomic uint64_t plan_gen;       /* plan generation whose windows are all loaded */
-	_Atomic uint64_t generations;    /* plan generations applied */
-	_Atomic uint64_t resident_bytes; /* gauge: bytes of complete windows */
-	_Atomic uint64_t fill_bytes;     /* window bytes read from the model through the arena */
-	_Atomic uint64_t fill_device;    /* bytes those reads took from the device (aligned) */
-	_Atomic uint64_t fill_reads;     /* read operations of the fill */
-	_Atomic uint64_t fill_lease_max; /* largest arena lease one fill chunk held */
-	_Atomic uint64_t kept_bytes;     /* expert bytes a new generation kept (moved, not read) */
-	_Atomic uint64_t dropped_bytes;  /* expert bytes a new generation dropped */
-};
+#include "ram_seg.h"
 
 /* One resident (or loading) window: rows [row0, row1) of tensor at data offset off. */
 struct nsio_ram_win {
@@ -87,13 +62,15 @@ struct nsio_ram_io {
 	struct ns_ctl *ctl;   /* arena allocator (nsio is its only caller) */
 	uint8_t *arena;       /* the arena's data, read-write */
 	const int *fds;       /* one per shard, opened as nsio reads (O_DIRECT where it works) */
+	const int *bfds;      /* one per shard without O_DIRECT, for ns_model_read_rows (NULL
+			       * when no tensor needs it) */
 	uint64_t chunk;       /* most bytes one fill lease may hold (rounded down to align) */
 };
 
 struct nsio_ram {
 	uint64_t budget;      /* --ram-budget */
-	struct ns_seg seg;    /* the segment (base NULL when none) */
-	struct nsio_ram_dir *dir;
+	struct ns_ram_seg seg; /* the segment (seg.seg.base NULL when none) */
+	struct ns_ram_dir *dir; /* == seg.dir, NULL when none */
 	uint8_t *base;        /* its data, size bytes */
 	char session[32];
 	uint64_t size;        /* data capacity: the budget */
@@ -124,7 +101,7 @@ struct nsio_ram {
  * nothing new, -EAGAIN while no plan is published yet, another negative errno with a line in
  * err (the current windows stay). */
 int nsio_ram_poll(struct nsio_ram *rc, const struct ns_model *m, const char *session,
-		  int32_t owner_pid, char *err, size_t errlen);
+		  char *err, size_t errlen);
 
 /* Fill one chunk of the first incomplete window through the arena. Returns 1 after a chunk,
  * 0 when every window is complete (dir.plan_gen is then the applied generation), -EAGAIN when

@@ -126,11 +126,26 @@ struct nsio_req *nsio_new_req(struct nsio *s, uint32_t client, uint64_t epoch, u
 	uint64_t off, bytes, a_off, a_len;
 	struct nsio_req *r;
 
-	/* geometry comes from our own model, never from the shm table */
+	uint32_t shard = mt->shard;
+	bool sync = false;
+
+	/* geometry comes from our own model, never from the shm table; rows stored as the
+	 * tensor presents them are read as they lie (a checkpoint's row mapping gives where),
+	 * the others are made in place by ns_model_read_rows (s_start_sync) */
 	if (ns_mul_u64_overflow(row0, mt->row_bytes, &off) ||
 	    ns_add_u64_overflow(off, mt->file_offset, &off) ||
-	    ns_mul_u64_overflow(nrows, mt->row_bytes, &bytes) ||
-	    !ns_span_aligned(off, bytes, s->ctl->align, &a_off, &a_len)) {
+	    ns_mul_u64_overflow(nrows, mt->row_bytes, &bytes)) {
+		*err = -EOVERFLOW;
+		return NULL;
+	}
+	if (mt->src && !ns_model_rows_plain(mt, row0, nrows, &shard, &off))
+		sync = true;
+	if (sync) {
+		a_off = 0;
+		a_len = bytes + (s->ctl->align ? s->ctl->align - 1 : 0);
+		a_len = s->ctl->align ? a_len / s->ctl->align * s->ctl->align : bytes;
+		off = 0;
+	} else if (!ns_span_aligned(off, bytes, s->ctl->align, &a_off, &a_len)) {
 		*err = -EOVERFLOW;
 		return NULL;
 	}
@@ -149,7 +164,8 @@ struct nsio_req *nsio_new_req(struct nsio *s, uint32_t client, uint64_t epoch, u
 	r->tensor = tensor;
 	r->row0 = row0;
 	r->nrows = nrows;
-	r->shard = mt->shard;
+	r->shard = shard;
+	r->sync = sync;
 	r->file_off = a_off;
 	r->len = a_len;
 	r->first = off - a_off;
@@ -320,10 +336,47 @@ static void s_fill_from_ram(struct nsio *s, struct nsio_req *r)
 		r->disk_pos = (r->first + k * rb) / align * align;
 }
 
+/* Rows made by ns_model_read_rows (a checkpoint tensor the converter rewrites): the RAM
+ * prefix is copied as for any request, the rest read and made here, in the lease; the request
+ * is complete when this returns. */
+static void s_start_sync(struct nsio *s, struct nsio_req *r)
+{
+	const struct ns_model_tensor *t = &s->model->tensors[r->tensor];
+	uint8_t *dst = s->sess->arena + s_lease(s, r->lease)->off;
+	const uint8_t *src = NULL;
+	uint64_t k = nsio_ram_prefix(&s->ram, r->tensor, r->row0, r->nrows, t->row_bytes, &src);
+	int rc = 0;
+
+	if (k)
+		memcpy(dst, src, (size_t)(k * t->row_bytes));
+	if (k < r->nrows) {
+		rc = ns_model_read_rows(s->model, s->bfds, t, r->row0 + k, r->nrows - k,
+					dst + k * t->row_bytes);
+		atomic_fetch_add(&s->ctl->stats.reads, 1);
+		atomic_fetch_add(&s->ctl->stats.bytes_device, (r->nrows - k) * t->src->row_bytes);
+	}
+	if (rc && !s->said_read_err) {
+		s->said_read_err = true;
+		fprintf(stderr, "nsio: %s: reading %s rows %llu..%llu: %s\n",
+			s->model->shards[r->shard]->path, t->name, (unsigned long long)r->row0,
+			(unsigned long long)(r->row0 + r->nrows),
+			rc == -EIO ? "the file ends before them (truncated while in use?)" :
+			strerror(-rc));
+	}
+	r->status = rc;
+	r->chunks_left = 0;
+	s->pending_reqs++;
+	nsio_req_done(s, r);
+}
+
 int nsio_start_req(struct nsio *s, struct nsio_req *r)
 {
 	int rc;
 
+	if (r->sync) {
+		s_start_sync(s, r);
+		return 0;
+	}
 	s_fill_from_ram(s, r);
 	rc = nsio_queue_chunks(s, r);
 	if (rc)
@@ -340,12 +393,12 @@ static void s_ram_io(struct nsio *s, struct nsio_ram_io *io, uint64_t chunk)
 	uint64_t cap = s->ctl->arena_bytes;
 
 	*io = (struct nsio_ram_io){ .ctl = s->ctl, .arena = s->sess->arena, .fds = s->fds,
-				    .chunk = chunk < cap ? chunk : cap };
+				    .bfds = s->bfds, .chunk = chunk < cap ? chunk : cap };
 }
 
 static void s_ram_said(struct nsio *s)
 {
-	const struct nsio_ram_dir *d = s->ram.dir;
+	const struct ns_ram_dir *d = s->ram.dir;
 
 	if (s->o.quiet || !d)
 		return;
@@ -363,6 +416,16 @@ static void s_ram_said(struct nsio *s)
 	fflush(stdout);
 }
 
+/* A segment of the session is not ours: stop serving (exit NS_EXIT_FOREIGN), nothing of it
+ * used. Returns false / 0 for the callers below. */
+static bool s_foreign(struct nsio *s, const char *why)
+{
+	fprintf(stderr, "nsio: %s; stopping\n", why);
+	s->exit_code = NS_EXIT_FOREIGN;
+	*s->stop = 1;
+	return false;
+}
+
 bool nsio_ram_ready(struct nsio *s)
 {
 	char err[NS_ERR_LEN] = "";
@@ -375,8 +438,10 @@ bool nsio_ram_ready(struct nsio *s)
 	if (!s->ram.t_start)
 		s->ram.t_start = t0;
 	if (!s->ram.plan_gen) {
-		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
+		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
 				   sizeof(err));
+		if (rc == -EPERM || rc == -EEXIST) /* a plan or RAM segment that is not ours */
+			return s_foreign(s, err);
 		if (rc == -EAGAIN && !(s->no_plan && *s->no_plan) &&
 		    t0 - s->ram.t_start < s->o.plan_wait_ms * 1000000ull)
 			return false;
@@ -424,8 +489,10 @@ static int s_ram_update(struct nsio *s)
 		return 0;
 	if (ns_now_ns() - s->ram.t_poll > 50000000ull) {
 		s->ram.t_poll = ns_now_ns();
-		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, s->ctl->hdr.owner_pid, err,
+		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
 				   sizeof(err));
+		if (rc == -EPERM || rc == -EEXIST)
+			return s_foreign(s, err);
 		if (rc < 0 && rc != -EAGAIN)
 			fprintf(stderr, "nsio: keeping RAM generation %u: %s\n", s->ram.plan_gen, err);
 	}
@@ -505,7 +572,7 @@ static void s_reap_clients(struct nsio *s)
 	}
 	/* the session's owner died without stopping us: nobody will tear the session down
 	 * through us, so leave (the stale sweep of the next session removes the segments) */
-	if (!s->created_session && !ns_pid_alive(s->ctl->hdr.owner_pid)) {
+	if (!s->created_session && !ns_session_owner_alive(s->ctl)) {
 		if (!s->o.quiet)
 			fprintf(stderr, "nsio: session owner pid %d is gone, stopping\n",
 				(int)s->ctl->hdr.owner_pid);
@@ -551,11 +618,13 @@ int nsio_serve(struct nsio *s)
 
 	nsio_go_live(s);
 	s->t_reap = ns_now_ns();
+	ns_beat_hello(s->ctl, NS_BEAT_NSIO, (int32_t)getpid());
 	while (!*s->stop) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 		int work, rc;
 
+		ns_beat(s->ctl, NS_BEAT_NSIO); /* every pass; an idle pass waits 100 ms at most */
 		if (*s->dump) {
 			*s->dump = 0;
 			s_dump_state(s);
@@ -641,6 +710,7 @@ void nsio_teardown(struct nsio *s)
 		if (s->fds[i] > 0)
 			close(s->fds[i]);
 	free(s->fds);
+	ns_model_close_fds(s->model, &s->bfds);
 	while (s->chunk_free) {
 		struct nsio_chunk *c = s->chunk_free;
 		s->chunk_free = c->next;

@@ -38,16 +38,24 @@ static int s_open_shards(struct nsio *s)
 	s->direct = !s->o.no_direct;
 	for (uint32_t i = 0; i < s->model->n_shards; i++) {
 		const char *path = s->model->shards[i]->path;
-		int fd = -1;
+		char err[NS_ERR_LEN], self[64];
+		int fd = ns_open_regular(path, O_RDONLY, err, sizeof(err)), dfd = -1;
 
+		if (fd < 0) {
+			fprintf(stderr, "nsio: %s\n", err);
+			return fd;
+		}
 		if (!s->o.no_direct) {
-			fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-			if (fd >= 0 && fake_einval) {
-				close(fd);
-				fd = -1;
+			/* the file just checked, reopened for O_DIRECT through its descriptor (not
+			 * its name, which may meanwhile name something else) */
+			snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+			dfd = open(self, O_RDONLY | O_DIRECT | O_CLOEXEC);
+			if (dfd >= 0 && fake_einval) {
+				close(dfd);
+				dfd = -1;
 				errno = EINVAL;
 			}
-			if (fd < 0 && errno == EINVAL) {
+			if (dfd < 0 && errno == EINVAL) {
 				if (!said && !s->o.quiet)
 					printf("nsio: O_DIRECT refused on %s (tmpfs?): using "
 					       "buffered reads\n", path);
@@ -55,17 +63,25 @@ static int s_open_shards(struct nsio *s)
 				s->direct = false;
 			}
 		}
-		if (fd < 0)
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0) {
-			int rc = -errno;
-			fprintf(stderr, "nsio: open %s: %s\n", path, strerror(errno));
-			return rc;
+		if (dfd >= 0) {
+			close(fd);
+			fd = dfd;
 		}
 		s->fds[i] = fd;
 	}
 	if (s->o.no_direct)
 		s->direct = false;
+	/* rows a checkpoint's converter would rewrite are made by ns_model_read_rows, which
+	 * reads at any offset: descriptors without O_DIRECT for them */
+	for (uint64_t t = 0; t < s->model->n_tensors && !s->bfds; t++) {
+		char err[NS_ERR_LEN];
+
+		if (s->model->tensors[t].src && ns_model_open_fds(s->model, &s->bfds, err,
+								  sizeof(err))) {
+			fprintf(stderr, "nsio: %s\n", err);
+			return -EIO;
+		}
+	}
 	/* mixed: keep every shard the same way so alignment rules are uniform */
 	if (!s->direct && !s->o.no_direct) {
 		for (uint32_t i = 0; i < s->model->n_shards; i++) {

@@ -1,8 +1,8 @@
 /* classify.c - tensor kinds and printable names for the planner (see plan.h). */
 #include <string.h>
 
+#include "arch.h"
 #include "plan.h"
-#include "summary.h"
 
 static const char *const s_tier_names[NSPLAN_TIER_COUNT] = {
 	[NSPLAN_DISK] = "disk",
@@ -34,35 +34,28 @@ const char *nsplan_kind_name(unsigned kind)
 	return kind < NSPLAN_KIND_COUNT ? s_kind_names[kind] : "?";
 }
 
-/* A tensor with one meaningful dimension: norms, biases, scales. */
-static bool s_is_vector(const struct ns_model_tensor *t)
-{
-	for (uint32_t d = 1; d < t->n_dims; d++)
-		if (t->ne[d] != 1)
-			return false;
-	return true;
-}
-
 enum nsplan_kind nsplan_tensor_kind(const struct ns_model_tensor *t, const struct ns_hparams *hp)
 {
 	const char *n = t->name;
 
-	/* Tied: the LM head multiplies every row each token, so it is the output projection. */
-	if (!strcmp(n, "token_embd.weight"))
-		return hp->tied_embeddings ? NSPLAN_KIND_OUTPUT : NSPLAN_KIND_EMBD;
+	switch (ns_arch_role(hp, t)) {
+	case NS_ROLE_ROWS_MATRIX: /* tied: the LM head multiplies every row each token */
+		return NSPLAN_KIND_OUTPUT;
+	case NS_ROLE_ROWS:        /* a token reads one row */
+		return NSPLAN_KIND_EMBD;
+	case NS_ROLE_HELD:        /* held by compute from the start */
+		return strstr(n, "norm") ? NSPLAN_KIND_NORM : NSPLAN_KIND_VECTOR;
+	case NS_ROLE_EXPERT:
+		return NSPLAN_KIND_EXPERT;
+	case NS_ROLE_UNUSED:
+		return NSPLAN_KIND_OTHER;
+	default:
+		break;
+	}
 	if (!strncmp(n, "output.", 7))
 		return NSPLAN_KIND_OUTPUT;
-	/* held by compute from the start (norms, biases, expert bias tables, sinks) */
-	if (nsplan_tensor_held(t))
-		return strstr(n, "norm") ? NSPLAN_KIND_NORM : NSPLAN_KIND_VECTOR;
-	if (ns_tensor_is_expert(n))
-		return NSPLAN_KIND_EXPERT;
 	if (strstr(n, "ffn_gate_inp"))
 		return NSPLAN_KIND_ROUTER;
-	if (strstr(n, "norm"))
-		return NSPLAN_KIND_NORM;
-	if (s_is_vector(t))
-		return NSPLAN_KIND_VECTOR;
 	if (strstr(n, "attn_"))
 		return NSPLAN_KIND_ATTN;
 	if (strstr(n, "ssm_"))

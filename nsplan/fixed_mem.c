@@ -60,6 +60,13 @@ static bool s_mac(uint64_t *acc, uint64_t a, uint64_t b)
 int nsplan_fixed_compute(const struct ns_model *m, const struct ns_hparams *hp, uint32_t n_ctx,
 			 uint64_t overhead, struct nsplan_fixed *out, char *err, size_t errlen)
 {
+	return nsplan_fixed_compute_kv(m, hp, n_ctx, 128, 128, overhead, out, err, errlen);
+}
+
+int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *hp,
+			    uint32_t n_ctx, uint32_t k_b32, uint32_t v_b32, uint64_t overhead,
+			    struct nsplan_fixed *out, char *err, size_t errlen)
+{
 	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, sc = 0, B;
 	uint64_t state_size = 0, inner_size = 0;
 	bool ovf = false;
@@ -100,7 +107,8 @@ int nsplan_fixed_compute(const struct ns_model *m, const struct ns_hparams *hp, 
 			if (ctx > hp->sliding_window)
 				ctx = hp->sliding_window;
 		}
-		ovf |= s_mac(&out->kv_bytes, ctx * 4, kw + vw); /* ctx*4 < 2^34 */
+		/* widths < 2^32 and b32 <= 128: the products fit */
+		ovf |= s_mac(&out->kv_bytes, ctx, (kw * k_b32 + vw * v_b32) / 32);
 		if (!qw)
 			qw = (uint64_t)hp->n_head * hp->head_dim_k;
 		q_max = qw > q_max ? qw : q_max;

@@ -1,8 +1,10 @@
 /* fixed_mem.h - the memory a run needs beyond its budgets: KV cache, recurrent state,
  * activations/scratch and process overhead.
  *
- * KV cache (f32 K and V): for every layer that has attention,
- *     n_ctx_layer * (k_width + v_width) * 4 bytes
+ * KV cache: for every layer that has attention,
+ *     n_ctx_layer * (k_width * k_b32 + v_width * v_b32) / 32 bytes
+ * with k_b32 / v_b32 the bytes of 32 elements of the cache's K / V type (f32 128, f16 64,
+ * q8_0 34: nsplan_fixed_compute_kv; nsplan_fixed_compute counts f32),
  * where k_width = n_head_kv * head_dim_k is the row count of blk.N.attn_k.weight (so per-layer
  * head geometry, e.g. gemma4, is exact), v_width the row count of attn_v (k_width when the layer
  * has none: V = K), and n_ctx_layer = min(n_ctx, sliding_window) on sliding-window layers.
@@ -50,6 +52,10 @@ struct nsplan_fixed {
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */
 int nsplan_fixed_compute(const struct ns_model *m, const struct ns_hparams *hp, uint32_t n_ctx,
 			 uint64_t overhead, struct nsplan_fixed *out, char *err, size_t errlen);
+/* The same with the KV cache's element sizes in bytes per 32 elements (see above). */
+int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *hp,
+			    uint32_t n_ctx, uint32_t k_b32, uint32_t v_b32, uint64_t overhead,
+			    struct nsplan_fixed *out, char *err, size_t errlen);
 
 /* Is layer il a sliding-window layer? (see above) */
 bool nsplan_layer_is_swa(const struct ns_model *m, const struct ns_hparams *hp, uint32_t il);

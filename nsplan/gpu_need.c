@@ -1,9 +1,10 @@
-/* gpu_need.c - see gpu_need.h. The allocations mirror nscompute/cuda/cfwd.c s_state: one
- * rounded allocation per buffer, in the same list. */
+/* gpu_need.c - see gpu_need.h. The allocations mirror nscompute/cuda/cfwd_vram.c cfwd_state:
+ * one rounded allocation per buffer, in the same list. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "arch.h"
 #include "gpu_need.h"
 #include "hparams.h"
 #include "ns_util.h"
@@ -71,7 +72,7 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	F = E ? (hp.n_ff_exp ? hp.n_ff_exp : g0 ? g0->ne[1] : 0) : 0;
 	ff = E ? F : hp.n_ff;
 	ws = nsplan_gpu_attn_ws(nb, hp.n_head, n_ctx, hp.head_dim_v);
-	/* cfwd.c s_state: K, V; x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
+	/* cfwd_vram.c cfwd_state: K, V; x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
 	 * the decode graph's position */
 	ok = s_acc(&kv, hp.n_layer, n_ctx, nk, 4) && s_acc(&kv, hp.n_layer, n_ctx, nv, 4) &&
 	     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
@@ -88,12 +89,16 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	for (uint64_t i = 0; ok && i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 
-		if (nsplan_tensor_held(t)) {
+		const enum ns_role role = ns_arch_role(&hp, t);
+
+		/* the held tensors go up as they are (the table's HELD reads, cfwd s_vectors);
+		 * every other tensor a token reads is a placeable piece, or one per expert */
+		if (role == NS_ROLE_HELD) {
 			ok = s_acc(&n->vectors, t->n_elems, 1, 1, 4);
-		} else if (t->n_rows > 1) {
+		} else if (role != NS_ROLE_UNUSED && t->n_rows > 1) {
 			row_max = t->row_bytes > row_max ? t->row_bytes : row_max;
 			ok = !ns_add_u64_overflow(n->slack, NSPLAN_GPU_GRAN *
-						  (strstr(t->name, "_exps") && t->ne[2] > 1 ?
+						  (role == NS_ROLE_EXPERT && t->ne[2] > 1 ?
 						   t->ne[2] : 1), &n->slack);
 		}
 	}

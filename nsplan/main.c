@@ -135,7 +135,7 @@ static int s_attach(struct nsplan_proc *p)
 	char err[NS_ERR_LEN];
 	int ret;
 
-	ret = ns_model_open(p->model_path, &p->m, err, sizeof(err));
+	ret = ns_model_open_flags(p->model_path, NS_MODEL_OPEN_NO_VOCAB, &p->m, err, sizeof(err));
 	if (!ret)
 		ret = ns_hparams_load(p->m, &p->hp, err, sizeof(err));
 	if (ret) {
@@ -145,7 +145,7 @@ static int s_attach(struct nsplan_proc *p)
 	ret = ns_session_attach(p->session_id, false, &p->session, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsplan: session %s: %s\n", p->session_id, err);
-		return 1;
+		return ret == -EPERM ? NS_EXIT_FOREIGN : 1;
 	}
 	if (!p->mem_given)
 		p->opts.budgets.mem = p->session->ctl->budget_bytes;
@@ -158,11 +158,11 @@ static int s_attach(struct nsplan_proc *p)
 		}
 		p->opts.budgets.reserve_vram = gn.total;
 	}
-	ret = nsplan_shm_create(&p->seg, p->session_id, nsplan_entry_bound(p->m, &p->hp),
-				p->session->ctl->hdr.owner_pid, err, sizeof(err));
+	ret = nsplan_shm_create(&p->seg, p->session_id, nsplan_entry_bound(p->m, &p->hp), err,
+				sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsplan: %s\n", err);
-		return 1;
+		return ret == -EPERM ? NS_EXIT_FOREIGN : 1;
 	}
 	p->seg_mapped = true;
 	return 0;
@@ -255,19 +255,22 @@ static void s_replan(struct nsplan_proc *p)
 static bool s_loop(struct nsplan_proc *p)
 {
 	sigset_t set;
-	struct timespec tick = { 1, 0 };
+	struct timespec tick = { 0, 100000000 }; /* a heartbeat every 100 ms */
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	ns_beat_hello(p->session->ctl, NS_BEAT_NSPLAN, (int32_t)getpid());
 	for (;;) {
 		int sig = sigtimedwait(&set, NULL, &tick);
+
+		ns_beat(p->session->ctl, NS_BEAT_NSPLAN);
 		if (sig == SIGHUP)
 			s_replan(p);
 		else if (sig == SIGTERM || sig == SIGINT)
 			return true;
-		else if (!ns_pid_alive(p->session->ctl->hdr.owner_pid))
+		else if (!ns_session_owner_alive(p->session->ctl))
 			return true; /* session owner gone: nobody will read plans again */
 	}
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "ggml_type.h"
 #include "ns_util.h"
 #include "summary.h"
@@ -23,7 +24,8 @@ struct s_piece {
 	uint8_t cls;          /* priority class, see plan.h */
 	bool eligible;        /* may be cached at all */
 	bool whole_only;      /* all rows or none (a token embedding, see s_emit) */
-	bool held;            /* compute copies it once at start and holds it (nsplan_tensor_held) */
+	bool held;            /* compute copies it once at start and holds it (role HELD) */
+	bool unused;          /* no token reads it (role UNUSED): never cached nor predicted */
 	bool tied;            /* a tied token_embd: also one row per token for the lookup */
 	uint8_t fast_tier;    /* VRAM-Q or VRAM-F by type */
 	uint64_t vram_rows;   /* first vram_rows rows in VRAM, the next ram_rows in RAM */
@@ -45,14 +47,6 @@ static uint8_t s_class(enum nsplan_kind k)
 	default:
 		return 2;
 	}
-}
-
-/* The forward pass (nscompute/forward) copies 1-D tensors (norms, biases, sinks, rope factors)
- * and the per-expert bias tables (*_exps.bias) once at start and holds them: a decoded token
- * requests none of their bytes. */
-bool nsplan_tensor_held(const struct ns_model_tensor *t)
-{
-	return t->n_rows == 1 || (ns_tensor_is_expert(t->name) && strstr(t->name, ".bias"));
 }
 
 static bool s_float_type(uint32_t type)
@@ -114,11 +108,12 @@ static int s_build_pieces(const struct ns_model *m, const struct ns_hparams *hp,
 		return -ENOMEM;
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
+		const enum ns_role role = ns_arch_role(hp, t);
 		enum nsplan_kind kind = nsplan_tensor_kind(t, hp);
-		bool held = nsplan_tensor_held(t);
+		bool held = role == NS_ROLE_HELD;
 		uint64_t n_exp = kind == NSPLAN_KIND_EXPERT ? s_expert_count(t) : 1;
 		uint64_t slab_rows = t->n_rows / n_exp;
-		bool tied = kind == NSPLAN_KIND_OUTPUT && !strcmp(t->name, "token_embd.weight");
+		bool tied = role == NS_ROLE_ROWS_MATRIX;
 
 		for (uint64_t e = 0; e < n_exp; e++) {
 			struct s_piece *p = &pc[k++];
@@ -131,15 +126,21 @@ static int s_build_pieces(const struct ns_model *m, const struct ns_hparams *hp,
 			p->kind = (uint8_t)kind;
 			p->cls = s_class(kind);
 			p->fast_tier = s_float_type(t->type) ? NSPLAN_VRAM_F : NSPLAN_VRAM_Q;
-			p->eligible = kind != NSPLAN_KIND_EMBD || o->embd_resident;
+			p->eligible = (kind != NSPLAN_KIND_EMBD || o->embd_resident) &&
+				      role != NS_ROLE_UNUSED;
 			/* a token looks up one row of a token embedding: cached whole or not at
 			 * all, so whether that row is resident never depends on the token */
 			p->whole_only = kind == NSPLAN_KIND_EMBD || tied;
 			p->held = held;
+			p->unused = role == NS_ROLE_UNUSED;
 			p->tied = tied;
 			p->p_touch = 1.0;
 			p->ratio = 1.0;
-			if (held) {
+			if (p->unused) {
+				p->cls = 5;
+				p->ratio = 0;
+				p->p_touch = 0;
+			} else if (held) {
 				/* touched every token, but from compute's own copy: caching it
 				 * saves no per-token byte, so it comes last */
 				p->cls = 5;
@@ -268,7 +269,9 @@ static int s_emit(struct nsplan *pl, const struct ns_model *m, const struct ns_h
 			else if (tiers[w] != NSPLAN_DISK)
 				pl->hdr.vram_used += rows[w] * p->row_bytes;
 		}
-		if (p->held) {
+		if (p->unused) {
+			continue; /* no token reads it: nothing to predict */
+		} else if (p->held) {
 			/* read once at start (from disk when not resident), never per token */
 			pr->held_bytes += slab;
 			pr->held_disk += slab - res;

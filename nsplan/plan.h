@@ -17,9 +17,13 @@
  *            demand and never in RAM by default (opts.embd_resident lets it in last,
  *            with ratio row_bytes / n_bytes); in VRAM it may always go, last (the
  *            CUDA pass reads a token's row on the device instead of asking nsio).
- *   class 5  held tensors (nsplan_tensor_held: norms and other 1-D vectors, expert bias
- *            tables): compute copies them once at start and keeps them, so caching them
- *            saves no per-token byte                                      ratio 0
+ *   class 5  held tensors (the architecture table's HELD role, modelfile/arch.h: norms,
+ *            biases, sinks, expert bias tables, conv kernels): compute copies them once
+ *            at start and keeps them, so caching them saves no per-token byte   ratio 0;
+ *            and tensors no token of the architecture reads (UNUSED): never cached,
+ *            never predicted
+ * A tensor's role (held, matrix, expert stack, read by row, tied head) is the table's
+ * (ns_arch_role); for an architecture the table does not know, its shape says.
  * Pieces are sorted by (class 0/1 first, then ratio descending, then class, bytes ascending
  * within class 0 (a tiny tensor on disk costs a whole aligned read), layer, expert, tensor
  * index) and filled greedily: VRAM (budget minus reserve) first, then RAM, each piece
@@ -136,7 +140,7 @@ struct nsplan_opts {
  *               embedding when it is on disk, a tied token_embd on disk whole (the logits)
  *               plus one row (the next token's embedding lookup), and of each expert slab
  *               its non-resident bytes when the router selects it;
- *   once        held tensors (nsplan_tensor_held) on disk: read when compute starts, kept,
+ *   once        held tensors (role HELD) on disk: read when compute starts, kept,
  *               never requested again (held_disk);
  * "touched" is what compute reads per token wherever it lives (every dense tensor whole,
  * held ones included, one embedding row, experts by probability): the figure nsctl info
@@ -240,11 +244,9 @@ int nsplan_records_check(const void *buf, size_t len, uint64_t n_tensors,
 const char *nsplan_tier_name(unsigned tier);  /* "VRAM-Q", "VRAM-F", "RAM", "disk" */
 const char *nsplan_kind_name(unsigned kind);  /* "norm", "attn", ... */
 
-/* Classification used by the planner (exposed for nsctl and tests). */
+/* Classification used by the planner (exposed for nsctl and tests): from the tensor's role
+ * (ns_arch_role: held -> norm or vector, expert stack -> expert, read by row -> embd, tied
+ * head -> output), then by name for the matrices (attn, ssm, router, ffn, output). */
 enum nsplan_kind nsplan_tensor_kind(const struct ns_model_tensor *t, const struct ns_hparams *hp);
-
-/* True for a tensor the forward pass copies once at start and holds (one row: norms, biases,
- * sinks, rope factors; or a per-expert bias table *_exps.bias): never requested per token. */
-bool nsplan_tensor_held(const struct ns_model_tensor *t);
 
 #endif

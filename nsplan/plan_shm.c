@@ -37,7 +37,7 @@ static int s_check_geometry(const struct ns_seg *seg, char *err, size_t errlen)
 }
 
 int nsplan_shm_create(struct ns_seg *seg, const char *session, uint64_t max_entries,
-		      int32_t owner_pid, char *err, size_t errlen)
+		      char *err, size_t errlen)
 {
 	uint64_t first = ns_align_up_u64(sizeof(struct ns_seg_header) +
 					 sizeof(struct nsplan_seg_ctl), 64);
@@ -84,8 +84,6 @@ int nsplan_shm_create(struct ns_seg *seg, const char *session, uint64_t max_entr
 	c->off_slot[1] = first + slot;
 	atomic_store(&c->active, NSPLAN_SLOT_NONE);
 	atomic_store(&c->pid, (int32_t)getpid());
-	if (owner_pid > 0)
-		((struct ns_seg_header *)seg->base)->owner_pid = owner_pid;
 	atomic_thread_fence(memory_order_release);
 	return 0;
 }

@@ -27,7 +27,7 @@
 #include "plan.h"
 #include "seg.h"
 
-#define NSPLAN_SEG_KIND 3u /* until shm/seg.h names it (NS_SEG_PLAN) */
+#define NSPLAN_SEG_KIND NS_SEG_PLAN
 #define NSPLAN_SEG_WHAT "plan"
 #define NSPLAN_SLOT_NONE UINT32_MAX
 
@@ -43,9 +43,10 @@ struct nsplan_seg_ctl {
 };
 
 /* Create the segment for plans of at most max_entries entries, or re-open the one a previous
- * nsplan of the session left (it must be at least as large). owner_pid: the session owner. */
+ * nsplan of the session left (it must be at least as large, ours and 0600: ns_seg_open).
+ * Its owner is the session's (ns_seg_create). */
 int nsplan_shm_create(struct ns_seg *seg, const char *session, uint64_t max_entries,
-		      int32_t owner_pid, char *err, size_t errlen);
+		      char *err, size_t errlen);
 
 /* Publish pl (see the protocol above). -ENOSPC if it does not fit a slot. */
 int nsplan_shm_publish(struct ns_seg *seg, const struct nsplan *pl, char *err, size_t errlen);

@@ -17,8 +17,9 @@
  * atomically every 2 s while they change, at once on SIGUSR1 (nsctl --warmup asks so), and
  * at exit.
  *
- * Exit: SIGTERM/SIGINT or nsio gone. Codes: 0 ok, 1 runtime failure, 2 bad usage or input,
- * 3 the model has no experts (nothing to do). */
+ * Exit: SIGTERM/SIGINT, nsctl gone, or nsio gone or restarted. Codes: 0 ok, 1 runtime failure
+ * (nsio gone or restarted: nsctl starts us again), 2 bad usage or input, 3 the model has no
+ * experts (nothing to do), 4 a segment of the session is not ours (NS_EXIT_FOREIGN). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -62,6 +63,23 @@ struct s_opts {
 struct s_stats {
 	uint64_t decisions, rejected, plans, windows, bytes, refused;
 	uint64_t resident_windows, resident_bytes; /* blocks in the RAM cache, not prefetched */
+};
+
+/* The process: one struct owns everything (s_teardown frees it). */
+struct nsr_proc {
+	struct s_opts o;
+	struct ns_model *m;
+	struct ns_client *c;       /* nsio, for the prefetches */
+	struct ns_rplan *rp;       /* the experts' stacked tensors, cut as nscompute cuts them */
+	struct ns_rhits *hits;     /* --stats: hits per (layer, expert), or NULL */
+	struct ns_rres *res;       /* rows the RAM tier holds: never prefetched */
+	void *zctx, *sock;         /* SUB of nscompute's router decisions */
+	uint64_t cap;              /* bytes one plan may prefetch: half the arena */
+	uint32_t skip;             /* blocks left to compute's own requests: lookahead + 1 */
+	uint32_t nsio_gen;         /* the nsio generation the prefetches were made for */
+	struct ns_zrouter *d;      /* scratch: the decision being handled */
+	struct ns_zplan *plan;     /* scratch: its plan */
+	struct s_stats st;
 };
 
 static void s_usage(FILE *f)
@@ -120,6 +138,17 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	return ns_session_args_check("nsrouter", o->session, o->model);
 }
 
+static void s_signals(void)
+{
+	struct sigaction sa = { .sa_handler = s_on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
 static int s_cmp_u32(const void *a, const void *b)
 {
 	const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -139,232 +168,240 @@ static void s_normalise(struct ns_zrouter *d)
 	d->n_used = n;
 }
 
-/* Take a new plan of the session if there is one (at most every 100 ms). */
-static void s_refresh(struct ns_rres *res, int quiet)
+/* Take a new plan of the session if there is one (at most every 100 ms). A plan segment that
+ * is not ours stops us (-EPERM); a plan that fails validation is ignored. */
+static int s_refresh(struct nsr_proc *p)
 {
 	char err[NS_ERR_LEN];
-	int rc = ns_rres_refresh(res, false, err, sizeof(err));
+	int rc = ns_rres_refresh(p->res, false, err, sizeof(err));
 	uint64_t w, b;
 	uint32_t gen;
 
+	if (rc == -EPERM) {
+		fprintf(stderr, "nsrouter: %s; stopping\n", err);
+		return rc;
+	}
 	if (rc < 0) {
 		fprintf(stderr, "nsrouter: ignoring the published plan: %s\n", err);
-	} else if (rc > 0 && !quiet) {
-		ns_rres_figures(res, &gen, &w, &b);
+	} else if (rc > 0 && !p->o.quiet) {
+		ns_rres_figures(p->res, &gen, &w, &b);
 		fprintf(stderr, "nsrouter: plan generation %u: %" PRIu64 " RAM windows, %" PRIu64
 			" bytes resident (never prefetched)\n", gen, w, b);
-	}
-}
-
-/* One received frame: decode, plan, prefetch. Returns 0, or -EPIPE when nsio is gone. */
-static int s_handle(struct ns_client *c, const struct ns_rplan *rp, struct ns_rhits *hits,
-		    struct ns_rres *res, int quiet, const void *buf, size_t len, uint64_t cap,
-		    uint32_t skip, struct ns_zrouter *d, struct ns_zplan *plan, struct s_stats *st)
-{
-	struct ns_rbuild bs;
-	uint32_t n_expert;
-	int n;
-
-	if (ns_zmsg_type(buf, len) != NS_ZMSG_ROUTER) {
-		st->rejected++;
-		return 0;
-	}
-	/* the layer is only known after decoding: check against the largest expert count */
-	n_expert = NS_ZMSG_MAX_EXPERTS;
-	if (ns_zrouter_decode(buf, len, n_expert, d) < 0) {
-		st->rejected++;
-		return 0;
-	}
-	st->decisions++;
-	s_normalise(d);
-	if (hits)
-		ns_rhits_add(hits, d);
-	s_refresh(res, quiet);
-	/* compute requests the first lookahead + 1 windows itself the moment it has published:
-	 * prefetching them only races those reads (measured: +4% device bytes, ~2% hits) */
-	n = ns_rplan_build(rp, d, cap, res, skip, plan, &bs);
-	if (n < 0) {
-		st->rejected++;
-		return 0;
-	}
-	st->resident_windows += bs.resident_windows;
-	st->resident_bytes += bs.resident_bytes;
-	plan->plan_id = st->plans++;
-	for (uint32_t i = 0; i < plan->n_items; i++) {
-		const struct ns_zplan_item *it = &plan->item[i];
-		int rc = ns_client_prefetch(c, it->tensor, it->row0, it->nrows);
-
-		if (rc == -EPIPE)
-			return rc;
-		if (rc) { /* ring full or refused: the rest is read on demand */
-			st->refused += plan->n_items - i;
-			break;
-		}
-		st->windows++;
 	}
 	return 0;
 }
 
-static int s_serve(struct ns_client *c, const struct ns_rplan *rp, struct ns_rhits *hits,
-		   struct ns_rres *res, int quiet, const char *stats_path, void *sock, uint64_t cap,
-		   uint32_t skip, struct s_stats *st)
+/* 2. Model, nsio client, the experts' tensors, the RAM residency, the statistics. Returns an
+ * exit code. */
+static int s_attach(struct nsr_proc *p)
 {
-	struct ns_zrouter *d = malloc(sizeof(*d));
-	struct ns_zplan *plan = malloc(sizeof(*plan));
+	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000,
+				     .beat_role = NS_BEAT_NSROUTER };
+	struct ns_hparams hp;
+	char err[NS_ERR_LEN];
+	int rc = ns_model_open_flags(p->o.model, NS_MODEL_OPEN_NO_VOCAB, &p->m, err, sizeof(err));
+
+	if (rc == 0)
+		rc = ns_client_open(p->o.session, &co, &p->c, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "nsrouter: %s\n", err);
+		return rc == -EPERM ? NS_EXIT_FOREIGN : rc == -ETIMEDOUT || rc == -EPIPE ? 1 : 2;
+	}
+	if (!p->o.lookahead_given)
+		p->o.lookahead = ns_client_default_lookahead(p->c);
+	rc = ns_rplan_new(p->m, p->c, p->o.block_rows, p->o.lookahead, &p->rp, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "nsrouter: %s\n", err);
+		return rc == -ENOENT ? 3 : rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
+	}
+	rc = ns_rres_new(p->m, p->o.session, &p->res);
+	p->d = malloc(sizeof(*p->d));
+	p->plan = malloc(sizeof(*p->plan));
+	if (rc < 0 || !p->d || !p->plan) {
+		fprintf(stderr, "nsrouter: %s\n", strerror(rc < 0 ? -rc : ENOMEM));
+		return 1;
+	}
+	if (s_refresh(p) < 0)
+		return NS_EXIT_FOREIGN;
+	if (p->o.stats) {
+		rc = ns_hparams_load(p->m, &hp, err, sizeof(err));
+		if (rc == 0)
+			rc = ns_rhits_new(hp.n_layer, hp.n_expert, hp.n_expert_used, &p->hits);
+		if (rc < 0) {
+			fprintf(stderr, "nsrouter: --stats: %s\n", rc == -EINVAL ? err :
+				strerror(-rc));
+			return 2;
+		}
+	}
+	/* a plan is capped at half the arena so prefetches never crowd out the blocks compute
+	 * holds; compute requests the first lookahead + 1 windows itself the moment it has
+	 * published: prefetching them only races those reads (measured: +4% device bytes) */
+	p->cap = ns_client_arena_bytes(p->c) / 2;
+	p->skip = p->o.lookahead + 1;
+	p->nsio_gen = atomic_load(&ns_client_ctl(p->c)->nsio_gen);
+	return 0;
+}
+
+/* 3. Subscribe to the decisions nscompute publishes at ipc://RUNDIR/router.ipc. */
+static int s_subscribe(struct nsr_proc *p)
+{
+	char rundir[PATH_MAX], ep[PATH_MAX + 32];
+	int linger = 0, hwm = 1024;
+
+	if (ns_session_rundir(p->o.session, rundir, sizeof(rundir)) < 0 ||
+	    snprintf(ep, sizeof(ep), "ipc://%s/router.ipc", rundir) >= (int)sizeof(ep)) {
+		fprintf(stderr, "nsrouter: runtime dir path too long\n");
+		return 2;
+	}
+	p->zctx = zmq_ctx_new();
+	p->sock = p->zctx ? zmq_socket(p->zctx, ZMQ_SUB) : NULL;
+	if (!p->sock || zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof(linger)) ||
+	    zmq_setsockopt(p->sock, ZMQ_RCVHWM, &hwm, sizeof(hwm)) ||
+	    zmq_setsockopt(p->sock, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(p->sock, ep)) {
+		fprintf(stderr, "nsrouter: cannot subscribe to %s: %s\n", ep,
+			zmq_strerror(zmq_errno()));
+		return 1;
+	}
+	return 0;
+}
+
+/* One received frame: decode, plan, prefetch. Returns 0, -EPIPE when nsio is gone, -EPERM
+ * when the session's plan segment is not ours. */
+static int s_handle(struct nsr_proc *p, const void *buf, size_t len)
+{
+	struct ns_zrouter *d = p->d;
+	struct ns_zplan *plan = p->plan;
+	struct ns_rbuild bs;
+	int n;
+
+	/* the layer is only known after decoding: check against the largest expert count */
+	if (ns_zrouter_decode(buf, len, NS_ZMSG_MAX_EXPERTS, d) < 0) {
+		p->st.rejected++;
+		return 0;
+	}
+	p->st.decisions++;
+	s_normalise(d);
+	if (p->hits)
+		ns_rhits_add(p->hits, d);
+	if (s_refresh(p) < 0)
+		return -EPERM;
+	n = ns_rplan_build(p->rp, d, p->cap, p->res, p->skip, plan, &bs);
+	if (n < 0) {
+		p->st.rejected++;
+		return 0;
+	}
+	p->st.resident_windows += bs.resident_windows;
+	p->st.resident_bytes += bs.resident_bytes;
+	plan->plan_id = p->st.plans++;
+	for (uint32_t i = 0; i < plan->n_items; i++) {
+		const struct ns_zplan_item *it = &plan->item[i];
+		int rc = ns_client_prefetch(p->c, it->tensor, it->row0, it->nrows);
+
+		if (rc == -EPIPE)
+			return rc;
+		if (rc) { /* ring full or refused: the rest is read on demand */
+			p->st.refused += plan->n_items - i;
+			break;
+		}
+		p->st.windows++;
+	}
+	return 0;
+}
+
+/* 4. Until SIGTERM, nsctl's death or a new nsio: every queued decision, the statistics file
+ * every 2 s while it changes (at once on SIGUSR1), a heartbeat every 100 ms. */
+static int s_serve(struct nsr_proc *p)
+{
 	pid_t parent = getppid();
-	struct ns_ctl *ctl = ns_client_ctl(c);
-	const uint32_t gen = atomic_load(&ctl->nsio_gen);
 	uint64_t t_write = ns_now_ns();
 	int rc = 0;
 
-	if (!d || !plan) {
-		free(d);
-		free(plan);
-		return -ENOMEM;
-	}
 	while (!s_stop && rc == 0) {
-		zmq_pollitem_t it = { .socket = sock, .events = ZMQ_POLLIN };
-		int n = zmq_poll(&it, 1, 200); /* a signal ends the wait early */
+		zmq_pollitem_t it = { .socket = p->sock, .events = ZMQ_POLLIN };
+		int n = zmq_poll(&it, 1, 100); /* a signal ends the wait early */
 		bool flush = s_flush;
 
+		ns_client_beat(p->c);
 		s_flush = 0;
-		if (hits && hits->dirty && (flush || ns_now_ns() - t_write > 2000000000ull)) {
-			ns_rhits_write(hits, stats_path);
+		if (p->hits && p->hits->dirty && (flush || ns_now_ns() - t_write > 2000000000ull)) {
+			ns_rhits_write(p->hits, p->o.stats);
 			t_write = ns_now_ns();
 		}
-
 		if (getppid() != parent)
 			break; /* whoever started us is gone */
-		if (atomic_load(&ctl->nsio_gen) != gen) {
+		if (atomic_load(&ns_client_ctl(p->c)->nsio_gen) != p->nsio_gen) {
 			/* a restarted nsio drops records of the old generation, and a prefetch
 			 * has no ticket to re-issue: start afresh (nsctl restarts us) */
 			fprintf(stderr, "nsrouter: nsio restarted; exiting to reattach\n");
 			rc = -ESTALE;
 			break;
 		}
-		if (n <= 0)
-			continue;
-		for (;;) { /* drain everything queued */
+		while (n > 0 && rc == 0) { /* drain everything queued */
 			zmq_msg_t msg;
 
 			zmq_msg_init(&msg);
-			if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
+			if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
 				zmq_msg_close(&msg);
 				break;
 			}
-			rc = s_handle(c, rp, hits, res, quiet, zmq_msg_data(&msg),
-				      zmq_msg_size(&msg), cap, skip, d, plan, st);
+			rc = s_handle(p, zmq_msg_data(&msg), zmq_msg_size(&msg));
 			zmq_msg_close(&msg);
-			if (rc)
-				break;
 		}
 	}
-	free(d);
-	free(plan);
-	return rc;
+	if (rc == -EPERM)
+		return NS_EXIT_FOREIGN;
+	if (rc == -ESTALE || rc == -EPIPE)
+		return 1; /* restarted by nsctl */
+	return 0;
+}
+
+/* 5. The statistics written a last time, the figures said, everything freed. */
+static void s_teardown(struct nsr_proc *p)
+{
+	if (p->hits && p->hits->dirty) {
+		int wr = ns_rhits_write(p->hits, p->o.stats);
+
+		if (wr < 0)
+			fprintf(stderr, "nsrouter: cannot write %s: %s\n", p->o.stats,
+				strerror(-wr));
+	}
+	if (!p->o.quiet && p->sock)
+		fprintf(stderr, "nsrouter: %" PRIu64 " decisions, %" PRIu64 " plans, %" PRIu64
+			" windows prefetched, %" PRIu64 " refused, %" PRIu64 " malformed, %" PRIu64
+			" resident windows skipped (%" PRIu64 " bytes)\n", p->st.decisions,
+			p->st.plans, p->st.windows, p->st.refused, p->st.rejected,
+			p->st.resident_windows, p->st.resident_bytes);
+	if (p->sock)
+		zmq_close(p->sock);
+	if (p->zctx)
+		zmq_ctx_term(p->zctx);
+	free(p->d);
+	free(p->plan);
+	ns_rhits_destroy(&p->hits);
+	ns_rres_destroy(&p->res);
+	ns_rplan_destroy(&p->rp);
+	ns_client_close(&p->c);
+	ns_model_close(&p->m);
 }
 
 int main(int argc, char **argv)
 {
-	struct s_opts o = { 0 };
-	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000 };
-	struct sigaction sa = { .sa_handler = s_on_signal };
-	struct ns_model *m = NULL;
-	struct ns_client *c = NULL;
-	struct ns_rplan *rp = NULL;
-	struct ns_rhits *hits = NULL;
-	struct ns_rres *res = NULL;
-	struct ns_hparams hp;
-	struct s_stats st = { 0 };
-	char err[NS_ERR_LEN], rundir[PATH_MAX], ep[PATH_MAX + 32];
-	void *zctx = NULL, *sock = NULL;
-	int rc, code = 0, linger = 0, hwm = 1024;
+	struct nsr_proc p = { 0 };
+	int code;
 
-	if (s_parse(&o, argc, argv) < 0)
+	/* 1. options */
+	if (s_parse(&p.o, argc, argv) < 0)
 		return 2;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGUSR1, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	rc = ns_model_open(o.model, &m, err, sizeof(err));
-	if (rc == 0)
-		rc = ns_client_open(o.session, &co, &c, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "nsrouter: %s\n", err);
-		code = rc == -ETIMEDOUT || rc == -EPIPE ? 1 : 2;
-		goto out;
-	}
-	if (!o.lookahead_given)
-		o.lookahead = ns_client_default_lookahead(c);
-	rc = ns_rplan_new(m, c, o.block_rows, o.lookahead, &rp, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "nsrouter: %s\n", err);
-		code = rc == -ENOENT ? 3 : rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
-		goto out;
-	}
-	rc = ns_rres_new(m, o.session, &res);
-	if (rc < 0) {
-		fprintf(stderr, "nsrouter: %s\n", strerror(-rc));
-		code = 1;
-		goto out;
-	}
-	s_refresh(res, o.quiet);
-	if (o.stats) {
-		rc = ns_hparams_load(m, &hp, err, sizeof(err));
-		if (rc == 0)
-			rc = ns_rhits_new(hp.n_layer, hp.n_expert, hp.n_expert_used, &hits);
-		if (rc < 0) {
-			fprintf(stderr, "nsrouter: --stats: %s\n", rc == -EINVAL ? err :
-				strerror(-rc));
-			code = 2;
-			goto out;
-		}
-	}
-	if (ns_session_rundir(o.session, rundir, sizeof(rundir)) < 0 ||
-	    snprintf(ep, sizeof(ep), "ipc://%s/router.ipc", rundir) >= (int)sizeof(ep)) {
-		fprintf(stderr, "nsrouter: runtime dir path too long\n");
-		code = 2;
-		goto out;
-	}
-	zctx = zmq_ctx_new();
-	sock = zctx ? zmq_socket(zctx, ZMQ_SUB) : NULL;
-	if (!sock || zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof(linger)) ||
-	    zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof(hwm)) ||
-	    zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(sock, ep)) {
-		fprintf(stderr, "nsrouter: cannot subscribe to %s: %s\n", ep,
-			zmq_strerror(zmq_errno()));
-		code = 1;
-		goto out;
-	}
-	rc = s_serve(c, rp, hits, res, o.quiet, o.stats, sock, ns_client_arena_bytes(c) / 2,
-		     o.lookahead + 1, &st);
-	if (hits && hits->dirty) {
-		int wr = ns_rhits_write(hits, o.stats);
-
-		if (wr < 0)
-			fprintf(stderr, "nsrouter: cannot write %s: %s\n", o.stats, strerror(-wr));
-	}
-	if (rc == -ESTALE || rc == -EPIPE) {
-		code = 1; /* restarted by nsctl */
-	} else if (rc < 0) {
-		fprintf(stderr, "nsrouter: %s\n", strerror(-rc));
-		code = 1;
-	}
-	if (!o.quiet)
-		fprintf(stderr, "nsrouter: %" PRIu64 " decisions, %" PRIu64 " plans, %" PRIu64
-			" windows prefetched, %" PRIu64 " refused, %" PRIu64 " malformed, %" PRIu64
-			" resident windows skipped (%" PRIu64 " bytes)\n", st.decisions, st.plans,
-			st.windows, st.refused, st.rejected, st.resident_windows, st.resident_bytes);
-out:
-	if (sock)
-		zmq_close(sock);
-	if (zctx)
-		zmq_ctx_term(zctx);
-	ns_rhits_destroy(&hits);
-	ns_rres_destroy(&res);
-	ns_rplan_destroy(&rp);
-	ns_client_close(&c);
-	ns_model_close(&m);
+	s_signals();
+	/* 2. model, nsio client, expert tensors, RAM residency, statistics */
+	code = s_attach(&p);
+	/* 3. the router decisions */
+	if (code == 0)
+		code = s_subscribe(&p);
+	/* 4. prefetch until told to stop */
+	if (code == 0)
+		code = s_serve(&p);
+	/* 5. tear down */
+	s_teardown(&p);
 	return code;
 }

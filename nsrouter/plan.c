@@ -5,39 +5,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "client.h"
 #include "model.h"
 #include "ns_util.h"
 #include "plan.h"
 #include "resident.h"
 
-static const char *const s_proj[3] = { "gate", "up", "down" };
-
-/* The stack of one projection, or -ENOENT when the layer has none. */
-static int s_find(const struct ns_model *m, struct ns_client *c, uint32_t layer, int k,
-		  uint64_t block_rows, uint32_t lookahead, struct ns_rproj *pr,
-		  uint32_t *n_expert, char *err, size_t errlen)
+/* An expert stack of the model (tensor mtensor, experts along ne[2]): nsio's index and the
+ * blocks ns_stream_linear will cut it into. */
+static int s_proj(const struct ns_model *m, struct ns_client *c, uint32_t mtensor,
+		  uint64_t block_rows, uint32_t lookahead, struct ns_rproj *pr, char *err,
+		  size_t errlen)
 {
-	char name[96];
-	const struct ns_model_tensor *t;
-	int64_t ci;
+	const struct ns_model_tensor *t = &m->tensors[mtensor];
+	int64_t ci = ns_client_find_tensor(c, t->name);
 	int rc;
 
-	snprintf(name, sizeof(name), "blk.%u.ffn_%s_exps.weight", layer, s_proj[k]);
-	t = ns_model_find(m, name);
-	if (!t)
-		return -ENOENT;
-	ci = ns_client_find_tensor(c, name);
-	if (ci < 0 || ci > UINT32_MAX || t->n_dims != 3 || t->ne[1] == 0 || t->ne[2] == 0) {
-		ns_errf(err, errlen, "%s: %s", name, ci < 0 ? "nsio does not serve it (another "
-			"model?)" : "not a stack of experts (ne[2])");
+	if (ci < 0 || ci > UINT32_MAX) {
+		ns_errf(err, errlen, "%s: nsio does not serve it (another model?)", t->name);
 		return -EINVAL;
 	}
 	pr->tensor = (uint32_t)ci;
-	pr->mtensor = (uint32_t)(t - m->tensors);
+	pr->mtensor = mtensor;
 	pr->expert_rows = t->ne[1];
 	pr->row_bytes = t->row_bytes;
-	*n_expert = (uint32_t)t->ne[2];
 	rc = ns_stream_block_rows(c, pr->tensor, block_rows, lookahead, &pr->block_rows, err,
 				  errlen);
 	if (rc == 0 && pr->block_rows == 0)
@@ -48,63 +40,53 @@ static int s_find(const struct ns_model *m, struct ns_client *c, uint32_t layer,
 int ns_rplan_new(const struct ns_model *m, struct ns_client *c, uint64_t block_rows,
 		 uint32_t lookahead, struct ns_rplan **out, char *err, size_t errlen)
 {
-	struct ns_rplan *p = calloc(1, sizeof(*p));
-	uint32_t n = 0, any = 0;
+	struct ns_arch_model *am = NULL;
+	struct ns_rplan *p;
+	uint32_t any = 0;
+	int rc;
 
 	*out = NULL;
-	if (!p)
-		return -ENOMEM;
-	/* layers: count upwards while any blk.L tensor exists */
-	for (;;) {
-		char name[64];
-		int found = 0;
-
-		snprintf(name, sizeof(name), "blk.%u.", n);
-		for (uint64_t i = 0; i < m->n_tensors && !found; i++)
-			found = !strncmp(m->tensors[i].name, name, strlen(name));
-		if (!found || n == 100000)
-			break;
-		n++;
-	}
-	p->n_layer = n;
-	p->layer = calloc(n ? n : 1, sizeof(*p->layer));
-	if (!p->layer) {
+	rc = ns_arch_bind(m, &am, err, errlen);
+	if (rc < 0)
+		return rc;
+	p = calloc(1, sizeof(*p));
+	if (p)
+		p->layer = calloc(am->n_layer ? am->n_layer : 1, sizeof(*p->layer));
+	if (!p || !p->layer) {
+		ns_arch_model_free(&am);
 		free(p);
+		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	for (uint32_t l = 0; l < n; l++) {
-		struct ns_rlayer *y = &p->layer[l];
-		int rc = 0, k;
+	p->n_layer = am->n_layer;
+	/* the EXPERT steps, layer by layer, in the order a token reads them */
+	for (uint64_t i = 0; i < am->n_steps && rc == 0; i++) {
+		const struct ns_arch_step *st = &am->steps[i];
+		struct ns_rlayer *y;
 
-		for (k = 0; k < 3 && rc == 0; k++) {
-			uint32_t ne = 0;
-
-			rc = s_find(m, c, l, k, block_rows, lookahead, &y->proj[k], &ne, err,
-				    errlen);
-			if (rc == 0 && k > 0 && ne != y->n_expert) {
-				ns_errf(err, errlen, "layer %u: expert stacks disagree on the expert "
-					"count", l);
-				rc = -EINVAL;
-			}
-			y->n_expert = ne;
+		if (st->role != NS_ROLE_EXPERT || st->layer < 0)
+			continue;
+		y = &p->layer[st->layer];
+		if (y->n_proj == NS_RPLAN_MAX_PROJ) {
+			ns_errf(err, errlen, "layer %d: more than %d expert stacks", st->layer,
+				NS_RPLAN_MAX_PROJ);
+			rc = -EINVAL;
+			break;
 		}
-		if (rc == -ENOENT && k == 1)
-			continue; /* a dense layer */
-		if (rc) {
-			if (rc == -ENOENT)
-				ns_errf(err, errlen, "layer %u: ffn_%s_exps missing", l,
-					s_proj[k - 1]);
-			ns_rplan_destroy(&p);
-			return rc;
-		}
+		rc = s_proj(m, c, st->tensor, block_rows, lookahead, &y->proj[y->n_proj++], err,
+			    errlen);
+		y->n_expert = (uint32_t)ns_arch_dim(am, st->layer, NS_DIM_EXPERT);
+		any += !y->present;
 		y->present = 1;
-		any++;
 	}
-	if (!any) {
-		ns_errf(err, errlen, "the model has no expert tensors (ffn_*_exps): nothing to "
-			"route");
+	ns_arch_model_free(&am);
+	if (rc == 0 && !any) {
+		ns_errf(err, errlen, "the model has no expert stacks: nothing to route");
+		rc = -ENOENT;
+	}
+	if (rc < 0) {
 		ns_rplan_destroy(&p);
-		return -ENOENT;
+		return rc;
 	}
 	*out = p;
 	return 0;
@@ -140,7 +122,7 @@ int ns_rplan_build(const struct ns_rplan *p, const struct ns_zrouter *d, uint64_
 	for (uint32_t i = 0; i < d->n_used; i++) {
 		const uint32_t e = d->expert[i];
 
-		for (int k = 0; k < 3; k++) {
+		for (uint32_t k = 0; k < y->n_proj; k++) {
 			const struct ns_rproj *pr = &y->proj[k];
 			const uint64_t r0 = (uint64_t)e * pr->expert_rows, end = r0 + pr->expert_rows;
 

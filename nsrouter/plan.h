@@ -1,7 +1,8 @@
 /* plan.h - turn one layer's router decision into the layer-wide prefetch plan.
  *
  * For each chosen expert, in ascending id (the order nscompute/forward/moe.c multiplies them):
- * its gate rows, then up, then down, each cut into the blocks ns_stream_linear will request
+ * the rows of each expert stack of the layer in the architecture table's order (its EXPERT
+ * reads, modelfile/arch.h: gate, up, down), each cut into the blocks ns_stream_linear will request
  * (ns_stream_block_rows with the same --block-rows and lookahead as nscompute), so every
  * prefetched window is an exact hit. Expert e owns rows [e * rows, (e + 1) * rows) of each
  * stacked tensor (rows = ne[1]: n_ff for gate/up, n_embd for down).
@@ -30,10 +31,13 @@ struct ns_rproj {
 	uint64_t row_bytes;
 };
 
+#define NS_RPLAN_MAX_PROJ 4
+
 struct ns_rlayer {
-	int present;              /* 1: an MoE layer with gate, up and down stacks */
+	int present;              /* 1: an MoE layer (expert stacks in the table's reads) */
 	uint32_t n_expert;
-	struct ns_rproj proj[3];  /* gate, up, down: consumption order */
+	uint32_t n_proj;
+	struct ns_rproj proj[NS_RPLAN_MAX_PROJ]; /* the expert stacks in consumption order */
 };
 
 struct ns_rplan {
@@ -41,8 +45,9 @@ struct ns_rplan {
 	struct ns_rlayer *layer;  /* (n_layer) */
 };
 
-/* Find blk.L.ffn_{gate,up,down}_exps.weight for every layer and size the blocks. Returns 0,
- * -ENOENT (no MoE tensor at all: nothing to route), -ENOSPC/-EINVAL with one line in err. */
+/* Bind the model to the architecture table, take every layer's expert stacks in its order
+ * and size the blocks. Returns 0, -ENOENT (no expert stack at all: nothing to route),
+ * -ENOSPC/-EINVAL/-ENOMEM with one line in err. */
 int ns_rplan_new(const struct ns_model *m, struct ns_client *c, uint64_t block_rows,
 		 uint32_t lookahead, struct ns_rplan **out, char *err, size_t errlen);
 void ns_rplan_destroy(struct ns_rplan **p);

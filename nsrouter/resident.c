@@ -113,8 +113,9 @@ int ns_rres_refresh(struct ns_rres *r, bool force, char *err, size_t errlen)
 	if (!force && now - r->t_look < S_LOOK_NS)
 		return 0;
 	r->t_look = now;
-	if (!r->seg.base && nsplan_shm_open(&r->seg, r->session, err, errlen))
-		return 0; /* no plan (yet): nothing resident */
+	if (!r->seg.base && (rc = nsplan_shm_open(&r->seg, r->session, err, errlen)))
+		return rc == -EPERM ? rc : 0; /* not ours; or no plan (yet): nothing resident */
+	rc = -EAGAIN;
 	c = (const struct nsplan_seg_ctl *)((const uint8_t *)r->seg.base +
 					    sizeof(struct ns_seg_header));
 	seq = atomic_load_explicit(&c->seq, memory_order_acquire);

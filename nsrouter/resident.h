@@ -32,8 +32,9 @@ int ns_rres_new(const struct ns_model *m, const char *session, struct ns_rres **
 void ns_rres_destroy(struct ns_rres **r);
 
 /* Look for a (new) plan when 100 ms have passed since the last look, or always when force.
- * Returns 1 when a new plan was taken, 0 when nothing changed, a negative errno (with a line
- * in err) for a plan that fails validation (the old table stays). */
+ * Returns 1 when a new plan was taken, 0 when nothing changed, -EPERM (a line in err) when the
+ * plan segment is not ours, another negative errno (with a line in err) for a plan that fails
+ * validation (the old table stays). */
 int ns_rres_refresh(struct ns_rres *r, bool force, char *err, size_t errlen);
 
 /* Take the plan records buf (len bytes) directly (tests, and the refresh above). Returns 0 or

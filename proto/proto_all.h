@@ -2,6 +2,7 @@
 #ifndef NS_PROTO_ALL_H
 #define NS_PROTO_ALL_H
 
+#include "ctl_msg.h"
 #include "ring_rec.h"
 #include "zmsg.h"
 

@@ -70,6 +70,26 @@ struct ns_stats {
 	_Atomic uint64_t ahead_bytes;     /* gauge: arena bytes held by unclaimed read-ahead */
 };
 
+/* Liveness: each process of a session bumps its role's beat counter as it makes progress
+ * (every pass of its loop, which wakes at least every 100 ms when idle, and, for the compute,
+ * every weight block, token and wait tick) and publishes its pid there. The supervisor
+ * (nsctl) takes a counter that stops moving for its stated time as a stopped or stuck
+ * process. */
+enum ns_beat_role {
+	NS_BEAT_NONE = 0,       /* a client that publishes no beat */
+	NS_BEAT_NSIO = 1,
+	NS_BEAT_NSCOMPUTE = 2,
+	NS_BEAT_NSPLAN = 3,
+	NS_BEAT_NSROUTER = 4,
+	NS_BEAT_COUNT = 5,
+};
+
+struct ns_beat {
+	_Atomic uint64_t beats;
+	_Atomic int32_t pid;    /* the process beating (not a wrapper around it) */
+	uint32_t pad;
+};
+
 struct ns_arena_state {
 	_Atomic uint64_t head_seq; /* next lease sequence number */
 	_Atomic uint64_t tail_seq; /* oldest lease not yet swept */
@@ -148,7 +168,24 @@ struct ns_ctl {
 	_Atomic uint32_t direct;      /* 1: O_DIRECT reads, 0: buffered fallback */
 	alignas(64) struct ns_arena_state arena;
 	alignas(64) struct ns_stats stats;
+	alignas(64) struct ns_beat beat[NS_BEAT_COUNT];
 };
+
+/* One beat of role r (NS_BEAT_NONE and out-of-range roles: nothing). */
+static inline void ns_beat(struct ns_ctl *c, uint32_t r)
+{
+	if (r > NS_BEAT_NONE && r < NS_BEAT_COUNT)
+		atomic_fetch_add_explicit(&c->beat[r].beats, 1, memory_order_relaxed);
+}
+
+/* The process of role r says who it is (its first beat). */
+static inline void ns_beat_hello(struct ns_ctl *c, uint32_t r, int32_t pid)
+{
+	if (r > NS_BEAT_NONE && r < NS_BEAT_COUNT) {
+		atomic_store(&c->beat[r].pid, pid);
+		ns_beat(c, r);
+	}
+}
 
 static inline struct ns_client_slot *ns_ctl_client(struct ns_ctl *c, uint32_t i)
 {

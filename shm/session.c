@@ -7,31 +7,49 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ns_util.h"
 
-#define S_CTL "ctl"
+#define S_CTL NS_SEG_CTL_WHAT
 #define S_ARENA "arena"
+#define S_LOCK_GRACE_S 60 /* a runtime dir without its lock this long is a dead start */
 
 static bool s_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
 }
 
-int ns_session_rundir(const char *id, char *buf, size_t n)
+/* Where runtime dirs live and how their names begin: "<parent>/<prefix><id>". */
+static int s_rundir_parts(char *parent, size_t pn, char *prefix, size_t fn)
 {
 	const char *x = getenv("XDG_RUNTIME_DIR");
 	char user[32];
-	int k;
+	int a, b;
 
 	if (x && *x) {
-		k = snprintf(buf, n, "%s/neurostream-%s", x, id);
+		a = snprintf(parent, pn, "%s", x);
+		b = snprintf(prefix, fn, "neurostream-");
 	} else {
 		ns_seg_user(user, sizeof(user));
-		k = snprintf(buf, n, "/tmp/neurostream-%s-%s", user, id);
+		a = snprintf(parent, pn, "/tmp");
+		b = snprintf(prefix, fn, "neurostream-%s-", user);
 	}
+	return (a < 0 || (size_t)a >= pn || b < 0 || (size_t)b >= fn) ? -ENAMETOOLONG : 0;
+}
+
+int ns_session_rundir(const char *id, char *buf, size_t n)
+{
+	char parent[PATH_MAX], prefix[64];
+	int k;
+
+	if (s_rundir_parts(parent, sizeof(parent), prefix, sizeof(prefix)) < 0)
+		return -ENAMETOOLONG;
+	k = snprintf(buf, n, "%s/%s%s", parent, prefix, id);
 	return (k < 0 || (size_t)k >= n) ? -ENAMETOOLONG : 0;
 }
 
@@ -97,14 +115,12 @@ void ns_session_unlink(const char *id)
 {
 	char dir[PATH_MAX];
 
-	ns_seg_unlink(id, S_CTL);
-	ns_seg_unlink(id, S_ARENA);
-	ns_seg_unlink_session(id); /* segments other modules added to the session */
+	ns_seg_unlink_session(id); /* ctl, arena and what other modules added to the session */
 	if (ns_session_rundir(id, dir, sizeof(dir)) == 0) {
 		DIR *d = opendir(dir);
 		struct dirent *de;
 
-		/* the ipc endpoints of the session's processes live directly inside */
+		/* the lock and the ipc endpoints of the session's processes live directly inside */
 		while (d && (de = readdir(d)))
 			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
 				unlinkat(dirfd(d), de->d_name, 0);
@@ -112,6 +128,202 @@ void ns_session_unlink(const char *id)
 			closedir(d);
 		rmdir(dir);
 	}
+}
+
+/* Open the lock of runtime dir `dir` (created when create) and take it: shared, or
+ * exclusive without waiting. Returns the fd or -errno (-EWOULDBLOCK: held by others). */
+static int s_lock(const char *dir, bool create, bool exclusive)
+{
+	char path[PATH_MAX + 16];
+	struct stat st;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, NS_SESSION_LOCK) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0), 0600);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+		close(fd);
+		return -EPERM;
+	}
+	if (flock(fd, exclusive ? LOCK_EX | LOCK_NB : LOCK_SH | LOCK_NB) != 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int ns_session_hold(const char *id, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	int fd;
+
+	if (ns_session_rundir(id, dir, sizeof(dir)) < 0)
+		return ns_errf(err, errlen, "runtime dir path too long"), -ENAMETOOLONG;
+	fd = s_lock(dir, false, false);
+	if (fd == -EWOULDBLOCK)
+		return ns_errf(err, errlen, "session %s is being removed", id), -ENOENT;
+	if (fd < 0)
+		return ns_errf(err, errlen, "session %s: lock %s/%s: %s", id, dir, NS_SESSION_LOCK,
+			       strerror(-fd)), fd == -EPERM ? -EPERM : -ENOENT;
+	return fd;
+}
+
+/* A session without a lock: alive while its control segment's creator is (pid, and start
+ * time where the header has one); without a control segment, while its runtime dir (made at
+ * `made`) is younger than a minute. */
+static int s_owner_probe(const char *id, time_t made)
+{
+	char user[32], path[300];
+	struct ns_seg_header h;
+	ssize_t got;
+	int fd;
+
+	ns_seg_user(user, sizeof(user));
+	snprintf(path, sizeof(path), "/dev/shm/ns-%s-%s-ctl", user, id);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return time(NULL) - made > S_LOCK_GRACE_S ? 0 : 1;
+	got = pread(fd, &h, sizeof(h), 0);
+	close(fd);
+	if (got != (ssize_t)sizeof(h) || h.magic != NS_SEG_MAGIC)
+		return time(NULL) - made > S_LOCK_GRACE_S ? 0 : 1;
+	return ns_proc_alive(h.owner_pid, h.layout_version >= 2 ? h.owner_start : 0);
+}
+
+int ns_session_probe(const char *id)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (ns_session_rundir(id, dir, sizeof(dir)) < 0 || stat(dir, &st) != 0)
+		return -ENOENT;
+	fd = s_lock(dir, false, true);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (fd == -ENOENT) /* no lock: a start in progress, one that died, or an older build's */
+		return s_owner_probe(id, st.st_mtime);
+	return 1; /* held (or not ours to judge) */
+}
+
+int ns_session_each(int (*fn)(const char *id, const char *dir, void *arg), void *arg)
+{
+	char parent[PATH_MAX], prefix[64], dir[PATH_MAX * 2];
+	struct dirent *de;
+	struct stat st;
+	size_t pl;
+	DIR *d;
+	int rc = 0;
+
+	if (s_rundir_parts(parent, sizeof(parent), prefix, sizeof(prefix)) < 0)
+		return 0;
+	pl = strlen(prefix);
+	d = opendir(parent);
+	while (d && rc == 0 && (de = readdir(d))) {
+		const char *id = de->d_name + pl;
+
+		if (strncmp(de->d_name, prefix, pl) || !ns_session_id_valid(id))
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name);
+		if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		rc = fn(id, dir, arg);
+	}
+	if (d)
+		closedir(d);
+	return rc;
+}
+
+static int s_sweep_one(const char *id, const char *dir, void *arg)
+{
+	(void)dir;
+	if (ns_session_probe(id) == 0) {
+		ns_session_unlink(id);
+		(*(int *)arg)++;
+	}
+	return 0;
+}
+
+/* A segment of a session without a runtime dir: dead when its header's owner is. */
+static bool s_orphan_stale(int dfd, const char *name)
+{
+	struct ns_seg_header h;
+	struct stat st;
+	ssize_t got;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return false;
+	got = pread(fd, &h, sizeof(h), 0);
+	if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+		close(fd);
+		return false;
+	}
+	close(fd);
+	if (got == (ssize_t)sizeof(h) && h.magic == NS_SEG_MAGIC)
+		return !ns_proc_alive(h.owner_pid, h.layout_version >= 2 ? h.owner_start : 0);
+	return time(NULL) - st.st_mtime > S_LOCK_GRACE_S; /* never finished creating */
+}
+
+int ns_session_sweep(void)
+{
+	char id[NS_SESSION_ID_LEN + 1], path[300];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	ns_session_each(s_sweep_one, &n);
+	d = opendir("/dev/shm");
+	while (d && (de = readdir(d))) {
+		if (!ns_seg_name_session(de->d_name, id) || ns_session_probe(id) != -ENOENT)
+			continue;
+		snprintf(path, sizeof(path), "/%s", de->d_name);
+		if (s_orphan_stale(dirfd(d), de->d_name) && shm_unlink(path) == 0)
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+bool ns_session_owner_alive(const struct ns_ctl *ctl)
+{
+	return ns_proc_alive(ctl->hdr.owner_pid, ctl->hdr.owner_start);
+}
+
+/* Any /dev/shm entry of session id that is not ours (or not 0600) was planted: -EPERM with
+ * a line naming it. Its names other than the control segment's carry a key only we can read,
+ * so this finds what a leaked key or a test hook let in before anything uses it. */
+static int s_foreign(const char *id, char *err, size_t errlen)
+{
+	char user[32], prefix[96];
+	struct dirent *de;
+	struct stat st;
+	DIR *d = opendir("/dev/shm");
+	int rc = 0;
+
+	ns_seg_user(user, sizeof(user));
+	snprintf(prefix, sizeof(prefix), "ns-%s-%s-", user, id);
+	while (d && rc == 0 && (de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (st.st_uid != geteuid() || (st.st_mode & 07777) != 0600) {
+			ns_errf(err, errlen, "segment /%s of this session belongs to uid %u (mode "
+				"%04o), not to us: another user planted it; refusing the session",
+				de->d_name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			rc = -EPERM;
+		}
+	}
+	if (d)
+		closedir(d);
+	return rc;
 }
 
 int ns_session_create(const struct ns_session_params *p, struct ns_session **out, char *err,
@@ -129,7 +341,7 @@ int ns_session_create(const struct ns_session_params *p, struct ns_session **out
 	if (!s_layout(p, &geom, &ctl_bytes))
 		return ns_errf(err, errlen, "session geometry overflows"), -EOVERFLOW;
 	arena_bytes = p->arena_bytes / p->align * p->align;
-	ns_seg_sweep_stale();
+	ns_session_sweep();
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
@@ -142,6 +354,7 @@ int ns_session_create(const struct ns_session_params *p, struct ns_session **out
 	}
 	s->owner = true;
 	s->arena_writable = true;
+	s->lock_fd = -1;
 	rc = ns_session_rundir(s->id, s->rundir, sizeof(s->rundir));
 	if (rc == 0 && mkdir(s->rundir, 0700) != 0)
 		rc = -errno;
@@ -150,11 +363,20 @@ int ns_session_create(const struct ns_session_params *p, struct ns_session **out
 		free(s);
 		return rc;
 	}
+	s->lock_fd = s_lock(s->rundir, true, false);
+	if (s->lock_fd < 0) {
+		rc = s->lock_fd;
+		ns_errf(err, errlen, "runtime dir %s: lock: %s", s->rundir, strerror(-rc));
+		goto fail;
+	}
 	rc = ns_seg_create(&s->ctl_seg, s->id, S_CTL, NS_SEG_CTL, ctl_bytes, err, errlen);
 	if (rc)
 		goto fail;
 	rc = ns_seg_create(&s->arena_seg, s->id, S_ARENA, NS_SEG_ARENA,
 			   NS_ARENA_DATA_OFFSET + arena_bytes, err, errlen);
+	if (rc)
+		goto fail;
+	rc = s_foreign(s->id, err, errlen);
 	if (rc)
 		goto fail;
 	c = s->ctl = s->ctl_seg.base;
@@ -175,10 +397,11 @@ int ns_session_create(const struct ns_session_params *p, struct ns_session **out
 fail:
 	ns_seg_unmap(&s->ctl_seg);
 	ns_seg_unmap(&s->arena_seg);
-	if (rc != -EEXIST)
-		ns_session_unlink(s->id);
-	else
-		rmdir(s->rundir);
+	/* the runtime dir was made here, so the id is ours: whatever exists of it goes (a
+	 * segment under it that is not ours stays, and unlink skips it) */
+	ns_session_unlink(s->id);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s);
 	return rc;
 }
@@ -219,6 +442,7 @@ int ns_session_attach(const char *id, bool arena_writable, struct ns_session **o
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->arena_writable = arena_writable;
+	s->lock_fd = -1;
 	ns_session_rundir(id, s->rundir, sizeof(s->rundir));
 	rc = ns_seg_open(&s->ctl_seg, id, S_CTL, NS_SEG_CTL, true, err, errlen);
 	if (rc)
@@ -237,6 +461,12 @@ int ns_session_attach(const char *id, bool arena_writable, struct ns_session **o
 		goto fail;
 	}
 	s->arena = (uint8_t *)s->arena_seg.base + NS_ARENA_DATA_OFFSET;
+	/* held while attached: the session is alive as long as any of its processes is */
+	s->lock_fd = ns_session_hold(id, err, errlen);
+	if (s->lock_fd < 0) {
+		rc = s->lock_fd;
+		goto fail;
+	}
 	*out = s;
 	return 0;
 fail:
@@ -256,6 +486,8 @@ void ns_session_destroy(struct ns_session **sp)
 	ns_seg_unmap(&s->arena_seg);
 	if (s->owner)
 		ns_session_unlink(s->id);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s);
 	*sp = NULL;
 }

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "cfwd.h"
 #include "forward.h"
 #include "model.h"
 #include "ns_util.h"
 #include "nscuda.h"
-#include "plan.h"
 #include "weights_fused.h"
 
 static int s_cmp_d(const void *a, const void *b)
@@ -76,6 +76,7 @@ int main(int argc, char **argv)
 	struct ns_weights *w = NULL;
 	struct ns_fwd *f = NULL;
 	struct ns_cfwd_stats st;
+	struct ns_hparams hp;
 	char err[512];
 	double *pre, *dec, copy;
 	float *logits;
@@ -132,15 +133,18 @@ int main(int argc, char **argv)
 	printf("weights to VRAM in %.1f s: %.2f GiB resident, arena %.2f GiB\n",
 	       (ns_now_ns() - t0) / 1e9, st.vram_bytes / 1073741824.0,
 	       st.vram_budget / 1073741824.0);
-	/* bytes a decoded token reads: every resident matrix (MoE: scaled below) */
-	for (uint64_t i = 0; i < m->n_tensors; i++) {
-		const struct ns_model_tensor *t = &m->tensors[i];
-
-		if (t->n_rows > 1 && !nsplan_tensor_held(t) && strcmp(t->name, "token_embd.weight"))
-			per_tok += t->n_bytes;
+	/* bytes a decoded token reads: every resident matrix (MoE: scaled below), the roles of
+	 * the architecture table */
+	if (ns_hparams_load(m, &hp, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench_cuda_decode: %s\n", err);
+		return 1;
 	}
-	if (!ns_model_find(m, "output.weight"))
-		per_tok += ns_model_find(m, "token_embd.weight")->n_bytes;
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const enum ns_role r = ns_arch_role(&hp, &m->tensors[i]);
+
+		if (r == NS_ROLE_MATRIX || r == NS_ROLE_EXPERT || r == NS_ROLE_ROWS_MATRIX)
+			per_tok += m->tensors[i].n_bytes;
+	}
 	V = ns_fwd_n_vocab(f);
 	toks = calloc(n_prompt + n_gen, sizeof(*toks));
 	logits = calloc(V, sizeof(float));

@@ -1,7 +1,7 @@
 /* bench_gemv - fused dequant-GEMV throughput against memory bandwidth measured in the same run.
  *
  * usage: bench_gemv [--types T1,T2,..] [--threads 1,2] [--mib N] [--reps N] [--act f32|q8|both]
- *                   [--path auto|scalar|avx2|avx512] [--no-gemm]
+ *                   [--path auto|scalar|avx2|avx512] [--no-gemm] [--gemm-only] [--peak]
  *
  * For every type, --mib MiB (default 256, several times the L3) of random weights with sane
  * scales are split into 32 MiB matrices of 4096 columns, and ns_gemv runs over them in turn so
@@ -9,7 +9,10 @@
  * median over --reps passes of quantized-weight GB/s, next to the read bandwidth of the same
  * buffer with the same number of threads (AVX2 loads summed, STREAM-like), and their ratio.
  * The batched kernel (ns_gemm) is then timed on one 2048 x 4096 matrix for 1, 8, 64 and 512
- * tokens and reported as effective GFLOP/s (2 * rows * cols * tokens / time).
+ * tokens and reported as effective GFLOP/s (2 * rows * cols * tokens / time), beside the int8
+ * GEMM (gemm_i8.h, path auto, int8 GOP/s) and the machine's int8 peak measured in the same run
+ * (vpdpbusd with 16 independent accumulators on every thread: 2 * 64 ops per instruction);
+ * --gemm-only skips the GEMV sweep, --peak prints only the peak line ("int8 peak: N GOP/s").
  * Numbers are noisy when other work shares the cores: rerun when the machine is quiet. */
 #include <errno.h>
 #include <immintrin.h>
@@ -18,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gemm_i8.h"
 #include "gemv.h"
 #include "ggml_type.h"
 #include "ns_util.h"
@@ -192,6 +196,58 @@ static void s_fill(uint8_t *buf, uint64_t len, const struct s_ty *ty, const stru
 	}
 }
 
+/* The int8 multiply-add peak of one thread: 16 independent vpdpbusd chains (enough to cover
+ * the latency on every x86 core with VNNI) over registers only. Returns int8 ops (2 per
+ * multiply-add) done. */
+__attribute__((target("avx512f,avx512vnni"), noinline)) static uint64_t s_vnni_loop(uint64_t iters)
+{
+	const __m512i x = _mm512_set1_epi8(3), w = _mm512_set1_epi8(-2);
+	__m512i a0 = _mm512_set1_epi32(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+		a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0, a12 = a0, a13 = a0, a14 = a0, a15 = a0;
+
+	for (uint64_t it = 0; it < iters; it++) {
+#define S_DP(a) a = _mm512_dpbusd_epi32(a, x, w)
+		S_DP(a0); S_DP(a1); S_DP(a2); S_DP(a3); S_DP(a4); S_DP(a5); S_DP(a6); S_DP(a7);
+		S_DP(a8); S_DP(a9); S_DP(a10); S_DP(a11); S_DP(a12); S_DP(a13); S_DP(a14); S_DP(a15);
+#undef S_DP
+		__asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5),
+				 "+v"(a6), "+v"(a7));
+		__asm__ volatile("" : "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11), "+v"(a12),
+				 "+v"(a13), "+v"(a14), "+v"(a15));
+	}
+	a0 = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+			      _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+	a8 = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)),
+			      _mm512_add_epi32(_mm512_add_epi32(a12, a13), _mm512_add_epi32(a14, a15)));
+	volatile int sink = _mm512_reduce_add_epi32(_mm512_add_epi32(a0, a8));
+	(void)sink;
+	return iters * 16 * 64 * 2;
+}
+
+static void s_peak_task(void *ctx, uint64_t t)
+{
+	(void)t;
+	s_vnni_loop(*(const uint64_t *)ctx);
+}
+
+/* int8 GOP/s of the pool's threads together, median of 5 (0 without AVX-512 VNNI). */
+static double s_int8_peak(struct ns_pool *p)
+{
+	uint64_t iters = 2000000;
+	double v[5];
+	int n = ns_pool_threads(p);
+
+	if (!ns_kpath_supported(NS_KPATH_AVX512))
+		return 0;
+	for (int r = 0; r < 5; r++) {
+		uint64_t t0 = ns_now_ns();
+
+		ns_pool_run(p, s_peak_task, &iters, (uint64_t)n);
+		v[r] = (double)iters * 16 * 64 * 2 * n / (double)(ns_now_ns() - t0);
+	}
+	return s_median(v, 5);
+}
+
 struct s_opts {
 	bool types[NS_ARRAY_LEN(s_tys)];
 	int threads[4], n_threads;
@@ -200,6 +256,8 @@ struct s_opts {
 	bool act[2];
 	enum ns_kpath path;
 	bool gemm;
+	bool gemv;
+	bool peak_only;
 };
 
 static int s_parse(int argc, char **argv, struct s_opts *o)
@@ -213,12 +271,14 @@ static int s_parse(int argc, char **argv, struct s_opts *o)
 	o->mib = 256;
 	o->reps = 5;
 	o->act[0] = o->act[1] = true;
-	o->gemm = true;
+	o->gemm = o->gemv = true;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (!strcmp(a, "--no-gemm")) {
-			o->gemm = false;
+		if (!strcmp(a, "--no-gemm") || !strcmp(a, "--gemm-only") || !strcmp(a, "--peak")) {
+			o->gemm = strcmp(a, "--no-gemm") != 0;
+			o->gemv = !strcmp(a, "--no-gemm");
+			o->peak_only = !strcmp(a, "--peak");
 			continue;
 		}
 		if (!v) {
@@ -277,7 +337,7 @@ int main(int argc, char **argv)
 	uint8_t *buf, *dst;
 	float *x, *y;
 	struct ns_pool *pools[4];
-	double rd[4];
+	double rd[4], peak;
 
 	if (s_parse(argc, argv, &o))
 		return 2;
@@ -305,6 +365,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (o.peak_only) {
+		printf("int8 peak: %.1f GOP/s (%d threads)\n", s_int8_peak(pools[o.n_threads - 1]),
+		       o.threads[o.n_threads - 1]);
+		goto out;
+	}
+	if (!o.gemv)
+		goto gemm;
 	printf("path %s, %llu MiB per type in %llu MiB matrices of %llu columns, median of %d\n",
 	       ns_kpath_name(o.path == NS_KPATH_AUTO ? ns_kpath_best() : o.path),
 	       (unsigned long long)o.mib, (unsigned long long)(S_MAT_BYTES >> 20),
@@ -329,7 +396,7 @@ int main(int argc, char **argv)
 		n_mat = len / (rows * rb);
 		s_fill(buf, len, &s_tys[ti], inf);
 		for (int act = 0; act < 2; act++) {
-			struct ns_kopts ko = { o.path, (enum ns_act)act };
+			struct ns_kopts ko = { o.path, (enum ns_act)act, false };
 
 			if (!o.act[act] || (act == 1 && inf->block_elems == 1))
 				continue;
@@ -372,8 +439,12 @@ int main(int argc, char **argv)
 	}
 	if (!o.gemm)
 		goto out;
-	printf("\nbatched ns_gemm, 2048 x %llu matrix, %d thread(s), effective GFLOP/s (median of 3)\n",
-	       (unsigned long long)S_COLS, o.threads[o.n_threads - 1]);
+gemm:
+	peak = s_int8_peak(pools[o.n_threads - 1]);
+	printf("\nbatched ns_gemm, 2048 x %llu matrix, %d thread(s), effective GFLOP/s (median of 3);\n"
+	       "i8: the int8 GEMM (gemm_i8.h, path %s); int8 peak measured now: %.1f GOP/s\n",
+	       (unsigned long long)S_COLS, o.threads[o.n_threads - 1],
+	       ns_i8path_name(ns_i8path_best()), peak);
 	printf("%-6s %-4s %8s %8s %8s %8s\n", "type", "act", "1 tok", "8 tok", "64 tok", "512 tok");
 	for (size_t ti = 0; ti < NS_ARRAY_LEN(s_tys); ti++) {
 		const struct ns_type_info *inf = ns_type_get(s_tys[ti].type);
@@ -383,24 +454,33 @@ int main(int argc, char **argv)
 		if (!o.types[ti])
 			continue;
 		s_fill(buf, S_MAT_BYTES, &s_tys[ti], inf);
-		for (int act = 0; act < 2; act++) {
-			struct ns_kopts ko = { o.path, (enum ns_act)act };
+		for (int act = 0; act < 3; act++) {
+			struct ns_kopts ko = { o.path, (enum ns_act)(act > 0), true }; /* q8: the row kernels */
+			double last = 0;
 
-			if (!o.act[act] || (act == 1 && inf->block_elems == 1))
+			if (!o.act[act > 0] || (act > 0 && inf->block_elems == 1))
 				continue;
-			printf("%-6s %-4s", s_tys[ti].name, act ? "q8" : "f32");
+			printf("%-6s %-4s", s_tys[ti].name, act == 2 ? "i8" : act ? "q8" : "f32");
 			for (size_t k = 0; k < NS_ARRAY_LEN(toks); k++) {
 				double v[3];
 
 				for (int r = 0; r < 3; r++) {
 					uint64_t t0 = ns_now_ns();
 
-					ns_gemm_ex(p, &ko, s_tys[ti].type, buf, S_COLS, 2048, x, toks[k], y, 2048);
+					if (act == 2)
+						ns_gemm_i8(p, NS_I8_AUTO, s_tys[ti].type, buf, S_COLS, 2048, x,
+							   toks[k], y, 2048);
+					else
+						ns_gemm_ex(p, &ko, s_tys[ti].type, buf, S_COLS, 2048, x,
+							   toks[k], y, 2048);
 					v[r] = 2.0 * 2048 * S_COLS * (double)toks[k] / (double)(ns_now_ns() - t0);
 				}
-				printf(" %8.1f", s_median(v, 3));
+				last = s_median(v, 3);
+				printf(" %8.1f", last);
 				fflush(stdout);
 			}
+			if (act > 0 && peak > 0)
+				printf("   (512 tok: %.2f of the int8 peak)", last / peak);
 			printf("\n");
 		}
 	}

@@ -1,11 +1,16 @@
 /* bench_nsio - nsio streaming a multi-GB model through the client library, against a bare
  * io_uring O_DIRECT reader at the same block size and queue depth, measured in the same run.
  *
- *   bench_nsio [--file PATH] [--size 2GB] [--block-bytes 1MB] [--queue-depth 8]
+ *   bench_nsio [--scratch PATH] [--size 2GB] [--block-bytes 1MB] [--queue-depth 8]
  *              [--mem-budget 64MB] [--rounds 6] [--keep] [--also-fixed]
  *
  * The model is generated here (GGUF, F32 rows of 4 KiB, tensor data 4 KiB aligned, so a block
- * of block-bytes / 4096 rows is exactly one aligned read of block-bytes). Both readers use
+ * of block-bytes / 4096 rows is exactly one aligned read of block-bytes) into a scratch file,
+ * --scratch PATH (default $NS_BUILD_ROOT/bench-nsio.gguf), deleted at the end unless --keep.
+ * The file is created new (it is never moved over an existing one); an existing PATH is used
+ * only when it is such a scratch file (its metadata says so, "bench_nsio.scratch") of the
+ * size asked for, and anything else at PATH is refused in one line, never overwritten or
+ * deleted: the old --file flag read like "the file to read", and it truncated a 17 GB model. Both readers use
  * O_DIRECT, so every round reads the device, not the page cache. Each round runs both readers
  * back to back, alternating which goes first; the ratio is given over all rounds and as the
  * median of the per-round ratios. The bare reader uses plain buffers like diskprobe.c;
@@ -35,8 +40,10 @@
 #define ROW_ELEMS 1024 /* F32: 4096-byte rows */
 #define TENSOR_ROWS 65536 /* 256 MiB per tensor */
 
+#define S_SCRATCH_KEY "bench_nsio.scratch"
+
 struct opts {
-	const char *file;
+	const char *file;       /* --scratch */
 	uint64_t size, block, budget;
 	uint32_t qd, rounds;
 	bool keep, also_fixed;
@@ -59,20 +66,40 @@ static int s_fill(void *ctx, uint64_t off, void *dst, size_t n)
 	return 0;
 }
 
+/* An existing PATH: 1 when it is our scratch file of n_tensors tensors (use it), 0 when it
+ * is anything else (refuse). */
+static int s_is_scratch(const char *path, uint64_t n_tensors)
+{
+	struct ns_gguf *g;
+	char err[NS_ERR_LEN];
+	bool mark = false;
+	int ok;
+
+	if (ns_gguf_open(path, &g, err, sizeof(err)) < 0)
+		return 0; /* not even a GGUF: certainly not ours */
+	ok = ns_gguf_get_bool(g, S_SCRATCH_KEY, &mark) && mark && g->n_tensors == n_tensors;
+	ns_gguf_close(&g);
+	return ok;
+}
+
 static int s_make_file(const struct opts *o)
 {
 	struct ns_gguf_writer *w;
 	char err[NS_ERR_LEN], name[32];
 	uint64_t n_tensors = o->size / ((uint64_t)TENSOR_ROWS * ROW_ELEMS * 4);
-	struct stat st;
 	int fd;
 
 	if (n_tensors == 0)
 		n_tensors = 1;
-	if (stat(o->file, &st) == 0 && (uint64_t)st.st_size >= n_tensors * TENSOR_ROWS * 4096ull &&
-	    (uint64_t)st.st_size < n_tensors * TENSOR_ROWS * 4096ull + (1 << 20)) {
-		printf("using existing %s\n", o->file);
-		return 0;
+	if (access(o->file, F_OK) == 0) {
+		if (s_is_scratch(o->file, n_tensors) == 1) {
+			printf("using the scratch file %s of an earlier run\n", o->file);
+			return 0;
+		}
+		fprintf(stderr, "bench_nsio: %s exists and is not a bench_nsio scratch file of "
+			"%llu tensors: not overwritten (name a new path with --scratch)\n", o->file,
+			(unsigned long long)n_tensors);
+		return -EEXIST;
 	}
 	printf("writing %s: %llu tensors of 256 MiB ...\n", o->file, (unsigned long long)n_tensors);
 	fflush(stdout);
@@ -80,6 +107,7 @@ static int s_make_file(const struct opts *o)
 	if (!w)
 		return -ENOMEM;
 	ns_gguf_writer_set_str(w, "general.architecture", "llama");
+	ns_gguf_writer_set_bool(w, S_SCRATCH_KEY, true);
 	for (uint64_t i = 0; i < n_tensors; i++) {
 		uint64_t ne[2] = { ROW_ELEMS, TENSOR_ROWS };
 		snprintf(name, sizeof(name), "blk.%llu.weight", (unsigned long long)i);
@@ -87,7 +115,7 @@ static int s_make_file(const struct opts *o)
 						   (void *)(uintptr_t)(i + 1)))
 			return -EINVAL;
 	}
-	if (ns_gguf_writer_write_file(w, o->file, err, sizeof(err))) {
+	if (ns_gguf_writer_write_new(w, o->file, err, sizeof(err))) {
 		fprintf(stderr, "bench_nsio: %s\n", err);
 		ns_gguf_writer_destroy(&w);
 		return -EIO;
@@ -246,7 +274,11 @@ static int s_parse(int argc, char **argv, struct opts *o)
 		if (!v)
 			goto bad;
 		i++;
-		if (!strcmp(a, "--file"))
+		if (!strcmp(a, "--file")) {
+			fprintf(stderr, "bench_nsio: --file is now --scratch PATH (a file this "
+				"bench creates, and deletes unless --keep)\n");
+			return 2;
+		} else if (!strcmp(a, "--scratch"))
 			o->file = v;
 		else if (!strcmp(a, "--size") && !ns_parse_bytes(v, &x) && x)
 			o->size = x;
@@ -264,7 +296,7 @@ static int s_parse(int argc, char **argv, struct opts *o)
 	}
 	return 0;
 bad:
-	fprintf(stderr, "usage: bench_nsio [--file PATH] [--size 2GB] [--block-bytes 1MB] "
+	fprintf(stderr, "usage: bench_nsio [--scratch PATH] [--size 2GB] [--block-bytes 1MB] "
 		"[--queue-depth 8] [--mem-budget 64MB] [--rounds 6] [--keep] [--also-fixed]\n");
 	return 2;
 }
@@ -289,8 +321,9 @@ int main(int argc, char **argv)
 	rc = s_parse(argc, argv, &o);
 	if (rc)
 		return rc;
-	if (s_make_file(&o))
-		return 1;
+	rc = s_make_file(&o);
+	if (rc)
+		return rc == -EEXIST ? 2 : 1;
 	if (ns_model_open(o.file, &m, err, sizeof(err))) {
 		fprintf(stderr, "bench_nsio: %s\n", err);
 		return 1;

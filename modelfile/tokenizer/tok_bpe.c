@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ns_util.h"
+#include "tok_heap.h"
 #include "tok_internal.h"
 
 struct s_sym {
@@ -38,70 +39,16 @@ struct s_session {
 	pcre2_jit_stack *jstack;
 	struct s_sym *sym;
 	size_t sym_cap;
-	struct s_cand *heap;
-	size_t heap_n, heap_cap;
+	struct ns_tok_heap heap; /* of struct s_cand */
 	char *buf; /* byte-encoded word, for whole-word lookups */
 	size_t buf_cap;
 };
 
-static bool s_cand_less(const struct s_cand *a, const struct s_cand *b)
+static bool s_cand_less(const void *pa, const void *pb)
 {
+	const struct s_cand *a = pa, *b = pb;
+
 	return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static int s_heap_push(struct s_session *s, const struct s_cand *c)
-{
-	size_t i;
-
-	if (s->heap_n == s->heap_cap) {
-		size_t cap = s->heap_cap ? s->heap_cap * 2 : 256;
-		struct s_cand *h;
-
-		if (cap > SIZE_MAX / sizeof(*h))
-			return -ENOMEM;
-		h = realloc(s->heap, cap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		s->heap = h;
-		s->heap_cap = cap;
-	}
-	i = s->heap_n++;
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-
-		if (!s_cand_less(c, &s->heap[p]))
-			break;
-		s->heap[i] = s->heap[p];
-		i = p;
-	}
-	s->heap[i] = *c;
-	return 0;
-}
-
-static struct s_cand s_heap_pop(struct s_session *s)
-{
-	struct s_cand top = s->heap[0];
-	struct s_cand last = s->heap[--s->heap_n];
-	size_t i = 0, n = s->heap_n;
-
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		const struct s_cand *best = &last;
-
-		if (l < n && s_cand_less(&s->heap[l], best)) {
-			m = l;
-			best = &s->heap[l];
-		}
-		if (r < n && s_cand_less(&s->heap[r], best))
-			m = r;
-		if (m == i)
-			break;
-		s->heap[i] = s->heap[m];
-		i = m;
-	}
-	if (n)
-		s->heap[i] = last;
-	return top;
 }
 
 static int s_try_pair(struct s_session *s, int32_t left, int32_t right)
@@ -120,7 +67,7 @@ static int s_try_pair(struct s_session *s, int32_t left, int32_t right)
 	c.merged = m->merged;
 	c.llen = s->sym[left].len;
 	c.rlen = s->sym[right].len;
-	return s_heap_push(s, &c);
+	return ns_tok_heap_push(&s->heap, &c, sizeof(c), s_cand_less);
 }
 
 /* The text a word is looked up by: byte-encoded (GPT-2 alphabet) or as it is. */
@@ -229,13 +176,17 @@ static int s_word(struct s_session *s, const char *w, size_t n)
 	}
 	s->sym[nsym - 1].next = -1;
 
-	s->heap_n = 0;
+	s->heap.n = 0;
 	for (size_t i = 1; i < nsym; i++)
 		if ((rc = s_try_pair(s, (int32_t)i - 1, (int32_t)i)))
 			return rc;
-	while (s->heap_n) {
-		struct s_cand c = s_heap_pop(s);
-		struct s_sym *l = &s->sym[c.left], *r = &s->sym[c.right];
+	while (s->heap.n) {
+		struct s_sym *l, *r;
+		struct s_cand c;
+
+		ns_tok_heap_pop(&s->heap, &c, sizeof(c), s_cand_less);
+		l = &s->sym[c.left];
+		r = &s->sym[c.right];
 
 		if (!l->len || !r->len || l->len != c.llen || r->len != c.rlen ||
 		    l->next != c.right)
@@ -335,7 +286,7 @@ out:
 	pcre2_match_context_free(s.mctx);
 	pcre2_match_data_free(s.md);
 	free(s.sym);
-	free(s.heap);
+	ns_tok_heap_free(&s.heap);
 	free(s.buf);
 	free(esc);
 	return rc;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tok_heap.h"
 #include "tok_internal.h"
 
 struct s_sym {
@@ -25,67 +26,14 @@ struct s_spm {
 	const struct ns_tok *t;
 	const char *text;
 	struct s_sym *sym;
-	struct s_big *heap;
-	size_t n, cap;
+	struct ns_tok_heap heap; /* of struct s_big */
 };
 
-static bool s_better(const struct s_big *a, const struct s_big *b)
+static bool s_better(const void *pa, const void *pb)
 {
+	const struct s_big *a = pa, *b = pb;
+
 	return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static int s_push(struct s_spm *s, const struct s_big *b)
-{
-	size_t i;
-
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 256;
-		struct s_big *h;
-
-		if (cap > SIZE_MAX / sizeof(*h))
-			return -ENOMEM;
-		h = realloc(s->heap, cap * sizeof(*h));
-		if (!h)
-			return -ENOMEM;
-		s->heap = h;
-		s->cap = cap;
-	}
-	i = s->n++;
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-
-		if (!s_better(b, &s->heap[p]))
-			break;
-		s->heap[i] = s->heap[p];
-		i = p;
-	}
-	s->heap[i] = *b;
-	return 0;
-}
-
-static struct s_big s_pop(struct s_spm *s)
-{
-	struct s_big top = s->heap[0], last = s->heap[--s->n];
-	size_t i = 0;
-
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		const struct s_big *best = &last;
-
-		if (l < s->n && s_better(&s->heap[l], best)) {
-			m = l;
-			best = &s->heap[l];
-		}
-		if (r < s->n && s_better(&s->heap[r], best))
-			m = r;
-		if (m == i)
-			break;
-		s->heap[i] = s->heap[m];
-		i = m;
-	}
-	if (s->n)
-		s->heap[i] = last;
-	return top;
 }
 
 static int s_try(struct s_spm *s, int32_t left, int32_t right)
@@ -104,7 +52,7 @@ static int s_try(struct s_spm *s, int32_t left, int32_t right)
 	b.left = left;
 	b.right = right;
 	b.size = size;
-	return s_push(s, &b);
+	return ns_tok_heap_push(&s->heap, &b, sizeof(b), s_better);
 }
 
 int ns_tok_spm_fragment(const struct ns_tok *t, const char *text, size_t len, struct ns_ivec *out)
@@ -147,9 +95,13 @@ int ns_tok_spm_fragment(const struct ns_tok *t, const char *text, size_t len, st
 	for (size_t i = 1; i < nsym; i++)
 		if ((rc = s_try(&s, (int32_t)i - 1, (int32_t)i)))
 			goto out;
-	while (s.n) {
-		struct s_big b = s_pop(&s);
-		struct s_sym *l = &s.sym[b.left], *r = &s.sym[b.right];
+	while (s.heap.n) {
+		struct s_sym *l, *r;
+		struct s_big b;
+
+		ns_tok_heap_pop(&s.heap, &b, sizeof(b), s_better);
+		l = &s.sym[b.left];
+		r = &s.sym[b.right];
 
 		if (!l->len || !r->len || l->len + r->len != b.size)
 			continue;
@@ -181,6 +133,6 @@ int ns_tok_spm_fragment(const struct ns_tok *t, const char *text, size_t len, st
 out:
 	free(esc);
 	free(s.sym);
-	free(s.heap);
+	ns_tok_heap_free(&s.heap);
 	return rc;
 }

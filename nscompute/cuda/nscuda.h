@@ -233,6 +233,46 @@ int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, cons
 		      uint32_t n_head_kv, uint32_t dk, uint32_t dv, float scale, uint32_t window,
 		      const float *dev_sinks, float *dev_out, void *dev_ws, ns_cuda_stream_t s);
 
+/* ------------------------------------------------------------ typed KV cache ----------- */
+/* f16 and q8_0 KV caches (the CPU's -ctk / -ctv, nscompute/forward/kvcache.h numbering).
+ * A layer's cache is rows of positions, each row the n_head_kv heads of one position side by
+ * side: float32, half (rounded to nearest even), or ggml's Q8_0 blocks (a half scale
+ * d = max|x| / 127, then round(x / d) as int8, per 32 elements; the head sizes must be
+ * multiples of 32). The f32 cache keeps ns_cuda_attention and its stores. */
+#define NS_CUDA_KV_F32 0u
+#define NS_CUDA_KV_F16 1u
+#define NS_CUDA_KV_Q8_0 2u
+
+struct ns_cuda_kv {
+	void *dev_k, *dev_v;   /* (>= n positions, k_row / v_row bytes) */
+	uint32_t tk, tv;       /* NS_CUDA_KV_* */
+	uint64_t k_row, v_row; /* bytes per row: ns_cuda_kv_row_bytes(type, n_head_kv * dim) */
+};
+
+/* Bytes of a row of n elements of type t (q8_0: n / 32 blocks of 34 bytes); 0 for a type we
+ * do not know or a q8_0 row that is not whole blocks. */
+static inline uint64_t ns_cuda_kv_row_bytes(uint32_t t, uint64_t n)
+{
+	return t == NS_CUDA_KV_F32 ? 4 * n : t == NS_CUDA_KV_F16 ? 2 * n :
+	       t == NS_CUDA_KV_Q8_0 && n % 32 == 0 ? n / 32 * 34 : 0;
+}
+
+/* Store n_tok rows: dev_k (n_tok, nk) and dev_v (n_tok, nv) floats into the cache rows of
+ * positions pos0 .. pos0 + n_tok - 1, or (n_tok 1, graphs) of position *dev_pos when dev_pos
+ * is not NULL. Returns 0, -EINVAL for sizes that do not fit the rows or types. */
+int ns_cuda_kv_store(const struct ns_cuda_kv *kv, const float *dev_k, uint64_t nk,
+		     const float *dev_v, uint64_t nv, uint32_t n_tok, uint64_t pos0,
+		     const int64_t *dev_pos, ns_cuda_stream_t s);
+
+/* ns_cuda_attention over a typed cache (kv), the same chunks, merge and order; elements are
+ * widened to float where they are read. dev_pos not NULL (n_tok 1, graphs): the query sits
+ * at *dev_pos < max_ctx, the workspace sized for max_ctx; else at pos0 + t. */
+int ns_cuda_attention_kv(const float *dev_q, const struct ns_cuda_kv *kv, uint32_t n_tok,
+			 uint64_t pos0, const int64_t *dev_pos, uint64_t max_ctx,
+			 uint32_t n_head, uint32_t n_head_kv, uint32_t dk, uint32_t dv,
+			 float scale, uint32_t window, const float *dev_sinks, float *dev_out,
+			 void *dev_ws, ns_cuda_stream_t s);
+
 /* ------------------------------------------------------------ forward-pass glue --------- */
 /* Small element-wise kernels the forward pass needs between the big ones (glue.cu). Row
  * counts (n_tok, m) are at most 65535 (-EINVAL beyond). */

@@ -28,8 +28,8 @@ int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen)
 	}
 	f->seq_kv[0] = f->kv;
 	for (uint32_t s = 1; s < n_seq && rc == 0; s++) {
-		rc = ns_kvcache_new(kv->n_layer, kv->n_ctx, kv->kv_dim_k, kv->kv_dim_v,
-				    &f->seq_kv[s]);
+		rc = ns_kvcache_new(kv->n_layer, kv->n_ctx, kv->n_head_kv, kv->dk, kv->dv,
+				    kv->tk, kv->tv, &f->seq_kv[s]); /* f->kv's element types */
 		if (rc == 0)
 			f->n_seq = s + 1;
 	}

@@ -1,4 +1,5 @@
-/* forward.c - architecture dispatch and the checks every architecture shares. */
+/* forward.c - the cpu pass's start (the model bound to the architecture table, a builder
+ * per family) and what every architecture shares: evaluation in chunks, accessors. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,16 +7,17 @@
 
 #include "forward_impl.h"
 
-bool ns_fwd_arch_supported(const char *arch)
-{
-	return !strcmp(arch, "llama") || !strcmp(arch, "qwen3") || !strcmp(arch, "qwen3moe") ||
-	       !strcmp(arch, "gpt-oss");
-}
+/* The cpu pass's builder of each builder id of the table (arch.h). */
+static int (*const s_builders[])(struct ns_fwd *f, uint32_t ffn_rows, char *err,
+				 size_t errlen) = {
+	[NS_BUILD_LLAMA] = ns_llama_init,
+};
 
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
-		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, const char *backend,
-		 struct ns_hparams *hp, struct ns_fwd **out, char *err, size_t errlen)
+		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, unsigned backend,
+		 struct ns_fwd **out, char *err, size_t errlen)
 {
+	struct ns_arch_model *am = NULL;
 	struct ns_fwd *f;
 	int rc;
 
@@ -24,20 +26,16 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		ns_errf(err, errlen, "forward: n_ctx must be > 0");
 		return -EINVAL;
 	}
-	rc = ns_hparams_load(m, hp, err, errlen);
+	rc = ns_arch_bind_computed(m, backend, &am, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (!ns_fwd_arch_supported(hp->arch)) {
-		ns_errf(err, errlen, "forward: architecture '%s' is not supported by the %s "
-			"forward pass (supported: llama, qwen3, qwen3moe, gpt-oss)", hp->arch,
-			backend);
-		return -EINVAL;
-	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
+		ns_arch_model_free(&am);
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	f->am = am;
 	f->w = w;
 	f->n_ctx = n_ctx;
 	f->n_batch = n_batch ? n_batch : 512;
@@ -60,7 +58,6 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_fwd_opts *opts,
 	       struct ns_fwd **out, char *err, size_t errlen)
 {
-	struct ns_hparams hp;
 	struct ns_fwd *f;
 	int rc;
 
@@ -70,10 +67,24 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 		return -EINVAL;
 	}
 	rc = ns_fwd_alloc(m, w, opts->n_ctx, opts->n_batch, opts->on_route, opts->route_user,
-			  "cpu", &hp, &f, err, errlen);
+			  NS_BACKEND_CPU, &f, err, errlen);
 	if (rc < 0)
 		return rc;
-	rc = ns_llama_init(f, m, &hp, opts->ffn_rows, err, errlen);
+	if (opts->kv_k < NS_KV_F32 || opts->kv_k > NS_KV_Q8_0 || opts->kv_v < NS_KV_F32 ||
+	    opts->kv_v > NS_KV_Q8_0) {
+		ns_errf(err, errlen, "forward: unknown KV cache type %d/%d", opts->kv_k, opts->kv_v);
+		ns_fwd_destroy(&f);
+		return -EINVAL;
+	}
+	f->kv_k = opts->kv_k;
+	f->kv_v = opts->kv_v;
+	if (f->am->arch->builder >= NS_ARRAY_LEN(s_builders) ||
+	    !s_builders[f->am->arch->builder]) { /* the table and this list disagree */
+		ns_errf(err, errlen, "forward: no cpu builder for %s", f->am->arch->name);
+		rc = -EINVAL;
+	} else {
+		rc = s_builders[f->am->arch->builder](f, opts->ffn_rows, err, errlen);
+	}
 	if (rc == 0 && opts->n_seq > 1)
 		rc = ns_fwd_seqs_init(f, opts->n_seq, err, errlen); /* batch.c */
 	if (rc < 0) {
@@ -82,48 +93,6 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	}
 	*out = f;
 	return 0;
-}
-
-/* The provider of ns_fwd_check: no matmul, and rows that read as zeros without a write: the
- * pass's setup reads rows only into buffers it calloc'd (llama.c s_vector, moe.c s_table), so
- * the pages of a large model's tables (gpt-oss-120b's expert biases: 160 MB) are never
- * touched. Nothing is read from disk. */
-static int s_null_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
-			 const float *x, uint64_t n_tok, float *y, uint64_t ldy)
-{
-	(void)ctx, (void)tensor, (void)row0, (void)row_end, (void)x, (void)n_tok, (void)y,
-		(void)ldy;
-	return -ENOTSUP;
-}
-
-static int s_null_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n,
-			   float *dst)
-{
-	(void)ctx, (void)tensor, (void)rows, (void)n, (void)dst;
-	return 0;
-}
-
-static const char *s_null_error(void *ctx)
-{
-	(void)ctx;
-	return "model check only: no weights are read";
-}
-
-static const struct ns_weights_ops s_null_ops = {
-	.name = "check",
-	.matmul = s_null_matmul,
-	.get_rows = s_null_get_rows,
-	.last_error = s_null_error,
-};
-
-int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen)
-{
-	struct ns_weights w = { .ops = &s_null_ops, .ctx = (void *)m, .model = m };
-	struct ns_fwd *f = NULL;
-	int rc = ns_fwd_new(m, &w, &(struct ns_fwd_opts){ .n_ctx = 1 }, &f, err, errlen);
-
-	ns_fwd_destroy(&f);
-	return rc;
 }
 
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
@@ -223,37 +192,9 @@ void ns_fwd_destroy(struct ns_fwd **f)
 	ns_kvcache_destroy(&(*f)->kv);
 	free((*f)->row_kv);
 	free((*f)->row_pos);
+	ns_held_free(&(*f)->held);
+	ns_arch_model_free(&(*f)->am);
 	free((*f)->expert_hits);
 	free(*f);
 	*f = NULL;
-}
-
-/* Does t have the shape want[0..n_want) (n_want <= NS_GGUF_MAX_DIMS)? Every dimension is
- * compared: those past n_want (and past the tensor's own n_dims, which the reader sets to 1)
- * must be 1. On a mismatch, writes "forward: NAME has shape [a, b, ...], expected [...]"
- * with all of the tensor's n_dims dimensions and returns -EINVAL. */
-int ns_fwd_shape_check(const struct ns_model_tensor *t, const char *name,
-		       const uint64_t *want, uint32_t n_want, char *err, size_t errlen)
-{
-	char got[160], exp[160];
-	uint32_t nd = t->n_dims ? t->n_dims : 1;
-	size_t gl = 0, el = 0;
-	bool same = true;
-
-	for (uint32_t i = 0; i < NS_GGUF_MAX_DIMS; i++)
-		if (t->ne[i] != (i < n_want ? want[i] : 1))
-			same = false;
-	if (same)
-		return 0;
-	if (nd > NS_GGUF_MAX_DIMS)
-		nd = NS_GGUF_MAX_DIMS;
-	got[0] = exp[0] = '\0';
-	for (uint32_t i = 0; i < nd && gl < sizeof(got); i++)
-		gl += (size_t)snprintf(got + gl, sizeof(got) - gl, "%s%llu", i ? ", " : "",
-				       (unsigned long long)t->ne[i]);
-	for (uint32_t i = 0; i < n_want && el < sizeof(exp); i++)
-		el += (size_t)snprintf(exp + el, sizeof(exp) - el, "%s%llu", i ? ", " : "",
-				       (unsigned long long)want[i]);
-	ns_errf(err, errlen, "forward: %s has shape [%s], expected [%s]", name, got, exp);
-	return -EINVAL;
 }

@@ -5,11 +5,13 @@
  * prefill: the batch goes through every weight together (one matmul per weight and chunk of
  * n_batch tokens), so weights are read once per chunk, not once per token.
  *
- * Supported architectures: llama (llama 1/2/3, incl. llama3 rope_freqs factors), qwen3
- * (per-head q/k RMS norm, NeoX RoPE), and the mixture-of-experts qwen3moe (qwen3 attention,
- * softmax router, top-k renormalised) and gpt-oss (biased projections, attention sinks,
- * alternating sliding-window layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts
- * with biases). Others are refused by ns_fwd_new with a clear line.
+ * Architectures: those of the architecture table (modelfile/arch.h) with a cpu builder:
+ * llama (llama 1/2/3, incl. llama3 rope_freqs factors), qwen3 (per-head q/k RMS norm, NeoX
+ * RoPE), and the mixture-of-experts qwen3moe (qwen3 attention, softmax router, top-k
+ * renormalised) and gpt-oss (biased projections, attention sinks, alternating sliding-window
+ * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases). The pass reads
+ * exactly the table's reads, in its order; what it refuses, ns_arch_check refuses first (the
+ * same checks, without a weight read), with a clear line.
  *
  * MoE: an expert is a row window of the stacked expert tensors (expert e of ffn_gate_exps owns
  * rows [e * n_ff_exp, (e + 1) * n_ff_exp)), so the provider only ever sees windows. In a
@@ -52,6 +54,8 @@ struct ns_fwd_opts {
 			    * expert); 0 = whole width */
 	uint32_t n_seq;    /* sequences, each with a KV cache of n_ctx positions
 			    * (ns_fwd_eval_batch); 0 or 1: one, ns_fwd_eval's */
+	int kv_k, kv_v;    /* KV cache element types, enum ns_kv_type (kvcache.h): 0 = f32 (exact),
+			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
 	void *route_user;         /* passed to on_route */
 };
@@ -60,15 +64,6 @@ struct ns_fwd_opts {
  * (architecture, missing tensor, shape, uncomputable type), -ENOMEM, or the provider's error. */
 int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_fwd_opts *opts,
 	       struct ns_fwd **out, char *err, size_t errlen);
-
-/* Does the forward pass know the architecture (general.architecture)? */
-bool ns_fwd_arch_supported(const char *arch);
-
-/* Would ns_fwd_new accept m? The same checks (architecture, hyperparameters, every tensor's
- * presence, shape and type) on a pass of one position whose provider reads nothing, so that
- * a command can refuse a model before it starts a process or reads a weight. Returns 0, or
- * -EINVAL / -ENOMEM with one line in err. */
-int ns_fwd_check(const struct ns_model *m, char *err, size_t errlen);
 
 /* Evaluate n tokens at positions n_past .. n_past + n - 1 and advance n_past.
  * logits: all ? (n, n_vocab) : (n_vocab) of the last token; may be NULL to only fill the cache.

@@ -3,8 +3,9 @@
 #ifndef NS_FORWARD_IMPL_H
 #define NS_FORWARD_IMPL_H
 
+#include "arch.h"
 #include "forward.h"
-#include "hparams.h"
+#include "held.h"
 #include "kvcache.h"
 #include "ns_util.h"
 
@@ -16,6 +17,8 @@ struct ns_fwd {
 			  bool all);
 	void (*arch_destroy)(void *arch);
 	void *arch;              /* the architecture's state, owned */
+	struct ns_arch_model *am; /* the model bound to the architecture table, owned */
+	struct ns_held *held;    /* its HELD tensors, owned (loaded by the builder) */
 	struct ns_weights *w;    /* borrowed */
 	struct ns_kvcache *kv;   /* owned: sequence 0's cache (ns_fwd_eval's) */
 	struct ns_kvcache **seq_kv; /* (n_seq) every sequence's cache, seq_kv[0] == kv; owned
@@ -35,6 +38,7 @@ struct ns_fwd {
 	uint32_t n_ctx;
 	uint32_t n_batch;
 	uint32_t n_vocab;        /* logits per position */
+	int kv_k, kv_v;          /* KV cache types (enum ns_kv_type), from the options */
 	uint64_t n_tok_rows;     /* valid token ids: [0, n_tok_rows) */
 	ns_fwd_route_fn on_route; /* from the options, may be NULL */
 	void *route_user;
@@ -44,28 +48,21 @@ struct ns_fwd {
 	char err[NS_ERR_LEN];
 };
 
-/* The start every backend's constructor shares: n_ctx > 0, the hyperparameters into *hp, an
- * architecture llama.c describes (else -EINVAL naming backend), and *out allocated with its
- * context, batch (0 = 512, at most n_ctx), weights and routing set; the rest is the caller's
- * (ns_fwd_destroy frees it on failure). */
+/* The start every backend's constructor shares: n_ctx > 0, the model bound to the table by
+ * an architecture with a builder in `backend` (NS_BACKEND_*; else -EINVAL with the line that
+ * names it), and *out allocated with its context, batch (0 = 512, at most n_ctx), weights and
+ * routing set; the rest is the caller's (ns_fwd_destroy frees it on failure). */
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
-		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, const char *backend,
-		 struct ns_hparams *hp, struct ns_fwd **out, char *err, size_t errlen);
+		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, unsigned backend,
+		 struct ns_fwd **out, char *err, size_t errlen);
 
 /* batch.c: caches for sequences 1 .. n_seq - 1 shaped as f->kv (set up by the
  * architecture). Returns 0, or -ENOMEM / -EINVAL (a pass without a host cache) with a line. */
 int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen);
 
-/* llama.c: llama, qwen3, qwen3moe and gpt-oss (the last two through moe.h). Fills
- * f->eval_chunk, arch, arch_destroy, kv, n_vocab, n_tok_rows (MoE: n_moe_layer, n_expert,
- * expert_hits). */
-int ns_llama_init(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
-		  uint32_t ffn_rows, char *err, size_t errlen);
-
-/* Does t have the shape want[0..n_want) (n_want <= NS_GGUF_MAX_DIMS)? Every dimension is
- * compared (those past n_want must be 1); a mismatch writes "forward: NAME has shape [all of
- * the tensor's dimensions], expected [want]" and returns -EINVAL. */
-int ns_fwd_shape_check(const struct ns_model_tensor *t, const char *name,
-		       const uint64_t *want, uint32_t n_want, char *err, size_t errlen);
+/* llama.c: the NS_BUILD_LLAMA architectures (llama, qwen3, qwen3moe, gpt-oss; the MoE ones
+ * through moe.h). Fills f->eval_chunk, arch, arch_destroy, held, kv, n_vocab, n_tok_rows
+ * (MoE: n_moe_layer, n_expert, expert_hits). */
+int ns_llama_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
 
 #endif

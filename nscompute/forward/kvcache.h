@@ -1,39 +1,74 @@
-/* kvcache.h - float32 key/value cache of a decoder, one slab per layer.
+/* kvcache.h - key/value cache of a decoder in the layout the attention kernels read (attn.h).
  *
- * Layer l keeps K: (n_ctx, kv_dim_k) and V: (n_ctx, kv_dim_v), row = position, where
- * kv_dim_k = n_head_kv * head_dim_k. Positions [0, n_past) are filled; the forward pass
- * writes positions n_past.. and then advances n_past.
+ * Per layer l and KV head h, positions [0, n_past) are filled; the forward pass stores
+ * positions n_past.. and then advances n_past. Element types (llama.cpp's -ctk / -ctv names):
+ *   f32   exact: what the projections produced (the default; attention over it is
+ *         bit-identical to the reference, attn.h)
+ *   f16   half, rounded to nearest even (as ggml's f16 cache)
+ *   q8_0  ggml's Q8_0: per 32 elements of a row d = max|x| / 127 stored as half, values
+ *         round(x / d) in int8 (head dimensions must be multiples of 32)
+ * Layout:
+ *   K of (l, h): tiles of NS_KV_TILE positions, each tile [dk][16]: element d of the 16
+ *     positions side by side, so a vector load gives one dimension of 16 positions (scores
+ *     of 16 positions per FMA). q8_0 tiles: int8 [dk][16], then half scales [dk/32][16].
+ *   V of (l, h): one row of dv per position (f32, f16, or Q8_0 blocks of 34 bytes), so the
+ *     weighted sum of rows runs along the row.
+ * Bytes per position per layer are ns_kv_bytes_per_pos (the planner counts them).
  *
  * Ownership: ns_kvcache_new allocates everything; ns_kvcache_destroy(&c) frees and nulls. */
 #ifndef NS_KVCACHE_H
 #define NS_KVCACHE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "kv_type.h" /* modelfile: the element types */
+
+#define NS_KV_TILE 16 /* positions per K tile */
 
 struct ns_kvcache {
 	uint32_t n_layer;
 	uint32_t n_ctx;
-	uint32_t kv_dim_k;
-	uint32_t kv_dim_v;
-	uint32_t n_past; /* positions filled */
-	float *k;        /* (n_layer, n_ctx, kv_dim_k) */
-	float *v;        /* (n_layer, n_ctx, kv_dim_v) */
+	uint32_t n_head_kv;
+	uint32_t dk, dv;
+	enum ns_kv_type tk, tv;
+	uint32_t n_past;          /* positions filled */
+	uint32_t n_tile;          /* K tiles per head: ceil(n_ctx / 16) */
+	uint64_t k_tile_bytes;    /* one K tile of one head */
+	uint64_t v_row_bytes;     /* one V row of one head */
+	uint8_t *k;               /* (n_layer, n_head_kv, n_tile) tiles */
+	uint8_t *v;               /* (n_layer, n_head_kv, n_ctx) rows */
 };
 
-/* Returns 0, -EOVERFLOW when the sizes do not fit, -ENOMEM. */
-int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t kv_dim_k, uint32_t kv_dim_v,
-		   struct ns_kvcache **out);
+/* Returns 0, -EINVAL when a type does not fit its head dimension, -EOVERFLOW when the sizes
+ * do not fit, -ENOMEM. */
+int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_t dk,
+		   uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv, struct ns_kvcache **out);
 void ns_kvcache_destroy(struct ns_kvcache **c);
 
-/* Row of position pos in layer l: (kv_dim_k) / (kv_dim_v). pos < n_ctx is the caller's. */
-static inline float *ns_kvcache_k(struct ns_kvcache *c, uint32_t l, uint32_t pos)
+/* Store position pos (< n_ctx, the caller's) of layer l: k (n_head_kv, dk), v (n_head_kv, dv),
+ * converted to the cache's types. */
+void ns_kvcache_store(struct ns_kvcache *c, uint32_t l, uint32_t pos, const float *k,
+		      const float *v);
+
+/* Element d of position pos of head h as the kernels see it (dequantized): for tests and the
+ * scalar kernels. */
+float ns_kvcache_k_at(const struct ns_kvcache *c, uint32_t l, uint32_t h, uint32_t pos,
+		      uint32_t d);
+float ns_kvcache_v_at(const struct ns_kvcache *c, uint32_t l, uint32_t h, uint32_t pos,
+		      uint32_t d);
+
+/* Tile `tile` of K, row pos of V, of head h in layer l. */
+static inline const uint8_t *ns_kvcache_ktile(const struct ns_kvcache *c, uint32_t l,
+					      uint32_t h, uint32_t tile)
 {
-	return c->k + ((uint64_t)l * c->n_ctx + pos) * c->kv_dim_k;
+	return c->k + (((uint64_t)l * c->n_head_kv + h) * c->n_tile + tile) * c->k_tile_bytes;
 }
 
-static inline float *ns_kvcache_v(struct ns_kvcache *c, uint32_t l, uint32_t pos)
+static inline const uint8_t *ns_kvcache_vrow(const struct ns_kvcache *c, uint32_t l,
+					     uint32_t h, uint32_t pos)
 {
-	return c->v + ((uint64_t)l * c->n_ctx + pos) * c->kv_dim_v;
+	return c->v + (((uint64_t)l * c->n_head_kv + h) * c->n_ctx + pos) * c->v_row_bytes;
 }
 
 #endif

@@ -1,8 +1,9 @@
-/* llama.h - the decoder state llama.c builds from a model: tensor indices of every weight
- * matrix, the small vectors (norms, biases, sinks) copied to host memory at setup, RoPE and
- * the MoE tables. Internal to nscompute: the CPU forward pass (llama.c) runs it; the CUDA
- * backend (nscompute/cuda/cfwd.c) reads the same description so both run the same model
- * code, then uploads what it needs.
+/* llama.h - the decoder state llama.c builds from a model bound to the architecture table
+ * (f->am, arch.h): the tensor of every weight matrix by its slot, the small vectors (norms,
+ * biases, sinks: pointers into f->held, copied at setup), RoPE and the MoE tables. Internal
+ * to nscompute: the CPU forward pass (llama.c) runs it; the CUDA backend
+ * (nscompute/cuda/cfwd*.c) reads the same description so both run the same model code, then
+ * uploads what it needs.
  *
  * Ownership: f->arch of a forward pass set up by ns_llama_init/ns_llama_setup; freed with the
  * forward pass (ns_fwd_destroy). Read-only for everyone but llama.c. */
@@ -15,6 +16,8 @@
 #include "forward_impl.h"
 #include "rope.h"
 
+struct ns_attn_ws;
+
 struct ns_llama_layer {
 	uint32_t wq;      /* attn_q.weight      (n_head * dk rows, n_embd cols) */
 	uint32_t wk;      /* attn_k.weight      (n_head_kv * dk, n_embd) */
@@ -23,15 +26,15 @@ struct ns_llama_layer {
 	uint32_t w_gate;  /* ffn_gate.weight    (n_ff, n_embd) */
 	uint32_t w_up;    /* ffn_up.weight      (n_ff, n_embd) */
 	uint32_t w_down;  /* ffn_down.weight    (n_embd, n_ff) */
-	float *attn_norm; /* (n_embd) */
-	float *ffn_norm;  /* (n_embd) */
-	float *q_norm;    /* (dk) qwen3 only, else NULL */
-	float *k_norm;    /* (dk) qwen3 only, else NULL */
-	float *bq;        /* (n_head * dk) or NULL */
-	float *bk;        /* (n_head_kv * dk) or NULL */
-	float *bv;        /* (n_head_kv * dv) or NULL */
-	float *bo;        /* (n_embd) or NULL */
-	float *sinks;     /* (n_head) attention sink logits (gpt-oss) or NULL */
+	const float *attn_norm; /* (n_embd) */
+	const float *ffn_norm;  /* (n_embd) ffn_norm, or post_attention_norm (gpt-oss) */
+	const float *q_norm;    /* (dk) qwen3 only, else NULL */
+	const float *k_norm;    /* (dk) qwen3 only, else NULL */
+	const float *bq;        /* (n_head * dk) or NULL */
+	const float *bk;        /* (n_head_kv * dk) or NULL */
+	const float *bv;        /* (n_head_kv * dv) or NULL */
+	const float *bo;        /* (n_embd) or NULL */
+	const float *sinks;     /* (n_head) attention sink logits (gpt-oss) or NULL */
 	uint32_t window;  /* sliding window in positions, 0 = full causal attention */
 };
 
@@ -42,8 +45,8 @@ struct ns_llama {
 	struct ns_rope rope;
 	uint32_t tok_embd;  /* token_embd.weight (n_tok_rows, n_embd) */
 	uint32_t output;    /* output.weight, or token_embd.weight when tied (n_vocab, n_embd) */
-	float *output_norm; /* (n_embd) */
-	float *rope_freqs;  /* (rope.n_dims / 2) llama3 frequency divisors, or NULL */
+	const float *output_norm; /* (n_embd) */
+	const float *rope_freqs;  /* (rope.n_dims / 2) llama3 frequency divisors, or NULL */
 	struct ns_llama_layer *layers; /* (n_layer) */
 	struct ns_moe *moe; /* MoE FFN of every layer, or NULL for dense */
 	uint32_t ffn_rows;  /* neurons per phase-1 window */
@@ -58,15 +61,15 @@ struct ns_llama {
 	float *ao;    /* (n_batch, n_head * dv) attention output */
 	float *hb;    /* (n_batch, n_ff) FFN activation */
 	float *hu;    /* (n_batch, ffn_rows) up projection of one window */
-	float *att;   /* (n_ctx) scores of one head */
 	float *cs;    /* (rope.n_dims) angles of one position */
+	struct ns_attn_ws *attn_ws; /* attention scratch for the provider's threads (attn.h) */
 };
 
 /* ns_llama_init without the host KV cache and scratch when host_state is false (a backend
  * that computes elsewhere): f->arch is a struct ns_llama with every tensor index, vector,
  * RoPE setting and (MoE) the ns_moe tables; f->kv is then an empty cache that only counts
- * n_past. Other fields of f as ns_llama_init sets them. */
-int ns_llama_setup(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
-		   uint32_t ffn_rows, bool host_state, char *err, size_t errlen);
+ * n_past. Other fields of f as ns_llama_init sets them. f->am must be bound (ns_fwd_alloc). */
+int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *err,
+		   size_t errlen);
 
 #endif

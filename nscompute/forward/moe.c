@@ -27,15 +27,7 @@ void ns_moe_destroy(struct ns_moe **pm)
 	if (!pm || !*pm)
 		return;
 	m = *pm;
-	if (m->layers) {
-		for (uint32_t l = 0; l < m->n_layer; l++) {
-			free(m->layers[l].router_b);
-			free(m->layers[l].gate_b);
-			free(m->layers[l].up_b);
-			free(m->layers[l].down_b);
-		}
-		free(m->layers);
-	}
+	free(m->layers);
 	free(m->logits);
 	free(m->sel);
 	free(m->wts);
@@ -63,128 +55,19 @@ static void *s_calloc(uint64_t a, uint64_t b, uint64_t c, size_t sz)
 	return calloc(1, n ? (size_t)n : 1);
 }
 
-/* A tensor of ne = [n_cols, rows, n_mat] (n_mat 1 for a matrix) that we can compute. */
-static int s_stacked(const struct ns_model *m, const char *name, uint64_t n_cols, uint64_t rows,
-		     uint64_t n_mat, uint32_t *id, char *err, size_t errlen)
+/* The tensors of layer l: the table's reads (all checked when the model was bound). */
+static void s_layer_init(const struct ns_fwd *f, struct ns_moe_layer *y, uint32_t l)
 {
-	int64_t i = ns_model_find_index(m, name);
-	const struct ns_model_tensor *t;
-	char tb[32];
+	const int32_t i = (int32_t)l;
 
-	if (i < 0) {
-		ns_errf(err, errlen, "forward: tensor %s is missing", name);
-		return -EINVAL;
-	}
-	t = &m->tensors[i];
-	if (ns_fwd_shape_check(t, name, (const uint64_t[3]){ n_cols, rows, n_mat },
-			       n_mat == 1 ? 2 : 3, err, errlen))
-		return -EINVAL;
-	if (!ns_type_computable(t->type)) {
-		ns_errf(err, errlen, "forward: %s has type %s, which we cannot compute", name,
-			ns_type_name(t->type, tb, sizeof(tb)));
-		return -EINVAL;
-	}
-	*id = (uint32_t)i;
-	return 0;
-}
-
-/* An optional table of n_mat rows of n floats (a bias vector when n_mat is 1), copied out of
- * the provider. Absent: *out = NULL, 0. */
-static int s_table(struct ns_fwd *f, const struct ns_model *m, const char *name, uint64_t n,
-		   uint64_t n_mat, float **out, char *err, size_t errlen)
-{
-	int64_t i = ns_model_find_index(m, name);
-	const struct ns_model_tensor *t;
-	int64_t *rows = NULL;
-	int rc;
-
-	*out = NULL;
-	if (i < 0)
-		return 0;
-	t = &m->tensors[i];
-	if (t->ne[0] != n || t->n_rows != n_mat) {
-		ns_errf(err, errlen, "forward: %s has %llu x %llu elements, expected %llu x %llu",
-			name, (unsigned long long)t->ne[0], (unsigned long long)t->n_rows,
-			(unsigned long long)n, (unsigned long long)n_mat);
-		return -EINVAL;
-	}
-	*out = s_calloc(n, n_mat, 1, sizeof(float));
-	rows = s_calloc(n_mat, 1, 1, sizeof(*rows));
-	if (!*out || !rows) {
-		ns_errf(err, errlen, "forward: loading %s: out of memory", name);
-		free(rows);
-		return -ENOMEM;
-	}
-	for (uint64_t r = 0; r < n_mat; r++)
-		rows[r] = (int64_t)r;
-	rc = ns_weights_get_rows(f->w, (uint32_t)i, rows, n_mat, *out);
-	if (rc < 0)
-		ns_errf(err, errlen, "forward: loading %s: %s", name, ns_weights_error(f->w));
-	free(rows);
-	return rc;
-}
-
-static int s_layer_init(struct ns_fwd *f, const struct ns_model *m, struct ns_moe *moe,
-			uint32_t l, char *err, size_t errlen)
-{
-	struct ns_moe_layer *y = &moe->layers[l];
-	const uint64_t E = moe->n_expert;
-	char name[96];
-	int rc;
-
-#define S_NAME(suffix) (snprintf(name, sizeof(name), "blk.%u." suffix, l), name)
-	if ((rc = s_stacked(m, S_NAME("ffn_gate_inp.weight"), moe->n_embd, E, 1, &y->router, err,
-			    errlen)) ||
-	    (rc = s_stacked(m, S_NAME("ffn_gate_exps.weight"), moe->n_embd, moe->n_ff_exp, E,
-			    &y->gate, err, errlen)) ||
-	    (rc = s_stacked(m, S_NAME("ffn_up_exps.weight"), moe->n_embd, moe->n_ff_exp, E,
-			    &y->up, err, errlen)) ||
-	    (rc = s_stacked(m, S_NAME("ffn_down_exps.weight"), moe->n_ff_exp, moe->n_embd, E,
-			    &y->down, err, errlen)) ||
-	    (rc = s_table(f, m, S_NAME("ffn_gate_inp.bias"), E, 1, &y->router_b, err, errlen)) ||
-	    (rc = s_table(f, m, S_NAME("ffn_gate_exps.bias"), moe->n_ff_exp, E, &y->gate_b, err,
-			  errlen)) ||
-	    (rc = s_table(f, m, S_NAME("ffn_up_exps.bias"), moe->n_ff_exp, E, &y->up_b, err,
-			  errlen)) ||
-	    (rc = s_table(f, m, S_NAME("ffn_down_exps.bias"), moe->n_embd, E, &y->down_b, err,
-			  errlen)))
-		return rc;
-#undef S_NAME
-	return 0;
-}
-
-/* Routing and activation of the architecture, with the metadata's say where it has one. */
-static int s_config(struct ns_moe *moe, const struct ns_model *m, const struct ns_hparams *hp,
-		    char *err, size_t errlen)
-{
-	const bool oai = !strcmp(hp->arch, "gpt-oss");
-	const uint64_t want_func = oai ? 3 : 1; /* llama.cpp: 1 softmax, 3 softmax_weight */
-	char key[128];
-	uint64_t func;
-	double scale;
-	bool b;
-
-	moe->softmax_first = !oai;
-	moe->norm_w = !oai;
-	moe->oai = oai;
-	moe->w_scale = 1.0f;
-	if (ns_hparams_get_f64(m, hp->arch, "expert_weights_scale", &scale) && scale != 0.0)
-		moe->w_scale = (float)scale;
-	snprintf(key, sizeof(key), "%s.expert_weights_norm", hp->arch);
-	if (ns_gguf_get_bool(ns_model_meta(m), key, &b))
-		moe->norm_w = b;
-	if (ns_hparams_get_u64(m, hp->arch, "expert_gating_func", &func) && func != want_func) {
-		ns_errf(err, errlen, "forward: %s.expert_gating_func %llu is not supported for %s "
-			"(expected %llu)", hp->arch, (unsigned long long)func, hp->arch,
-			(unsigned long long)want_func);
-		return -EINVAL;
-	}
-	if (hp->n_expert_shared) {
-		ns_errf(err, errlen, "forward: %s with %u shared experts is not supported",
-			hp->arch, hp->n_expert_shared);
-		return -EINVAL;
-	}
-	return 0;
+	y->router = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_INP);
+	y->gate = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_EXPS);
+	y->up = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_UP_EXPS);
+	y->down = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_DOWN_EXPS);
+	y->router_b = ns_held_get(f->held, i, NS_T_FFN_GATE_INP_B);
+	y->gate_b = ns_held_get(f->held, i, NS_T_FFN_GATE_EXPS_B);
+	y->up_b = ns_held_get(f->held, i, NS_T_FFN_UP_EXPS_B);
+	y->down_b = ns_held_get(f->held, i, NS_T_FFN_DOWN_EXPS_B);
 }
 
 /* Scratch for n_batch tokens: -ENOMEM when a size overflows or memory is out. */
@@ -208,52 +91,44 @@ static int s_scratch_init(struct ns_moe *moe, uint32_t n_batch)
 	return 0;
 }
 
-int ns_moe_new(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
-	       uint32_t n_batch, uint32_t ffn_rows, struct ns_moe **out, char *err,
-	       size_t errlen)
+int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_moe **out,
+	       char *err, size_t errlen)
 {
-	const struct ns_model_tensor *g0 = ns_model_find(m, "blk.0.ffn_gate_exps.weight");
-	uint64_t n_ff_exp = hp->n_ff_exp;
+	const struct ns_arch_model *am = f->am;
 	struct ns_moe *moe;
-	int rc;
+	int rc = 0;
 
 	*out = NULL;
-	if (!n_ff_exp && g0) /* expert_feed_forward_length absent: the tensor says */
-		n_ff_exp = g0->ne[1];
-	if (!hp->n_expert || !hp->n_expert_used || hp->n_expert_used > hp->n_expert ||
-	    !n_ff_exp || n_ff_exp > UINT32_MAX || hp->n_expert > INT32_MAX ||
-	    (uint64_t)n_batch * hp->n_expert_used > UINT32_MAX) {
-		ns_errf(err, errlen, "forward: %s expert hyperparameters incomplete or "
-			"inconsistent (expert_count %u, expert_used_count %u, "
-			"expert_feed_forward_length %llu)", hp->arch, hp->n_expert,
-			hp->n_expert_used, (unsigned long long)n_ff_exp);
+	if ((uint64_t)n_batch * am->hp.n_expert_used > UINT32_MAX) {
+		ns_errf(err, errlen, "forward: n_batch %u x %u experts per token is too many "
+			"routing slots", n_batch, am->hp.n_expert_used);
 		return -EINVAL;
 	}
 	moe = calloc(1, sizeof(*moe));
-	if (!moe || !(moe->layers = calloc(hp->n_layer, sizeof(*moe->layers)))) {
+	if (!moe || !(moe->layers = calloc(am->n_layer, sizeof(*moe->layers)))) {
 		free(moe);
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	moe->n_layer = hp->n_layer;
-	moe->n_embd = hp->n_embd;
-	moe->n_ff_exp = (uint32_t)n_ff_exp;
-	moe->n_expert = hp->n_expert;
-	moe->n_used = hp->n_expert_used;
+	moe->n_layer = am->n_layer;
+	moe->n_embd = (uint32_t)am->dim[NS_DIM_EMBD];
+	moe->n_ff_exp = (uint32_t)am->dim[NS_DIM_FF_EXP];
+	moe->n_expert = (uint32_t)am->dim[NS_DIM_EXPERT];
+	moe->n_used = am->hp.n_expert_used;
 	moe->ffn_rows = ffn_rows && ffn_rows < moe->n_ff_exp ? ffn_rows : moe->n_ff_exp;
-	rc = s_config(moe, m, hp, err, errlen);
-	for (uint32_t l = 0; l < moe->n_layer && rc == 0; l++)
-		rc = s_layer_init(f, m, moe, l, err, errlen);
-	if (rc == 0) {
-		rc = s_scratch_init(moe, n_batch);
-		if (rc == 0 && !(f->expert_hits = s_calloc(moe->n_layer, moe->n_expert, 1,
-							   sizeof(uint64_t))))
-			rc = -ENOMEM;
-		if (rc < 0)
-			ns_errf(err, errlen, "forward: cannot allocate MoE scratch for n_batch "
-				"%u: %s", n_batch, strerror(-rc));
-	}
+	moe->softmax_first = am->arch->router == NS_ROUTER_SOFTMAX;
+	moe->oai = am->arch->ffn_act == NS_FFN_SWIGLU_OAI;
+	moe->norm_w = am->moe_norm_w;
+	moe->w_scale = am->moe_w_scale;
+	for (uint32_t l = 0; l < moe->n_layer; l++)
+		s_layer_init(f, &moe->layers[l], l);
+	rc = s_scratch_init(moe, n_batch);
+	if (rc == 0 && !(f->expert_hits = s_calloc(moe->n_layer, moe->n_expert, 1,
+						   sizeof(uint64_t))))
+		rc = -ENOMEM;
 	if (rc < 0) {
+		ns_errf(err, errlen, "forward: cannot allocate MoE scratch for n_batch %u: %s",
+			n_batch, strerror(-rc));
 		ns_moe_destroy(&moe);
 		return rc;
 	}

@@ -15,8 +15,11 @@
  * [e * rows_per_expert, (e + 1) * rows_per_expert) of the provider's matmul; nothing else
  * of the expert tensors is ever requested.
  *
- * Ownership: ns_moe_new borrows the forward pass (provider, model) for loading; the ns_moe
- * owns its bias tables and scratch; ns_moe_destroy(&m) frees and nulls. */
+ * Which tensors (the table's MoE reads, arch.h), the router's order and the activation (the
+ * architecture's entry) come from the bound model f->am; the bias tables are held (f->held).
+ *
+ * Ownership: ns_moe_new borrows the forward pass; the ns_moe owns its scratch (the bias
+ * tables belong to f->held); ns_moe_destroy(&m) frees and nulls. */
 #ifndef NS_MOE_H
 #define NS_MOE_H
 
@@ -30,10 +33,10 @@ struct ns_moe_layer {
 	uint32_t gate;    /* ffn_gate_exps.weight  (n_expert * n_ff_exp, n_embd) */
 	uint32_t up;      /* ffn_up_exps.weight    (n_expert * n_ff_exp, n_embd) */
 	uint32_t down;    /* ffn_down_exps.weight  (n_expert * n_embd, n_ff_exp) */
-	float *router_b;  /* (n_expert) or NULL */
-	float *gate_b;    /* (n_expert, n_ff_exp) or NULL */
-	float *up_b;      /* (n_expert, n_ff_exp) or NULL */
-	float *down_b;    /* (n_expert, n_embd) or NULL */
+	const float *router_b;  /* (n_expert) or NULL */
+	const float *gate_b;    /* (n_expert, n_ff_exp) or NULL */
+	const float *up_b;      /* (n_expert, n_ff_exp) or NULL */
+	const float *down_b;    /* (n_expert, n_embd) or NULL */
 };
 
 struct ns_moe {
@@ -58,13 +61,12 @@ struct ns_moe {
 	float *ys;        /* (n_batch, n_used, n_embd) weighted output of each slot */
 };
 
-/* Check and index the MoE tensors of every layer (blk.L.ffn_gate_inp, ffn_{gate,up,down}_exps
- * and, gpt-oss, their biases), allocate scratch for n_batch tokens and f->expert_hits.
- * ffn_rows: expert neurons per gate/up window (0 = n_ff_exp). Returns 0 or a negative errno
- * with one line in err (-EINVAL for a model we cannot run). */
-int ns_moe_new(struct ns_fwd *f, const struct ns_model *m, const struct ns_hparams *hp,
-	       uint32_t n_batch, uint32_t ffn_rows, struct ns_moe **out, char *err,
-	       size_t errlen);
+/* Index the MoE tensors of every layer (blk.L.ffn_gate_inp, ffn_{gate,up,down}_exps and,
+ * where the file has them, their biases) from f->am, allocate scratch for n_batch tokens and
+ * f->expert_hits. ffn_rows: expert neurons per gate/up window (0 = n_ff_exp). Returns 0 or a
+ * negative errno with one line in err. */
+int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_moe **out,
+	       char *err, size_t errlen);
 
 /* out: (n, n_embd) = the MoE block of layer `layer` applied to xb: (n, n_embd), n <= n_batch,
  * for the tokens at positions pos0... Returns 0, the callback's or the provider's error

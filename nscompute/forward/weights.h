@@ -12,6 +12,8 @@
  * Tensors are named by their index in ns_model.tensors (ns_model_find_index). A tensor of
  * ne = [n_cols, ne1, ne2, ne3] has n_rows = ne1 * ne2 * ne3 rows of n_cols elements.
  *
+ * Providers share their setup and checks through weights_provider.h.
+ *
  * Ownership: a struct ns_weights is created by a provider constructor (ns_weights_ref_new, ...)
  * and freed with ns_weights_destroy(&w). It borrows the model, which must outlive it. Providers
  * are not thread-safe: one forward pass uses one provider. */
@@ -23,6 +25,8 @@
 #include <stdint.h>
 
 #include "model.h"
+
+struct ns_pool;
 
 /* A block of raw rows handed out by visit: nrows whole rows from row0 in the tensor's GGUF
  * layout (row_bytes each). data is read-only and valid only during the callback. */
@@ -54,6 +58,10 @@ struct ns_weights_ops {
 	/* One line about the last failure; valid until the next call. */
 	const char *(*last_error)(void *ctx);
 
+	/* Optional: the provider's kernel threads, lent to the forward pass for the work between
+	 * matmuls (attention); NULL (or no op) for one thread. */
+	struct ns_pool *(*pool)(void *ctx);
+
 	void (*destroy)(void *ctx);
 };
 
@@ -68,11 +76,6 @@ struct ns_weights {
  * Slow and obviously right; the spec the other providers are tested against. */
 int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *err,
 		       size_t errlen);
-
-/* For providers: 0 when [row0, row_end) is a row window of t and ldy (a matmul's output row
- * stride; UINT64_MAX when there is none) holds it, else -EINVAL with a line in err. */
-int ns_weights_check_window(const struct ns_model_tensor *t, uint64_t row0, uint64_t row_end,
-			    uint64_t ldy, char *err, size_t errlen);
 
 /* Frees the provider and nulls *w. Safe on NULL. */
 void ns_weights_destroy(struct ns_weights **w);
@@ -98,6 +101,11 @@ static inline int ns_weights_visit(struct ns_weights *w, uint32_t tensor, uint64
 	if (!w->ops->visit)
 		return -ENOTSUP;
 	return w->ops->visit(w->ctx, tensor, row0, row_end, cb, cbctx);
+}
+
+static inline struct ns_pool *ns_weights_pool(const struct ns_weights *w)
+{
+	return w->ops->pool ? w->ops->pool(w->ctx) : NULL;
 }
 
 static inline const char *ns_weights_error(const struct ns_weights *w)

@@ -11,10 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dequant.h"
 #include "ggml_type.h"
 #include "ns_util.h"
-#include "weights.h"
+#include "weights_provider.h"
 
 #define S_BLOCK_BYTES (1u << 20)
 
@@ -42,45 +41,6 @@ static int s_reserve(void **buf, size_t *cap, size_t need)
 	return 0;
 }
 
-/* Read exactly len bytes at off; short reads continue, EINTR retries. */
-static int s_pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO; /* file shorter than its index says */
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-static int s_dequant(struct s_ref *r, const struct ns_model_tensor *t, const void *src,
-		     uint64_t n_rows, float *dst)
-{
-	char tbuf[32];
-	int rc;
-
-	if (t->type == NS_TYPE_F32) {
-		memcpy(dst, src, (size_t)(n_rows * t->ne[0] * sizeof(float)));
-		return 0;
-	}
-	rc = ns_dequant_rows(t->type, src, t->ne[0], n_rows, dst);
-	if (rc < 0)
-		ns_errf(r->err, sizeof(r->err), "%s: cannot dequantize type %s: %s", t->name,
-			ns_type_name(t->type, tbuf, sizeof(tbuf)), strerror(-rc));
-	return rc;
-}
-
 /* Read and dequantize rows [row0, row0 + n) of t into r->rows. */
 static int s_load_rows(struct s_ref *r, const struct ns_model_tensor *t, uint64_t row0,
 		       uint64_t n)
@@ -99,31 +59,21 @@ static int s_load_rows(struct s_ref *r, const struct ns_model_tensor *t, uint64_
 		ns_errf(r->err, sizeof(r->err), "%s: out of memory for a block", t->name);
 		return -ENOMEM;
 	}
-	rc = s_pread_all(r->fds[t->shard], r->raw, (size_t)raw_len,
-			 t->file_offset + row0 * t->row_bytes);
+	rc = ns_model_read_rows(r->m, r->fds, t, row0, n, r->raw); /* a checkpoint's too */
 	if (rc < 0) {
 		ns_errf(r->err, sizeof(r->err), "%s: reading rows %llu..%llu of %s: %s", t->name,
 			(unsigned long long)row0, (unsigned long long)(row0 + n),
 			r->m->shards[t->shard]->path, strerror(-rc));
 		return rc;
 	}
-	return s_dequant(r, t, r->raw, n, r->rows);
-}
-
-static const struct ns_model_tensor *s_tensor(struct s_ref *r, uint32_t tensor)
-{
-	if (tensor >= r->m->n_tensors) {
-		ns_errf(r->err, sizeof(r->err), "tensor index %u out of range", tensor);
-		return NULL;
-	}
-	return &r->m->tensors[tensor];
+	return ns_weights_dequant(t, r->raw, n, r->rows, r->err, sizeof(r->err));
 }
 
 static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
 	struct s_ref *r = ctx;
-	const struct ns_model_tensor *t = s_tensor(r, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(r->m, tensor, r->err, sizeof(r->err));
 	uint64_t n_cols, block;
 
 	if (!t)
@@ -160,19 +110,15 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
 {
 	struct s_ref *r = ctx;
-	const struct ns_model_tensor *t = s_tensor(r, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(r->m, tensor, r->err, sizeof(r->err));
 
 	if (!t)
 		return -EINVAL;
 	for (uint64_t i = 0; i < n; i++) {
-		int rc;
+		int rc = ns_weights_check_row(t, rows[i], r->err, sizeof(r->err));
 
-		if (rows[i] < 0 || (uint64_t)rows[i] >= t->n_rows) {
-			ns_errf(r->err, sizeof(r->err), "%s: row %lld out of range (%llu rows)",
-				t->name, (long long)rows[i], (unsigned long long)t->n_rows);
-			return -EINVAL;
-		}
-		rc = s_load_rows(r, t, (uint64_t)rows[i], 1);
+		if (rc == 0)
+			rc = s_load_rows(r, t, (uint64_t)rows[i], 1);
 		if (rc < 0)
 			return rc;
 		memcpy(dst + i * t->ne[0], r->rows, (size_t)t->ne[0] * sizeof(float));
@@ -214,12 +160,10 @@ int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *
 		       size_t errlen)
 {
 	struct s_ref *r = calloc(1, sizeof(*r));
-	struct ns_weights *w = calloc(1, sizeof(*w));
 
 	*out = NULL;
-	if (!r || !w || !(r->fds = calloc(m->n_shards, sizeof(int)))) {
+	if (!r || !(r->fds = calloc(m->n_shards, sizeof(int)))) {
 		free(r);
-		free(w);
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -233,13 +177,8 @@ int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *
 
 			ns_errf(err, errlen, "%s: %s", m->shards[i]->path, strerror(errno));
 			s_destroy(r);
-			free(w);
 			return rc;
 		}
 	}
-	w->ops = &s_ref_ops;
-	w->ctx = r;
-	w->model = m;
-	*out = w;
-	return 0;
+	return ns_weights_install(&s_ref_ops, r, m, out, err, errlen);
 }

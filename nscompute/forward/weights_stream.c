@@ -5,12 +5,10 @@
 #include <string.h>
 
 #include "client.h"
-#include "dequant.h"
 #include "gemv.h"
-#include "ggml_type.h"
 #include "ns_util.h"
-#include "ramcache.h"
-#include "seg.h"
+#include "ram_seg.h"
+#include "weights_provider.h"
 #include "weights_stream.h"
 
 struct s_stream {
@@ -23,16 +21,18 @@ struct s_stream {
 	uint32_t lookahead;
 	struct ns_weights_stream_stats st;
 	char err[NS_ERR_LEN];
-	/* RAM tier (nsio/ramcache.h) */
+	/* RAM tier (shm/ram_seg.h): tables checked and copied once, data mapped read-only */
 	char session[32];         /* "" when not asked for */
 	int ram_state;            /* 0: not yet known, 1: mapped, 2: none */
-	struct ns_seg ram_seg;
-	const uint64_t *ram_rows; /* [n_tensors] resident row prefix */
-	const uint64_t *ram_off;  /* [n_tensors] offset in ram_data */
-	const uint8_t *ram_data;
+	struct ns_ram_view ram;
 	void (*on_ram_map)(void *ctx, const void *base, size_t bytes, bool mapped);
 	void *on_ram_map_ctx;
 };
+
+static struct ns_pool *s_pool(void *ctx)
+{
+	return ((struct s_stream *)ctx)->pool;
+}
 
 static const struct ns_weights_ops s_stream_ops;
 
@@ -70,19 +70,15 @@ static int s_check_block(struct s_call *k, const struct ns_block *b)
 static int s_mm_block(void *ctx, const struct ns_block *b)
 {
 	struct s_call *k = ctx;
-	char tb[32];
 	uint64_t t0;
 	int rc = s_check_block(k, b);
 
 	if (rc)
 		return rc;
 	t0 = ns_now_ns();
-	rc = ns_gemm_ex(k->s->pool, &k->s->kopts, k->t->type, b->data, k->t->ne[0], b->nrows,
-			k->x, k->n_tok, k->y + (b->row0 - k->row0), k->ldy);
+	rc = ns_weights_gemm(k->s->pool, &k->s->kopts, k->t, b->data, b->nrows, k->x, k->n_tok,
+			     k->y + (b->row0 - k->row0), k->ldy, k->s->err, sizeof(k->s->err));
 	k->kernel_ns += ns_now_ns() - t0;
-	if (rc < 0)
-		ns_errf(k->s->err, sizeof(k->s->err), "%s (%s): kernel failed: %s", k->t->name,
-			ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
 	return rc;
 }
 
@@ -90,17 +86,12 @@ static int s_mm_block(void *ctx, const struct ns_block *b)
 static int s_rows_block(void *ctx, const struct ns_block *b)
 {
 	struct s_call *k = ctx;
-	char tb[32];
 	int rc = s_check_block(k, b);
 
 	if (rc)
 		return rc;
-	rc = ns_dequant_rows(k->t->type, b->data, k->t->ne[0], b->nrows,
-			     k->y + (b->row0 - k->row0) * k->t->ne[0]);
-	if (rc < 0)
-		ns_errf(k->s->err, sizeof(k->s->err), "%s: cannot dequantize type %s: %s",
-			k->t->name, ns_type_name(k->t->type, tb, sizeof(tb)), strerror(-rc));
-	return rc;
+	return ns_weights_dequant(k->t, b->data, b->nrows, k->y + (b->row0 - k->row0) * k->t->ne[0],
+				  k->s->err, sizeof(k->s->err));
 }
 
 /* visit block: the caller's callback on the arena (or RAM tier) bytes. */
@@ -118,78 +109,40 @@ static int s_visit_block(void *ctx, const struct ns_block *b)
 	return rc;
 }
 
-static const struct ns_model_tensor *s_tensor(struct s_stream *s, uint32_t tensor)
+static bool s_ram_tensor(void *ctx, uint64_t t, uint64_t *n_rows, uint64_t *row_bytes)
 {
-	if (tensor >= s->m->n_tensors) {
-		ns_errf(s->err, sizeof(s->err), "tensor index %u out of range", tensor);
-		return NULL;
-	}
-	return &s->m->tensors[tensor];
-}
+	const struct ns_model *m = ctx;
 
-/* Check a mapped RAM segment's directory against our model; false: do not use it. */
-static bool s_ram_check(struct s_stream *s)
-{
-	const uint8_t *base = s->ram_seg.base;
-	const struct nsio_ram_dir *d = (const struct nsio_ram_dir *)(base + 128);
-	uint64_t n = s->m->n_tensors, tab, end;
-
-	if (s->ram_seg.size < 128 + sizeof(*d) || d->magic != NSIO_RAM_MAGIC ||
-	    d->n_tensors != n || ns_mul_u64_overflow(n, 16, &tab) ||
-	    ns_add_u64_overflow(128 + sizeof(*d), tab, &tab) || tab > d->data_off ||
-	    ns_add_u64_overflow(d->data_off, d->data_bytes, &end) || end > s->ram_seg.size)
+	if (t >= m->n_tensors)
 		return false;
-	s->ram_rows = (const uint64_t *)(d + 1);
-	s->ram_off = s->ram_rows + n;
-	s->ram_data = base + d->data_off;
-	for (uint64_t t = 0; t < n; t++) {
-		uint64_t bytes;
-
-		if (!s->ram_rows[t])
-			continue;
-		if (s->ram_rows[t] > s->m->tensors[t].n_rows ||
-		    ns_mul_u64_overflow(s->ram_rows[t], s->m->tensors[t].row_bytes, &bytes) ||
-		    ns_add_u64_overflow(bytes, s->ram_off[t], &end) || end > d->data_bytes)
-			return false;
-	}
+	*n_rows = m->tensors[t].n_rows;
+	*row_bytes = m->tensors[t].row_bytes;
 	return true;
 }
 
-/* Find nsio's RAM segment: mapped once it is ready; given up on once a block has come from
- * nsio without it (nsio serves nothing before its RAM tier is loaded). */
-static void s_ram_attach(struct s_stream *s)
+/* Find nsio's RAM segment: taken once it is ready; given up on once a block has come from
+ * nsio without it (nsio serves nothing before its RAM tier is loaded). A segment that is not
+ * ours or does not fit the model stops the pass (-EPERM / -EPROTO, the line in s->err). */
+static int s_ram_attach(struct s_stream *s)
 {
-	char e[NS_ERR_LEN];
-	const struct nsio_ram_dir *d;
 	int rc;
 
 	if (s->ram_state || !s->session[0])
-		return;
-	rc = ns_seg_open(&s->ram_seg, s->session, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, false,
-			 e, sizeof(e));
-	if (rc) {
-		if (s->st.blocks)
+		return 0;
+	rc = ns_ram_view_open(&s->ram, s->session, s->m->n_tensors, s_ram_tensor, (void *)s->m,
+			      s->err, sizeof(s->err));
+	if (rc == -EPERM || rc == -EPROTO)
+		return rc;
+	if (rc) { /* absent, or still loading: look again next call */
+		if (rc != -EAGAIN && s->st.blocks)
 			s->ram_state = 2;
-		return;
-	}
-	d = (const struct nsio_ram_dir *)((const uint8_t *)s->ram_seg.base + 128);
-	if (s->ram_seg.size >= 128 + sizeof(*d) &&
-	    !atomic_load_explicit(&((struct nsio_ram_dir *)d)->ready, memory_order_acquire)) {
-		ns_seg_unmap(&s->ram_seg); /* still loading: look again next call */
-		return;
-	}
-	if (!s_ram_check(s)) {
-		fprintf(stderr, "nscompute: nsio's RAM segment does not match the model; "
-			"streaming every weight\n");
-		ns_seg_unmap(&s->ram_seg);
-		s->ram_rows = s->ram_off = NULL;
-		s->ram_data = NULL;
-		s->ram_state = 2;
-		return;
+		s->err[0] = 0;
+		return 0;
 	}
 	s->ram_state = 1;
 	if (s->on_ram_map)
-		s->on_ram_map(s->on_ram_map_ctx, s->ram_seg.base, s->ram_seg.size, true);
+		s->on_ram_map(s->on_ram_map_ctx, s->ram.seg.base, s->ram.seg.size, true);
+	return 0;
 }
 
 /* Resident rows at the start of [row0, row0 + n) of tensor t: count, *src their bytes. */
@@ -198,11 +151,10 @@ static uint64_t s_ram_prefix(struct s_stream *s, uint32_t t, uint64_t row0, uint
 {
 	uint64_t have;
 
-	s_ram_attach(s);
-	if (s->ram_state != 1 || row0 >= s->ram_rows[t])
+	if (s->ram_state != 1 || row0 >= s->ram.rows[t])
 		return 0;
-	have = s->ram_rows[t] - row0;
-	*src = s->ram_data + s->ram_off[t] + row0 * s->m->tensors[t].row_bytes;
+	have = s->ram.rows[t] - row0;
+	*src = s->ram.data + s->ram.off[t] + row0 * s->m->tensors[t].row_bytes;
 	return have < n ? have : n;
 }
 
@@ -213,10 +165,13 @@ static int s_ram_part(struct s_stream *s, struct s_call *k, uint64_t row_end, ns
 {
 	uint32_t ti = (uint32_t)(k->t - s->m->tensors);
 	const uint8_t *src = NULL;
-	uint64_t n = s_ram_prefix(s, ti, k->row0, row_end - k->row0, &src);
 	struct ns_block b;
-	int rc;
+	uint64_t n;
+	int rc = s_ram_attach(s);
 
+	if (rc < 0)
+		return rc;
+	n = s_ram_prefix(s, ti, k->row0, row_end - k->row0, &src);
 	if (!n)
 		return 0;
 	b = (struct ns_block){ .data = src, .nbytes = n * k->t->row_bytes, .tensor = ti,
@@ -263,7 +218,10 @@ static int s_run(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_bloc
 static int s_window(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_block_fn fn,
 		    uint64_t y_step)
 {
-	int rc = s_ram_part(s, k, row_end, fn, y_step);
+	int rc;
+
+	ns_client_beat(s->c); /* a product is progress, even of weights in RAM (heartbeat) */
+	rc = s_ram_part(s, k, row_end, fn, y_step);
 
 	if (rc < 0 || k->row0 == row_end)
 		return rc;
@@ -274,7 +232,7 @@ static int s_matmul(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
 	struct s_stream *s = ctx;
-	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(s->m, tensor, s->err, sizeof(s->err));
 	struct s_call k;
 
 	if (!t)
@@ -292,7 +250,7 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		   ns_weights_block_fn cb, void *cbctx)
 {
 	struct s_stream *s = ctx;
-	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(s->m, tensor, s->err, sizeof(s->err));
 	struct s_call k;
 
 	if (!t)
@@ -308,7 +266,7 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t n, float *dst)
 {
 	struct s_stream *s = ctx;
-	const struct ns_model_tensor *t = s_tensor(s, tensor);
+	const struct ns_model_tensor *t = ns_weights_tensor(s->m, tensor, s->err, sizeof(s->err));
 
 	if (!t)
 		return -EINVAL;
@@ -317,11 +275,8 @@ static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t 
 		struct s_call k;
 		int rc;
 
-		if (rows[i] < 0 || (uint64_t)rows[i] >= t->n_rows) {
-			ns_errf(s->err, sizeof(s->err), "%s: row %lld out of range (%llu rows)",
-				t->name, (long long)rows[i], (unsigned long long)t->n_rows);
+		if (ns_weights_check_row(t, rows[i], s->err, sizeof(s->err)))
 			return -EINVAL;
-		}
 		/* a run of consecutive rows is one stream */
 		while (j < n && rows[j] == rows[j - 1] + 1 && (uint64_t)rows[j] < t->n_rows)
 			j++;
@@ -349,9 +304,8 @@ static void s_destroy(void *ctx)
 	free(s->cidx);
 	ns_pool_destroy(&s->pool);
 	if (s->ram_state == 1 && s->on_ram_map)
-		s->on_ram_map(s->on_ram_map_ctx, s->ram_seg.base, s->ram_seg.size, false);
-	if (s->ram_seg.base)
-		ns_seg_unmap(&s->ram_seg);
+		s->on_ram_map(s->on_ram_map_ctx, s->ram.seg.base, s->ram.seg.size, false);
+	ns_ram_view_close(&s->ram);
 	free(s);
 }
 
@@ -361,6 +315,7 @@ static const struct ns_weights_ops s_stream_ops = {
 	.get_rows = s_get_rows,
 	.visit = s_visit,
 	.last_error = s_last_error,
+	.pool = s_pool,
 	.destroy = s_destroy,
 };
 
@@ -389,21 +344,16 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 			  char *err, size_t errlen)
 {
 	struct s_stream *s = calloc(1, sizeof(*s));
-	struct ns_weights *w = calloc(1, sizeof(*w));
-	int n_threads = opts && opts->n_threads > 0 ? opts->n_threads : 1;
-	int rc = 0;
+	int rc;
 
 	*out = NULL;
-	if (!s || !w || !(s->cidx = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*s->cidx)))) {
+	if (!s || !(s->cidx = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*s->cidx)))) {
 		free(s);
-		free(w);
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	s->m = m;
 	s->c = c;
-	s->kopts.path = NS_KPATH_AUTO;
-	s->kopts.act = opts && opts->act == NS_ACT_Q8 ? NS_ACT_Q8 : NS_ACT_F32;
 	s->block_rows = opts ? opts->block_rows : 0;
 	if (opts && opts->session)
 		snprintf(s->session, sizeof(s->session), "%s", opts->session);
@@ -412,22 +362,15 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 		s->on_ram_map_ctx = opts->on_ram_map_ctx;
 	}
 	s->lookahead = opts ? opts->lookahead : ns_client_default_lookahead(c);
-	if (n_threads > 1 && !(s->pool = ns_pool_new(n_threads))) {
-		ns_errf(err, errlen, "cannot start %d kernel threads", n_threads);
-		rc = -ENOMEM;
-	}
+	rc = ns_weights_kernels(opts ? opts->n_threads : 1, NS_KPATH_AUTO,
+				opts ? opts->act : NS_ACT_F32, &s->kopts, &s->pool, err, errlen);
 	if (rc == 0)
 		rc = s_map_tensors(s, err, errlen);
 	if (rc < 0) {
 		s_destroy(s);
-		free(w);
 		return rc;
 	}
-	w->ops = &s_stream_ops;
-	w->ctx = s;
-	w->model = m;
-	*out = w;
-	return 0;
+	return ns_weights_install(&s_stream_ops, s, m, out, err, errlen);
 }
 
 void ns_weights_stream_stats(const struct ns_weights *w, struct ns_weights_stream_stats *out)

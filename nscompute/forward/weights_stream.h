@@ -11,7 +11,7 @@
  * ns_dequant_rows (embedding lookups: one row per token; norm vectors and other 1-D tensors are
  * read once, when the forward pass loads them at ns_fwd_new).
  *
- * The RAM tier (opts.session): once nsio has published its RAM segment (nsio/ramcache.h;
+ * The RAM tier (opts.session): once nsio has published its RAM segment (shm/ram_seg.h;
  * looked for at each call until a first block has come from nsio, which nsio serves only
  * after loading it), the resident row prefix of a window is multiplied (or dequantized) in
  * place from the read-only mapping by the same kernels, and only the rest is streamed: a
@@ -35,7 +35,7 @@ struct ns_weights_stream_opts {
 	uint64_t block_rows; /* rows per block; 0 = whole window (shrunk to fit the arena) */
 	uint32_t lookahead;  /* blocks in flight after the current one */
 	const char *session; /* multiply rows nsio holds in its RAM tier in place (the segment
-			      * of nsio/ramcache.h, mapped read-only); NULL: stream all */
+			      * of shm/ram_seg.h, mapped read-only); NULL: stream all */
 	int act;             /* enum ns_act of the kernels (gemv.h): 0 = NS_ACT_F32, exact
 			      * weights; NS_ACT_Q8, activations quantized per 32 as llama.cpp */
 	/* Told of the RAM segment's read-only mapping: once with mapped = true when the

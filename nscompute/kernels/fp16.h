@@ -34,6 +34,40 @@ static inline float ns_fp16_to_fp32(uint16_t h)
 	return sign ? -f : f;
 }
 
+/* float32 -> half, rounded to nearest even as F16C's vcvtps2ph with rounding mode 0, CUDA's
+ * __float2half_rn and ggml's GGML_FP32_TO_FP16 (equal to vcvtps2ph on all 2^32 inputs, NaN
+ * payloads included): overflow gives infinity, tiny values round into subnormals or zero. */
+static inline uint16_t ns_fp32_to_fp16(float f)
+{
+	uint32_t x, sign, abs;
+
+	memcpy(&x, &f, sizeof(x));
+	sign = (x >> 16) & 0x8000u;
+	abs = x & 0x7fffffffu;
+	if (abs > 0x7f800000u) /* NaN: quiet, top payload bits kept */
+		return (uint16_t)(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
+	if (abs >= 0x477ff000u) /* rounds to 2^16 or more: infinity */
+		return (uint16_t)(sign | 0x7c00u);
+	if (abs < 0x38800000u) { /* below 2^-14: a subnormal half or zero, unit 2^-24 */
+		uint32_t e = abs >> 23, man = (abs & 0x7fffffu) | 0x800000u;
+		uint32_t sh = 126u - e, q, rem, half;
+
+		if (e < 102) /* below 2^-25: rounds to zero */
+			return (uint16_t)sign;
+		q = man >> sh;
+		rem = man & ((1u << sh) - 1);
+		half = 1u << (sh - 1);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+		return (uint16_t)(sign | q);
+	}
+	/* normal: rebias 127 -> 15 and round the 13 dropped bits to nearest even (a carry into
+	 * the exponent is the right result) */
+	abs -= 112u << 23;
+	abs += 0xfffu + ((abs >> 13) & 1u);
+	return (uint16_t)(sign | (abs >> 13));
+}
+
 static inline float ns_bf16_to_fp32(uint16_t h)
 {
 	return ns_bits_to_fp32((uint32_t)h << 16);

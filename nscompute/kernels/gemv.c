@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_i8.h"
 #include "ggml_type.h"
 #include "kern_internal.h"
 #include "ns_util.h"
@@ -142,6 +143,9 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 	j.y = y;
 	j.ldy = ldy;
 	j.q8 = opts && opts->act == NS_ACT_Q8 && !qt->is_float;
+	if (j.q8 && n_tok >= NS_I8_MIN_TOK && !opts->no_i8 && path == NS_KPATH_AVX512 &&
+	    ns_i8path_best() != NS_I8_SCALAR)
+		return ns_gemm_i8(p, NS_I8_AUTO, type, w, n_cols, n_rows, x, n_tok, y, ldy);
 
 	if (!j.q8 && ((uintptr_t)x % 64 || (n_tok > 1 && (n_cols * sizeof(float)) % 1024 == 0))) {
 		/* Copy x once, 64-byte aligned (no cache-line-split loads) and, for batches, with a

@@ -41,6 +41,10 @@
  * (gemv_avx512_fused.c, gemv_avx2_fused.c); the other types go through a decoded
  * 256-element chunk (gemv_avx512.c, gemv_avx2.c).
  *
+ * Batches of NS_I8_MIN_TOK or more tokens with NS_ACT_Q8 run the int8 GEMM of gemm_i8.h
+ * instead (same quantization of x, its own fixed order of scaling, identical on all its paths);
+ * opts->no_i8 keeps them here.
+ *
  * Ownership: w, x, y belong to the caller; y must not overlap w or x. The pool is only used for
  * the duration of the call; one pool serves one caller thread at a time. */
 #ifndef NS_GEMV_H
@@ -63,9 +67,15 @@ enum ns_act {
 	NS_ACT_Q8 = 1,
 };
 
+/* Batches of at least this many tokens in NS_ACT_Q8 go to the int8 GEMM (gemm_i8.h) when the
+ * CPU has its VNNI or AMX path and opts->path is AUTO or AVX512: its packed tiles beat the
+ * per-row kernels from here on (bench_gemv), and its bits follow its own definition. */
+#define NS_I8_MIN_TOK 16
+
 struct ns_kopts {
 	enum ns_kpath path;
 	enum ns_act act;
+	bool no_i8; /* keep q8 batches on the per-path row kernels (tests comparing paths) */
 };
 
 /* true when this CPU can run the path (AUTO and SCALAR always). */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """nsctl bench end to end on a small generated model: md, json and csv outputs carry
 llama-bench's columns and ours, every sample is a positive rate, the sweep yields one row per
-configuration and test, and bad usage exits 2 with one line. No timing thresholds.
+configuration and test (an arena sweep, a lookahead sweep, a RAM sweep run under
+each of its budgets), and bad usage exits 2 with one line. No timing thresholds.
 argv: NSCTL. Exit 0 pass, 1 fail, 77 skip."""
 import csv, io, json, os, subprocess, sys, tempfile
 
@@ -79,16 +80,52 @@ with tempfile.TemporaryDirectory(dir=build) as d:
             check(col in head, "md column %s" % col)
         check(all(" ± " in l for l in lines[2:]), "mean ± sd")
 
+    # a RAM sweep: one row per RAM budget, each run under its own (the planner's bytes per
+    # token under that budget, and fewer read per token with the RAM tier than without)
+    r = run("bench", model, "-p", "4", "-n", "4", "-r", "1", "--threads", "1", "--no-disk",
+            "--budgets", "4MB", "--ram-budgets", "0,2MB", "-o", "json")
+    check(r.returncode == 0, "ram sweep: " + r.stderr[-400:])
+    if r.returncode == 0:
+        tg = {x["ram_budget"]: x for x in json.loads(r.stdout) if x["n_gen"]}
+        check(sorted(tg) == [0, 2 << 20], "ram sweep rows %s" % sorted(tg))
+        if sorted(tg) == [0, 2 << 20]:
+            for ram, x in tg.items():
+                p = run("plan", model, "--mem-budget", "4MB", "--ram-budget", str(ram),
+                        "--json")
+                want = json.loads(p.stdout)["per_token"]["bytes"] if p.returncode == 0 else -1
+                check(x["req_bytes_per_token"] == want, "ram %d: requested %s B per token, "
+                      "nsctl plan predicts %d" % (ram, x["req_bytes_per_token"], want))
+            check(tg[2 << 20]["req_bytes_per_token"] < tg[0]["req_bytes_per_token"],
+                  "the RAM tier read nothing less per token")
+
     r = run("bench", model, *common, "-o", "csv", "--no-disk")
     check(r.returncode == 0, "csv run: " + r.stderr[-400:])
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     check(len(rows) == 2, "csv rows %d" % len(rows))
     check(all(x["roofline_ts"] == "" for x in rows), "--no-disk: no roofline")
 
+    # -d: one tg row per depth, labelled as llama-bench labels them, its n_depth in the json;
+    # the KV cache types run too (f16 K, q8_0 V)
+    r = run("bench", model, "-p", "8", "-n", "3", "-r", "1", "--threads", "1", "--no-disk",
+            "-d", "0,20", "-c", "64", "-ctk", "f16", "-ctv", "q8_0", "-o", "json")
+    check(r.returncode == 0, "-d run: " + r.stderr[-400:])
+    if r.returncode == 0:
+        rows = json.loads(r.stdout)
+        got = [(x["test"], x["n_depth"]) for x in rows]
+        check(got == [("pp8", 0), ("tg3", 0), ("tg3 @ d20", 20)], "-d rows %s" % got)
+        check(all(v > 0 for x in rows for v in x["samples_ts"]), "-d samples")
+
     for bad in (["-o", "xml"], ["-r", "0"], ["--budgets", "12QB"], ["--frobnicate"],
-                ["-p", "0", "-n", "0"]):
+                ["-p", "0", "-n", "0"], ["-d", "60", "-n", "4", "-c", "64"], ["-d", "x"],
+                ["-ctk", "q4_0"], ["--cache-type-v"]):
         r = run("bench", model, *bad)
         check(r.returncode == 2 and r.stderr.count("\n") >= 1, "bad usage %s -> %d" % (bad, r.returncode))
+    # the cuda pass keeps an f32 cache: refused in one line before any process starts,
+    # whether or not nscompute-cuda is built here
+    r = run("bench", model, "-p", "8", "-n", "0", "-r", "1", "--no-disk", "--backend", "cuda",
+            "-ctk", "q8_0")
+    check(r.returncode != 0 and "keeps an f32 KV cache" in r.stderr,
+          "cuda with -ctk q8_0 -> %d %s" % (r.returncode, r.stderr[-400:]))
     r = run("bench", os.path.join(d, "missing.gguf"))
     check(r.returncode != 0 and "missing.gguf" in r.stderr, "missing model")
 

@@ -152,6 +152,11 @@ START_TEST(json)
 	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ts\": 2,"));
 	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ratio\": 6}"));
 	free(out);
+	r.n_depth = 512; /* llama-bench's label and column for a test after 512 tokens */
+	out = s_render(NS_TABLE_JSON, &r, 1);
+	ck_assert_ptr_nonnull(strstr(out, "\"n_depth\": 512,"));
+	ck_assert_ptr_nonnull(strstr(out, "\"test\": \"tg128 @ d512\","));
+	free(out);
 	out = s_render(NS_TABLE_JSON, &r, 0);
 	ck_assert_str_eq(out, "[]\n");
 	free(out);
@@ -168,8 +173,8 @@ START_TEST(csv)
 	out = s_render(NS_TABLE_CSV, &r, 1);
 	ck_assert_msg(!strncmp(out, "model_type,model_size,model_n_params,", 37), "%s", out);
 	l2 = strchr(out, '\n') + 1;
-	ck_assert_msg(!strncmp(l2, "\"x,\"\"y\"\"\",3221225472,8190735360,\"CPU\",0,128,\"tg128\"", 50),
-		      "%s", l2);
+	ck_assert_msg(!strncmp(l2, "\"x,\"\"y\"\"\",3221225472,8190735360,\"CPU\",0,128,0,\"tg128\"",
+			       52), "%s", l2);
 	ck_assert_ptr_nonnull(strstr(l2, ",\"10 12 14\","));
 	ck_assert_int_eq(l2[strlen(l2) - 1], '\n');
 	free(out);

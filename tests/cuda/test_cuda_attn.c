@@ -1,10 +1,15 @@
 /* test_cuda_attn: ns_cuda_attention against the CPU attention of nscompute/forward/llama.c
  * (double sums) for decode and prefill, GQA, a sliding window and sinks; and decode equal in
- * bits to the same query inside a prefill. |err| <= 2e-5 * max|v|. Exit 77 without a GPU. */
+ * bits to the same query inside a prefill. |err| <= 2e-5 * max|v|. Typed caches (f16, q8_0,
+ * mixed): ns_cuda_kv_store writes the bytes computed here (half to nearest even, ggml's
+ * Q8_0), by chunk and by device position alike, and ns_cuda_attention_kv matches the same
+ * reference over those values. Exit 77 without a GPU. */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "cuda_test.h"
+#include "fp16.h"
 #include "ops.h"
 
 enum { NH = 8, NKV = 2, DK = 64, DV = 64, CTX = 1200 };
@@ -40,6 +45,115 @@ static void s_cpu(const float *q, const float *k, const float *v, uint32_t n_tok
 			}
 		}
 	}
+}
+
+/* Expected cache row of n floats as type t (and the values it holds, widened). */
+static void s_row(uint32_t t, const float *x, uint32_t n, uint8_t *row, float *val)
+{
+	for (uint32_t b = 0; b < n / 32; b++) {
+		float amax = 0, d, id, dh;
+		uint16_t h;
+
+		if (t == NS_CUDA_KV_F16) {
+			for (uint32_t i = 32 * b; i < 32 * b + 32; i++) {
+				h = ns_fp32_to_fp16(x[i]);
+				memcpy(row + 2 * i, &h, 2);
+				val[i] = ns_fp16_to_fp32(h);
+			}
+			continue;
+		}
+		if (t == NS_CUDA_KV_F32) {
+			memcpy(row + 128 * b, x + 32 * b, 128);
+			memcpy(val + 32 * b, x + 32 * b, 128);
+			continue;
+		}
+		for (uint32_t i = 32 * b; i < 32 * b + 32; i++)
+			amax = fmaxf(amax, fabsf(x[i]));
+		d = amax / 127.0f;
+		id = d != 0 ? 1.0f / d : 0.0f;
+		h = ns_fp32_to_fp16(d);
+		dh = ns_fp16_to_fp32(h);
+		memcpy(row + 34 * b, &h, 2);
+		for (uint32_t i = 0; i < 32; i++) {
+			int8_t q = (int8_t)roundf(x[32 * b + i] * id);
+
+			row[34 * b + 2 + i] = (uint8_t)q;
+			val[32 * b + i] = dh * (float)q;
+		}
+	}
+}
+
+/* One pair of cache types: store, compare bytes, attend, compare with the reference. */
+static void s_typed(uint32_t tk, uint32_t tv, const float *k, const float *v, const float *q,
+		    const float *dq, const float *ds, const float *sinks, float *dout, void *ws)
+{
+	const uint64_t kr = ns_cuda_kv_row_bytes(tk, NKV * DK), vr = ns_cuda_kv_row_bytes(tv, NKV * DV);
+	uint8_t *ek = malloc(CTX * kr), *ev = malloc(CTX * vr), *gk = malloc(CTX * kr);
+	uint8_t *gv = malloc(CTX * vr);
+	float *kv_k = malloc(CTX * NKV * DK * 4), *kv_v = malloc(CTX * NKV * DV * 4);
+	float *ref = malloc(64 * NH * DV * 4), *got = malloc(64 * NH * DV * 4), one[NH * DV];
+	float *dkf = ct_upload(k, CTX * NKV * DK * 4), *dvf = ct_upload(v, CTX * NKV * DV * 4);
+	const struct { uint32_t n_tok, pos0, window; bool sink; } cs[] = {
+		{ 1, 900, 0, false }, { 40, 500, 0, true }, { 33, 1100, 100, false },
+	};
+	struct ns_cuda_kv kv = { .dev_k = ct_dev(CTX * kr), .dev_v = ct_dev(CTX * vr), .tk = tk,
+				 .tv = tv, .k_row = kr, .v_row = vr };
+	const int64_t last = CTX - 1;
+	int64_t *dpos = ct_upload(&last, sizeof(last));
+
+	if (!ek || !ev || !gk || !gv || !kv_k || !kv_v || !ref || !got)
+		CT_FAIL("out of memory");
+	for (uint32_t j = 0; j < CTX; j++) {
+		s_row(tk, k + (uint64_t)j * NKV * DK, NKV * DK, ek + j * kr, kv_k + (uint64_t)j * NKV * DK);
+		s_row(tv, v + (uint64_t)j * NKV * DV, NKV * DV, ev + j * vr, kv_v + (uint64_t)j * NKV * DV);
+	}
+	/* rows 0..599 in one store, 600..CTX-2 in another, the last one at a device position */
+	CT_CHECK(ns_cuda_kv_store(&kv, dkf, NKV * DK, dvf, NKV * DV, 600, 0, NULL, NULL));
+	CT_CHECK(ns_cuda_kv_store(&kv, dkf + 600 * NKV * DK, NKV * DK, dvf + 600 * NKV * DV,
+				  NKV * DV, CTX - 601, 600, NULL, NULL));
+	CT_CHECK(ns_cuda_kv_store(&kv, dkf + (CTX - 1) * NKV * DK, NKV * DK,
+				  dvf + (CTX - 1) * NKV * DV, NKV * DV, 1, 0, dpos, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(gk, kv.dev_k, CTX * kr);
+	ct_download(gv, kv.dev_v, CTX * vr);
+	if (memcmp(gk, ek, CTX * kr) || memcmp(gv, ev, CTX * vr))
+		CT_FAIL("kv types %u/%u: the stored bytes differ from the expected rounding", tk, tv);
+	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
+		const uint32_t nt = cs[c].n_tok;
+
+		s_cpu(q, kv_k, kv_v, nt, cs[c].pos0, cs[c].window, cs[c].sink ? sinks : NULL,
+		      1.0f / 8.0f, ref);
+		CT_CHECK(ns_cuda_attention_kv(dq, &kv, nt, cs[c].pos0, NULL, 0, NH, NKV, DK, DV,
+					      1.0f / 8.0f, cs[c].window, cs[c].sink ? ds : NULL,
+					      dout, ws, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(got, dout, nt * NH * DV * 4);
+		for (uint32_t i = 0; i < nt * NH * DV; i++)
+			if (!(fabs(got[i] - ref[i]) <= 2e-5 * 5.0))
+				CT_FAIL("kv %u/%u case %zu element %u: %.9g vs cpu %.9g", tk, tv, c, i,
+					got[i], ref[i]);
+		/* the last query alone, and at a device position: the prefill row's bits */
+		const int64_t pos = cs[c].pos0 + nt - 1;
+		int64_t *dp = ct_upload(&pos, sizeof(pos));
+		CT_CHECK(ns_cuda_attention_kv(dq + (nt - 1) * NH * DK, &kv, 1, 0, dp, CTX, NH, NKV,
+					      DK, DV, 1.0f / 8.0f, cs[c].window,
+					      cs[c].sink ? ds : NULL, dout, ws, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(one, dout, sizeof(one));
+		if (memcmp(one, got + (nt - 1) * NH * DV, sizeof(one)))
+			CT_FAIL("kv %u/%u case %zu: decode at a device position differs in bits", tk,
+				tv, c);
+		ns_cuda_free(dp);
+		printf("attention over a %s/%s cache, n_tok %2u pos0 %4u: ok\n",
+		       tk == 1 ? "f16" : tk == 2 ? "q8_0" : "f32",
+		       tv == 1 ? "f16" : tv == 2 ? "q8_0" : "f32", nt, cs[c].pos0);
+	}
+	ns_cuda_free(dpos);
+	ns_cuda_free(kv.dev_k);
+	ns_cuda_free(kv.dev_v);
+	ns_cuda_free(dkf);
+	ns_cuda_free(dvf);
+	free(ek), free(ev), free(gk), free(gv), free(kv_k), free(kv_v), free(ref), free(got);
 }
 
 int main(void)
@@ -127,5 +241,18 @@ int main(void)
 	}
 	free(kp);
 	free(vp);
+	s_typed(NS_CUDA_KV_F16, NS_CUDA_KV_F16, k, v, q, dq, ds, sinks, dout, ws);
+	s_typed(NS_CUDA_KV_Q8_0, NS_CUDA_KV_Q8_0, k, v, q, dq, ds, sinks, dout, ws);
+	s_typed(NS_CUDA_KV_F16, NS_CUDA_KV_Q8_0, k, v, q, dq, ds, sinks, dout, ws);
+	s_typed(NS_CUDA_KV_F32, NS_CUDA_KV_F16, k, v, q, dq, ds, sinks, dout, ws);
+	s_typed(NS_CUDA_KV_Q8_0, NS_CUDA_KV_F32, k, v, q, dq, ds, sinks, dout, ws);
+	{ /* a q8_0 row that is not whole blocks is refused */
+		struct ns_cuda_kv bad = { .dev_k = dout, .dev_v = dout, .tk = NS_CUDA_KV_Q8_0,
+					  .tv = NS_CUDA_KV_Q8_0, .k_row = 34, .v_row = 34 };
+
+		if (ns_cuda_attention_kv(dq, &bad, 1, 0, NULL, 0, NH, NKV, 16, 16, 1.0f, 0, NULL,
+					 dout, ws, NULL) != -EINVAL)
+			CT_FAIL("a q8_0 cache of 16-element heads was accepted");
+	}
 	return 0;
 }

@@ -45,7 +45,7 @@ static void s_case(int var, int ti, uint64_t nc, uint64_t *seed)
 	float *x = ct_random_floats(nc * NT, seed);
 	float *w = malloc(nc * NR * 4), yv[NR], ycpu[NR], *ym = malloc(NR * NT * 4);
 	double worst_v = 0, worst_m = 0;
-	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_F32 };
+	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_F32, false };
 
 	if (ns_dequant_rows(type, raw, nc, NR, w))
 		CT_FAIL("cpu dequant");

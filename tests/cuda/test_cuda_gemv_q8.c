@@ -111,7 +111,7 @@ static double s_check(int ti, const uint8_t *raw, uint64_t rb, uint64_t nc, uint
 {
 	const uint32_t type = ct_types[ti];
 	const char *nm = ct_type_names[ti];
-	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8 };
+	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8, false };
 	float *ycpu = malloc(nr * 4), *w = malloc(nc * 4);
 	struct qx q;
 	double worst = 0;
@@ -231,7 +231,7 @@ static void s_special(int ti, uint64_t *seed)
 	uint64_t rb;
 	uint8_t *raw = ct_random_rows(type, nc, NR, seed, &rb);
 	float *x = ct_random_floats(nc, seed), y[NR], ycpu[NR];
-	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8 };
+	struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8, false };
 	uint8_t *dw = ct_upload(raw, rb * NR);
 	float *dx = ct_dev(nc * 4), *dy = ct_dev(NR * 4);
 	struct qx q;

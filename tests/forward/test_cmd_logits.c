@@ -70,8 +70,9 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n_got / sizeof(float); i++)
 		d = fmax(d, isnan(got[i]) ? INFINITY : fabs((double)got[i] - gold[i]));
-	printf("max abs diff vs llama.cpp: %.3g (tol 1e-03) %s\n", d, d <= 1e-3 ? "ok" : "FAIL");
-	s_fail |= !(d <= 1e-3);
+	/* the engine is within 2.1e-6 here; see test_forward_golden's LOGIT_TOL */
+	printf("max abs diff vs llama.cpp: %.3g (tol 1e-04) %s\n", d, d <= 1e-4 ? "ok" : "FAIL");
+	s_fail |= !(d <= 1e-4);
 	free(got);
 	free(gold);
 

@@ -5,8 +5,8 @@
  *   MODEL   model path relative to the oracle dir
  *   PREFIX  golden prefix relative to the oracle dir: PREFIX.json (tokens), PREFIX.f32,
  *           PREFIX.dequant.f32
- *   REF     f32: compare with PREFIX.f32, max abs diff <= 1e-3;
- *           dequant: compare with PREFIX.dequant.f32, max abs diff <= 2e-3
+ *   REF     f32: compare with PREFIX.f32; dequant: with PREFIX.dequant.f32 (the exact
+ *           reference of a quantized file); max abs diff <= LOGIT_TOL either way
  *   GREEDY  JSON key path of the reference greedy tokens, or - for none
  *   --invariance  also require bit-identical logits with n_batch 1 (token by token) and
  *                 n_batch 3 / ffn window 7 rows.
@@ -25,6 +25,11 @@
 #include "weights_fused.h"
 
 #define MAX_TOK 1024
+
+/* The engine is within 1.9e-5 of every reference (f32 and dequantized, both providers, the
+ * worst the 260K stories models' long sequence); 1e-4 leaves a 5x margin and still catches a
+ * plausible numerical bug such as RMSNorm's epsilon moved outside the square root (6e-4). */
+#define LOGIT_TOL 1e-4
 
 struct ctx {
 	struct ns_model *m;
@@ -151,7 +156,7 @@ int main(int argc, char **argv)
 	uint32_t n_vocab = 0;
 	char *json;
 	size_t len;
-	double d, tol;
+	double d;
 
 	if (argc < 5) {
 		fprintf(stderr, "usage: %s MODEL PREFIX f32|dequant GREEDY_KEY|- [--provider P] "
@@ -206,7 +211,6 @@ int main(int argc, char **argv)
 	lg = s_logits(&c, 0, 0, &n_vocab);
 	if (!lg)
 		return 1;
-	tol = !strcmp(ref, "f32") ? 1e-3 : 2e-3;
 	gold = s_read_f32(prefix, !strcmp(ref, "f32") ? ".f32" : ".dequant.f32",
 			  c.n_tok * n_vocab);
 	if (!gold)
@@ -214,8 +218,8 @@ int main(int argc, char **argv)
 	d = s_max_diff(lg, gold, c.n_tok * n_vocab);
 	printf("%s [%s] %s: %zu tokens, max abs diff vs %s %.3g (tol %.0e) %s\n", model_rel,
 	       provider, prefix, c.n_tok, !strcmp(ref, "f32") ? "llama.cpp f32" : "dequant f32",
-	       d, tol, d <= tol ? "ok" : "FAIL");
-	ok &= d <= tol;
+	       d, LOGIT_TOL, d <= LOGIT_TOL ? "ok" : "FAIL");
+	ok &= d <= LOGIT_TOL;
 	if (strcmp(ref, "f32")) { /* information: llama.cpp's own quantized-activation path */
 		native = s_read_f32(prefix, ".f32", c.n_tok * n_vocab);
 		if (native)
@@ -236,9 +240,9 @@ int main(int argc, char **argv)
 		if (!ref_lg)
 			return 1;
 		d = s_max_diff(lg, ref_lg, c.n_tok * n_vocab);
-		printf("  vs reference provider: max abs diff %.3g (tol 1e-03) %s\n", d,
-		       d <= 1e-3 ? "ok" : "FAIL");
-		ok &= d <= 1e-3;
+		printf("  vs reference provider: max abs diff %.3g (tol %.0e) %s\n", d,
+		       LOGIT_TOL, d <= LOGIT_TOL ? "ok" : "FAIL");
+		ok &= d <= LOGIT_TOL;
 		free(ref_lg);
 	}
 

@@ -149,6 +149,39 @@ static inline pid_t iot_start_nsio(struct ns_session *s, const char *model,
 	return pid;
 }
 
+/* Run nsio with args (NULL-terminated), its stdout and stderr into out; its exit status. */
+static inline int iot_run_nsio(const char *const *args, char *out, size_t n)
+{
+	char path[4096];
+	const char *argv[32];
+	int fds[2], st;
+	size_t k = 0, got = 0;
+	ssize_t r;
+	pid_t pid;
+
+	argv[k++] = ns_nsio_path(path, sizeof(path));
+	for (size_t i = 0; args[i]; i++)
+		argv[k++] = args[i];
+	argv[k] = NULL;
+	IOT_CHECK(pipe(fds) == 0, "pipe");
+	pid = fork();
+	IOT_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (got + 1 < n && (r = read(fds[0], out + got, n - 1 - got)) > 0)
+		got += (size_t)r;
+	out[got] = '\0';
+	close(fds[0]);
+	IOT_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 static inline int iot_stop_nsio(pid_t pid)
 {
 	int st;

@@ -11,39 +11,6 @@
 #include "proto_all.h"
 #include "ring.h"
 
-/* Run nsio with args, capture stderr; returns exit status. */
-static int s_run_nsio(const char *const *args, char *out, size_t n)
-{
-	char path[4096];
-	const char *argv[32];
-	int fds[2], st;
-	size_t k = 0, got = 0;
-	ssize_t r;
-	pid_t pid;
-
-	argv[k++] = ns_nsio_path(path, sizeof(path));
-	for (size_t i = 0; args[i]; i++)
-		argv[k++] = args[i];
-	argv[k] = NULL;
-	IOT_CHECK(pipe(fds) == 0, "pipe");
-	pid = fork();
-	IOT_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		dup2(fds[1], 1);
-		close(fds[0]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	while (got + 1 < n && (r = read(fds[0], out + got, n - 1 - got)) > 0)
-		got += (size_t)r;
-	out[got] = '\0';
-	close(fds[0]);
-	IOT_CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static void s_bad_usage(const char *model)
 {
 	char out[4096];
@@ -58,11 +25,11 @@ static void s_bad_usage(const char *model)
 	const char *const *cases[] = { a1, a2, a3, a4, a5, a7 };
 
 	for (size_t i = 0; i < NS_ARRAY_LEN(cases); i++) {
-		int rc = s_run_nsio(cases[i], out, sizeof(out));
+		int rc = iot_run_nsio(cases[i], out, sizeof(out));
 		IOT_CHECK(rc == 2 && strstr(out, "nsio: "), "bad usage case %zu: exit %d, '%s'", i,
 			  rc, out);
 	}
-	IOT_CHECK(s_run_nsio(a6, out, sizeof(out)) != 0 && strstr(out, "nonexistent"),
+	IOT_CHECK(iot_run_nsio(a6, out, sizeof(out)) != 0 && strstr(out, "nonexistent"),
 		  "missing model: '%s'", out);
 }
 
@@ -91,7 +58,7 @@ static void s_refuse_and_accept(const char *model, const struct iot_ref *ref)
 	iot_cleanup_register(s, 0, model);
 	args[0] = "--session"; args[1] = s->id; args[2] = "--model"; args[3] = model;
 	args[4] = "--lookahead"; args[5] = "2"; args[6] = NULL;
-	rc = s_run_nsio(args, out, sizeof(out));
+	rc = iot_run_nsio(args, out, sizeof(out));
 	snprintf(min_s, sizeof(min_s), "%llu bytes", (unsigned long long)min);
 	line = strstr(out, "smallest budget that works");
 	IOT_CHECK(rc == 2 && line && strstr(out, ref->m->tensors[worst].name) &&
@@ -103,7 +70,7 @@ static void s_refuse_and_accept(const char *model, const struct iot_ref *ref)
 	snprintf(min_s, sizeof(min_s), "%llu", (unsigned long long)(min - 4096));
 	args[0] = "--model"; args[1] = model; args[2] = "--lookahead"; args[3] = "2";
 	args[4] = "--mem-budget"; args[5] = min_s; args[6] = "--quiet"; args[7] = NULL;
-	rc = s_run_nsio(args, out, sizeof(out));
+	rc = iot_run_nsio(args, out, sizeof(out));
 	IOT_CHECK(rc == 2 && strstr(out, "smallest budget"), "own session: %d '%s'", rc, out);
 
 	/* exactly the minimum: works, one row per block for the widest tensor */

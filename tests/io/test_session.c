@@ -19,10 +19,57 @@ static void s_basic(void)
 	IOT_CHECK(strlen(id) == NS_SESSION_ID_LEN, "random id length");
 	IOT_CHECK(s->ctl->arena_bytes == 1 << 20, "arena rounding");
 	IOT_CHECK(iot_shm_count(id) == 2, "two segments");
-	ns_seg_name(name, sizeof(name), id, "ctl");
+	ns_seg_name(name, sizeof(name), id, "ctl", err, sizeof(err));
 	snprintf(path, sizeof(path), "/dev/shm%s", name);
 	IOT_CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "mode 0600");
 	IOT_CHECK(stat(s->rundir, &st) == 0 && (st.st_mode & 0777) == 0700, "rundir 0700");
+	{
+		/* every other segment's name carries the control segment's random key: not
+		 * derivable from the session id another user can see */
+		char arena[NS_SEG_NAME_LEN], apath[300];
+
+		IOT_CHECK(ns_seg_name(arena, sizeof(arena), id, "arena", err, sizeof(err)) == 0,
+			  "arena name: %s", err);
+		IOT_CHECK(strlen(arena) == strlen(name) - 4 + 1 + NS_SEG_KEY_LEN + 6 &&
+			  strstr(arena, s->ctl->hdr.key) && !strstr(arena, "--"),
+			  "keyed arena name %s (key %s)", arena, s->ctl->hdr.key);
+		snprintf(apath, sizeof(apath), "/dev/shm%s", arena);
+		IOT_CHECK(stat(apath, &st) == 0 && (st.st_mode & 0777) == 0600, "arena mode 0600");
+		/* a segment of ours with a wider mode is refused when opened */
+		IOT_CHECK(chmod(apath, 0644) == 0, "chmod");
+		IOT_CHECK(ns_session_attach(id, false, &a, err, sizeof(err)) == -EPERM &&
+			  strstr(err, "mode 0644") && strstr(err, "refusing"),
+			  "mode 0644 refused: %s", err);
+		IOT_CHECK(chmod(apath, 0600) == 0, "chmod back");
+	}
+	if (geteuid() == 0) {
+		/* as root, another uid: its "plan" under the session's real (keyed) name is
+		 * refused when opened, by owner, and nsplan's create path refuses it too */
+		char plan[NS_SEG_NAME_LEN], ppath[300];
+		struct ns_seg other;
+		pid_t pid;
+		int st2;
+
+		IOT_CHECK(ns_seg_name(plan, sizeof(plan), id, "plan", err, sizeof(err)) == 0,
+			  "plan name: %s", err);
+		snprintf(ppath, sizeof(ppath), "/dev/shm%s", plan);
+		pid = fork();
+		if (pid == 0) {
+			int fd;
+
+			if (setgid(65534) || setuid(65534))
+				_exit(2);
+			fd = open(ppath, O_CREAT | O_EXCL | O_RDWR, 0666);
+			_exit(fd >= 0 && fchmod(fd, 0666) == 0 && ftruncate(fd, 4096) == 0 ? 0 : 1);
+		}
+		IOT_CHECK(pid > 0 && waitpid(pid, &st2, 0) == pid && WIFEXITED(st2) &&
+			  WEXITSTATUS(st2) == 0, "plant as uid 65534");
+		IOT_CHECK(ns_seg_open(&other, id, "plan", 3, false, err, sizeof(err)) == -EPERM &&
+			  strstr(err, "uid 65534"), "another uid's segment refused: %s", err);
+		IOT_CHECK(ns_seg_create(&other, id, "plan", 3, 4096, err, sizeof(err)) == -EPERM &&
+			  strstr(err, "uid 65534"), "create over another uid's: %s", err);
+		IOT_CHECK(unlink(ppath) == 0, "remove the plant");
+	}
 	/* O_EXCL: the same id cannot be created twice */
 	p.id = id;
 	IOT_CHECK(ns_session_create(&p, &dup, err, sizeof(err)) == -EEXIST, "O_EXCL");
@@ -93,8 +140,59 @@ static void s_stale(void)
 	IOT_CHECK(ns_session_create(&p, &s, err, sizeof(err)) == 0, "create: %s", err);
 	IOT_CHECK(iot_shm_count("staletest") == 0, "stale segments swept");
 	IOT_CHECK(iot_shm_count(s->id) == 2, "live session kept");
-	IOT_CHECK(ns_seg_sweep_stale() == 0, "a live owner's session is not stale");
+	IOT_CHECK(ns_session_sweep() == 0, "a live owner's session is not stale");
 	ns_session_destroy(&s);
+}
+
+/* Stronger than a pid: the creator is gone but another process of the session still holds
+ * it, so it is alive (not swept); once the holder is gone too, it is dead and swept, whatever
+ * the pid would say. */
+static void s_held(void)
+{
+	struct ns_session_params p = NS_SESSION_PARAMS_DEFAULT;
+	struct ns_session *s, *h;
+	char err[NS_ERR_LEN];
+	int up[2], down[2]; /* holder -> test, test -> holder */
+	pid_t owner, holder;
+	char c;
+
+	p.arena_bytes = 1 << 16;
+	p.id = "heldtest";
+	ns_session_unlink("heldtest");
+	IOT_CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	owner = fork();
+	if (owner == 0) {
+		struct ns_session *o;
+
+		if (ns_session_create(&p, &o, err, sizeof(err)))
+			_exit(1);
+		holder = fork(); /* an attached process that outlives the creator */
+		if (holder == 0) {
+			if (ns_session_attach("heldtest", false, &h, err, sizeof(err)))
+				_exit(1);
+			IOT_CHECK(write(up[1], "a", 1) == 1, "write");
+			IOT_CHECK(read(down[0], &c, 1) == 1, "read"); /* until the test says */
+			_exit(0);
+		}
+		_exit(0); /* the creator dies without teardown, the holder lives on */
+	}
+	IOT_CHECK(owner > 0 && waitpid(owner, NULL, 0) == owner, "creator");
+	IOT_CHECK(read(up[0], &c, 1) == 1, "holder attached");
+	IOT_CHECK(ns_session_probe("heldtest") == 1, "held session is alive");
+	p.id = NULL;
+	IOT_CHECK(ns_session_create(&p, &s, err, sizeof(err)) == 0, "create: %s", err);
+	IOT_CHECK(iot_shm_count("heldtest") == 2, "a held session is not swept");
+	ns_session_destroy(&s);
+	IOT_CHECK(write(down[1], "b", 1) == 1, "release holder");
+	for (int i = 0; i < 200 && ns_session_probe("heldtest") != 0; i++)
+		usleep(10000);
+	IOT_CHECK(ns_session_probe("heldtest") == 0, "no holder left: dead");
+	IOT_CHECK(ns_session_sweep() >= 1 && iot_shm_count("heldtest") == 0 &&
+		  ns_session_probe("heldtest") == -ENOENT, "dead session swept");
+	for (int i = 0; i < 2; i++) {
+		close(up[i]);
+		close(down[i]);
+	}
 }
 
 /* Producer child, consumer parent, through the shared request ring, with futex waits. */
@@ -149,6 +247,7 @@ int main(void)
 {
 	s_basic();
 	s_stale();
+	s_held();
 	s_ring_fork();
 	printf("ok\n");
 	return 0;

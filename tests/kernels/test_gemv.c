@@ -14,93 +14,12 @@
 #include "ggml_type.h"
 #include "kern_internal.h"
 #include "e8m0_table.h"
-#include "kt_util.h"
-
-struct s_ty {
-	uint32_t type;
-	uint32_t be, bb;   /* block elements, bytes */
-	int half[2];       /* offsets of fp16 scale fields in a block, -1 = none */
-	int e8m0;          /* offset of an E8M0 exponent, -1 = none */
-};
-
-static const struct s_ty s_tys[] = {
-	{ NS_TYPE_F32, 1, 4, { -1, -1 }, -1 },     { NS_TYPE_F16, 1, 2, { -1, -1 }, -1 },
-	{ NS_TYPE_BF16, 1, 2, { -1, -1 }, -1 },    { NS_TYPE_Q4_0, 32, 18, { 0, -1 }, -1 },
-	{ NS_TYPE_Q4_1, 32, 20, { 0, 2 }, -1 },    { NS_TYPE_Q5_0, 32, 22, { 0, -1 }, -1 },
-	{ NS_TYPE_Q5_1, 32, 24, { 0, 2 }, -1 },    { NS_TYPE_Q8_0, 32, 34, { 0, -1 }, -1 },
-	{ NS_TYPE_Q2_K, 256, 84, { 80, 82 }, -1 }, { NS_TYPE_Q3_K, 256, 110, { 108, -1 }, -1 },
-	{ NS_TYPE_Q4_K, 256, 144, { 0, 2 }, -1 },  { NS_TYPE_Q5_K, 256, 176, { 0, 2 }, -1 },
-	{ NS_TYPE_Q6_K, 256, 210, { 208, -1 }, -1 }, { NS_TYPE_MXFP4, 32, 17, { -1, -1 }, 0 },
-};
+#include "kt_rand_mat.h"
 
 static uint64_t s_seed = 0x9E3779B97F4A7C15ull;
 static int s_n_checks;
 /* worst |err| / sum|w x| seen per path (1..3) and act */
 static double s_worst[4][2];
-
-static uint16_t s_rand_half(int emin, int emax)
-{
-	uint32_t e = (uint32_t)(emin + (int)(kt_rand(&s_seed) * (emax - emin + 1)));
-	uint32_t m = (uint32_t)(kt_rand(&s_seed) * 1024);
-
-	return (uint16_t)((kt_rand(&s_seed) < 0.5 ? 0x8000u : 0) | (e << 10) | m);
-}
-
-/* Random but finite weights of n_rows x n_cols in type ty. */
-static uint8_t *s_rand_matrix(const struct s_ty *ty, uint64_t n_cols, uint64_t n_rows)
-{
-	uint64_t nb = n_cols / ty->be * n_rows;
-	uint8_t *w = malloc(nb * ty->bb + 1);
-
-	for (uint64_t i = 0; i < nb * ty->bb; i++)
-		w[i] = (uint8_t)(kt_rand(&s_seed) * 256);
-	for (uint64_t b = 0; b < nb; b++) {
-		uint8_t *p = w + b * ty->bb;
-
-		for (int h = 0; h < 2; h++)
-			if (ty->half[h] >= 0) {
-				uint16_t v = s_rand_half(8, 15);
-
-				memcpy(p + ty->half[h], &v, 2);
-			}
-		if (ty->e8m0 >= 0)
-			p[ty->e8m0] = (uint8_t)(118 + kt_rand(&s_seed) * 12);
-	}
-	if (ty->type == NS_TYPE_F32)
-		for (uint64_t i = 0; i < n_cols * n_rows; i++) {
-			float f = kt_normal(&s_seed);
-
-			memcpy(w + 4 * i, &f, 4);
-		}
-	if (ty->type == NS_TYPE_F16)
-		for (uint64_t i = 0; i < n_cols * n_rows; i++) {
-			uint16_t v = s_rand_half(5, 16);
-
-			memcpy(w + 2 * i, &v, 2);
-		}
-	if (ty->type == NS_TYPE_BF16)
-		for (uint64_t i = 0; i < n_cols * n_rows; i++) {
-			float f = kt_normal(&s_seed);
-			uint32_t u;
-
-			memcpy(&u, &f, 4);
-			w[2 * i] = (uint8_t)(u >> 16);
-			w[2 * i + 1] = (uint8_t)(u >> 24);
-		}
-	return w;
-}
-
-static float *s_rand_x(uint64_t n)
-{
-	float *x = malloc(n * sizeof(float));
-
-	for (uint64_t i = 0; i < n; i++) {
-		double u = kt_rand(&s_seed);
-
-		x[i] = u < 0.05 ? 0.0f : u < 0.06 ? 40.0f * kt_normal(&s_seed) : kt_normal(&s_seed);
-	}
-	return x;
-}
 
 static const enum ns_kpath s_paths[] = { NS_KPATH_SCALAR, NS_KPATH_AVX2, NS_KPATH_AVX512 };
 
@@ -119,7 +38,7 @@ static void s_check(const char *what, uint32_t type, const uint8_t *w, uint64_t 
 	const struct ns_type_info *ti = ns_type_get(type);
 	uint64_t rb = n_cols / ti->block_elems * ti->block_bytes;
 	float *wf = malloc(n_cols * n_rows * 4 + 4);
-	float *x = s_rand_x(n_cols * n_tok);
+	float *x = kt_rand_x(&s_seed, n_cols * n_tok);
 	uint64_t ldy = n_rows + 3;
 	float *y = malloc(n_tok * ldy * 4), *y2 = malloc(n_tok * ldy * 4);
 	float *yref_q8 = malloc(n_tok * n_rows * 4);
@@ -162,7 +81,7 @@ static void s_check(const char *what, uint32_t type, const uint8_t *w, uint64_t 
 		if (!ns_kpath_supported(s_paths[pi]))
 			continue;
 		for (int act = 0; act < 2; act++) {
-			struct ns_kopts o = { s_paths[pi], (enum ns_act)act };
+			struct ns_kopts o = { s_paths[pi], (enum ns_act)act, true }; /* no_i8: these paths */
 			bool q8 = act == NS_ACT_Q8 && !is_float;
 			int rc;
 
@@ -238,13 +157,13 @@ static void s_check_decoders(void)
 {
 	if (!ns_kpath_supported(NS_KPATH_AVX2))
 		return;
-	for (size_t i = 0; i < sizeof(s_tys) / sizeof(s_tys[0]); i++) {
-		const struct ns_kqtype *qt = ns_kq_get(s_tys[i].type);
+	for (size_t i = 0; i < sizeof(kt_tys) / sizeof(kt_tys[0]); i++) {
+		const struct ns_kqtype *qt = ns_kq_get(kt_tys[i].type);
 
 		if (qt->is_float)
 			continue;
 		for (int rep = 0; rep < 50; rep++) {
-			uint8_t *w = s_rand_matrix(&s_tys[i], 256, 1);
+			uint8_t *w = kt_rand_matrix(&s_seed, &kt_tys[i], 256, 1);
 			struct ns_kdec a, b;
 
 			memset(&a, 0, sizeof(a));
@@ -390,16 +309,16 @@ int main(void)
 	s_check_e8m0_table();
 	s_check_quantizer();
 	s_check_contract(pools[1]);
-	for (size_t i = 0; i < sizeof(s_tys) / sizeof(s_tys[0]); i++) {
-		const uint64_t *cols = s_tys[i].be == 1 ? colsf : s_tys[i].be == 32 ? cols32 : cols256;
-		size_t nc = s_tys[i].be == 1 ? 5 : s_tys[i].be == 32 ? 6 : 4;
+	for (size_t i = 0; i < sizeof(kt_tys) / sizeof(kt_tys[0]); i++) {
+		const uint64_t *cols = kt_tys[i].be == 1 ? colsf : kt_tys[i].be == 32 ? cols32 : cols256;
+		size_t nc = kt_tys[i].be == 1 ? 5 : kt_tys[i].be == 32 ? 6 : 4;
 
 		for (size_t c = 0; c < nc; c++) {
 			/* 2-3 tokens: per-token tiles; >= 4: the packed batch path */
 			uint64_t n_rows = c % 2 ? 13 : 7, n_tok = c == 1 ? 19 : c % 2 ? 2 : 5;
-			uint8_t *w = s_rand_matrix(&s_tys[i], cols[c], n_rows);
+			uint8_t *w = kt_rand_matrix(&s_seed, &kt_tys[i], cols[c], n_rows);
 
-			s_check("random", s_tys[i].type, w, cols[c], n_rows, n_tok, pools);
+			s_check("random", kt_tys[i].type, w, cols[c], n_rows, n_tok, pools);
 			free(w);
 		}
 	}

@@ -259,6 +259,15 @@ START_TEST(tensor_defects)
 	b_tensor(&b, "t", 2, ne2, NS_TYPE_F32, 0);
 	b_pad_data(&b, 255);
 	s_expect(&b, "truncated: tensor 't'");
+	/* the offset itself past the data, near and far (data_len - offset must not wrap) */
+	b_head(&b, 1, 0);
+	b_tensor(&b, "t", 2, ne2, NS_TYPE_F32, 512);
+	b_pad_data(&b, 256);
+	s_expect(&b, "tensor 't': data offset 512 lies past the end of the data (256 bytes)");
+	b_head(&b, 1, 0);
+	b_tensor(&b, "t", 2, ne2, NS_TYPE_F32, UINT64_MAX - 31);
+	b_pad_data(&b, 256);
+	s_expect(&b, "tensor 't': data offset 18446744073709551584 lies past the end of the data");
 	b_head(&b, 2, 0);
 	b_tensor(&b, "a", 2, ne2, NS_TYPE_F32, 0);
 	b_tensor(&b, "b", 2, ne2, NS_TYPE_F32, 128);

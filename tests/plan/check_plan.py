@@ -9,8 +9,9 @@ For every tiny model and RAM budgets 0, a bit, half, everything (+ a sweep):
     the non-resident touched bytes of every tensor that is not held, where touched is
     computed here (dense tensors whole, one row of an untied token_embd, expert tensors
     bytes * n_expert_used / n_expert), plus one row of a tied token_embd on disk (the
-    embedding lookup). Held tensors (one row: norms, biases, sinks; expert bias tables) are
-    read once at start: per_token.held_disk = their bytes on disk, never per token;
+    embedding lookup). Held tensors (one row: norms, biases, sinks; expert bias tables;
+    convolution kernels) are read once at start: per_token.held_disk = their bytes on disk,
+    never per token;
   * total touched, the prediction at RAM 0 and for a budget of exactly the small every-token
     matrices (attention, router) are hand-computed here;
   * more RAM never predicts more bytes.
@@ -56,9 +57,11 @@ def is_expert(name):
 
 def held(t):
     """copied once at start by the forward pass: one row (norms, biases, sinks, rope
-    factors) or a per-expert bias table"""
+    factors), a per-expert bias table, or a linear-attention layer's convolution kernel
+    (ssm_conv1d, [kernel, channels]: the conv reads it whole, no row is multiplied)"""
     n = t["name"]
-    return all(d == 1 for d in t["shape"][1:]) or (is_expert(n) and n.endswith(".bias"))
+    return all(d == 1 for d in t["shape"][1:]) or (is_expert(n) and n.endswith(".bias")) or \
+        n.endswith(".ssm_conv1d.weight")
 
 
 def small_every_token(t):
@@ -296,6 +299,18 @@ def check_run_defaults(path):
           f"requested = plan")
 
 
+def check_default_ctx():
+    """Without -c, the plan's context is the model's training context when that is shorter
+    than 4096, else 4096 (run and bench take the same, nsctl/budgets.c); the training context
+    from the oracle's metadata."""
+    for rel, meta in (("models/stories260K-Q8_0.gguf", "models__stories260K-Q8_0.json"),
+                      ("tiny/tiny-qwen3-Q4_K_M.gguf", "tiny__tiny-qwen3-Q4_K_M.json")):
+        train = hparam(json.load(open(os.path.join(oracle, "meta", meta))), "context_length")
+        p = plan(os.path.join(oracle, rel), "--mem-budget", "1MB", "--ram-budget", "0")
+        if p and p["fixed"]["n_ctx"] != min(train, 4096):
+            fail(f"{rel}: default context {p['fixed']['n_ctx']}, want min({train}, 4096)")
+
+
 def main():
     if not os.path.isdir(oracle):
         if os.environ.get("CI") == "true":
@@ -311,6 +326,7 @@ def main():
     check_defaults(moe)
     check_stats(os.path.join(oracle, "tiny", "tiny-qwen3moe-F32.gguf"))
     check_run_defaults(os.path.join(oracle, "tiny", "tiny-qwen3-Q4_K_M.gguf"))
+    check_default_ctx()
     if failures:
         print(f"{len(failures)} failures")
         return 1

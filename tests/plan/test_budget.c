@@ -217,6 +217,17 @@ static void s_fixed(void)
 		      c[i].rec);
 		CHECK(fx.total == fx.kv_bytes + fx.recurrent_bytes + fx.scratch_bytes + 777 &&
 		      fx.scratch_bytes > 0, "%s: total", c[i].rel);
+		/* other cache types: f16 K (64 bytes per 32) and q8_0 V (34): both halves scale */
+		{
+			struct nsplan_fixed fh;
+
+			CHECK(!nsplan_fixed_compute_kv(m, &hp, c[i].ctx, 64, 34, 777, &fh, err,
+						       sizeof(err)) &&
+			      fh.kv_bytes == c[i].kv / 2 / 2 + c[i].kv / 2 * 34 / 128 &&
+			      fh.total == fh.kv_bytes + fh.recurrent_bytes + fh.scratch_bytes + 777,
+			      "%s ctx %u: f16/q8_0 kv %" PRIu64 " (want %" PRIu64 ")", c[i].rel,
+			      c[i].ctx, fh.kv_bytes, c[i].kv / 4 + c[i].kv / 2 * 34 / 128);
+		}
 		ns_model_close(&m);
 	}
 	CHECK(nsplan_self_rss() > 0, "RSS unreadable");

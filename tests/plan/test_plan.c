@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "ns_test.h"
 #include "ns_util.h"
 #include "plan.h"
@@ -39,15 +40,11 @@ static uint64_t s_rows(void *ctx, uint64_t i)
 	return ((const struct ns_model *)ctx)->tensors[i].n_rows;
 }
 
-/* Held by compute from the start, decided here from the shape and name alone: one row
- * (norms, biases, sinks) or a per-expert bias table. */
-static bool s_held(const struct ns_model_tensor *t)
+/* Held by compute from the start: the architecture table's role (which the forward tests
+ * check against what the pass reads: tests/forward/test_arch_reads.c). */
+static bool s_held(const struct ns_hparams *hp, const struct ns_model_tensor *t)
 {
-	bool one_row = true;
-
-	for (uint32_t d = 1; d < t->n_dims; d++)
-		one_row &= t->ne[d] == 1;
-	return one_row || (strstr(t->name, "_exps.") && strstr(t->name, ".bias"));
+	return ns_arch_role(hp, t) == NS_ROLE_HELD;
 }
 
 /* Independent recomputation of the prediction from the windows: what a token touches of each
@@ -74,7 +71,7 @@ static double s_expected_disk(const struct ns_model *m, const struct ns_hparams 
 			CHECK(embd_tier < 0 || embd_tier == e->tier, "token_embd split over tiers");
 			embd_tier = e->tier;
 		}
-		if (ns_tensor_is_expert(t->name) && hot && !s_held(t))
+		if (ns_tensor_is_expert(t->name) && hot && !s_held(hp, t))
 			w = bytes * (double)hot->hits[l * hot->n_expert + e->expert] /
 			    (double)hot->tokens[l];
 		else if (ns_tensor_is_expert(t->name))
@@ -84,7 +81,7 @@ static double s_expected_disk(const struct ns_model *m, const struct ns_hparams 
 		else
 			w = bytes;
 		*touched += w;
-		if (e->tier == NSPLAN_DISK && !s_held(t))
+		if (e->tier == NSPLAN_DISK && !s_held(hp, t))
 			disk += w + (embd && hp->tied_embeddings ? (double)t->row_bytes : 0);
 	}
 	return disk;
@@ -97,7 +94,7 @@ static double s_held_touched(const struct ns_model *m, const struct ns_hparams *
 
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
-		if (!s_held(t))
+		if (!s_held(hp, t))
 			continue;
 		sum += ns_tensor_is_expert(t->name) ?
 		       (double)t->n_bytes * hp->n_expert_used / (double)t->ne[t->n_dims - 1] :
@@ -253,7 +250,7 @@ static void s_model(const char *rel)
 		uint64_t held = 0; /* held tensors come after the embedding, the last in order */
 
 		for (uint64_t i = 0; i < m->n_tensors; i++)
-			held += nsplan_tensor_held(&m->tensors[i]) ? m->tensors[i].n_bytes : 0;
+			held += s_held(&hp, &m->tensors[i]) ? m->tensors[i].n_bytes : 0;
 		pl = untied ? s_plan(m, &hp, 0, total - held - 1, 0, NULL) : NULL;
 		if (pl) {
 			bool embd_on_disk = false;

@@ -36,7 +36,7 @@
 #include "ns_util.h"
 #include "plan.h"
 #include "plan_shm.h"
-#include "ramcache.h"
+#include "ram_seg.h"
 #include "seg.h"
 #include "summary.h"
 #include "session.h"
@@ -222,6 +222,17 @@ static void s_write_stats(const char *text)
 	CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", s_stats);
 }
 
+static bool s_tensor_dims(void *ctx, uint64_t t, uint64_t *n_rows, uint64_t *row_bytes)
+{
+	const struct ns_model *m = ctx;
+
+	if (t >= m->n_tensors)
+		return false;
+	*n_rows = m->tensors[t].n_rows;
+	*row_bytes = m->tensors[t].row_bytes;
+	return true;
+}
+
 int main(void)
 {
 	struct ns_session_params sp = NS_SESSION_PARAMS_DEFAULT;
@@ -229,7 +240,8 @@ int main(void)
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_seg ramseg;
-	const struct nsio_ram_dir *d;
+	struct ns_ram_view rv;
+	const struct ns_ram_dir *d;
 	struct s_reader r = { 0 };
 	char err[NS_ERR_LEN], nsio_path[PATH_MAX];
 	const char *extra[] = { "--ram-budget", s_ram, "--quiet", NULL };
@@ -268,10 +280,9 @@ int main(void)
 
 	/* 1 */
 	s_read(&r, 0, 0, 1); /* nsio serves once generation 1 is loaded (segment made then) */
-	CHECK(ns_seg_open(&ramseg, s->id, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, false, err,
-			  sizeof(err)) == 0, "RAM segment: %s", err);
-	d = (const struct nsio_ram_dir *)((const uint8_t *)ramseg.base + 128);
-	CHECK(d->magic == NSIO_RAM_MAGIC, "RAM directory magic");
+	CHECK(ns_ram_view_open(&rv, s->id, m->n_tensors, s_tensor_dims, m, err,
+			       sizeof(err)) == 0, "RAM segment: %s", err);
+	d = rv.dir;
 	CHECK(atomic_load(&d->plan_gen) == 1, "generation %llu loaded, want 1",
 	      (unsigned long long)atomic_load(&d->plan_gen));
 	fill1 = atomic_load(&d->fill_bytes);
@@ -335,14 +346,14 @@ int main(void)
 	      (unsigned long long)atomic_load(&d->fill_lease_max), (unsigned long long)peak,
 	      (unsigned long long)r.ctl->arena_bytes);
 
-	ns_seg_unmap(&ramseg);
+	ns_ram_view_close(&rv);
 	ns_client_close(&r.c);
 	kill(io, SIGTERM);
 	waitpid(io, &st, 0);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nsio exit status %#x", st);
 	kill(planner, SIGTERM);
 	waitpid(planner, &st, 0);
-	CHECK(ns_seg_open(&ramseg, s->id, NSIO_RAM_SEG_WHAT, NSIO_RAM_SEG_KIND, false, err,
+	CHECK(ns_seg_open(&ramseg, s->id, NS_RAM_SEG_WHAT, NS_SEG_RAM, false, err,
 			  sizeof(err)) == -ENOENT, "RAM segment left behind");
 	close(r.fd);
 	free(r.ref);

@@ -641,7 +641,7 @@ for src, name, edit, pattern in [
     if pattern is None:  # a valid file: every command must succeed
         for args in (["run", m, "-p", "hello", "-n", "4", "--temp", "0", "-c", "64"],
                      ["logits", m, "--tokens", "302,417,288", "-o",
-                      os.path.join(work, "out.bin"), "--provider", "ref"], ["plan", m]):
+                      os.path.join(work, "out.bin")], ["plan", m]):
             rc = nsctl_cmd(args, "ends")
             if rc != 0:
                 fail("%s %s: exit %s, want 0" % (args[0], name, rc))
@@ -653,8 +653,6 @@ for src, name, edit, pattern in [
               "error", pattern, alone=True)
     nsctl_cmd(["bench", m, "-p", "4", "-n", "2", "-r", "1", "--no-disk", "--threads", "1",
                "-c", "64"], "error", pattern, alone=True)
-    nsctl_cmd(["logits", m, "--tokens", "302,417,288", "-o", os.path.join(work, "out.bin"),
-               "--provider", "ref"], "error", pattern)
     # a plan for a model no backend runs would be a promise `run` breaks: refused the same way
     nsctl_cmd(["plan", m], "error", pattern)
     info_runnable(m, name, pattern)

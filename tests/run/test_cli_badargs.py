@@ -18,10 +18,13 @@ argv: NSCTL NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
 outside CI)."""
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from run_testlib import fail, failures, require_model
 
 NSCTL, NSIO, NSPLAN, NSROUTER, NSCOMPUTE = sys.argv[1:6]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -31,19 +34,7 @@ SANITIZER = ("runtime error", "AddressSanitizer", "LeakSanitizer", "UndefinedBeh
 COMMANDS = {"info", "logits", "bench", "run", "ps", "mkmodel", "plan", "tensor", "tokenize",
             "detokenize"}
 
-if not os.path.isfile(MODEL):
-    if os.environ.get("CI") == "true":
-        print("FAIL: oracle model missing under CI: " + MODEL)
-        sys.exit(1)
-    print("SKIP: oracle model missing: " + MODEL)
-    sys.exit(77)
-
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL: " + msg)
+require_model(MODEL)
 
 
 def row(prog, args, rc=2, words=(), one_line=True, first=None):
@@ -128,7 +119,13 @@ def run_all(tmp):
     with open(text, "w") as f:
         f.write("this is a text file, not a GGUF model\n" * 64)
     longname = os.path.join(tmp, "x" * 300, "model.gguf")  # a component past NAME_MAX
-    bad_models = [nofile, adir, empty, text, longname]
+    # not regular files: refused at once (a FIFO used to block open() until a writer came)
+    fifo = os.path.join(tmp, "fifo.gguf")
+    os.mkfifo(fifo)
+    sockpath = os.path.join(tmp, "sock.gguf")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(sockpath)
+    bad_models = [nofile, adir, empty, text, longname, fifo, sockpath, "/dev/null"]
     m = MODEL
     # malformed numbers: each must be refused (none of these is a valid count for any option
     # below, whatever its range)
@@ -269,7 +266,8 @@ def run_all(tmp):
           row(NSCTL, ["logits", m, "--tokens", "1,2", "-o"], 2, ["-o"]),
           row(NSCTL, ["logits", m] + lg + ["--bogus", "1"], 2, ["--bogus"]),
           row(NSCTL, ["logits", m, m] + lg, 2, ["unexpected"]),
-          row(NSCTL, ["logits", m] + lg + ["--provider", "gpu"], 2, ["provider"]),
+          # the in-process providers left nsctl for a test tool (tests/forward/fwd_logits)
+          row(NSCTL, ["logits", m] + lg + ["--provider", "ref"], 2, ["--provider", "unknown"]),
           row(NSCTL, ["logits", m] + lg + ["--act", "f16"], 2, ["--act"]),
           row(NSCTL, ["logits", m] + lg + ["--threads", "0"], 2, ["--threads"]),
           row(NSCTL, ["logits", m] + lg + ["--threads", "1025"], 2, ["--threads"]),
@@ -278,10 +276,8 @@ def run_all(tmp):
           row(NSCTL, ["logits", m] + lg + ["--mem-budget", "0"], 2, ["--mem-budget"]),
           row(NSCTL, ["logits", m] + lg + ["--mem-budget", "4KB"], 2, ["smallest"],
               first="nsio"),
-          row(NSCTL, ["logits", m, "--tokens", "1,99999999", "-o", out, "--provider", "ref"],
-              2, ["99999999"]),
-          row(NSCTL, ["logits", m, "--tokens", "1,2", "-o", nodir, "--provider", "ref"], None,
-              ["no-such-dir"])]
+          row(NSCTL, ["logits", m, "--tokens", "1,99999999", "-o", out], 2, ["99999999"]),
+          row(NSCTL, ["logits", m, "--tokens", "1,2", "-o", nodir], None, ["no-such-dir"])]
     for v in ("", "1,,2", "1,", ",1", "-1", "1,abc", "12abc", "99999999999", "1 2", "0x10",
               "1.5"):
         R.append(row(NSCTL, ["logits", m, "--tokens", v, "-o", out], 2, ["--tokens"]))
@@ -289,9 +285,7 @@ def run_all(tmp):
         R += [row(NSCTL, ["logits", m] + lg + [opt, v], 2, [opt]) for v in bad_ints]
     R += [row(NSCTL, ["logits", m] + lg + ["--mem-budget", v], 2, ["--mem-budget"])
           for v in bad_sizes]
-    for prov in ("ref", "stream"):
-        R += [row(NSCTL, ["logits", b] + lg + ["--provider", prov], 2, [os.path.basename(b)])
-              for b in bad_models]
+    R += [row(NSCTL, ["logits", b] + lg, 2, [os.path.basename(b)]) for b in bad_models]
 
     # tensor
     tn = "blk.0.attn_q.weight"
@@ -358,7 +352,10 @@ def run_all(tmp):
           row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", nodir], None,
               ["no-such-dir"]),
           row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", adir], None,
-              ["adir"])]
+              ["adir"]),
+          # an existing file is never replaced without --force (a real model, here a text)
+          row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", text], 2,
+              ["text.gguf", "exists", "--force"])]
     for opt in ("--layers", "--split", "--seed"):
         R += [row(NSCTL, ["mkmodel"] + mk + [opt, v], 2, [opt]) for v in bad_ints]
 
@@ -456,6 +453,12 @@ def run_all(tmp):
     for p in (out,):
         if os.path.exists(p):
             fail("%s was written by a refused command" % p)
+    with open(text) as f:
+        if f.read() != "this is a text file, not a GGUF model\n" * 64:
+            fail("%s was overwritten by a refused command" % text)
+    left = [f for f in os.listdir(tmp) if f.startswith("text.gguf.")]
+    if left:
+        fail("temporary files left beside a refused output: %s" % left)
 
     # ... and the limits are honoured, not just refused past: the largest seed is taken whole;
     # nsctl logits' --ram-budget gives nsio a RAM tier (it was dropped without nsplan)

@@ -1,4 +1,4 @@
-/* test_ctl_proto: the nsctl <-> nscompute control messages (ctl_proto.h) round-trip, and every
+/* test_ctl_proto: the nsctl <-> nscompute control messages (proto/ctl_msg.h) round-trip, and every
  * malformed variant (each truncation, each single-byte corruption of the envelope, token ids
  * out of range, counts over the limits, random bytes) is rejected without reading past the
  * buffer (run under ASan). */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl_proto.h"
+#include "ctl_msg.h"
 
 #define CHECK(c, ...)                                                                     \
 	do {                                                                              \
@@ -148,8 +148,8 @@ int main(void)
 	/* random bytes behind a valid envelope never decode as anything with bad fields */
 	for (int k = 0; k < 20000; k++) {
 		size_t len = NS_CMSG_HDR + (size_t)(seed % 200);
-		uint32_t magic = NS_CMSG_MAGIC, plen = (uint32_t)(len - NS_CMSG_HDR);
-		uint16_t ver = NS_CMSG_VERSION, type = (uint16_t)(1 + seed % 9);
+		uint32_t magic = NS_ZMSG_MAGIC, plen = (uint32_t)(len - NS_CMSG_HDR);
+		uint16_t ver = NS_ZMSG_VERSION, type = (uint16_t)(1 + seed % NS_ZMSG_TYPE_MAX);
 
 		for (size_t i = 0; i < len; i++) {
 			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -162,7 +162,7 @@ int main(void)
 		(void)s_dec_any(bad, len, 100);
 		trials++;
 	}
-	printf("ctl_proto: round trips ok; %d malformed variants rejected; %d random payloads "
+	printf("ctl_msg: round trips ok; %d malformed variants rejected; %d random payloads "
 	       "decoded without overrun\n", rejected, trials);
 	return 0;
 }

@@ -1,11 +1,12 @@
 /* test_run_logits: `nsctl logits` through the pipeline (nsio streaming, nscompute) gives the
  * same logits, bit for bit, at every memory budget from the smallest that works to unlimited
  * and at block rows 1, 7, 64, 512 and 0 (whole tensors); the same bits as the in-process fused
- * provider (same kernels); and llama.cpp's logits within tests/forward's tolerances; --act q8
- * (int8 activations) the same through both, near the reference. A budget
- * one page below the smallest is refused with exit 2 and a message naming that smallest.
+ * provider (same kernels; the test tool tests/forward/fwd_logits); and llama.cpp's logits within
+ * tests/forward's tolerances; --act q8 (int8 activations) the same through both, near the
+ * reference. A budget one page below the smallest is refused with exit 2 and a message naming
+ * that smallest.
  *
- *   test_run_logits NSCTL MODEL_REL PREFIX_REL f32|dequant */
+ *   test_run_logits NSCTL FWD_LOGITS MODEL_REL PREFIX_REL f32|dequant */
 #include <inttypes.h>
 #include <math.h>
 
@@ -14,7 +15,7 @@
 #define MAX_TOK 256
 #define S_Q8_TOL 0.05 /* --act q8: |diff| / logit range, per position */
 
-static char s_nsctl[PATH_MAX], s_model[PATH_MAX], s_toks[4096];
+static char s_nsctl[PATH_MAX], s_fwd[PATH_MAX], s_model[PATH_MAX], s_toks[4096];
 static int s_pid;
 
 /* Run nsctl logits with extra args into out; returns the exit code; stderr into errf. */
@@ -26,6 +27,12 @@ static int s_logits(const char *out, const char *errf, const char *const *extra)
 	argv[n++] = s_nsctl;
 	argv[n++] = "logits";
 	argv[n++] = s_model;
+	if (extra[0] && !strcmp(extra[0], "--in-process")) { /* the test tool instead */
+		argv[0] = s_fwd;
+		argv[1] = s_model;
+		n = 2;
+		extra++;
+	}
 	argv[n++] = "--tokens";
 	argv[n++] = s_toks;
 	argv[n++] = "-o";
@@ -58,10 +65,13 @@ int main(int argc, char **argv)
 	double d = 0, tol;
 	int rc, n_cmp = 0;
 
-	if (argc != 5)
-		return fprintf(stderr, "usage: %s NSCTL MODEL PREFIX f32|dequant\n", argv[0]), 2;
+	if (argc != 6)
+		return fprintf(stderr, "usage: %s NSCTL FWD_LOGITS MODEL PREFIX f32|dequant\n",
+			       argv[0]), 2;
 	ns_test_require_oracle();
 	snprintf(s_nsctl, sizeof(s_nsctl), "%s", argv[1]);
+	snprintf(s_fwd, sizeof(s_fwd), "%s", argv[2]);
+	argv++; /* the rest as before */
 	ns_test_oracle_path(s_model, sizeof(s_model), argv[2]);
 	snprintf(rel, sizeof(rel), "%s.json", argv[3]);
 	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
@@ -91,8 +101,9 @@ int main(int argc, char **argv)
 	RT_CHECK(rc == 2, "budget one page below the smallest: exit %d, want 2", rc);
 
 	/* reference run: in-process fused provider (same kernels, everything in RAM) */
-	rc = s_logits(ref_out, errf, (const char *const[]){ "--provider", "fused", NULL });
-	RT_CHECK(rc == 0, "--provider fused: exit %d", rc);
+	rc = s_logits(ref_out, errf, (const char *const[]){ "--in-process", "--provider", "fused",
+							    NULL });
+	RT_CHECK(rc == 0, "fwd_logits --provider fused: exit %d", rc);
 	ref = ns_test_read_file(ref_out, &len);
 	RT_CHECK(ref && len % (n_tok * sizeof(float)) == 0 && len, "reference logits");
 	n_vocab = len / sizeof(float) / n_tok;
@@ -145,9 +156,9 @@ int main(int argc, char **argv)
 		RT_CHECK(rc == 0, "--act q8: exit %d", rc);
 		q8 = s_read(out, n_tok * n_vocab);
 		unlink(out);
-		rc = s_logits(out, errf, (const char *const[]){ "--act", "q8", "--provider", "fused",
-								NULL });
-		RT_CHECK(rc == 0, "--act q8 --provider fused: exit %d", rc);
+		rc = s_logits(out, errf, (const char *const[]){ "--in-process", "--act", "q8",
+								"--provider", "fused", NULL });
+		RT_CHECK(rc == 0, "fwd_logits --act q8 --provider fused: exit %d", rc);
 		q8f = s_read(out, n_tok * n_vocab);
 		RT_CHECK(!memcmp(q8, q8f, len), "--act q8: pipeline and fused provider differ");
 		/* float weights always multiply float activations: nothing to apply */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "forward.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_test.h"
 #include "weights_fused.h"
@@ -46,7 +47,8 @@ struct s_item {
 	uint32_t seq, n; /* this step: n tokens of sequence seq */
 };
 
-static void s_model(const char *rel, const char *oracle_rel)
+/* kv: the KV cache type of both passes (enum ns_kv_type: every sequence's cache has it). */
+static void s_model(const char *rel, const char *oracle_rel, int kv)
 {
 	char path[4096], err[256];
 	struct ns_model *m = NULL;
@@ -70,9 +72,11 @@ static void s_model(const char *rel, const char *oracle_rel)
 	ns_test_oracle_path(path, sizeof(path), rel);
 	CHECK(ns_model_open(path, &m, err, sizeof(err)) == 0, "%s: %s", path, err);
 	CHECK(ns_weights_fused_new(m, &wo, &w, err, sizeof(err)) == 0, "weights: %s", err);
-	CHECK(ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = 64 }, &one, err, sizeof(err)) == 0,
+	CHECK(ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = 64, .kv_k = kv, .kv_v = kv }, &one,
+			 err, sizeof(err)) == 0,
 	      "fwd: %s", err);
-	CHECK(ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = 64, .n_seq = S_SEQ, .n_batch = 5 },
+	CHECK(ns_fwd_new(m, w, &(struct ns_fwd_opts){ .n_ctx = 64, .n_seq = S_SEQ, .n_batch = 5,
+						     .kv_k = kv, .kv_v = kv },
 			 &many, err, sizeof(err)) == 0, "fwd batch: %s", err);
 	CHECK(ns_fwd_n_seq(many) == S_SEQ, "n_seq");
 	nv = ns_fwd_n_vocab(one);
@@ -160,8 +164,8 @@ static void s_model(const char *rel, const char *oracle_rel)
 		CHECK(d <= 2e-3, "%s: sequence 0 vs llama.cpp max abs diff %g", rel, d);
 		free(o);
 	}
-	printf("%s: %u logits rows of batched steps bit-identical to each sequence alone\n", rel,
-	       compared);
+	printf("%s, %s KV cache: %u logits rows of batched steps bit-identical to each sequence "
+	       "alone\n", rel, ns_kv_type_name((enum ns_kv_type)kv), compared);
 	for (uint32_t s = 0; s < S_SEQ; s++)
 		free(ref[s]);
 	free(ref_alt);
@@ -175,8 +179,14 @@ static void s_model(const char *rel, const char *oracle_rel)
 int main(void)
 {
 	ns_test_require_oracle();
-	s_model("tiny/tiny-qwen3-Q4_K_M.gguf", "tiny/tiny-qwen3-Q4_K_M.seqA.dequant.f32");
-	s_model("tiny/tiny-llama-Q8_0.gguf", "tiny/tiny-llama-Q8_0.seqA.dequant.f32");
-	s_model("tiny/tiny-gpt-oss-MXFP4_MOE.gguf", "tiny/tiny-gpt-oss-MXFP4_MOE.seqA.dequant.f32");
+	s_model("tiny/tiny-qwen3-Q4_K_M.gguf", "tiny/tiny-qwen3-Q4_K_M.seqA.dequant.f32", NS_KV_F32);
+	s_model("tiny/tiny-llama-Q8_0.gguf", "tiny/tiny-llama-Q8_0.seqA.dequant.f32", NS_KV_F32);
+	s_model("tiny/tiny-gpt-oss-MXFP4_MOE.gguf", "tiny/tiny-gpt-oss-MXFP4_MOE.seqA.dequant.f32",
+		NS_KV_F32);
+	/* typed caches (main's -ctk/-ctv): the batch stores and reads each sequence's own cache
+	 * as one sequence alone does (no oracle: the rounding is the cache's) */
+	s_model("tiny/tiny-qwen3-Q4_K_M.gguf", NULL, NS_KV_F16);
+	s_model("tiny/tiny-llama-Q8_0.gguf", NULL, NS_KV_Q8_0);
+	s_model("tiny/tiny-gpt-oss-MXFP4_MOE.gguf", NULL, NS_KV_Q8_0);
 	return 0;
 }

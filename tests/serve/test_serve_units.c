@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "chat.h"
-#include "ctl_proto.h"
+#include "ctl_msg.h"
 #include "gguf.h"
 #include "model.h"
 #include "ns_test.h"

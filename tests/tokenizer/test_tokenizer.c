@@ -20,6 +20,7 @@
 #include "gguf.h"
 #include "gguf_write.h"
 #include "json_min.h"
+#include "lcpp_cases.h"
 #include "ns_test.h"
 #include "ns_util.h"
 #include "tokenizer.h"
@@ -278,50 +279,28 @@ static int s_check_vocab(const struct vocab_case *vc, double *load_ms)
 	return n_cases == 0 || n_ids_bad || n_detok_bad || n_stream_bad;
 }
 
-/* llama.cpp's test-tokenizer-0 pairs: cases separated by "\n__ggml_vocab_test__\n" in .inp,
- * one line of ids per case in .out (tokenized without BOS). */
+/* llama.cpp's test-tokenizer-0 pairs (lcpp_cases.h). */
 static int s_check_lcpp(const struct vocab_case *vc)
 {
-	static const char sep[] = "\n__ggml_vocab_test__\n";
-	char path[1024], rel[512];
-	size_t ilen = 0, olen = 0, n_cases = 0, n_bad = 0;
+	char path[1024];
+	size_t n_cases = 0, n_bad = 0, tl, nwant;
 	double ms;
 	struct ns_tok *t = s_load(vc->gguf, &ms);
-	char *inp, *outp, *ip, *op;
+	struct lcpp_cases lc;
+	int32_t want[4096];
+	const char *ip;
 
 	if (!t)
 		return 1;
-	snprintf(rel, sizeof(rel), "vocab/llamacpp-tests/%s.inp", vc->jsonl);
-	inp = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &ilen);
-	snprintf(rel, sizeof(rel), "vocab/llamacpp-tests/%s.out", vc->jsonl);
-	outp = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &olen);
-	if (!inp || !outp) {
+	if (!lcpp_cases_open(&lc, vc->jsonl, path, sizeof(path))) {
 		fprintf(stderr, "FAIL cannot read %s\n", path);
-		free(inp);
-		free(outp);
 		ns_tok_destroy(&t);
 		return 1;
 	}
-	ip = inp;
-	op = outp; /* one line per case; an empty case has an empty line */
-	while (ip && *ip) {
-		char *end = strstr(ip, sep);
-		size_t tl = end ? (size_t)(end - ip) : strlen(ip);
-		int32_t *got = NULL, want[4096];
-		size_t ngot = 0, nwant = 0;
-		char *q = op;
+	while (lcpp_cases_next(&lc, &ip, &tl, want, &nwant, 4096)) {
+		int32_t *got = NULL;
+		size_t ngot = 0;
 
-		if (!end && tl && ip[tl - 1] == '\n')
-			tl--; /* last case: the file's final newline */
-		while (q && *q && *q != '\n' && nwant < 4096) {
-			char *e;
-			long v = strtol(q, &e, 10);
-
-			if (e == q)
-				break;
-			want[nwant++] = (int32_t)v;
-			q = e;
-		}
 		n_cases++;
 		if (ns_tok_encode(t, ip, tl, false, false, &got, &ngot) || ngot != nwant ||
 		    memcmp(got, want, ngot * sizeof(*got))) {
@@ -332,15 +311,10 @@ static int s_check_lcpp(const struct vocab_case *vc)
 			s_print_ids("got ", got, ngot);
 		}
 		free(got);
-		op = op ? strchr(op, '\n') : NULL;
-		if (op)
-			op++;
-		ip = end ? end + sizeof(sep) - 1 : NULL;
 	}
 	printf("%-12s %4zu llama.cpp test cases (HF reference ids): %zu mismatches\n", vc->name,
 	       n_cases, n_bad);
-	free(inp);
-	free(outp);
+	lcpp_cases_close(&lc);
 	ns_tok_destroy(&t);
 	return n_bad != 0 || n_cases == 0;
 }

@@ -12,7 +12,9 @@
  *   rmsnorm/softmax  ns_rmsnorm / ns_softmax per row; rope: ns_rope_angles + ns_rope_rotate
  *   swiglu, router   moe.c's s_act and s_route, written out here (they are static there)
  *   attention        llama.c's s_attention (dot products and the weighted V sum in double),
- *                    not the GPU's chunked f32 reduction
+ *                    not the GPU's chunked f32 reduction; typed KV caches (f16, q8_0)
+ *                    through the same code, each element widened where it is read, and
+ *                    stored with attn.cu's rounding (half to nearest even, ggml's Q8_0)
  *   glue             the same float operations in the same order as glue.cu (bit-identical)
  * Being one sequential loop each, every result is deterministic and independent of n_rows,
  * window placement and n_tok, as nscuda.h promises. Streams are ignored. */
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include "dequant.h"
+#include "fp16.h"
 #include "gemv.h"
 #include "ggml_type.h"
 #include "moe.h"
@@ -113,7 +116,7 @@ int ns_cuda_dequant(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t 
 int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		 const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
-	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32 };
+	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32, false };
 	bool tail = false;
 	int rc = s_window(type, dev_w, n_cols, &tail);
 
@@ -137,7 +140,7 @@ int ns_cuda_gemv(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_r
 int ns_cuda_gemv_q8(uint32_t type, const void *dev_w, uint64_t n_cols, uint64_t n_rows,
 		    const float *dev_x, float *dev_y, ns_cuda_stream_t s)
 {
-	const struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8 };
+	const struct ns_kopts ko = { NS_KPATH_SCALAR, NS_ACT_Q8, false };
 	int rc;
 
 	ns_emu_launch_order(s);
@@ -178,7 +181,7 @@ int ns_cuda_gemm_prefill(uint32_t type, const void *dev_w, uint64_t n_cols, uint
 			 const float *dev_x, uint64_t ldx, uint64_t n_tok, float *dev_y,
 			 uint64_t ldy, ns_cuda_stream_t s)
 {
-	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32 };
+	const struct ns_kopts ko = { NS_KPATH_AUTO, NS_ACT_F32, false };
 	bool tail = false;
 	int rc = s_window(type, dev_w, n_cols, &tail);
 
@@ -357,22 +360,43 @@ uint64_t ns_cuda_attn_ws_bytes(uint32_t n_tok, uint32_t n_head, uint64_t n_ctx, 
 	return r;
 }
 
-int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, const float *dev_v,
-		      uint64_t ldv, uint32_t n_tok, uint64_t pos0, uint32_t n_head,
-		      uint32_t n_head_kv, uint32_t dk, uint32_t dv, float scale, uint32_t window,
-		      const float *dev_sinks, float *dev_out, void *dev_ws, ns_cuda_stream_t s)
+/* Element i of row j of a cache: float32 (kv NULL: ld floats a row) or typed (kv). */
+struct s_kvview {
+	const struct ns_cuda_kv *kv;
+	const float *f;
+	uint64_t ld;
+	bool is_v;
+};
+
+static float s_kv_at(const struct s_kvview *w, uint64_t j, uint64_t i)
+{
+	const uint32_t t = w->kv ? (w->is_v ? w->kv->tv : w->kv->tk) : NS_CUDA_KV_F32;
+	const uint8_t *row;
+
+	if (!w->kv)
+		return w->f[j * w->ld + i];
+	row = (const uint8_t *)(w->is_v ? w->kv->dev_v : w->kv->dev_k) +
+	      j * (w->is_v ? w->kv->v_row : w->kv->k_row);
+	if (t == NS_CUDA_KV_F16)
+		return ns_fp16_to_fp32((uint16_t)(row[2 * i] | row[2 * i + 1] << 8));
+	if (t == NS_CUDA_KV_Q8_0) {
+		const uint8_t *blk = row + i / 32 * 34;
+
+		return ns_fp16_to_fp32((uint16_t)(blk[0] | blk[1] << 8)) * (float)(int8_t)blk[2 + i % 32];
+	}
+	return ((const float *)(const void *)row)[i];
+}
+
+/* llama.c's first attention (double sums in order, ns_softmax) over either cache. */
+static int s_attention(const float *dev_q, const struct s_kvview *K, const struct s_kvview *V,
+		       uint32_t n_tok, uint64_t pos0, uint32_t n_head, uint32_t n_head_kv,
+		       uint32_t dk, uint32_t dv, float scale, uint32_t window,
+		       const float *dev_sinks, float *dev_out)
 {
 	uint64_t n_ctx, nc, max_pos;
 	uint32_t gqa;
 	float *att; /* (max_pos) scores, then probabilities, of one (token, head) */
 
-	ns_emu_launch_order(s);
-	if (n_tok == 0 || n_head == 0)
-		return 0;
-	if (!dev_q || !dev_k || !dev_v || !dev_out || !dev_ws || n_head_kv == 0 ||
-	    n_head % n_head_kv || dk == 0 || dv == 0 || dk > S_ATTN_MAXD || dv > S_ATTN_MAXD ||
-	    ldk < (uint64_t)n_head_kv * dk || ldv < (uint64_t)n_head_kv * dv)
-		return -EINVAL;
 	if (pos0 > UINT64_MAX - n_tok)
 		return -EOVERFLOW;
 	n_ctx = pos0 + n_tok;
@@ -398,11 +422,11 @@ int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, cons
 
 			/* scores: att[j] = (q . k_{j0+j}) * scale */
 			for (uint64_t j = 0; j < n_pos; j++) {
-				const float *kj = dev_k + (j0 + j) * ldk + (uint64_t)hk * dk;
 				double acc = 0.0;
 
 				for (uint32_t d = 0; d < dk; d++)
-					acc += (double)qh[d] * (double)kj[d];
+					acc += (double)qh[d] *
+					       (double)s_kv_at(K, j0 + j, (uint64_t)hk * dk + d);
 				att[j] = (float)acc * scale;
 			}
 			if (dev_sinks)
@@ -411,16 +435,125 @@ int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, cons
 				ns_softmax(att, (uint32_t)n_pos);
 			/* out = sum_j att[j] * v_{j0+j} */
 			for (uint32_t d = 0; d < dv; d++) {
-				const float *vc = dev_v + j0 * ldv + (uint64_t)hk * dv + d;
 				double acc = 0.0;
 
 				for (uint64_t j = 0; j < n_pos; j++)
-					acc += (double)att[j] * (double)vc[j * ldv];
+					acc += (double)att[j] *
+					       (double)s_kv_at(V, j0 + j, (uint64_t)hk * dv + d);
 				out[d] = (float)acc;
 			}
 		}
 	}
 	free(att);
+	return 0;
+}
+
+int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_t ldk, const float *dev_v,
+		      uint64_t ldv, uint32_t n_tok, uint64_t pos0, uint32_t n_head,
+		      uint32_t n_head_kv, uint32_t dk, uint32_t dv, float scale, uint32_t window,
+		      const float *dev_sinks, float *dev_out, void *dev_ws, ns_cuda_stream_t s)
+{
+	const struct s_kvview K = { .f = dev_k, .ld = ldk }, V = { .f = dev_v, .ld = ldv };
+
+	ns_emu_launch_order(s);
+	if (n_tok == 0 || n_head == 0)
+		return 0;
+	if (!dev_q || !dev_k || !dev_v || !dev_out || !dev_ws || n_head_kv == 0 ||
+	    n_head % n_head_kv || dk == 0 || dv == 0 || dk > S_ATTN_MAXD || dv > S_ATTN_MAXD ||
+	    ldk < (uint64_t)n_head_kv * dk || ldv < (uint64_t)n_head_kv * dv)
+		return -EINVAL;
+	return s_attention(dev_q, &K, &V, n_tok, pos0, n_head, n_head_kv, dk, dv, scale, window,
+			   dev_sinks, dev_out);
+}
+
+/* attn.cu's checks of a typed cache. */
+static bool s_kv_ok(const struct ns_cuda_kv *kv, uint32_t n_head_kv, uint32_t dk, uint32_t dv)
+{
+	const uint64_t kb = ns_cuda_kv_row_bytes(kv->tk, (uint64_t)n_head_kv * dk);
+	const uint64_t vb = ns_cuda_kv_row_bytes(kv->tv, (uint64_t)n_head_kv * dv);
+
+	return kv->dev_k && kv->dev_v && kv->tk <= 2 && kv->tv <= 2 && kb && vb &&
+	       kv->k_row >= kb && kv->v_row >= vb && !(kv->tk == NS_CUDA_KV_Q8_0 && dk % 32) &&
+	       !(kv->tv == NS_CUDA_KV_Q8_0 && dv % 32) &&
+	       !(kv->tk == NS_CUDA_KV_F32 && kv->k_row % 4) &&
+	       !(kv->tv == NS_CUDA_KV_F32 && kv->v_row % 4);
+}
+
+int ns_cuda_attention_kv(const float *dev_q, const struct ns_cuda_kv *kv, uint32_t n_tok,
+			 uint64_t pos0, const int64_t *dev_pos, uint64_t max_ctx,
+			 uint32_t n_head, uint32_t n_head_kv, uint32_t dk, uint32_t dv,
+			 float scale, uint32_t window, const float *dev_sinks, float *dev_out,
+			 void *dev_ws, ns_cuda_stream_t s)
+{
+	struct s_kvview K = { .kv = kv }, V = { .kv = kv, .is_v = true };
+
+	ns_emu_launch_order(s);
+	if (!kv || (dev_pos && (n_tok != 1 || max_ctx == 0)))
+		return -EINVAL;
+	if (n_tok == 0 || n_head == 0)
+		return 0;
+	if (!dev_q || !dev_out || !dev_ws || n_head_kv == 0 || n_head % n_head_kv || dk == 0 ||
+	    dv == 0 || dk > S_ATTN_MAXD || dv > S_ATTN_MAXD || !s_kv_ok(kv, n_head_kv, dk, dv))
+		return -EINVAL;
+	if (dev_pos && (*dev_pos < 0 || (uint64_t)*dev_pos >= max_ctx))
+		return -EINVAL;
+	return s_attention(dev_q, &K, &V, n_tok, dev_pos ? (uint64_t)*dev_pos : pos0, n_head,
+			   n_head_kv, dk, dv, scale, window, dev_sinks, dev_out);
+}
+
+/* attn.cu's k_kv_store: one row of width floats into a cache row of type t. */
+static void s_kv_row(uint8_t *row, uint32_t t, const float *x, uint64_t width)
+{
+	for (uint64_t b = 0; b < (width + 31) / 32; b++) {
+		const uint64_t n = width - 32 * b < 32 ? width - 32 * b : 32;
+
+		if (t == NS_CUDA_KV_Q8_0) {
+			uint8_t *blk = row + 34 * b;
+			float amax = 0.0f, d, id;
+			uint16_t h;
+
+			for (uint32_t i = 0; i < 32; i++)
+				amax = fmaxf(amax, fabsf(x[32 * b + i]));
+			d = amax / 127.0f;
+			id = d != 0.0f ? 1.0f / d : 0.0f;
+			h = ns_fp32_to_fp16(d);
+			blk[0] = (uint8_t)h;
+			blk[1] = (uint8_t)(h >> 8);
+			for (uint32_t i = 0; i < 32; i++) {
+				float v = roundf(x[32 * b + i] * id);
+
+				blk[2 + i] = (uint8_t)(int8_t)(v >= -127.0f && v <= 127.0f ? v : 0.0f);
+			}
+		} else if (t == NS_CUDA_KV_F16) {
+			for (uint64_t i = 0; i < n; i++) {
+				uint16_t h = ns_fp32_to_fp16(x[32 * b + i]);
+
+				row[2 * (32 * b + i)] = (uint8_t)h;
+				row[2 * (32 * b + i) + 1] = (uint8_t)(h >> 8);
+			}
+		} else {
+			memcpy(row + 4 * 32 * b, x + 32 * b, n * sizeof(float));
+		}
+	}
+}
+
+int ns_cuda_kv_store(const struct ns_cuda_kv *kv, const float *dev_k, uint64_t nk,
+		     const float *dev_v, uint64_t nv, uint32_t n_tok, uint64_t pos0,
+		     const int64_t *dev_pos, ns_cuda_stream_t s)
+{
+	ns_emu_launch_order(s);
+	if (!kv || n_tok == 0 || (dev_pos && (n_tok != 1 || *dev_pos < 0)) || !kv->dev_k ||
+	    !kv->dev_v || !dev_k || !dev_v || !nk || !nv || n_tok > 65535 ||
+	    !ns_cuda_kv_row_bytes(kv->tk, nk) || ns_cuda_kv_row_bytes(kv->tk, nk) > kv->k_row ||
+	    !ns_cuda_kv_row_bytes(kv->tv, nv) || ns_cuda_kv_row_bytes(kv->tv, nv) > kv->v_row ||
+	    (kv->tk == NS_CUDA_KV_F32 && kv->k_row % 4) || (kv->tv == NS_CUDA_KV_F32 && kv->v_row % 4))
+		return -EINVAL;
+	if (dev_pos)
+		pos0 = (uint64_t)*dev_pos;
+	for (uint32_t t = 0; t < n_tok; t++) {
+		s_kv_row((uint8_t *)kv->dev_k + (pos0 + t) * kv->k_row, kv->tk, dev_k + t * nk, nk);
+		s_kv_row((uint8_t *)kv->dev_v + (pos0 + t) * kv->v_row, kv->tv, dev_v + t * nv, nv);
+	}
 	return 0;
 }
 

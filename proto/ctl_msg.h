@@ -1,8 +1,8 @@
-/* ctl_proto.h - control messages between nsctl and nscompute (one ZeroMQ PAIR socket over
+/* ctl_msg.h - control messages between nsctl and nscompute (one ZeroMQ PAIR socket over
  * ipc://RUNDIR/compute.sock: nsctl binds, nscompute connects).
  *
- * Wire format: one frame, little-endian, a 12-byte envelope
- *   u32 magic "NSCC" | u16 version | u16 type | u32 payload bytes
+ * Wire format: one frame, little-endian, in zmsg.h's 12-byte envelope
+ *   u32 magic "NSZM" | u16 version | u16 type (NS_ZMSG_CTL_*) | u32 payload bytes
  * then the payload of that type (fields in the order of the structs below, integers and
  * floats in 4 or 8 bytes, arrays of int32 at the end). Decoders check the envelope, the exact
  * length, counts against the caller's limits and every token id against n_vocab, and return
@@ -26,15 +26,15 @@
  *   compute -> ctl   LOGITS per sequence that asked, pos = its index in the STEP
  *                    DONE   (n_prompt = tokens evaluated, prefill_ns = the step's time, the
  *                           nsio counters in req_prefill / dev_prefill);  ERROR instead */
-#ifndef NS_CTL_PROTO_H
-#define NS_CTL_PROTO_H
+#ifndef NS_PROTO_CTL_MSG_H
+#define NS_PROTO_CTL_MSG_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define NS_CMSG_MAGIC 0x4343534eu /* "NSCC" */
-#define NS_CMSG_VERSION 3 /* 2: EVAL carries keep; 3: STEP */
-#define NS_CMSG_HDR 12
+#include "zmsg.h"
+
+#define NS_CMSG_HDR NS_ZMSG_HDR_BYTES
 #define NS_CMSG_MAX_TOKENS (1u << 20)
 #define NS_CMSG_MAX_STOP 64
 #define NS_CMSG_MAX_VOCAB (1u << 22)
@@ -42,15 +42,15 @@
 #define NS_CMSG_MAX_SEQ 64 /* sequences (KV-cache slots) nscompute keeps: --parallel */
 
 enum ns_cmsg_type {
-	NS_CMSG_HELLO = 1,
-	NS_CMSG_EVAL = 2,
-	NS_CMSG_TOKEN = 3,
-	NS_CMSG_LOGITS = 4,
-	NS_CMSG_DONE = 5,
-	NS_CMSG_ERROR = 6,
-	NS_CMSG_QUIT = 7,
-	NS_CMSG_STOP = 8,
-	NS_CMSG_STEP = 9,
+	NS_CMSG_HELLO = NS_ZMSG_CTL_HELLO,
+	NS_CMSG_EVAL = NS_ZMSG_CTL_EVAL,
+	NS_CMSG_TOKEN = NS_ZMSG_CTL_TOKEN,
+	NS_CMSG_LOGITS = NS_ZMSG_CTL_LOGITS,
+	NS_CMSG_DONE = NS_ZMSG_CTL_DONE,
+	NS_CMSG_ERROR = NS_ZMSG_CTL_ERROR,
+	NS_CMSG_QUIT = NS_ZMSG_CTL_QUIT,
+	NS_CMSG_STOP = NS_ZMSG_CTL_STOP,
+	NS_CMSG_STEP = NS_ZMSG_CTL_STEP,
 };
 
 enum ns_eval_flags {
@@ -139,7 +139,7 @@ struct ns_cmsg_error {
 	char text[NS_CMSG_ERR_LEN];
 };
 
-/* Type of a message after the envelope check, or -EPROTO. */
+/* Type of a control message after the envelope check, or -EPROTO (also for any other zmsg). */
 int ns_cmsg_type(const void *buf, size_t len);
 
 /* Encoders: bytes written into buf (cap), or -ENOSPC / -EINVAL (counts over the limits).

@@ -1,0 +1,176 @@
+/* cfwd_internal.h - the state of the forward pass on a CUDA device (cfwd.h) and what its
+ * files share. Internal to nscfwd:
+ *   cfwd.c         creation and destruction, the device's streams and events, the error line
+ *   cfwd_vram.c    VRAM: sizes, scratch and KV buffers, held-vector uploads, weight windows
+ *   cfwd_matmul.c  a matrix times activations: resident windows in place, the rest staged
+ *   cfwd_layer.c   the layer: norms, attention, dense and MoE FFN
+ *   cfwd_eval.c    one chunk: embedding, layers, head, logits; decode graphs
+ *   cfwd_prof.c    NS_CFWD_PROFILE's timing of each step
+ * Launches go on one compute stream (cs), except a one-token step's q/k/v and gate/up GEMVs
+ * of matrices whole in VRAM, which run side by side on two side streams (forked from and
+ * joined back to it by events); weights not in VRAM are copied on the copy stream (xs) into
+ * two staging slots, the copy of block i+1 overlapping the kernel of block i. */
+#ifndef NS_CFWD_INTERNAL_H
+#define NS_CFWD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cfwd.h"
+#include "gpu_need.h"
+#include "held.h"
+#include "llama.h"
+#include "moe.h"
+#include "ns_util.h"
+#include "nscuda.h"
+
+#define CFWD_GRAN NSPLAN_GPU_GRAN           /* ns_vram's allocation granule */
+#define CFWD_LOGIT_TOK NSPLAN_GPU_LOGIT_TOK /* tokens per output-head pass */
+
+/* A VRAM window of one tensor. */
+struct cfwd_win {
+	uint64_t rb, re;
+	void *dev;  /* row rb */
+};
+
+struct cfwd_tensor {
+	struct cfwd_win *w;  /* sorted by rb, disjoint */
+	uint32_t n;
+};
+
+struct cfwd_dlayer { /* device copies of a layer's vectors (NULL where the host has none) */
+	float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *sinks;
+	float *router_b, *gate_b, *up_b, *down_b;
+};
+
+/* NS_CFWD_PROFILE=1: an event after every step of the pass, times summed per kind, printed
+ * when the pass is destroyed (the events cost a microsecond or two each: a diagnosis, not a
+ * benchmark). */
+enum { CFWD_P_EMBD, CFWD_P_NORM, CFWD_P_ATTN_MM, CFWD_P_ROPE, CFWD_P_KV, CFWD_P_ATTN,
+       CFWD_P_FFN_MM, CFWD_P_ELEM, CFWD_P_ROUTER, CFWD_P_EXPERT, CFWD_P_HEAD, CFWD_P_N };
+#define CFWD_PROF_EV 8192
+
+struct cfwd_prof {
+	bool on;
+	ns_cuda_event_t *ev;      /* (CFWD_PROF_EV) */
+	uint8_t *kind;            /* (CFWD_PROF_EV) kind of the step ending at ev[i] */
+	uint32_t n;
+	double ms[CFWD_P_N];
+	uint64_t evals, tokens;
+	double wall_ms, host_ms;  /* whole evaluations; their submission (until the first wait) */
+};
+
+struct cfwd {
+	struct ns_llama *L;       /* the model description (llama.h), owned */
+	void (*L_destroy)(void *);
+	const struct ns_model *m;
+	struct ns_weights *host;  /* borrowed */
+	const struct ns_arch_model *am; /* the bound model (the forward pass's) */
+	const struct ns_hparams *hp;    /* its hyperparameters */
+	float **dheld;            /* ((n_layer + 1) * NS_SLOT_COUNT) device copies of the held
+				   * tensors (held.h's layout), NULL where none */
+	struct ns_vram *vram;
+	ns_cuda_stream_t cs, xs;  /* compute, copy */
+	ns_cuda_stream_t side[2]; /* decode: k, v (or up) GEMVs beside q (gate) on cs */
+	ns_cuda_event_t fork, joined[2];
+	ns_cuda_event_t copied[2], freed[2];
+	void *stage[2];
+	uint64_t stage_bytes;
+	unsigned next_slot;
+	struct cfwd_tensor *t;       /* (n_tensors) VRAM windows */
+	struct cfwd_dlayer *dl;      /* (n_layer) */
+	float *output_norm, *rope_freqs;
+	float *kv_k, *kv_v;       /* (n_layer, n_ctx, kv_dim) */
+	uint32_t kv_dim_k, kv_dim_v;
+	/* scratch, n_batch tokens */
+	float *x, *xb, *xb2, *q, *k, *v, *ao, *hb, *hu, *logits;
+	void *attn_ws;
+	/* MoE scratch */
+	float *m_logits, *m_w, *m_xg, *m_hb, *m_hu, *m_yd, *m_ys;
+	int32_t *m_sel, *m_tok, *m_slot;
+	int32_t *h_sel, *h_tok, *h_slot;
+	float *h_w;
+	uint32_t *h_start, *h_fill;
+	float *h_x;               /* (n_batch, n_embd) host embedding rows */
+	int64_t *h_ids;
+	struct ns_cfwd_stats st;
+	uint64_t n_batch;
+	struct cfwd_prof prof;
+	uint64_t prof_submit_ns;
+	/* decode graph (cfwd.h) */
+	int64_t *dev_pos;          /* (1) position of the token being decoded */
+	const void *embd_dev;      /* the token embedding, whole in VRAM (s_embed), or NULL */
+	ns_cuda_graph_t graph;     /* captured at the first graph-eligible decode */
+	bool graph_ok;             /* dense, every matrix whole in VRAM, not disabled */
+	bool capturing;            /* launches are being recorded: position from dev_pos */
+	bool act_q8;               /* opts.act_q8 */
+	bool res_pending;          /* xb2 is still to be added to x: the next RMSNorm does it
+				    * (ns_cuda_add_rmsnorm, one launch instead of two) */
+};
+
+/* ---------------------------------------------------------------- cfwd.c ---------------- */
+
+/* "forward: WHAT failed on the GPU: why" into f->err; returns rc. */
+int cfwd_fail(struct ns_fwd *f, const char *what, int rc);
+
+/* A call returning a negative errno: on failure, the pass's error line and return. */
+#define CFWD_TRY(what, call)                                                                 \
+	do {                                                                                 \
+		int cfwd_rc_ = (call);                                                       \
+		if (cfwd_rc_ < 0)                                                            \
+			return cfwd_fail(f, what, cfwd_rc_);                                 \
+	} while (0)
+
+/* ---------------------------------------------------------------- cfwd_vram.c ----------- */
+
+/* *p = a * b elements of sz bytes of the arena; -EOVERFLOW, or ns_vram_alloc's error. */
+int cfwd_dalloc(struct cfwd *c, void **p, uint64_t a, uint64_t b, uint64_t sz, char *err,
+		size_t errlen);
+#define CFWD_DA(c, p, a, b, sz) cfwd_dalloc(c, (void **)(p), a, b, sz, err, errlen)
+
+/* The KV cache and the scratch of n_batch tokens (device), the MoE bookkeeping (host). */
+int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen);
+/* Every held tensor to the device, and the layers' named vectors from those copies. */
+int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t errlen);
+/* Allocate and fill the VRAM windows (all_resident: every matrix, whole). */
+int cfwd_windows(struct cfwd *c, const struct ns_cfwd_opts *o, char *err, size_t errlen);
+/* Tensor t whole in one VRAM window? */
+bool cfwd_whole(const struct cfwd *c, uint32_t t);
+/* Every matrix a decode step multiplies whole in VRAM (capturable)? */
+bool cfwd_all_resident(const struct cfwd *c);
+
+/* ---------------------------------------------------------------- cfwd_matmul.c --------- */
+
+/* y (n_tok, ldy) = x W[row0:row_end]^T, resident windows in place, the rest staged. */
+int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		const float *x, uint64_t n_tok, float *y, uint64_t ldy);
+/* One token times n_mat (<= 3) whole matrices sharing x, side by side when resident. */
+int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor, const float *x,
+		    float *const *y);
+
+/* ---------------------------------------------------------------- cfwd_layer.c ---------- */
+
+/* xb = rmsnorm(x) * w   (n, n_embd), the pending residual added to x first */
+int cfwd_norm(struct ns_fwd *f, struct cfwd *c, const float *w, uint32_t n);
+int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
+int cfwd_ffn_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
+
+/* ---------------------------------------------------------------- cfwd_eval.c ----------- */
+
+/* struct ns_fwd's eval_chunk of the pass. */
+int cfwd_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+		    bool all);
+
+/* ---------------------------------------------------------------- cfwd_prof.c ----------- */
+
+/* NS_CFWD_PROFILE set and not 0: the events; else nothing. */
+int cfwd_prof_init(struct cfwd *c, char *err, size_t errlen);
+/* An event after a step of kind (CFWD_P_*) when profiling. */
+void cfwd_mark(struct cfwd *c, int kind);
+/* After an evaluation of n tokens started at t0 (ns_now_ns): wait for it, add its steps. */
+void cfwd_prof_collect(struct cfwd *c, uint64_t t0, uint32_t n);
+/* The profile on stderr (at destruction), then its events freed. */
+void cfwd_prof_finish(struct cfwd *c);
+
+#endif

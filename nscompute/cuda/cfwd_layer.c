@@ -1,0 +1,276 @@
+/* cfwd_layer.c - the layer on the device, straight-line, as llama.c runs it (x: residual
+ * stream on the device, one row per token of the chunk):
+ *     xb = rmsnorm(x) * attn_norm
+ *     q, k, v = xb Wq^T, xb Wk^T, xb Wv^T (+ biases); qwen3: per-head q/k norm; rope
+ *     K[l][pos0..], V[l][pos0..] = k, v;  ao = attention(q, K, V)   (window, sinks, GQA)
+ *     x += ao Wo^T (+ bo)
+ *     xb = rmsnorm(x) * ffn_norm
+ *     dense: x += (silu(xb Wg^T) * (xb Wu^T)) Wd^T
+ *     MoE: router on the device, decision to the host (reported, counted, grouped), then per
+ *          used expert over its tokens: gather, gate/up (+ biases), act, down (+ bias),
+ *          weighted scatter into (token, slot) rows, slots summed in routing order; x += that
+ *  * Each "x += ..." is left pending in xb2 and done by the next RMSNorm's launch
+ * (ns_cuda_add_rmsnorm: the same bits as the add and the norm apart, one launch fewer).
+ * The host waits only for the router decision of a MoE layer (and cfwd_eval.c for the
+ * logits). */
+#include <errno.h>
+#include <string.h>
+
+#include "cfwd_internal.h"
+
+static void s_rope_of(const struct cfwd *c, struct ns_cuda_rope *r)
+{
+	const struct ns_rope *h = &c->L->rope;
+
+	*r = (struct ns_cuda_rope){ .n_dims = h->n_dims, .neox = h->neox,
+				    .freq_base = h->freq_base, .freq_scale = h->freq_scale,
+				    .dev_freq_factors = c->rope_freqs,
+				    .ext_factor = h->ext_factor, .attn_factor = h->attn_factor,
+				    .corr_dims = { h->corr_dims[0], h->corr_dims[1] } };
+}
+
+int cfwd_norm(struct ns_fwd *f, struct cfwd *c, const float *w, uint32_t n)
+{
+	const struct ns_llama *L = c->L;
+
+	if (c->res_pending) {
+		c->res_pending = false;
+		CFWD_TRY("residual + rmsnorm", ns_cuda_add_rmsnorm(c->xb, c->x, c->xb2, w, L->n_embd,
+								n, L->eps, c->cs));
+	} else {
+		CFWD_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x, w, L->n_embd, n, L->eps, c->cs));
+	}
+	cfwd_mark(c, CFWD_P_NORM);
+	return 0;
+}
+
+int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+{
+	const struct ns_llama *L = c->L;
+	const struct ns_llama_layer *y = &L->layers[l];
+	const struct cfwd_dlayer *d = &c->dl[l];
+	const uint32_t pos0 = f->kv->n_past;
+	const uint64_t nq = (uint64_t)L->n_head * L->dk, nk = c->kv_dim_k, nv = c->kv_dim_v;
+	float *Kl = c->kv_k + (uint64_t)l * f->n_ctx * nk; /* (n_ctx, nk) */
+	float *Vl = c->kv_v + (uint64_t)l * f->n_ctx * nv; /* (n_ctx, nv) */
+	struct ns_cuda_rope r;
+	int rc;
+
+	/* x += xb2 (the previous layer's pending residual); xb = rmsnorm(x) * attn_norm */
+	if ((rc = cfwd_norm(f, c, d->attn_norm, n)))
+		return rc;
+	/* q (n, nq), k (n, nk), v (n, nv); one token: side by side when resident */
+	if (n == 1) {
+		const uint32_t qkv[3] = { y->wq, y->wk, y->wv };
+		float *const out[3] = { c->q, c->k, c->v };
+
+		if ((rc = cfwd_matmul_par(f, 3, qkv, c->xb, out)))
+			return rc;
+	} else if ((rc = cfwd_matmul(f, y->wq, 0, nq, c->xb, n, c->q, nq)) ||
+		   (rc = cfwd_matmul(f, y->wk, 0, nk, c->xb, n, c->k, nk)) ||
+		   (rc = cfwd_matmul(f, y->wv, 0, nv, c->xb, n, c->v, nv))) {
+		return rc;
+	}
+	if (d->bq)
+		CFWD_TRY("bias", ns_cuda_add_rows(c->q, nq, d->bq, nq, n, c->cs));
+	if (d->bk)
+		CFWD_TRY("bias", ns_cuda_add_rows(c->k, nk, d->bk, nk, n, c->cs));
+	if (d->bv)
+		CFWD_TRY("bias", ns_cuda_add_rows(c->v, nv, d->bv, nv, n, c->cs));
+	cfwd_mark(c, CFWD_P_ATTN_MM);
+	if (d->q_norm) { /* qwen3: per-head RMS norm before rope */
+		CFWD_TRY("q norm", ns_cuda_rmsnorm(c->q, c->q, d->q_norm, L->dk, n * L->n_head,
+						L->eps, c->cs));
+		CFWD_TRY("k norm", ns_cuda_rmsnorm(c->k, c->k, d->k_norm, L->dk, n * L->n_head_kv,
+						L->eps, c->cs));
+		cfwd_mark(c, CFWD_P_NORM);
+	}
+	s_rope_of(c, &r);
+	if (n == 1) {
+		/* one launch: q, k rotated at pos0; K[l][pos0] = k, V[l][pos0] = v (a graph reads
+		 * the position from dev_pos when replayed) */
+		CFWD_TRY("rope + KV store",
+		      ns_cuda_rope_kv_store(&r, c->q, L->n_head, c->k, L->n_head_kv, L->dk, c->v,
+					    nv, Kl, nk, Vl, nv, pos0,
+					    c->capturing ? c->dev_pos : NULL, c->cs));
+		cfwd_mark(c, CFWD_P_ROPE);
+		/* ao (1, n_head * dv) */
+		if (c->capturing)
+			CFWD_TRY("attention",
+			      ns_cuda_attention_at(c->q, Kl, nk, Vl, nv, c->dev_pos, f->n_ctx,
+						   L->n_head, L->n_head_kv, L->dk, L->dv,
+						   L->attn_scale, y->window, d->sinks, c->ao,
+						   c->attn_ws, c->cs));
+		else
+			CFWD_TRY("attention",
+			      ns_cuda_attention(c->q, Kl, nk, Vl, nv, 1, pos0, L->n_head,
+						L->n_head_kv, L->dk, L->dv, L->attn_scale,
+						y->window, d->sinks, c->ao, c->attn_ws, c->cs));
+		cfwd_mark(c, CFWD_P_ATTN);
+	} else {
+		CFWD_TRY("rope", ns_cuda_rope(&r, c->q, n, L->n_head, L->dk, pos0, c->cs));
+		CFWD_TRY("rope", ns_cuda_rope(&r, c->k, n, L->n_head_kv, L->dk, pos0, c->cs));
+		cfwd_mark(c, CFWD_P_ROPE);
+		/* cache rows pos0 .. pos0 + n - 1 */
+		CFWD_TRY("KV copy", ns_cuda_d2d_async(Kl + (uint64_t)pos0 * nk, c->k,
+						   (uint64_t)n * nk * 4, c->cs));
+		CFWD_TRY("KV copy", ns_cuda_d2d_async(Vl + (uint64_t)pos0 * nv, c->v,
+						   (uint64_t)n * nv * 4, c->cs));
+		cfwd_mark(c, CFWD_P_KV);
+		/* ao (n, n_head * dv) */
+		CFWD_TRY("attention", ns_cuda_attention(c->q, Kl, nk, Vl, nv, n, pos0, L->n_head,
+						     L->n_head_kv, L->dk, L->dv, L->attn_scale,
+						     y->window, d->sinks, c->ao, c->attn_ws,
+						     c->cs));
+		cfwd_mark(c, CFWD_P_ATTN);
+	}
+	/* x += ao Wo^T (+ bo)   (n, n_embd) */
+	rc = cfwd_matmul(f, y->wo, 0, L->n_embd, c->ao, n, c->xb2, L->n_embd);
+	if (rc)
+		return rc;
+	if (d->bo)
+		CFWD_TRY("bias", ns_cuda_add_rows(c->xb2, L->n_embd, d->bo, L->n_embd, n, c->cs));
+	cfwd_mark(c, CFWD_P_ATTN_MM);
+	c->res_pending = true; /* x += xb2 in the FFN's RMSNorm */
+	return 0;
+}
+
+/* Host side of a MoE layer's decision: order = slots grouped by expert (tokens ascending). */
+static void s_group(struct cfwd *c, const struct ns_moe *mo, uint32_t n)
+{
+	const uint32_t E = mo->n_expert, K = mo->n_used, n_slot = n * K;
+
+	memset(c->h_start, 0, (E + 1) * sizeof(*c->h_start));
+	for (uint32_t i = 0; i < n_slot; i++)
+		c->h_start[c->h_sel[i] + 1]++;
+	for (uint32_t e = 0; e < E; e++) {
+		c->h_start[e + 1] += c->h_start[e];
+		c->h_fill[e] = c->h_start[e];
+	}
+	for (uint32_t i = 0; i < n_slot; i++) {
+		const uint32_t j = c->h_fill[c->h_sel[i]]++;
+
+		c->h_slot[j] = (int32_t)i;
+		c->h_tok[j] = (int32_t)(i / K);
+	}
+}
+
+static int s_moe_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+{
+	const struct ns_moe *mo = c->L->moe;
+	const struct ns_moe_layer *y = &mo->layers[l];
+	const struct cfwd_dlayer *d = &c->dl[l];
+	const uint32_t E = mo->n_expert, K = mo->n_used, D = mo->n_embd, F = mo->n_ff_exp;
+	uint64_t *hits = f->expert_hits + (uint64_t)l * E;
+	int rc;
+
+	/* router: logits (n, E) (+ bias), then each token's K experts and weights */
+	rc = cfwd_matmul(f, y->router, 0, E, c->xb, n, c->m_logits, E);
+	if (rc)
+		return rc;
+	if (d->router_b)
+		CFWD_TRY("bias", ns_cuda_add_rows(c->m_logits, E, d->router_b, E, n, c->cs));
+	CFWD_TRY("router", ns_cuda_router_topk(c->m_logits, n, E, K, mo->softmax_first, mo->norm_w,
+					    mo->w_scale, c->m_sel, c->m_w, c->cs));
+	CFWD_TRY("router", ns_cuda_stream_sync(c->cs));
+	CFWD_TRY("router", ns_cuda_d2h(c->h_sel, c->m_sel, (uint64_t)n * K * 4));
+	CFWD_TRY("router", ns_cuda_d2h(c->h_w, c->m_w, (uint64_t)n * K * 4));
+	for (uint32_t i = 0; i < n * K; i++) {
+		if (c->h_sel[i] < 0 || (uint32_t)c->h_sel[i] >= E) {
+			ns_errf(f->err, sizeof(f->err), "forward: the GPU router chose expert %d "
+				"of %u in layer %u", c->h_sel[i], E, l);
+			return -EIO;
+		}
+	}
+	if (f->on_route) {
+		const struct ns_fwd_route r = {
+			.layer = l, .pos0 = f->kv->n_past, .n_tok = n, .n_used = K, .n_expert = E,
+			.experts = c->h_sel, .weights = c->h_w,
+		};
+
+		rc = f->on_route(f->route_user, &r);
+		if (rc < 0) {
+			ns_errf(f->err, sizeof(f->err), "forward: routing callback of layer %u "
+				"failed: %s", l, strerror(-rc));
+			return rc;
+		}
+	}
+	for (uint32_t i = 0; i < n * K; i++)
+		hits[c->h_sel[i]]++;
+	s_group(c, mo, n);
+	/* in c->cs, before the gathers and scatters that read them (pageable: staged at once) */
+	CFWD_TRY("upload", ns_cuda_copy_h2d_async(c->m_tok, c->h_tok, (uint64_t)n * K * 4, c->cs,
+					       NULL));
+	CFWD_TRY("upload", ns_cuda_copy_h2d_async(c->m_slot, c->h_slot, (uint64_t)n * K * 4, c->cs,
+					       NULL));
+	cfwd_mark(c, CFWD_P_ROUTER);
+	for (uint32_t e = 0; e < E; e++) {
+		const uint32_t a = c->h_start[e], mt = c->h_start[e + 1] - a;
+		const uint64_t g0 = (uint64_t)e * F, d0 = (uint64_t)e * D;
+
+		if (mt == 0)
+			continue;
+		/* xg (mt, D) = the rows of xb routed to e */
+		CFWD_TRY("gather", ns_cuda_gather_rows(c->m_xg, c->xb, c->m_tok + a, mt, D, c->cs));
+		/* hb (mt, F) = act(xg Wg_e^T + bg, xg Wu_e^T + bu) */
+		if ((rc = cfwd_matmul(f, y->gate, g0, g0 + F, c->m_xg, mt, c->m_hb, F)) ||
+		    (rc = cfwd_matmul(f, y->up, g0, g0 + F, c->m_xg, mt, c->m_hu, F)))
+			return rc;
+		if (d->gate_b)
+			CFWD_TRY("bias", ns_cuda_add_rows(c->m_hb, F, d->gate_b + g0, F, mt, c->cs));
+		if (d->up_b)
+			CFWD_TRY("bias", ns_cuda_add_rows(c->m_hu, F, d->up_b + g0, F, mt, c->cs));
+		CFWD_TRY("activation", ns_cuda_swiglu(c->m_hb, c->m_hu, (uint64_t)mt * F, mo->oai,
+						   c->cs));
+		/* yd (mt, D) = hb Wd_e^T + bd */
+		rc = cfwd_matmul(f, y->down, d0, d0 + D, c->m_hb, mt, c->m_yd, D);
+		if (rc)
+			return rc;
+		if (d->down_b)
+			CFWD_TRY("bias", ns_cuda_add_rows(c->m_yd, D, d->down_b + d0, D, mt, c->cs));
+		/* ys[t][s] = w[t][s] * yd */
+		CFWD_TRY("scatter", ns_cuda_scatter_scaled(c->m_ys, c->m_yd, c->m_slot + a, c->m_w, mt,
+							D, c->cs));
+		cfwd_mark(c, CFWD_P_EXPERT);
+	}
+	/* xb2[t] = ys[t][0] + ys[t][1] + ... in routing order; x += xb2 in the next RMSNorm */
+	CFWD_TRY("slot sum", ns_cuda_sum_slots(c->xb2, c->m_ys, n, K, D, c->cs));
+	cfwd_mark(c, CFWD_P_ELEM);
+	c->res_pending = true;
+	return 0;
+}
+
+int cfwd_ffn_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+{
+	const struct ns_llama *L = c->L;
+	const struct ns_llama_layer *y = &L->layers[l];
+	const uint64_t ff = L->n_ff;
+	int rc;
+
+	/* x += xb2 (attention's residual); xb = rmsnorm(x) * ffn_norm   (n, n_embd) */
+	if ((rc = cfwd_norm(f, c, c->dl[l].ffn_norm, n)))
+		return rc;
+	if (L->moe)
+		return s_moe_block(f, c, l, n);
+	/* hb (n, n_ff) = silu(xb Wg^T) * (xb Wu^T); one token: side by side when resident */
+	if (n == 1) {
+		const uint32_t gu[2] = { y->w_gate, y->w_up };
+		float *const out[2] = { c->hb, c->hu };
+
+		if ((rc = cfwd_matmul_par(f, 2, gu, c->xb, out)))
+			return rc;
+	} else if ((rc = cfwd_matmul(f, y->w_gate, 0, ff, c->xb, n, c->hb, ff)) ||
+		   (rc = cfwd_matmul(f, y->w_up, 0, ff, c->xb, n, c->hu, ff))) {
+		return rc;
+	}
+	cfwd_mark(c, CFWD_P_FFN_MM);
+	CFWD_TRY("swiglu", ns_cuda_swiglu(c->hb, c->hu, (uint64_t)n * ff, false, c->cs));
+	cfwd_mark(c, CFWD_P_ELEM);
+	/* x += hb Wd^T   (n, n_embd) */
+	rc = cfwd_matmul(f, y->w_down, 0, L->n_embd, c->hb, n, c->xb2, L->n_embd);
+	if (rc)
+		return rc;
+	cfwd_mark(c, CFWD_P_FFN_MM);
+	c->res_pending = true; /* x += xb2 in the next RMSNorm */
+	return 0;
+}

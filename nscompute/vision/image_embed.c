@@ -1,0 +1,141 @@
+/* image_embed.c - see image_embed.h: file -> plan -> pixels -> tower. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "image_embed.h"
+#include "ns_util.h"
+#include "vision_impl.h"
+
+int ns_image_embed_plan_file(const struct ns_vision_hparams *hp, const struct ns_image_file *f,
+			     const struct ns_image_limits *lim, struct ns_image_plan *plan,
+			     char *err, size_t errlen)
+{
+	struct ns_image_geom g;
+	char why[NS_ERR_LEN];
+	int rc;
+
+	ns_vision_image_geom(hp, lim, &g);
+	rc = ns_image_plan(&g, f->width, f->height, plan, why, sizeof(why));
+	if (rc < 0)
+		ns_errf(err, errlen, "%s: %s", f->path, why);
+	return rc;
+}
+
+int ns_image_embed_plan(const struct ns_vision_hparams *hp, const char *path,
+			const struct ns_image_limits *lim, struct ns_image_file **file,
+			struct ns_image_plan *plan, char *err, size_t errlen)
+{
+	int rc = ns_image_open(path, file, err, errlen);
+
+	if (rc == 0 && (rc = ns_image_embed_plan_file(hp, *file, lim, plan, err, errlen)) < 0)
+		ns_image_close(file);
+	return rc;
+}
+
+int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
+		   const struct ns_image_plan *plan, const struct ns_image_limits *lim,
+		   struct ns_image_embedding *e, char *err, size_t errlen)
+{
+	const struct ns_vision_hparams *hp = ns_vision_hparams(v);
+	struct ns_vision_out out = { 0 };
+	struct ns_image img = { 0 };
+	struct ns_image_geom g;
+	float *pixels = NULL;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	e->plan = *plan;
+	e->n_embd = hp->n_embd_out;
+	e->n_deepstack = hp->n_deepstack;
+	ns_vision_image_geom(hp, lim, &g);
+	rc = ns_image_decode(file, &img, err, errlen);
+	if (rc == 0)
+		rc = ns_image_preprocess(&img, &g, plan, &pixels, err, errlen);
+	ns_image_free(&img);
+	if (rc < 0)
+		return rc;
+	e->embd = ns_vision_falloc(plan->n_tokens, e->n_embd);
+	if (e->n_deepstack && plan->n_tokens <= UINT64_MAX / e->n_deepstack)
+		e->deepstack = ns_vision_falloc(e->n_deepstack * plan->n_tokens, e->n_embd);
+	if (!e->embd || (e->n_deepstack && !e->deepstack)) {
+		ns_errf(err, errlen, "%s: out of memory for %llu image embeddings", file->path,
+			(unsigned long long)plan->n_tokens);
+		rc = -ENOMEM;
+	} else {
+		out.embd = e->embd;
+		out.deepstack = e->deepstack;
+		rc = ns_vision_encode(v, pixels, plan->grid_t, plan->grid_h, plan->grid_w, &out);
+		if (rc < 0)
+			ns_errf(err, errlen, "%s: %s", file->path, ns_vision_error(v));
+	}
+	free(pixels);
+	if (rc < 0)
+		ns_image_embedding_free(e);
+	return rc;
+}
+
+void ns_image_embedding_free(struct ns_image_embedding *e)
+{
+	if (!e)
+		return;
+	free(e->embd);
+	free(e->deepstack);
+	e->embd = NULL;
+	e->deepstack = NULL;
+}
+
+static bool s_is_mmproj_name(const char *name)
+{
+	const size_t n = strlen(name);
+
+	return n > strlen("mmproj-.gguf") && strncmp(name, "mmproj-", 7) == 0 &&
+	       strcmp(name + n - 5, ".gguf") == 0;
+}
+
+int ns_image_find_mmproj(const char *model_path, char *out, size_t outlen, char *err,
+			 size_t errlen)
+{
+	const char *slash = strrchr(model_path, '/');
+	char dir[4096], first[256] = "";
+	struct dirent *de;
+	int found = 0, rc = 0;
+	DIR *d;
+
+	if (slash)
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - model_path), model_path);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	if (slash == model_path)
+		snprintf(dir, sizeof(dir), "/");
+	d = opendir(dir);
+	if (!d) {
+		rc = -errno;
+		ns_errf(err, errlen, "%s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	while ((de = readdir(d)) && rc == 0) {
+		if (!s_is_mmproj_name(de->d_name))
+			continue;
+		if (found++) {
+			ns_errf(err, errlen, "several mmproj files beside %s (%s, %s): name one with "
+				"--mmproj", model_path, first, de->d_name);
+			rc = -EEXIST;
+		} else {
+			snprintf(first, sizeof(first), "%s", de->d_name);
+		}
+	}
+	closedir(d);
+	if (rc == 0 && !found) {
+		ns_errf(err, errlen, "no mmproj-*.gguf beside %s: name the vision tower with "
+			"--mmproj", model_path);
+		rc = -ENOENT;
+	}
+	if (rc == 0 && snprintf(out, outlen, "%s/%s", dir, first) >= (int)outlen) {
+		ns_errf(err, errlen, "%s/%s: path too long", dir, first);
+		rc = -ENAMETOOLONG;
+	}
+	return rc;
+}

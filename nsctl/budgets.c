@@ -1,0 +1,316 @@
+/* budgets.c - the budgets of a run before anything starts: the choice `nsctl plan` prints and
+ * `nsctl run` and `nsctl bench` take (nsctl_pick_budgets), the check of budgets the user named
+ * (nsctl_check_budgets, nsctl_check_vram). One line on stderr for every refusal. */
+#include "budgets.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "arch.h"
+#include "gpu_need.h"
+#include "kv_type.h"
+#include "ns_util.h"
+
+uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx)
+{
+	if (n_ctx)
+		return n_ctx;
+	return hp->n_ctx_train && hp->n_ctx_train < NSCTL_DEFAULT_CTX ? hp->n_ctx_train
+								      : NSCTL_DEFAULT_CTX;
+}
+
+/* Bytes of 32 elements of a KV cache type name (NULL: f32). */
+static uint32_t s_b32(const char *kv_type)
+{
+	return (uint32_t)ns_kv_row_bytes((enum ns_kv_type)nsctl_kv_enum(kv_type), 32);
+}
+
+int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ctk,
+			const char *ctv, uint64_t overhead, bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
+			struct nsplan_fixed *fx, char *err, size_t errlen)
+{
+	int ret = ns_hparams_load(m, hp, err, errlen);
+
+	/* run and bench refuse a model no backend runs before their budgets' line; plan still
+	 * plans an architecture no pass computes yet (by the table where it describes it, else
+	 * by shapes), but not one whose tables contradict each other */
+	if (!ret)
+		ret = runnable ? ns_arch_check(m, NS_BACKEND_CPU | NS_BACKEND_CUDA, err, errlen)
+			       : ns_arch_check_described(m, err, errlen);
+	if (!ret && ns_summary_compute(m, hp, sum)) {
+		ns_errf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+	}
+	if (!ret)
+		ret = nsplan_fixed_compute_kv(m, hp, nsctl_default_ctx(hp, n_ctx), s_b32(ctk),
+					      s_b32(ctv), overhead, fx, err, errlen);
+	return ret;
+}
+
+uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams *hp, bool embd)
+{
+	uint64_t total = m->total_tensor_bytes;
+
+	for (uint64_t i = 0; i < m->n_tensors && !embd; i++)
+		if (nsplan_tensor_kind(&m->tensors[i], hp) == NSPLAN_KIND_EMBD)
+			total -= m->tensors[i].n_bytes;
+	return total;
+}
+
+/* Routed-expert bytes one token reads in one layer, on average over the layers (0: dense). */
+static uint64_t s_layer_expert_bytes(const struct ns_model *m, const struct ns_hparams *hp)
+{
+	uint64_t total = 0;
+
+	if (!hp->n_expert || !hp->n_expert_used || !hp->n_layer)
+		return 0;
+	for (uint64_t i = 0; i < m->n_tensors; i++)
+		if (nsplan_tensor_kind(&m->tensors[i], hp) == NSPLAN_KIND_EXPERT)
+			total += m->tensors[i].n_bytes; /* <= the file sizes: no overflow */
+	return total / hp->n_layer / hp->n_expert * hp->n_expert_used;
+}
+
+/* The line for an arena under the smallest workable one. */
+static void s_say_small_arena(const char *who, const struct ns_model *m,
+			      const struct ns_summary *sum, uint64_t mem)
+{
+	char s[2][32];
+
+	fprintf(stderr, "%s: --mem-budget %s is below the smallest workable arena: --mem-budget %"
+		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n", who,
+		ns_format_bytes(mem, s[0], 32), sum->min_mem_budget,
+		ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
+		m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
+}
+
+int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
+			   const struct ns_hparams *hp, const struct ns_summary *sum,
+			   const struct nsplan_fixed *fx, struct nsplan_mem_probe *probe,
+			   bool *probed, struct nsplan_default_out *dflt, bool *defaulted)
+{
+	uint64_t gpu_fixed = fx->kv_bytes + fx->recurrent_bytes + fx->scratch_bytes;
+	char err[NS_ERR_LEN], s[4][32];
+
+	if (a->b.vram) {
+		/* the CUDA pass's exact set besides weight windows (nsplan/gpu_need.h) */
+		struct nsplan_gpu_need gn;
+
+		if (nsplan_gpu_need(m, fx->n_ctx, 0, 0, &gn, err, sizeof(err)) == 0)
+			gpu_fixed = gn.total;
+		if (!a->reserve_given)
+			a->b.reserve_vram = gpu_fixed;
+		if (a->b.reserve_vram < gpu_fixed || a->b.vram < a->b.reserve_vram) {
+			uint64_t least = a->b.reserve_vram > gpu_fixed ? a->b.reserve_vram : gpu_fixed;
+			fprintf(stderr, "%s: ", a->who);
+			fprintf(stderr, "--vram-budget %s with reserve %s cannot hold the "
+				"GPU fixed set %s (KV cache, scratch, vectors and staging at -c %u); smallest "
+				"workable: "
+				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64 "\n",
+				ns_format_bytes(a->b.vram, s[0], 32),
+				ns_format_bytes(a->b.reserve_vram, s[1], 32),
+				ns_format_bytes(gpu_fixed, s[2], 32), fx->n_ctx, least, gpu_fixed);
+			return 2;
+		}
+	} else if (a->reserve_given && a->b.reserve_vram) {
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "--reserve-vram needs a --vram-budget\n");
+		return 2;
+	}
+	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
+		s_say_small_arena(a->who, m, sum, a->b.mem);
+		return 2;
+	}
+	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
+	if (a->ram_given && a->mem_given) {
+		uint64_t need, least = fx->total + sum->min_mem_budget;
+		bool ovf = ns_add_u64_overflow(a->b.ram, a->b.mem, &need) ||
+			   ns_add_u64_overflow(need, fx->total, &need);
+		if (*probed && (ovf || need > probe->available)) {
+			uint64_t room = probe->available > fx->total + a->b.mem ?
+					probe->available - fx->total - a->b.mem : 0;
+			fprintf(stderr, "%s: ", a->who);
+			fprintf(stderr, "--ram-budget %s + --mem-budget %s + the fixed set %s "
+				"(KV cache, scratch, processes at -c %u) exceed the %s available; "
+				"smallest workable: --mem-budget %" PRIu64 " --ram-budget 0 with %" PRIu64
+				" bytes available%s; at this --mem-budget the largest --ram-budget is %"
+				PRIu64 "\n", ns_format_bytes(a->b.ram, s[0], 32),
+				ns_format_bytes(a->b.mem, s[1], 32), ns_format_bytes(fx->total, s[2], 32),
+				fx->n_ctx, ns_format_bytes(probe->available, s[3], 32),
+				sum->min_mem_budget, least,
+				least > probe->available ? " (or a smaller -c)" : "", room);
+			return 2;
+		}
+		return 0;
+	}
+	if (!*probed) {
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	struct nsplan_default_in in = {
+		.available = probe->available, .fixed = fx->total, .min_arena = sum->min_mem_budget,
+		.max_row_bytes = sum->max_row_bytes,
+		.cacheable = nsctl_cacheable_bytes(m, hp, a->embd_resident),
+		.lookahead = NS_DEFAULT_LOOKAHEAD, .block_bytes = NSPLAN_DEFAULT_BLOCK_BYTES,
+		.layer_expert_bytes = s_layer_expert_bytes(m, hp),
+		.ram_given = a->ram_given, .mem_given = a->mem_given,
+	};
+	/* what VRAM holds need not be cached in RAM too */
+	uint64_t vram_w = a->b.vram - a->b.reserve_vram;
+	in.cacheable = in.cacheable > vram_w ? in.cacheable - vram_w : 0;
+	if (nsplan_default_budgets(&in, &a->b, dflt, err, sizeof(err))) {
+		fprintf(stderr, "%s: ", a->who);
+		fprintf(stderr, "%s\n", err);
+		return 2;
+	}
+	*defaulted = true;
+	return 0;
+}
+
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
+		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
+		       bool ram_given, uint64_t *ram, char *line, size_t linelen)
+{
+	uint64_t rss = nsplan_self_rss();
+	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given };
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+	struct ns_summary sum = { 0 };
+	struct nsplan_fixed fx;
+	struct nsplan_mem_probe probe;
+	struct nsplan_default_out dflt;
+	bool probed = false, defaulted = false;
+	char err[NS_ERR_LEN], s[4][32];
+	int ret;
+
+	a.b.mem = mem_given ? *mem : 0;
+	a.b.ram = ram_given ? *ram : 0;
+	line[0] = 0;
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	/* run and bench: a model no backend runs is refused here, before the budgets' line
+	 * (nse_start checks it again for the API's other callers: 0.01 s) */
+	if (!ret)
+		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, rss * NSPLAN_N_PROCESSES, true, &hp,
+					  &sum, &fx, err, sizeof(err));
+	if (!ret && n_seq > 1) { /* nsctl serve --parallel: one KV cache per sequence */
+		uint64_t kv;
+
+		if (ns_mul_u64_overflow(fx.kv_bytes, n_seq, &kv) ||
+		    fx.total + (kv - fx.kv_bytes) < fx.total) {
+			ns_errf(err, sizeof(err), "%u KV caches of %llu bytes overflow", n_seq,
+				(unsigned long long)fx.kv_bytes);
+			ret = -EOVERFLOW;
+		} else {
+			fx.total += kv - fx.kv_bytes;
+			fx.kv_bytes = kv;
+		}
+	}
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		ret = ret == -ENOMEM ? 1 : 2;
+		goto out;
+	}
+	ret = nsctl_budgets_complete(&a, m, &hp, &sum, &fx, &probe, &probed, &dflt, &defaulted);
+	if (ret)
+		goto out;
+	*mem = a.b.mem;
+	*ram = a.b.ram;
+	if (defaulted)
+		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
+			 "--ram-budget %s, fixed %s at -c %u%s", who,
+			 ns_format_bytes(probe.available, s[0], 32),
+			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
+								  : "MemAvailable",
+			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
+			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx,
+			 n_seq > 1 ? " per sequence" : "");
+out:
+	ns_summary_free(&sum);
+	ns_model_close(&m);
+	return ret;
+}
+
+int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
+			const uint64_t *ram, size_t n)
+{
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+	struct ns_summary sum = { 0 };
+	struct nsplan_mem_probe probe;
+	bool probed;
+	char err[NS_ERR_LEN], s[5][32];
+	int ret;
+
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	if (!ret)
+		ret = ns_hparams_load(m, &hp, err, sizeof(err));
+	if (!ret && ns_summary_compute(m, &hp, &sum)) {
+		ns_errf(err, sizeof(err), "out of memory");
+		ret = -ENOMEM;
+	}
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		ret = ret == -ENOMEM ? 1 : 2;
+		goto out;
+	}
+	/* no probe (no MemAvailable): nothing to check the sum against */
+	probed = nsplan_mem_probe(NULL, &probe, err, sizeof(err)) == 0;
+	for (size_t i = 0; i < n && !ret; i++) {
+		/* the RAM tier fills no more than the model's bytes (its segment's other pages
+		 * stay untouched) */
+		uint64_t ram_used = ram[i] < m->total_tensor_bytes ? ram[i] : m->total_tensor_bytes;
+		uint64_t need;
+
+		if (mem[i] && mem[i] < sum.min_mem_budget) {
+			s_say_small_arena(who, m, &sum, mem[i]);
+			ret = 2;
+		} else if (probed && (ns_add_u64_overflow(ram_used, mem[i], &need) ||
+				      need > probe.available)) {
+			fprintf(stderr, "%s: --mem-budget %s + --ram-budget %s (%s of it for this "
+				"model's %s) exceed the %s of memory available (%s)\n", who,
+				ns_format_bytes(mem[i], s[0], 32), ns_format_bytes(ram[i], s[1], 32),
+				ns_format_bytes(ram_used, s[2], 32),
+				ns_format_bytes(m->total_tensor_bytes, s[3], 32),
+				ns_format_bytes(probe.available, s[4], 32),
+				probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
+									 : "MemAvailable");
+			ret = 2;
+		}
+	}
+out:
+	ns_summary_free(&sum);
+	ns_model_close(&m);
+	return ret;
+}
+
+int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
+		     uint64_t reserve)
+{
+	struct ns_model *m = NULL;
+	struct nsplan_gpu_need gn;
+	char err[NS_ERR_LEN], s[3][32];
+	int ret;
+
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	if (!ret)
+		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, 0, 0, &gn, err, sizeof(err));
+	ns_model_close(&m);
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return ret == -ENOMEM ? 1 : 2;
+	}
+	if (!reserve)
+		reserve = gn.total;
+	if (reserve < gn.total || vram < reserve) {
+		fprintf(stderr, "%s: --vram-budget %s with reserve %s cannot hold the cuda pass's KV "
+			"cache, scratch, vectors and staging (%s at -c %u); smallest workable: "
+			"--vram-budget %" PRIu64 "\n", who, ns_format_bytes(vram, s[0], 32),
+			ns_format_bytes(reserve, s[1], 32), ns_format_bytes(gn.total, s[2], 32),
+			n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, reserve > gn.total ? reserve : gn.total);
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,52 @@
+/* budgets.h - the budgets of a run, picked or checked before anything starts: `nsctl plan`
+ * completes and prints them, `nsctl run` and `nsctl bench` take the same choice (budgets.c). */
+#ifndef NSCTL_BUDGETS_H
+#define NSCTL_BUDGETS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "budget_defaults.h"
+#include "fixed_mem.h"
+#include "hparams.h"
+#include "model.h"
+#include "plan.h"
+#include "summary.h"
+
+#define NSCTL_DEFAULT_CTX 4096u /* -c when not given, unless the model was trained shorter */
+
+/* The context a run takes: n_ctx if given, else NSCTL_DEFAULT_CTX or the training context. */
+uint32_t nsctl_default_ctx(const struct ns_hparams *hp, uint32_t n_ctx);
+
+/* Bytes the RAM cache could hold usefully: the model's tensors, less an untied input
+ * embedding unless embd (it is never cached by default). */
+uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams *hp, bool embd);
+
+/* What budgets are weighed against, from m's headers: its hyperparameters (*hp), summary
+ * (*sum, to free) and the fixed set (*fx) at n_ctx (0: nsctl_default_ctx) with KV cache
+ * types ctk / ctv (names as nsctl_kv_set stores them, NULL: f32) and overhead bytes
+ * for the processes themselves. runnable: a model no backend runs is refused
+ * (ns_arch_check: run, bench); else only a model the architecture table contradicts
+ * (ns_arch_check_described: plan, which weighs an architecture no pass computes yet by the
+ * table or its shapes). Returns 0, or -errno with a line in err. */
+int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ctk,
+			const char *ctv, uint64_t overhead, bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
+			struct nsplan_fixed *fx, char *err, size_t errlen);
+
+/* What the user asked for, and the choice (b) once completed. */
+struct nsctl_budget_req {
+	const char *who;  /* prefix of the messages: "nsctl plan", "nsctl run" */
+	struct nsplan_budgets b;
+	bool reserve_given, ram_given, mem_given, embd_resident;
+	struct nsplan_mem_paths paths;
+};
+
+/* Check the given budgets and complete the others (budget_defaults.h) for model m at the
+ * fixed set fx. *probed: the memory probe worked (*probe filled); *defaulted: some budget was
+ * chosen (*dflt says how). Returns 0, or an exit code (2) after one line on stderr. */
+int nsctl_budgets_complete(struct nsctl_budget_req *q, const struct ns_model *m,
+			   const struct ns_hparams *hp, const struct ns_summary *sum,
+			   const struct nsplan_fixed *fx, struct nsplan_mem_probe *probe,
+			   bool *probed, struct nsplan_default_out *dflt, bool *defaulted);
+
+#endif
