@@ -49,11 +49,12 @@ static int s_on_channel(enum ns_harmony_channel ch, const char *text, size_t len
 	if (ch == NS_HARMONY_FINAL || ch == NS_HARMONY_NONE)
 		return s_answer(t, text, len);
 	/* analysis, commentary: reasoning, one line between messages */
-	if ((t->reasoning->len && msg != t->reasoning_msg &&
+	if ((t->reasoning_any && msg != t->reasoning_msg &&
 	     ns_text_append(t->reasoning, "\n", 1) < 0) ||
 	    ns_text_append(t->reasoning, text, len) < 0)
 		return -ENOMEM;
 	t->reasoning_msg = msg;
+	t->reasoning_any = true;
 	return 0;
 }
 

@@ -40,6 +40,8 @@ struct srv_text {
 					  * vocabulary may type them CONTROL, which the
 					  * detokenizer does not render */
 	unsigned reasoning_msg;       /* harmony: message of the last reasoning text */
+	bool reasoning_any;           /* harmony: reasoning text given out (the caller may
+					* have emptied its buffer since) */
 	struct srv_stop stop;
 	/* outputs of the current call, borrowed from the caller */
 	struct ns_text *reasoning, *answer;

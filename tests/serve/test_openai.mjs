@@ -198,8 +198,10 @@ test('seed: the same seed gives the same text, another seed another', async () =
 });
 
 test('reasoning: a harmony model\'s analysis is reasoning_content, as nsctl run splits it', async () => {
-  const prompt = 'What is 2+2?';
-  // 400 tokens: this random model's greedy reply then holds analysis and final text
+  // 400 tokens: this random model's greedy reply to this prompt then holds analysis and final
+  // text (found by trying prompts; 'What is 2+2?' gave both parts before the forward pass of
+  // main's architecture table, now final text only)
+  const prompt = 'Describe the sea.';
   const r = await gclient.chat.completions.create({ model: go.id, ...greedy, max_tokens: 400,
     messages: [{ role: 'user', content: prompt }] });
   // nsctl run --json prints its summary object on stderr: read it through a shell

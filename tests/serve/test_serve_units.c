@@ -158,11 +158,13 @@ static struct ns_tok *s_tok(const char *rel, struct ns_model **m)
 	return t;
 }
 
-/* Token ids of text with special tokens parsed (the model would generate these). */
+/* Token ids of text with special tokens parsed (the model would generate these). drain: as
+ * the scheduler does, each call's outputs start empty and are moved to r / a after it. */
 static void s_text_of(const struct ns_tok *tok, enum srv_split split, const char *gen,
 		      const char *const *stop, size_t n_stop, struct ns_text *r, struct ns_text *a,
-		      int *stopped)
+		      int *stopped, bool drain)
 {
+	struct ns_text dr = { 0 }, da = { 0 };
 	struct srv_text t;
 	int32_t *ids;
 	size_t n;
@@ -171,14 +173,24 @@ static void s_text_of(const struct ns_tok *tok, enum srv_split split, const char
 	CHECK(srv_text_init(&t, tok, split, stop, n_stop) == 0, "init");
 	*stopped = 0;
 	for (size_t i = 0; i < n && !*stopped; i++) {
-		int rc = srv_text_token(&t, ids[i], r, a);
+		int rc = srv_text_token(&t, ids[i], drain ? &dr : r, drain ? &da : a);
 
 		CHECK(rc >= 0, "token");
 		*stopped = rc;
+		if (drain) {
+			CHECK((!dr.len || ns_text_append(r, dr.buf, dr.len) == 0) &&
+			      (!da.len || ns_text_append(a, da.buf, da.len) == 0), "append");
+			dr.len = da.len = 0;
+		}
 	}
 	if (!*stopped)
-		CHECK(srv_text_finish(&t, r, a) == 0, "finish");
+		CHECK(srv_text_finish(&t, drain ? &dr : r, drain ? &da : a) == 0, "finish");
+	if (drain)
+		CHECK((!dr.len || ns_text_append(r, dr.buf, dr.len) == 0) &&
+		      (!da.len || ns_text_append(a, da.buf, da.len) == 0), "append");
 	srv_text_free(&t);
+	free(dr.buf);
+	free(da.buf);
 	free(ids);
 }
 
@@ -191,26 +203,33 @@ static void s_test_text(void)
 	const char *stop[] = { "is 4" };
 	int stopped;
 
-	s_text_of(go, SRV_SPLIT_HARMONY, "<|channel|>analysis<|message|>Two plus two.<|end|>"
-		  "<|start|>assistant<|channel|>commentary<|message|>Tool?<|end|>"
-		  "<|start|>assistant<|channel|>final<|message|>It is 4.", NULL, 0, &r, &a,
-		  &stopped);
-	CHECK(r.buf && !strcmp(r.buf, "Two plus two.\nTool?") && a.buf && !strcmp(a.buf, "It is 4."),
-	      "harmony: reasoning '%s' answer '%s'", r.buf, a.buf);
-	r.len = a.len = 0;
+	/* whole, and token by token into emptied buffers (the reasoning messages' '\n' must not
+	 * depend on what the current call's buffer holds) */
+	for (int drain = 0; drain < 2; drain++) {
+		s_text_of(go, SRV_SPLIT_HARMONY, "<|channel|>analysis<|message|>Two plus two.<|end|>"
+			  "<|start|>assistant<|channel|>commentary<|message|>Tool?<|end|>"
+			  "<|start|>assistant<|channel|>final<|message|>It is 4.", NULL, 0, &r, &a,
+			  &stopped, drain);
+		CHECK(r.buf && !strcmp(r.buf, "Two plus two.\nTool?") && a.buf &&
+		      !strcmp(a.buf, "It is 4."), "harmony (drain %d): reasoning '%s' answer '%s'",
+		      drain, r.buf, a.buf);
+		r.len = a.len = 0;
+	}
 	s_text_of(go, SRV_SPLIT_HARMONY, "<|channel|>analysis<|message|>is 4 here<|end|>"
 		  "<|start|>assistant<|channel|>final<|message|>It is 4. Yes.", stop, 1, &r, &a,
-		  &stopped);
+		  &stopped, false);
 	CHECK(stopped == 1 && !strcmp(r.buf, "is 4 here") && !strcmp(a.buf, "It "),
 	      "harmony + stop: %d '%s' '%s'", stopped, r.buf, a.buf);
 	r.len = a.len = 0;
 	CHECK(ns_tok_attr(q3, ns_tok_find(q3, "<think>", 7)) & NS_TOK_ATTR_CONTROL,
 	      "the tiny qwen3 vocabulary no longer types <think> CONTROL");
-	s_text_of(q3, SRV_SPLIT_THINK, "<think>\nhmm\n</think>\n\nok", NULL, 0, &r, &a, &stopped);
+	s_text_of(q3, SRV_SPLIT_THINK, "<think>\nhmm\n</think>\n\nok", NULL, 0, &r, &a, &stopped,
+		  false);
 	CHECK(r.buf && !strcmp(r.buf, "hmm") && a.buf && !strcmp(a.buf, "ok"),
 	      "think tokens: reasoning '%s' answer '%s'", r.buf, a.buf);
 	r.len = a.len = 0;
-	s_text_of(q3, SRV_SPLIT_NONE, "<think>\nhmm\n</think>\n\nok", NULL, 0, &r, &a, &stopped);
+	s_text_of(q3, SRV_SPLIT_NONE, "<think>\nhmm\n</think>\n\nok", NULL, 0, &r, &a, &stopped,
+		  false);
 	CHECK(!r.len && a.buf && !strcmp(a.buf, "\nhmm\n\n\nok"), "no split: '%s'", a.buf);
 	free(r.buf);
 	free(a.buf);
