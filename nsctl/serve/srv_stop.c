@@ -48,10 +48,11 @@ static int s_emit(struct srv_stop *st, size_t k, struct ns_text *out)
 
 	if (k && ns_text_append(out, h->buf, k) < 0)
 		return -ENOMEM;
+	if (!h->buf) /* nothing held yet (memmove's arguments must not be NULL) */
+		return 0;
 	memmove(h->buf, h->buf + k, h->len - k);
 	h->len -= k;
-	if (h->buf)
-		h->buf[h->len] = 0;
+	h->buf[h->len] = 0;
 	return 0;
 }
 
