@@ -170,9 +170,9 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	return 0;
 }
 
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
-		       const char *ctv, bool mem_given, uint64_t *mem, bool ram_given,
-		       uint64_t *ram, char *line, size_t linelen)
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
+		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
+		       bool ram_given, uint64_t *ram, char *line, size_t linelen)
 {
 	uint64_t rss = nsplan_self_rss();
 	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given };
@@ -195,6 +195,19 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const
 	if (!ret)
 		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, rss * NSPLAN_N_PROCESSES, true, &hp,
 					  &sum, &fx, err, sizeof(err));
+	if (!ret && n_seq > 1) { /* nsctl serve --parallel: one KV cache per sequence */
+		uint64_t kv;
+
+		if (ns_mul_u64_overflow(fx.kv_bytes, n_seq, &kv) ||
+		    fx.total + (kv - fx.kv_bytes) < fx.total) {
+			ns_errf(err, sizeof(err), "%u KV caches of %llu bytes overflow", n_seq,
+				(unsigned long long)fx.kv_bytes);
+			ret = -EOVERFLOW;
+		} else {
+			fx.total += kv - fx.kv_bytes;
+			fx.kv_bytes = kv;
+		}
+	}
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -207,12 +220,13 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const
 	*ram = a.b.ram;
 	if (defaulted)
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
-			 "--ram-budget %s, fixed %s at -c %u", who,
+			 "--ram-budget %s, fixed %s at -c %u%s", who,
 			 ns_format_bytes(probe.available, s[0], 32),
 			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
 								  : "MemAvailable",
 			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
-			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx);
+			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx,
+			 n_seq > 1 ? " per sequence" : "");
 out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);

@@ -259,7 +259,7 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, o.ctk, o.ctv, false,
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, 1, o.ctk, o.ctv, false,
 					     &mem, false, &ram, line, sizeof(line))))
 			return rc;
 		fprintf(stderr, "%s\n", line);

@@ -198,17 +198,30 @@ static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 			y[t * dim + i] += b[i];
 }
 
-/* ao = attention of the chunk's queries over the cache (attn.h), on the provider's threads. */
-static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t pos0,
-		       uint32_t n)
+/* ao = attention of the chunk's queries over their caches (attn.h), on the provider's threads.
+ * Row t is position row_pos[t] of the sequence whose cache is row_kv[t] (a batch mixes
+ * sequences; a row sees only its own): the chunk goes to attn.h in runs of rows of one cache
+ * at consecutive positions, each run a causal chunk of its own (one run for ns_fwd_eval's
+ * chunks). */
+static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
-	const struct ns_attn a = {
-		.kv = f->kv, .layer = l, .q = L->q, .out = L->ao, .n_tok = n, .pos0 = pos0,
-		.n_head = L->n_head, .window = L->layers[l].window, .scale = L->attn_scale,
-		.sinks = L->layers[l].sinks,
-	};
-	int rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);
+	int rc = 0;
 
+	for (uint32_t t0 = 0, t1; rc == 0 && t0 < n; t0 = t1) {
+		for (t1 = t0 + 1; t1 < n && f->row_kv[t1] == f->row_kv[t0] &&
+				  f->row_pos[t1] == f->row_pos[t0] + (t1 - t0); t1++)
+			;
+		const struct ns_attn a = {
+			.kv = f->row_kv[t0], .layer = l,
+			.q = L->q + (uint64_t)t0 * L->n_head * L->dk,
+			.out = L->ao + (uint64_t)t0 * L->n_head * L->dv,
+			.n_tok = t1 - t0, .pos0 = f->row_pos[t0], .n_head = L->n_head,
+			.window = L->layers[l].window, .scale = L->attn_scale,
+			.sinks = L->layers[l].sinks,
+		};
+
+		rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);
+	}
 	if (rc < 0)
 		ns_errf(f->err, sizeof(f->err), "forward: attention of layer %u: %s", l,
 			strerror(-rc));
@@ -218,7 +231,6 @@ static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
 	struct ns_llama_layer *y = &L->layers[l];
-	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk;
 	const uint64_t nk = (uint64_t)L->n_head_kv * L->dk;
 	const uint64_t nv = (uint64_t)L->n_head_kv * L->dv;
@@ -248,12 +260,13 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 				ns_rmsnorm(kt + (uint64_t)h * L->dk, kt + (uint64_t)h * L->dk,
 					   y->k_norm, L->dk, L->eps);
 		}
-		ns_rope_angles(&L->rope, (int64_t)pos0 + t, L->cs);
+		ns_rope_angles(&L->rope, (int64_t)f->row_pos[t], L->cs);
 		ns_rope_rotate(&L->rope, L->cs, qt, L->n_head, L->dk);
 		ns_rope_rotate(&L->rope, L->cs, kt, L->n_head_kv, L->dk);
-		ns_kvcache_store(f->kv, l, pos0 + t, kt, L->v + t * nv);
+		/* into the cache of the row's own sequence */
+		ns_kvcache_store(f->row_kv[t], l, f->row_pos[t], kt, L->v + t * nv);
 	}
-	if ((rc = s_attention(f, L, l, pos0, n)))
+	if ((rc = s_attention(f, L, l, n)))
 		return rc;
 	/* x += ao Wo^T   (n, n_embd) */
 	rc = s_matmul(f, y->wo, 0, L->n_embd, L->ao, n, L->xb2, L->n_embd);
@@ -275,7 +288,7 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 		ns_rmsnorm(L->xb + (uint64_t)t * L->n_embd, L->x + (uint64_t)t * L->n_embd,
 			   y->ffn_norm, L->n_embd, L->eps);
 	if (L->moe) { /* x += moe(xb)   (n, n_embd) */
-		rc = ns_moe_eval(f, L->moe, l, f->kv->n_past, L->xb, n, L->xb2);
+		rc = ns_moe_eval(f, L->moe, l, f->row_pos[0], L->xb, n, L->xb2);
 		if (rc)
 			return rc;
 		for (uint64_t i = 0; i < (uint64_t)n * L->n_embd; i++)
@@ -327,6 +340,14 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 	}
 	if (!logits)
 		return 0;
+	if (f->n_out_rows) { /* a batch: the rows asked for, gathered   (n_out_rows, n_vocab) */
+		for (uint32_t k = 0; k < f->n_out_rows; k++)
+			ns_rmsnorm(L->xb + (uint64_t)k * L->n_embd,
+				   L->x + (uint64_t)f->out_rows[k] * L->n_embd, L->output_norm,
+				   L->n_embd, L->eps);
+		return s_matmul(f, L->output, 0, L->n_vocab, L->xb, f->n_out_rows, logits,
+				L->n_vocab);
+	}
 	/* logits = (rmsnorm(x) * output_norm) Wout^T   (all ? n : 1, n_vocab) */
 	t0 = all ? 0 : n - 1;
 	for (uint32_t t = t0; t < n; t++)
@@ -354,6 +375,7 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	f->arch = L;
 	f->arch_destroy = s_destroy;
 	f->eval_chunk = s_eval_chunk;
+	f->rows_ok = host_state; /* s_eval_chunk reads row_kv / row_pos / out_rows */
 	L->n_embd = (uint32_t)am->dim[NS_DIM_EMBD];
 	L->n_layer = am->n_layer;
 	L->n_head = (uint32_t)am->dim[NS_DIM_HEAD];
