@@ -569,10 +569,12 @@ int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32
 				rc = -EPROTO;
 				ns_errf(e->err, sizeof(e->err), "malformed error from nscompute");
 			}
-		} else {
+		} else { /* out of step, as in s_eval_req: the step cannot be answered */
 			e->rejected++;
-			fprintf(stderr, "nsctl: malformed message from nscompute rejected (%zu "
-				"bytes)\n", len);
+			e->ctl_broken = true;
+			ns_errf(e->err, sizeof(e->err), "malformed message from nscompute (%zu bytes, "
+				"type %d): the step cannot go on", len, type);
+			rc = -EPROTO;
 		}
 		zmq_msg_close(&msg);
 	}

@@ -87,15 +87,21 @@ test('a client gone while it waits for a whole answer frees its slot', async () 
 });
 
 test('more requests than slots wait in order; past the queue 503 queue_full', async () => {
-  const { client } = await serve(['--parallel', '1', '--queue', '2', '-c', '4096']);
+  const { srv, client } = await serve(['--parallel', '1', '--queue', '2', '-c', '4096']);
   const s = await openStream(client, 3);
   const order = [];
   const small = (tag) => client.completions.create({ model: q3.id, prompt: tag, max_tokens: 4,
     temperature: 0 }).then((r) => { order.push(tag); return r; });
+  // each request is sent once the one before it waits in the queue (a fixed pause let C
+  // overtake B on a loaded machine)
+  const waiting = async (n) => {
+    for (let i = 0; i < 600 && (await health(srv)).requests_waiting < n; i++) await sleep(50);
+    assert.equal((await health(srv)).requests_waiting, n, `${n} request(s) never queued`);
+  };
   const b = small('B');
-  await sleep(100);
+  await waiting(1);
   const c = small('C');
-  await sleep(100);
+  await waiting(2);
   const e = await failure(small('D'));
   assert.ok(e instanceof OpenAI.APIError);
   assert.equal(e.status, 503);
