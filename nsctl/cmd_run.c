@@ -539,10 +539,11 @@ int cmd_run(int argc, char **argv)
 		if (rc)
 			return rc;
 	}
-	/* both named: nothing the memory cannot hold (nsctl_check_budgets) */
+	/* both named: a session the memory can hold, the fixed set counted
+	 * (nsctl_check_budgets) */
 	if (!o.eo.no_plan && o.mem_given && o.ram_given) {
-		rc = nsctl_check_budgets("nsctl run", o.model, &o.eo.mem_budget, &o.eo.ram_budget,
-					 1);
+		rc = nsctl_check_budgets("nsctl run", o.model, o.eo.n_ctx, o.eo.cache_type_k,
+					 o.eo.cache_type_v, &o.eo.mem_budget, &o.eo.ram_budget, 1);
 		if (rc)
 			return rc;
 	}
