@@ -80,9 +80,11 @@ uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
 {
 	uint64_t t, fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
 
-	if (ns_add_u64_overflow(fill, mem, &t) || ns_add_u64_overflow(t, fx->total, &t))
+	/* memory is charged in pages, and a cgroup's limit is a whole number of them */
+	if (ns_add_u64_overflow(fill, mem, &t) || ns_add_u64_overflow(t, fx->total, &t) ||
+	    t > UINT64_MAX - 4095)
 		return UINT64_MAX;
-	return t;
+	return (t + 4095) & ~4095ull;
 }
 
 /* The line for named budgets whose session does not fit the memory available: the figures,

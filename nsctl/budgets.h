@@ -36,7 +36,7 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 
 /* Host memory a session of model m takes at most with arena mem and RAM budget ram: what the
  * RAM tier can fill (ram, at most the model's bytes), the arena and the fixed set fx
- * (`nsctl plan`'s host_total; UINT64_MAX on overflow). */
+ * (`nsctl plan`'s host_total), rounded up to a 4 KiB page; UINT64_MAX on overflow. */
 uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
 			  const struct nsplan_fixed *fx);
 
