@@ -74,7 +74,7 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			    uint32_t n_ctx, uint32_t k_b32, uint32_t v_b32, uint64_t overhead,
 			    struct nsplan_fixed *out, char *err, size_t errlen)
 {
-	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, ao, wide, sc = 0, B;
+	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, ao, wide, rows, sc = 0, B;
 	uint64_t state_size = 0, inner_size = 0;
 	bool ovf = false;
 
@@ -129,7 +129,11 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	wide = s_max4(hp->n_embd, q_max > ao ? q_max : ao, ff_max, 2 * ff_max);
 	ovf |= s_mac(&sc, B, 3ull * hp->n_embd + q_max + k_max + v_max + ao + 3 * ff_max);
 	ovf |= s_mac(&sc, B, wide);
-	ovf |= s_mac(&sc, (uint64_t)hp->n_head * B, n_ctx);
+	/* attention: one tile of NSPLAN_ATTN_TB query tokens x the group's heads per thread */
+	rows = (uint64_t)NSPLAN_ATTN_TB * (hp->n_head_kv && hp->n_head > hp->n_head_kv ?
+					   hp->n_head / hp->n_head_kv : 1);
+	ovf |= s_mac(&sc, (uint64_t)NSPLAN_ATTN_THREADS * rows,
+		     (uint64_t)n_ctx + 2 * hp->head_dim_k + 64 + hp->head_dim_v + 32);
 	if (hp->n_expert)
 		ovf |= s_mac(&sc, B, hp->n_expert + 3ull * hp->n_expert_used +
 			     (2ull + hp->n_expert_used) * hp->n_embd + 3ull * hp->n_ff_exp);

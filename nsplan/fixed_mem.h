@@ -23,8 +23,13 @@
  *                                            FFN gate (n_ff_max) and fused gate+up (2 n_ff_max)
  *         + B * wide                         the GEMM's packed input, wide = the widest of
  *                                            n_embd, q, ao, 2 * n_ff_max
- *         + n_head * B * n_ctx               attention scores against the whole context (an
- *                                            upper bound of the per-thread tiles)
+ *         + T * R * (n_ctx + 2 * head_dim_k + 64 + head_dim_v + 32)   attention's
+ *                                            per-thread tiles (attn.c's workspace; 32 a row
+ *                                            covers its rounding to 16 floats, R >= 4):
+ *                                            R = NSPLAN_ATTN_TB * n_head / n_head_kv
+ *                                            rows, T = NSPLAN_ATTN_THREADS (nscompute's
+ *                                            default thread count is at most 64; an explicit
+ *                                            --threads above 64 is not counted)
  *         + B * (n_expert + 3 * n_used + (2 + n_used) * n_embd + 3 * n_ff_exp)   MoE only:
  *                                            router logits, choices, expert input and output,
  *                                            one output row per chosen expert, expert FFN
@@ -55,6 +60,8 @@
 #include "model.h"
 
 #define NSPLAN_PREFILL_BATCH 512u  /* forward.c's default n_batch */
+#define NSPLAN_ATTN_TB 4u          /* query tokens per attention task (attn_internal.h) */
+#define NSPLAN_ATTN_THREADS 64u    /* nscompute's most threads by default */
 #define NSPLAN_VOCAB_FLOATS 4u     /* logits row, the sampler's ids, probabilities, order */
 #define NSPLAN_PROC_BASE (2ull << 20)
 #define NSPLAN_META_FACTOR 20u

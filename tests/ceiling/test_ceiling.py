@@ -18,9 +18,11 @@ Exit 0 pass, 1 fail, 77 skip (oracle data missing outside CI).
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peak  # noqa: E402
@@ -94,10 +96,37 @@ class Cgroup:
             def enter():
                 with open(os.path.join(d, "cgroup.procs"), "w") as f:
                     f.write(str(os.getpid()))
-            r = subprocess.run(argv, capture_output=True, text=True, errors="replace", preexec_fn=enter)
+            r = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                               preexec_fn=enter)
             return r.returncode, r.stdout, r.stderr, self.oom_kills(d)
         finally:
-            os.rmdir(d)
+            self.remove(d)
+
+    @staticmethod
+    def remove(d):
+        """The group, once every process of the session has left it (2 s: the issue's
+        'no process of the session alive' bound); a process still there is a failure,
+        killed (it is ours: it runs in our group) so the group can go."""
+        for _ in range(200):
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                left = [int(x) for x in f.read().split()]
+            if not left:
+                break
+            time.sleep(0.01)
+        else:
+            fail(f"processes {left} still in the capped group 2 s after nsctl exited")
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        for _ in range(100):
+            try:
+                os.rmdir(d)
+                return
+            except OSError:
+                time.sleep(0.05)
+        fail(f"cannot remove the cgroup {d}")
 
     def oom_kills(self, d):
         name = "memory.oom_control" if self.v == 1 else "memory.events"
