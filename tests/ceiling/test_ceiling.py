@@ -24,8 +24,11 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "run"))
 import peak  # noqa: E402
+from run_testlib import fail, failures, require_model  # noqa: E402
 
 ORACLE = os.environ.get("NS_ORACLE_DIR", "")
 WORDS = " ".join(["the cat sat on the mat and looked at the dog"] * 28)  # ~560 tokens
@@ -39,23 +42,12 @@ GRID = [
     ("tiny/tiny-gpt-oss-MXFP4_MOE.gguf", "1MB", "1MB", 1024, [WORDS]),
     ("models/stories260K-Q8_0.gguf", "64KB", "0", 512, [SHORT]),
 ]
-failures = []
-
-
-def fail(msg):
-    failures.append(msg)
-    print("FAIL: " + msg, flush=True)
 
 
 def model_path(rel):
     path = os.path.join(ORACLE, rel)
-    if os.path.isfile(path):
-        return path
-    if os.environ.get("CI") == "true":
-        print("FAIL: oracle model missing under CI: " + path)
-        sys.exit(1)
-    print("SKIP: oracle model missing: " + path)
-    sys.exit(77)
+    require_model(path)
+    return path
 
 
 class Cgroup:
