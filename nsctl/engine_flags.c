@@ -213,9 +213,11 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 		if (rc)
 			return rc;
 	}
-	/* both named: nothing the memory cannot hold (nsctl_check_budgets) */
+	/* both named: a session the memory can hold, the fixed set counted
+	 * (nsctl_check_budgets) */
 	if (!eo->no_plan && a->mem_given && a->ram_given) {
-		rc = nsctl_check_budgets(who, model, &eo->mem_budget, &eo->ram_budget, 1);
+		rc = nsctl_check_budgets(who, model, eo->n_ctx, a->n_seq, eo->cache_type_k,
+					 eo->cache_type_v, &eo->mem_budget, &eo->ram_budget, 1);
 		if (rc)
 			return rc;
 	}
