@@ -41,6 +41,11 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, unsigned backend,
 		 struct ns_fwd **out, char *err, size_t errlen);
 
+/* y (n_tok, ldy) = x (n_tok, cols) times rows [row0, row_end) of a weight, through the
+ * provider; its error copied into f->err ("forward: ..."). */
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy);
+
 /* llama.c: the NS_BUILD_LLAMA architectures (llama, qwen3, qwen3moe, gpt-oss; the MoE ones
  * through moe.h). Fills f->eval_chunk, arch, arch_destroy, held, kv, n_vocab, n_tok_rows
  * (MoE: n_moe_layer, n_expert, expert_hits). */

@@ -140,16 +140,6 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
 
 /* ---------------------------------------------------------------- forward -------------- */
 
-static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
-		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
-{
-	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
-
-	if (rc < 0)
-		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
-	return rc;
-}
-
 void ns_moe_route_token(float *lg, uint32_t E, uint32_t K, bool softmax_first, bool norm_w,
 			float w_scale, uint8_t *taken, int32_t *sel, float *w)
 {
@@ -227,9 +217,9 @@ static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_la
 	for (uint32_t r0 = 0; r0 < F; r0 += moe->ffn_rows) {
 		const uint32_t w = F - r0 < moe->ffn_rows ? F - r0 : moe->ffn_rows;
 
-		if ((rc = s_matmul(f, y->gate, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hb + r0,
+		if ((rc = ns_fwd_matmul(f, y->gate, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hb + r0,
 				   F)) ||
-		    (rc = s_matmul(f, y->up, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hu, w)))
+		    (rc = ns_fwd_matmul(f, y->up, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hu, w)))
 			return rc;
 		for (uint32_t t = 0; t < m; t++) {
 			float *h = moe->hb + (uint64_t)t * F + r0; /* (w) */
@@ -243,7 +233,7 @@ static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_la
 		}
 	}
 	/* phase 2: yd = hb Wd_e^T + bd   (m, n_embd) */
-	rc = s_matmul(f, y->down, d0, d0 + D, moe->hb, m, moe->yd, D);
+	rc = ns_fwd_matmul(f, y->down, d0, d0 + D, moe->hb, m, moe->yd, D);
 	if (rc == 0 && y->down_b)
 		for (uint32_t t = 0; t < m; t++)
 			s_add_row(moe->yd + (uint64_t)t * D, y->down_b + d0, D);
@@ -275,7 +265,7 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 	int rc;
 
 	/* router: logits (n, n_expert), then each token's k experts and weights */
-	rc = s_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
+	rc = ns_fwd_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
 	if (rc)
 		return rc;
 	for (uint32_t t = 0; t < n; t++) {
