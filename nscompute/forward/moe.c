@@ -40,6 +40,7 @@ void ns_moe_destroy(struct ns_moe **pm)
 	free(m->hu);
 	free(m->yd);
 	free(m->ys);
+	free(m->sh);
 	free(m);
 	*pm = NULL;
 }
@@ -68,6 +69,13 @@ static void s_layer_init(const struct ns_fwd *f, struct ns_moe_layer *y, uint32_
 	y->gate_b = ns_held_get(f->held, i, NS_T_FFN_GATE_EXPS_B);
 	y->up_b = ns_held_get(f->held, i, NS_T_FFN_UP_EXPS_B);
 	y->down_b = ns_held_get(f->held, i, NS_T_FFN_DOWN_EXPS_B);
+	y->shexp_gate = ns_held_get(f->held, i, NS_T_FFN_GATE_INP_SHEXP);
+	if (f->am->layer[l].kinds & NS_LAYER_SHEXP) {
+		y->shexp.gate = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_SHEXP);
+		y->shexp.up = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_UP_SHEXP);
+		y->shexp.down = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_DOWN_SHEXP);
+		y->shexp.n_ff = (uint32_t)f->am->layer[l].dim[NS_DIM_FF_SHEXP];
+	}
 }
 
 /* Scratch for n_batch tokens: -ENOMEM when a size overflows or memory is out. */
@@ -86,7 +94,8 @@ static int s_scratch_init(struct ns_moe *moe, uint32_t n_batch)
 	    !(moe->hb = s_calloc(nb, moe->n_ff_exp, 1, sizeof(float))) ||
 	    !(moe->hu = s_calloc(nb, moe->ffn_rows, 1, sizeof(float))) ||
 	    !(moe->yd = s_calloc(nb, moe->n_embd, 1, sizeof(float))) ||
-	    !(moe->ys = s_calloc(nb, K, moe->n_embd, sizeof(float))))
+	    !(moe->ys = s_calloc(nb, K, moe->n_embd, sizeof(float))) ||
+	    !(moe->sh = s_calloc(nb, moe->n_ff_shexp, 1, sizeof(float))))
 		return -ENOMEM;
 	return 0;
 }
@@ -119,6 +128,7 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
 	moe->softmax_first = am->arch->router == NS_ROUTER_SOFTMAX;
 	moe->oai = am->arch->ffn_act == NS_FFN_SWIGLU_OAI;
 	moe->norm_w = am->moe_norm_w;
+	moe->n_ff_shexp = (uint32_t)am->dim[NS_DIM_FF_SHEXP];
 	moe->w_scale = am->moe_w_scale;
 	for (uint32_t l = 0; l < moe->n_layer; l++)
 		s_layer_init(f, &moe->layers[l], l);
@@ -256,6 +266,32 @@ static void s_group(struct ns_moe *moe, uint32_t n)
 		moe->order[moe->fill[moe->sel[i]]++] = i;
 }
 
+/* out (n, n_embd) += sigmoid(xb . gate_inp_shexp) * shexp(xb), the shared expert through
+ * ys (free again once the routed slots are summed). */
+static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
+			   const float *xb, uint32_t n, float *out)
+{
+	const uint32_t D = moe->n_embd;
+	const uint32_t rows = moe->ffn_rows < y->shexp.n_ff ? moe->ffn_rows : y->shexp.n_ff;
+	int rc = ns_ffn_swiglu(f, &y->shexp, D, rows, xb, n, moe->sh, moe->hu, moe->ys);
+
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < n; t++) {
+		const float *x = xb + (uint64_t)t * D;       /* (n_embd) */
+		const float *sh = moe->ys + (uint64_t)t * D; /* (n_embd) */
+		float *o = out + (uint64_t)t * D;            /* (n_embd) */
+		float dot = 0.0f, g;
+
+		for (uint32_t c = 0; c < D; c++)
+			dot += x[c] * y->shexp_gate[c];
+		g = 1.0f / (1.0f + expf(-dot));
+		for (uint32_t c = 0; c < D; c++)
+			o[c] += sh[c] * g;
+	}
+	return 0;
+}
+
 int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		const float *xb, uint32_t n, float *out)
 {
@@ -323,5 +359,5 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 		for (uint32_t s = 1; s < K; s++)
 			s_add_row(o, ys + (uint64_t)s * D, D);
 	}
-	return 0;
+	return y->shexp.n_ff ? s_shared_expert(f, moe, y, xb, n, out) : 0;
 }
