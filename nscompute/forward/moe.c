@@ -41,6 +41,7 @@ void ns_moe_destroy(struct ns_moe **pm)
 	free(m->yd);
 	free(m->ys);
 	free(m->sh);
+	free(m->shu);
 	free(m);
 	*pm = NULL;
 }
@@ -95,7 +96,8 @@ static int s_scratch_init(struct ns_moe *moe, uint32_t n_batch)
 	    !(moe->hu = s_calloc(nb, moe->ffn_rows, 1, sizeof(float))) ||
 	    !(moe->yd = s_calloc(nb, moe->n_embd, 1, sizeof(float))) ||
 	    !(moe->ys = s_calloc(nb, K, moe->n_embd, sizeof(float))) ||
-	    !(moe->sh = s_calloc(nb, moe->n_ff_shexp, 1, sizeof(float))))
+	    !(moe->sh = s_calloc(nb, moe->n_ff_shexp, 1, sizeof(float))) ||
+	    !(moe->shu = s_calloc(nb, moe->shexp_rows, 1, sizeof(float))))
 		return -ENOMEM;
 	return 0;
 }
@@ -129,6 +131,7 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
 	moe->oai = am->arch->ffn_act == NS_FFN_SWIGLU_OAI;
 	moe->norm_w = am->moe_norm_w;
 	moe->n_ff_shexp = (uint32_t)am->dim[NS_DIM_FF_SHEXP];
+	moe->shexp_rows = ffn_rows && ffn_rows < moe->n_ff_shexp ? ffn_rows : moe->n_ff_shexp;
 	moe->w_scale = am->moe_w_scale;
 	for (uint32_t l = 0; l < moe->n_layer; l++)
 		s_layer_init(f, &moe->layers[l], l);
@@ -272,8 +275,8 @@ static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns
 			   const float *xb, uint32_t n, float *out)
 {
 	const uint32_t D = moe->n_embd;
-	const uint32_t rows = moe->ffn_rows < y->shexp.n_ff ? moe->ffn_rows : y->shexp.n_ff;
-	int rc = ns_ffn_swiglu(f, &y->shexp, D, rows, xb, n, moe->sh, moe->hu, moe->ys);
+	int rc = ns_ffn_swiglu(f, &y->shexp, D, moe->shexp_rows, xb, n, moe->sh, moe->shu,
+			       moe->ys);
 
 	if (rc)
 		return rc;

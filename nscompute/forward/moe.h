@@ -65,7 +65,9 @@ struct ns_moe {
 	float *yd;        /* (n_batch, n_embd) down projection of one expert */
 	float *ys;        /* (n_batch, n_used, n_embd) weighted output of each slot */
 	uint32_t n_ff_shexp; /* the shared expert's width, 0 without one */
+	uint32_t shexp_rows; /* its neurons per gate/up window */
 	float *sh;        /* (n_batch, n_ff_shexp) shared expert activation */
+	float *shu;       /* (n_batch, shexp_rows) its up projection of one window */
 };
 
 /* Index the MoE tensors of every layer (blk.L.ffn_gate_inp, ffn_{gate,up,down}_exps and,

@@ -18,6 +18,24 @@
 static char s_nsctl[PATH_MAX], s_fwd[PATH_MAX], s_model[PATH_MAX], s_toks[4096];
 static int s_pid;
 
+/* max over positions of max |a - g| / (the position's logit range in g); g, a: (n, n_vocab) */
+static double s_rel_dev(const float *a, const float *g, size_t n, size_t n_vocab)
+{
+	double worst = 0;
+
+	for (size_t t = 0; t < n; t++) {
+		double lo = INFINITY, hi = -INFINITY, e = 0;
+
+		for (size_t i = 0; i < n_vocab; i++) {
+			lo = fmin(lo, g[t * n_vocab + i]);
+			hi = fmax(hi, g[t * n_vocab + i]);
+			e = fmax(e, fabs((double)a[t * n_vocab + i] - g[t * n_vocab + i]));
+		}
+		worst = fmax(worst, e / (hi > lo ? hi - lo : 1));
+	}
+	return worst;
+}
+
 /* Run nsctl logits with extra args into out; returns the exit code; stderr into errf. */
 static int s_logits(const char *out, const char *errf, const char *const *extra)
 {
@@ -144,12 +162,25 @@ int main(int argc, char **argv)
 
 	/* --act q8 (activations quantized per 32 as llama.cpp): the pipeline and the fused
 	 * provider agree bit for bit; the logits are not the exact-weight ones (the option took
-	 * effect); per position they stay within S_Q8_TOL of the position's logit range of the
-	 * reference, and the top token is the reference's wherever its margin is above that */
+	 * effect); per position they stay within q8_tol of the position's logit range of the
+	 * reference, and the top token is the reference's wherever its margin is above that.
+	 * q8_tol is S_Q8_TOL, or 1.25 x how far llama.cpp's own quantized-activation logits
+	 * (PREFIX.f32 of a quantized file) are from the exact ones where a model is that
+	 * sensitive (the recurrent tiny-qwen35 models: 0.068 and 0.27 of the range) */
 	{
 		float *q8, *q8f;
-		double worst = 0;
+		double worst = 0, q8_tol = S_Q8_TOL;
 		int top_same = 0, top_checked = 0;
+
+		if (strcmp(argv[4], "f32")) {
+			float *native;
+
+			snprintf(rel, sizeof(rel), "%s.f32", argv[3]);
+			native = s_read(ns_test_oracle_path(path, sizeof(path), rel),
+					n_tok * n_vocab);
+			q8_tol = fmax(q8_tol, 1.25 * s_rel_dev(native, gold, n_tok, n_vocab));
+			free(native);
+		}
 
 		unlink(out);
 		rc = s_logits(out, errf, (const char *const[]){ "--act", "q8", NULL });
@@ -184,15 +215,15 @@ int main(int argc, char **argv)
 			}
 			e /= hi > lo ? hi - lo : 1;
 			worst = fmax(worst, e);
-			if ((g[b] - g[b2]) / (hi > lo ? hi - lo : 1) > 2 * S_Q8_TOL) {
+			if ((g[b] - g[b2]) / (hi > lo ? hi - lo : 1) > 2 * q8_tol) {
 				top_checked++;
 				top_same += yb == b;
 			}
 		}
 		printf("%s: --act q8: max |diff| %.3g of the logit range (tol %.0e), top token "
-		       "same at %d of %d clear positions\n", argv[2], worst, S_Q8_TOL, top_same,
+		       "same at %d of %d clear positions\n", argv[2], worst, q8_tol, top_same,
 		       top_checked);
-		RT_CHECK(worst <= S_Q8_TOL && top_same == top_checked, "--act q8 too far off");
+		RT_CHECK(worst <= q8_tol && top_same == top_checked, "--act q8 too far off");
 		free(q8);
 		free(q8f);
 	}
