@@ -1,4 +1,5 @@
-/* llama.c - the decoder of the llama family, qwen3, qwen3moe and gpt-oss, straight-line.
+/* llama.c - the decoder of the llama family, qwen3, qwen3moe, gpt-oss and qwen35(moe),
+ * straight-line.
  *
  * Per layer (x is the residual stream, one row per token of the chunk):
  *     xb = rmsnorm(x) * attn_norm
@@ -13,6 +14,11 @@
  *     xb = rmsnorm(x) * ffn_norm                     (gpt-oss: post_attention_norm)
  *     dense: x += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T   (SwiGLU, two row-contiguous phases)
  *     MoE (qwen3moe, gpt-oss): x += moe(xb)          (moe.h)
+ * qwen35, qwen35moe: the layers the table marks recurrent replace the attention by
+ *     x += deltanet(xb) (deltanet.h, Gated DeltaNet with a per-sequence state); the others
+ *     are gated: attn_q gives per head [q | gate], ao *= sigmoid(gate) before Wo, and only
+ *     they have KV cache rows (kv_slot); the FFN's norm is post_attention_norm, the MoE
+ *     block adds a shared expert (moe.h).
  * then logits = (rmsnorm(x) * output_norm) Wout^T, Wout = token_embd when tied.
  * RoPE: normal, NeoX, linear scaling, llama3 factors, YaRN (gpt-oss).
  *
@@ -201,9 +207,9 @@ static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 		       uint32_t n)
 {
 	const struct ns_attn a = {
-		.kv = f->kv, .layer = L->layers[l].kv_slot, .q = L->q, .out = L->ao, .n_tok = n, .pos0 = pos0,
-		.n_head = L->n_head, .window = L->layers[l].window, .scale = L->attn_scale,
-		.sinks = L->layers[l].sinks,
+		.kv = f->kv, .layer = L->layers[l].kv_slot, .q = L->q, .out = L->ao, .n_tok = n,
+		.pos0 = pos0, .n_head = L->n_head, .window = L->layers[l].window,
+		.scale = L->attn_scale, .sinks = L->layers[l].sinks,
 	};
 	int rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);
 
