@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "engine_internal.h"
 #include "gguf.h"
 #include "kv_type.h"
@@ -157,6 +158,14 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			uint64_t want = e->m->total_tensor_bytes + (16ull << 20);
 
 			e->o.mem_budget = want < (512ull << 20) ? want : 512ull << 20;
+		}
+		if (rc == 0) {
+			struct ns_arch_model *am = NULL;
+			char why[NS_ERR_LEN]; /* a file the table cannot bind: nse_start says */
+
+			if (ns_arch_bind(e->m, &am, why, sizeof(why)) == 0)
+				e->recurrent = am->kinds & NS_LAYER_RECURRENT;
+			ns_arch_model_free(&am);
 		}
 		if (rc == 0)
 			rc = s_load_meta(e);
@@ -490,6 +499,8 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 	 * its logits give the first reply token); nscompute cuts the rest (NS_EVAL_KEEP) */
 	while (keep < e->n_hist && keep + 1 < n_ids && e->hist[keep] == ids[keep])
 		keep++;
+	if (e->recurrent && keep < e->n_hist)
+		keep = 0; /* a recurrent state goes back only to the start */
 	flags = !keep ? NS_EVAL_RESET : keep < e->n_hist ? NS_EVAL_KEEP : 0;
 	e->n_hist = keep;
 	rc = s_run(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),

@@ -53,6 +53,8 @@ struct ns_engine {
 	char model_path[PATH_MAX];
 	struct ns_model *m;           /* metadata (tokenizer, chat template) */
 	struct ns_tok *tok;
+	bool recurrent;               /* recurrent layers (qwen35): nscompute cannot cut the
+				       * context back, a changed prefix is evaluated again whole */
 	enum ns_chat_family fam;
 	char id[NS_SESSION_ID_LEN + 1]; /* the session's id, chosen before the keeper starts */
 	struct ns_session *s;         /* owner: destroy unlinks */

@@ -260,9 +260,11 @@ int nse_start(struct ns_engine *e)
 	rc = ns_model_check_vocab(e->m, ns_tok_n_vocab(e->tok), e->err, sizeof(e->err));
 	if (rc < 0)
 		return rc;
-	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
-	 * backend can run is refused here once, not by nscompute after nsio has started */
-	rc = ns_arch_check(e->m, NS_BACKEND_CPU | NS_BACKEND_CUDA, e->err, sizeof(e->err));
+	/* and the forward pass's checks (shapes, types, hyperparameters) for the chosen backend,
+	 * so that a model it cannot run is refused here once, not by nscompute after nsio has
+	 * started (a cpu-only architecture with --backend cuda) */
+	rc = ns_arch_check(e->m, e->o.backend && strcmp(e->o.backend, "cpu") ?
+			   NS_BACKEND_CUDA : NS_BACKEND_CPU, e->err, sizeof(e->err));
 	if (rc == 0)
 		rc = s_kv_check(e);
 	if (rc == 0)

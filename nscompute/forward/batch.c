@@ -17,6 +17,12 @@ int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen)
 	const struct ns_kvcache *kv = f->kv;
 	int rc = 0;
 
+	if (f->recurrent && n_seq > 1) {
+		ns_errf(err, errlen, "forward: the recurrent layers keep one sequence's state: "
+			"%u sequences (--parallel) are not supported for this architecture yet",
+			n_seq);
+		return -EINVAL;
+	}
 	if (!f->rows_ok || !kv || !kv->k) {
 		ns_errf(err, errlen, "forward: this backend evaluates one sequence at a time "
 			"(%u sequences asked for)", n_seq);
@@ -56,7 +62,8 @@ uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq)
 
 int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past)
 {
-	if (seq >= ns_fwd_n_seq(f) || n_past > s_kv(f, seq)->n_past)
+	if (seq >= ns_fwd_n_seq(f) || n_past > s_kv(f, seq)->n_past ||
+	    (f->recurrent && n_past && n_past != s_kv(f, seq)->n_past))
 		return -EINVAL;
 	s_kv(f, seq)->n_past = n_past; /* later positions are written before they are read */
 	return 0;

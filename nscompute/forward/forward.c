@@ -95,6 +95,16 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	return 0;
 }
 
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
+}
+
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
 {
 	if (n == 0) {
@@ -148,6 +158,11 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 {
 	if (n_past > f->kv->n_past)
 		return -EINVAL;
+	if (f->recurrent && n_past && n_past != f->kv->n_past) {
+		ns_errf(f->err, sizeof(f->err), "forward: a recurrent state cannot go back to "
+			"position %u of %u (only to 0)", n_past, f->kv->n_past);
+		return -EINVAL;
+	}
 	f->kv->n_past = n_past; /* positions past it are written again before they are read */
 	return 0;
 }

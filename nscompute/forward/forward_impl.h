@@ -35,6 +35,9 @@ struct ns_fwd {
 	bool rows_ok;                /* eval_chunk honours row_kv, row_pos and out_rows (the
 				      * cpu pass); else a chunk is one sequence's consecutive
 				      * positions and `all` says which logits */
+	bool recurrent;              /* recurrent layers (qwen35): their state is one sequence's
+				      * and cannot go back, so one sequence, truncated to 0 or
+				      * not at all */
 	uint32_t n_ctx;
 	uint32_t n_batch;
 	uint32_t n_vocab;        /* logits per position */
@@ -59,6 +62,11 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 /* batch.c: caches for sequences 1 .. n_seq - 1 shaped as f->kv (set up by the
  * architecture). Returns 0, or -ENOMEM / -EINVAL (a pass without a host cache) with a line. */
 int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen);
+
+/* y (n_tok, ldy) = x (n_tok, cols) times rows [row0, row_end) of a weight, through the
+ * provider; its error copied into f->err ("forward: ..."). */
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy);
 
 /* llama.c: the NS_BUILD_LLAMA architectures (llama, qwen3, qwen3moe, gpt-oss; the MoE ones
  * through moe.h). Fills f->eval_chunk, arch, arch_destroy, held, kv, n_vocab, n_tok_rows
