@@ -258,6 +258,18 @@ struct s_run {
 };
 
 /* One EVAL round trip. */
+/* A message nscompute sent that does not decode, or that this request cannot have: the
+ * stream is reliable and in order, so one was lost or damaged, and skipping it would drop a
+ * token or wait forever for DONE. The request fails; the channel is refused from now on. */
+static int s_out_of_step(struct ns_engine *e, size_t len, int type)
+{
+	e->rejected++;
+	e->ctl_broken = true;
+	ns_errf(e->err, sizeof(e->err), "malformed message from nscompute (%zu bytes, type %d): "
+		"the request cannot go on", len, type);
+	return -EPROTO;
+}
+
 static int s_run(struct ns_engine *e, struct s_run *r)
 {
 	struct ns_cmsg_eval ev = { .flags = r->flags, .keep = r->keep, .n_tokens = r->n,
@@ -383,15 +395,8 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				break;
 			}
 		}
-		/* the stream is reliable and in order: a message that does not decode, or one
-		 * this request cannot have, means one was lost or damaged, and skipping it would
-		 * drop a token or wait forever for DONE */
-		e->rejected++;
-		e->ctl_broken = true;
-		ns_errf(e->err, sizeof(e->err), "malformed message from nscompute (%zu bytes, type "
-			"%d): the request cannot go on", len, type);
 		zmq_msg_close(&msg);
-		rc = -EPROTO;
+		rc = s_out_of_step(e, len, type);
 		break;
 	}
 	if (dt && rc == 0) {
@@ -580,12 +585,8 @@ int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32
 				rc = -EPROTO;
 				ns_errf(e->err, sizeof(e->err), "malformed error from nscompute");
 			}
-		} else { /* out of step, as in s_eval_req: the step cannot be answered */
-			e->rejected++;
-			e->ctl_broken = true;
-			ns_errf(e->err, sizeof(e->err), "malformed message from nscompute (%zu bytes, "
-				"type %d): the step cannot go on", len, type);
-			rc = -EPROTO;
+		} else {
+			rc = s_out_of_step(e, len, type);
 		}
 		zmq_msg_close(&msg);
 	}

@@ -21,7 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "run"))
-from run_testlib import fail, failures, require_model  # noqa: E402
+from run_testlib import alive, descendants, fail, failures, require_model  # noqa: E402
 
 NSCTL, SHIM = sys.argv[1], os.path.abspath(sys.argv[2])
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -35,34 +35,6 @@ TALKERS = ["nsctl", "nscompute", "nsrouter"]
 HINTS_ONLY = {"nsrouter"}
 
 require_model(MODEL)
-
-
-def proc_stat(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            s = f.read()
-    except OSError:
-        return None
-    rest = s[s.rindex(")") + 2:].split()
-    return s[s.index("(") + 1:s.rindex(")")], rest[0], int(rest[1]), int(rest[19])
-
-
-def descendants(root, known):
-    kids = {}
-    for p in (int(x) for x in os.listdir("/proc") if x.isdigit()):
-        st = proc_stat(p)
-        if st:
-            kids.setdefault(st[2], []).append((p, st))
-    todo = [root]
-    while todo:
-        for p, st in kids.get(todo.pop(), []):
-            known[(p, st[3])] = st[0]
-            todo.append(p)
-
-
-def alive(pid, start):
-    st = proc_stat(pid)
-    return st is not None and st[3] == start and st[1] not in ("Z", "X")
 
 
 def run(env, tmp):
