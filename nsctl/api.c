@@ -213,9 +213,29 @@ static int s_hist_push(struct ns_engine *e, int32_t id)
 	return 0;
 }
 
-/* Statistics of the call from nsio's counters (before/after) and nscompute's DONE. */
+/* Speculative decoding's figures (SPEC before DONE): per token the decode passes yielded. */
+static void s_fill_spec(struct ns_engine_stats *s, const struct ns_cmsg_done *d,
+			const struct ns_cmsg_spec *sp)
+{
+	uint32_t toks = d->n_gen > 1 ? d->n_gen - 1 : 0;
+
+	s->draft = true;
+	s->drafted = sp->drafted;
+	s->accepted = sp->accepted;
+	s->draft_passes = sp->draft_passes;
+	s->draft_k = sp->k_last;
+	s->accept_rate = sp->drafted ? (double)sp->accepted / sp->drafted : 0;
+	s->passes_per_token = toks ? (double)d->n_decode / toks : 0;
+	s->decode_tok_s = d->decode_ns && toks ? toks / s->decode_s : 0;
+	s->gb_per_token = toks ? (double)d->req_decode / toks / 1e9 : 0;
+	s->dev_gb_per_token = toks ? (double)d->dev_decode / toks / 1e9 : 0;
+}
+
+/* Statistics of the call from nsio's counters (before/after) and nscompute's DONE (and SPEC
+ * when it came: sp != NULL). */
 static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
-			 const struct ns_stats_snapshot *b, const struct ns_cmsg_done *d)
+			 const struct ns_stats_snapshot *b, const struct ns_cmsg_done *d,
+			 const struct ns_cmsg_spec *sp)
 {
 	struct ns_engine_stats *s = &e->st;
 	uint32_t toks = d->n_prompt + d->n_decode;
@@ -241,6 +261,8 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
 	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
+	if (sp)
+		s_fill_spec(s, d, sp);
 }
 
 struct s_run {
@@ -256,6 +278,42 @@ struct s_run {
 	uint32_t n_forced;      /* FORCED: the last n_forced of ids are decoded one by one */
 	bool keep_hist;         /* append to e->hist (chat) */
 };
+
+/* The EVAL's draft block from g (speculative decoding, neurostream.h); 0 or -EINVAL. */
+static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
+			 struct ns_cmsg_eval *ev)
+{
+	struct ns_cmsg_draft *d = &ev->draft;
+
+	d->max = g->draft_max ? g->draft_max : 16;
+	d->min = g->draft_min ? g->draft_min : 1;
+	d->kind = g->draft == NS_GEN_DRAFT_NGRAM ? NS_DRAFT_NGRAM :
+		  g->draft == NS_GEN_DRAFT_ORACLE ? NS_DRAFT_ORACLE : 0;
+	if (!d->kind)
+		return ns_errf(e->err, sizeof(e->err), "unknown drafter %d", (int)g->draft),
+		       -EINVAL;
+	if (d->max > NS_CMSG_MAX_DRAFT || d->min > d->max)
+		return ns_errf(e->err, sizeof(e->err), "draft lengths %u..%u: 1 <= min <= max <= "
+			       "%d", d->min, d->max, NS_CMSG_MAX_DRAFT), -EINVAL;
+	if (e->recurrent)
+		return ns_errf(e->err, sizeof(e->err), "speculative decoding needs a KV cache "
+			       "that can be cut back; this model has a recurrent state"), -EINVAL;
+	if (!strcmp(e->o.backend, "cuda"))
+		return ns_errf(e->err, sizeof(e->err), "speculative decoding runs on the cpu "
+			       "backend only"), -EINVAL;
+	if (d->kind == NS_DRAFT_ORACLE) {
+		if (g->n_draft_oracle > NS_CMSG_MAX_TOKENS - ev->n_tokens)
+			return ns_errf(e->err, sizeof(e->err), "too many oracle drafts"), -EINVAL;
+		for (uint32_t i = 0; i < g->n_draft_oracle; i++)
+			if (g->draft_oracle[i] < 0 || (uint32_t)g->draft_oracle[i] >= e->n_vocab)
+				return ns_errf(e->err, sizeof(e->err), "oracle draft id %d out of "
+					       "range", g->draft_oracle[i]), -EINVAL;
+		d->oracle = g->draft_oracle;
+		d->n_oracle = g->n_draft_oracle;
+	}
+	ev->flags |= NS_EVAL_DRAFT;
+	return 0;
+}
 
 /* One EVAL round trip. */
 /* A message nscompute sent that does not decode, or that this request cannot have: the
@@ -276,10 +334,11 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				   .tokens = r->ids };
 	struct ns_stats_snapshot a, b;
 	struct ns_cmsg_done d = { 0 };
+	struct ns_cmsg_spec sp = { 0 };
 	struct ns_detok *dt = NULL;
 	uint8_t *buf;
 	size_t sz;
-	bool stopped = false;
+	bool stopped = false, got_spec = false;
 	int32_t last = -1;
 	uint32_t got_logits = 0;
 	int rc;
@@ -313,7 +372,9 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		ev.flags |= NS_EVAL_FORCED;
 		ev.n_predict = r->n_forced;
 	}
-	sz = ns_cmsg_size_eval(ev.n_tokens, ev.n_stop);
+	if (r->g && r->g->draft && (rc = s_draft_block(e, r->g, &ev)) < 0)
+		return rc;
+	sz = ns_cmsg_size_eval_msg(&ev);
 	if (!(buf = malloc(sz)))
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
 	memset(&e->st, 0, sizeof(e->st));
@@ -378,8 +439,15 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				continue;
 			}
 			free(row);
+		} else if (type == NS_CMSG_SPEC && (ev.flags & NS_EVAL_DRAFT) && !got_spec) {
+			if (ns_cmsg_dec_spec(p, len, &sp) == 0) {
+				got_spec = true;
+				zmq_msg_close(&msg);
+				continue;
+			}
 		} else if (type == NS_CMSG_DONE) {
-			if (ns_cmsg_dec_done(p, len, &d) == 0) {
+			if (ns_cmsg_dec_done(p, len, &d) == 0 &&
+			    (!(ev.flags & NS_EVAL_DRAFT) || got_spec)) {
 				zmq_msg_close(&msg);
 				break;
 			}
@@ -413,7 +481,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	if (rc < 0)
 		return rc;
 	ns_stats_snapshot(e->s->ctl, &b);
-	s_fill_stats(e, &a, &b, &d);
+	s_fill_stats(e, &a, &b, &d, got_spec ? &sp : NULL);
 	return 0;
 }
 

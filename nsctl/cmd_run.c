@@ -27,6 +27,7 @@
 #include "model.h"
 #include "neurostream.h"
 #include "ns_util.h"
+#include "run_draft.h"
 #include "run_output.h"
 #include "run_report.h"
 
@@ -70,6 +71,11 @@ static void s_usage(FILE *f)
 		"  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
 		"  --seed S              sampling as llama.cpp (defaults 0.8 40 0.95 0.05 1.0 64 0);\n"
 		"                        --temp 0 is greedy\n"
+		"  --draft ngram         speculative decoding: prompt lookup drafts tokens, one pass\n"
+		"                        over the weights verifies them (same greedy output, same\n"
+		"                        sampling distribution); cpu backend, not qwen35\n"
+		"  --draft-max N --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
+		"                        (defaults 16 and 1)\n"
 		"pipeline:\n%s"
 		"  --warmup TEXT         MoE: evaluate TEXT first (with the chat template when the\n"
 		"                        run uses one), then re-plan so the experts it routed to\n"
@@ -124,8 +130,10 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->model = a;
 			continue;
 		}
-		/* budgets, backend, context, ... (shared with nsctl serve) */
+		/* budgets, backend, context, ... (shared with nsctl serve); drafting */
 		rc = nsctl_engine_flag(&o->ea, S_WHO, a, v);
+		if (rc == 0)
+			rc = nsctl_draft_flag(&o->g, a, v);
 		if (rc < 0)
 			return rc;
 		if (rc) {
@@ -387,7 +395,7 @@ int cmd_run(int argc, char **argv)
 		return 2;
 	if ((rc = nsctl_model_arg("nsctl run", &o.model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
-	if (s_check_model(&o) < 0)
+	if (s_check_model(&o) < 0 || nsctl_draft_check(&o.g, o.model, o.ea.eo.backend) < 0)
 		return 2;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);

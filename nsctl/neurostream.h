@@ -128,10 +128,28 @@ struct ns_gen_params {
 	int32_t repeat_last_n;
 	uint64_t seed;
 	bool no_stop;          /* do not stop at end-of-generation tokens */
+	/* Speculative decoding (cpu backend; a model with a recurrent state, qwen35, is refused
+	 * with -EINVAL): the pending token and up to draft_max drafted ones are evaluated as one
+	 * pass over the weights and the agreeing prefix kept; greedy output is unchanged, sampled
+	 * output has the same distribution. The draft length adapts to the measured acceptance
+	 * and pass costs within [draft_min, draft_max]; a drafter with fewer than draft_min
+	 * proposals drafts none. */
+	enum ns_gen_draft {
+		NS_GEN_DRAFT_NONE = 0,
+		NS_GEN_DRAFT_NGRAM = 1,  /* prompt lookup: the latest longest n-gram match in the
+					  * request's tokens and the generated ones proposes what
+					  * followed it */
+		NS_GEN_DRAFT_ORACLE = 2, /* tests and benchmarks only: generated token i is
+					  * proposed as draft_oracle[i] (acceptance controlled) */
+	} draft;
+	uint32_t draft_max;    /* 1..64; 0: 16 */
+	uint32_t draft_min;    /* 1..draft_max; 0: 1 */
+	const int32_t *draft_oracle; /* NS_GEN_DRAFT_ORACLE: (n_draft_oracle) token ids */
+	uint32_t n_draft_oracle;
 };
 
 /* llama.cpp's defaults: n_predict -1, temp 0.8, top_k 40, top_p 0.95, min_p 0.05,
- * repeat_penalty 1.0 over 64, seed 0. */
+ * repeat_penalty 1.0 over 64, seed 0; no drafter. */
 void ns_gen_params_default(struct ns_gen_params *g);
 
 /* Called once per generated token with the text it completes (whole UTF-8 characters; may be
@@ -235,6 +253,15 @@ struct ns_engine_stats {
 	uint64_t nsio_restarts;              /* restarts of nsio during the engine's life */
 	uint32_t stop_reason;                /* 0 prompt only, 1 length, 2 end of generation,
 					      * 3 context full, 4 callback */
+	/* speculative decoding (ns_gen_params.draft); then n_decode and decode_s count every
+	 * decode pass, and decode_tok_s, gb_per_token and dev_gb_per_token are per token the
+	 * decode passes yielded (n_gen - 1: the first comes from the prompt's pass) */
+	bool draft;
+	uint32_t drafted, accepted;          /* drafted tokens evaluated; of them, kept */
+	uint32_t draft_passes;               /* decode passes that carried drafts */
+	uint32_t draft_k;                    /* the adaptive draft length at the end */
+	double accept_rate;                  /* accepted / drafted */
+	double passes_per_token;             /* n_decode / (n_gen - 1) */
 };
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
