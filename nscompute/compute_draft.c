@@ -49,9 +49,11 @@ uint32_t nsc_draft_ngram(const int32_t *ctx, uint32_t n, uint32_t k, int32_t *ou
 uint32_t nsc_draft_propose(const struct nsc_draft *d, const int32_t *ctx, uint32_t n,
 			   uint32_t gen, uint32_t k, int32_t *out)
 {
+	/* k under min only when the context or n_predict leaves no more: min is then k */
+	const uint32_t need = k < d->min ? k : d->min;
 	uint32_t got = 0;
 
-	if (k < d->min)
+	if (k == 0)
 		return 0;
 	if (d->kind == NS_DRAFT_NGRAM) {
 		got = nsc_draft_ngram(ctx, n, k, out);
@@ -59,7 +61,7 @@ uint32_t nsc_draft_propose(const struct nsc_draft *d, const int32_t *ctx, uint32
 		for (uint64_t i = (uint64_t)gen + 1; i < d->n_oracle && got < k; i++)
 			out[got++] = d->oracle[i];
 	}
-	return got >= d->min ? got : 0;
+	return got >= need ? got : 0;
 }
 
 void nsc_draft_observe(struct nsc_draft *d, uint32_t drafted, uint32_t accepted, uint64_t ns)
@@ -88,6 +90,8 @@ uint32_t nsc_draft_len(const struct nsc_draft *d)
 	double a = d->accept, best = -1.0, gain = 1.0, term = 1.0;
 	uint32_t k_best = d->min;
 
+	if (d->min == d->max) /* nothing to choose: no probes either */
+		return d->min;
 	if (d->n_pass == 1 || (d->n_pass && d->n_pass % NSC_DRAFT_PROBE == 0))
 		return 0;
 	for (uint32_t k = 1; k <= d->max; k++) {

@@ -44,7 +44,7 @@ void nsc_draft_init(struct nsc_draft *d, uint32_t kind, uint32_t max, uint32_t m
 uint32_t nsc_draft_ngram(const int32_t *ctx, uint32_t n, uint32_t k, int32_t *out);
 
 /* Up to k proposals for the tokens after ctx (n tokens, the last of them generated token
- * number gen, counting from 0) into out; fewer than d->min count as none (0). */
+ * number gen, counting from 0) into out; fewer than min(d->min, k) count as none (0). */
 uint32_t nsc_draft_propose(const struct nsc_draft *d, const int32_t *ctx, uint32_t n,
 			   uint32_t gen, uint32_t k, int32_t *out);
 
@@ -52,7 +52,8 @@ uint32_t nsc_draft_propose(const struct nsc_draft *d, const int32_t *ctx, uint32
 void nsc_draft_observe(struct nsc_draft *d, uint32_t drafted, uint32_t accepted, uint64_t ns);
 
 /* The draft length for the next pass, in [min, max] (the measurements above); 0 for the
- * second pass and every NSC_DRAFT_PROBE-th, whose one-token cost is measured. */
+ * second pass and every NSC_DRAFT_PROBE-th, whose one-token cost is measured. min == max:
+ * always that (no probes). */
 uint32_t nsc_draft_len(const struct nsc_draft *d);
 
 #endif
