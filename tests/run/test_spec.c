@@ -3,7 +3,8 @@
  * output without one, token for token, for the ngram drafter (adaptive and fixed lengths) and
  * the test-only oracle drafter fed the greedy tokens perturbed at rate 0.3 (so drafts are
  * both accepted and rejected), with a repetition penalty (the sampler's history across
- * rejections), until the context is full, and stopped by the callback. With a fixed draft
+ * rejections), until the context is full, and stopped by the callback; afterwards the KV cache
+ * holds exactly the positions the one-token loop leaves. With a fixed draft
  * length the oracle drafter's drafted / accepted / pass counts are exactly those a
  * simulation of the rule predicts (the longest agreeing prefix plus the target's token).
  *
@@ -83,6 +84,25 @@ static void s_simulate(const int32_t *base, const int32_t *oracle, size_t n, uin
 	}
 }
 
+/* After a drafted generation the KV cache holds what the one-token loop leaves: the prompt and
+ * every generated token but the last. A step (slot 0, the generation's context) may keep
+ * exactly that many positions and not one more (-EINVAL: past what the slot holds). */
+static void s_cache_check(struct ns_engine *e, size_t n_gen, const char *what)
+{
+	int32_t *ids = NULL, tok = 1;
+	size_t n_prompt = 0;
+	struct ns_engine_seq q = { .slot = 0, .tokens = &tok, .n = 1 };
+
+	RT_CHECK(ns_engine_tokenize(e, s_prompt, true, &ids, &n_prompt) == 0, "tokenize");
+	free(ids);
+	q.keep = (uint32_t)(n_prompt + n_gen);
+	RT_CHECK(ns_engine_step(e, &q, 1) == -EINVAL, "%s: the KV cache holds more than the "
+		 "prompt and all but the last generated token", what);
+	q.keep = (uint32_t)(n_prompt + n_gen - 1);
+	RT_CHECK(ns_engine_step(e, &q, 1) == 0, "%s: the KV cache holds less than the prompt "
+		 "and all but the last generated token: %s", what, ns_engine_error(e));
+}
+
 static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngram_accepts)
 {
 	struct ns_engine_opts o;
@@ -146,6 +166,7 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 			 "%u, the rule gives %u %u %u of %zu", what, st.drafted, st.accepted,
 			 st.draft_passes, st.n_decode, sd, sa, sp, base.n - 1 - sa);
 		RT_CHECK(sa > 0 && sa < sd, "%s: the oracle drafts must be both kept and not", what);
+		s_cache_check(e, out.n, what);
 		printf("ok %s: %u drafted, %u accepted, %u passes (as the rule predicts)\n", what,
 		       sd, sa, st.n_decode);
 	}
