@@ -372,7 +372,8 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		ev.flags |= NS_EVAL_FORCED;
 		ev.n_predict = r->n_forced;
 	}
-	if (r->g && r->g->draft && (rc = s_draft_block(e, r->g, &ev)) < 0)
+	/* (nothing to generate: nothing to draft; nscompute sends SPEC only after generating) */
+	if (r->g && r->g->draft && ev.n_predict && (rc = s_draft_block(e, r->g, &ev)) < 0)
 		return rc;
 	sz = ns_cmsg_size_eval_msg(&ev);
 	if (!(buf = malloc(sz)))

@@ -16,7 +16,8 @@
  *                           logits of every evaluated position come back as LOGITS)
  *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
  *                    LOGITS per position (LOGITS_ALL only)
- *                    SPEC   (EVAL with DRAFT only) drafted and accepted tokens, passes
+ *                    SPEC   (EVAL with DRAFT and n_predict > 0) drafted and accepted
+ *                           tokens, passes
  *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
  *   ctl -> compute   STOP   (during a generation) stop after the current token: DONE
  *   ctl -> compute   QUIT   exit 0

@@ -170,6 +170,10 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 		printf("ok %s: %u drafted, %u accepted, %u passes (as the rule predicts)\n", what,
 		       sd, sa, st.n_decode);
 	}
+	d.n_predict = 0; /* the prompt only: nothing to draft */
+	s_gen(e, &d, &out, &st, "oracle with -n 0");
+	RT_CHECK(out.n == 0 && !st.draft, "-n 0 with a drafter: %zu tokens", out.n);
+	d.n_predict = S_N;
 	d.draft_min = d.draft_max = 0; /* adaptive */
 	s_gen(e, &d, &out, &st, "oracle adaptive");
 	s_same(&base, &out, "oracle adaptive");
