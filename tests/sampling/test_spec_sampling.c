@@ -18,7 +18,7 @@
 #include "sampling.h"
 
 #define NV 512     /* stories260K's vocabulary */
-#define DRAWS 40000
+#define DRAWS 20000
 
 struct s_set {
 	const char *name;
