@@ -246,15 +246,17 @@ int main(int argc, char **argv)
 	       "x one-token | x roofline |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
 	for (uint32_t a = 0; a <= o.n_alpha; a++) {
 		double t = s_med(rows[a].tok_s, o.reps);
+		char x_roof[32] = "n/a";
 
+		if (roof > 0)
+			snprintf(x_roof, sizeof(x_roof), "%.2f", t / roof);
 		if (a == 0)
 			printf("| one-token | - ");
 		else
 			printf("| drafted | %.2f ", o.alpha[a - 1]);
-		printf("| %.2f | %.4f | %.2f | %.3f | %.2f | %s%.2f |\n", t, s_med(rows[a].gb, o.reps),
+		printf("| %.2f | %.4f | %.2f | %.3f | %.2f | %s |\n", t, s_med(rows[a].gb, o.reps),
 		       a ? s_med(rows[a].acc, o.reps) : 0.0, s_med(rows[a].ppt, o.reps),
-		       one_tok_s > 0 ? t / one_tok_s : 0, roof > 0 ? "" : "n/a ",
-		       roof > 0 ? t / roof : 0);
+		       one_tok_s > 0 ? t / one_tok_s : 0, x_roof);
 	}
 	printf("\nevery drafted run gave the one-token decode's %u tokens\n", base.n);
 	rc = 0;
