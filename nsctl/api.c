@@ -45,6 +45,14 @@ static int s_load_meta(struct ns_engine *e)
 		return -EINVAL;
 	tpl = ns_gguf_get_str(ns_model_meta(e->m), "tokenizer.chat_template");
 	e->fam = ns_chat_family_detect(tpl);
+	if (e->o.chat_template) {
+		e->fam = ns_chat_family_from_name(e->o.chat_template);
+		if (e->fam == NS_CHAT_UNKNOWN)
+			return ns_errf(e->err, sizeof(e->err), "chat template '%s': not a family "
+				       "name we know", e->o.chat_template), -EINVAL;
+		e->o.chat_template = NULL; /* the caller's string is not kept */
+		tpl = ns_chat_family_name(e->fam);
+	}
 	if (e->o.reasoning_effort) {
 		static const char *const eff[] = { "low", "medium", "high" };
 		const char *r = e->o.reasoning_effort;
@@ -491,7 +499,8 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 	rc = ns_engine_chat_prompt(e, msgs, n, &text);
 	if (rc < 0)
 		return rc;
-	rc = ns_tok_encode(e->tok, text, strlen(text), false, true, &ids, &n_ids);
+	rc = ns_tok_encode(e->tok, text, strlen(text), ns_chat_family_adds_bos(e->fam), true, &ids,
+			   &n_ids);
 	free(text);
 	if (rc < 0)
 		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"), rc;

@@ -92,6 +92,10 @@ struct ns_engine_opts {
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is
 				       * not harmony, fails the load with -EINVAL */
+	/* Chat template family by name (chat.h's names: "chatml", "llama2", "qwen3", ...) used
+	 * instead of the one the model's tokenizer.chat_template names; an unknown name fails
+	 * the load (-EINVAL). NULL: the model's. */
+	const char *chat_template;
 	/* Expert hit statistics file (nsplan's stats format, plan_stats.h), MoE models only:
 	 * nsrouter keeps it up to date with every token's routing; nsplan plans from
 	 * "<expert_stats>.plan" (written by ns_engine_warmup; created empty at start). The

@@ -1,6 +1,7 @@
 /* chat.c - the chat formats of the families in chat.h, written out in C. Each renderer
  * follows its Jinja template statement by statement; comments quote the template logic. */
 #include "chat.h"
+#include "chat_lcpp.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -417,6 +418,8 @@ enum ns_chat_family ns_chat_family_detect(const char *tpl)
 {
 	if (!tpl)
 		return NS_CHAT_UNKNOWN;
+	if (ns_chat_family_from_name(tpl) != NS_CHAT_UNKNOWN)
+		return ns_chat_family_from_name(tpl);
 	if (strstr(tpl, "<|start|>") && strstr(tpl, "<|channel|>") && strstr(tpl, "<|message|>"))
 		return NS_CHAT_GPTOSS;
 	if (strstr(tpl, "<|im_start|>") && strstr(tpl, "<think>") && strstr(tpl, "</think>"))
@@ -428,13 +431,22 @@ enum ns_chat_family ns_chat_family_detect(const char *tpl)
 	}
 	if (strstr(tpl, "<start_of_turn>") && strstr(tpl, "<end_of_turn>"))
 		return NS_CHAT_GEMMA;
-	return NS_CHAT_UNKNOWN;
+	return ns_chat_lcpp_detect(tpl);
 }
 
 static const char *const s_names[] = {
 	[NS_CHAT_UNKNOWN] = "unknown", [NS_CHAT_QWEN3] = "qwen3", [NS_CHAT_LLAMA3] = "llama3",
 	[NS_CHAT_GEMMA] = "gemma",     [NS_CHAT_GPTOSS] = "gptoss",  [NS_CHAT_LLAMA31] = "llama31",
 	[NS_CHAT_LLAMA32] = "llama32",
+	[NS_CHAT_CHATML] = "chatml", [NS_CHAT_PHI4] = "phi4", [NS_CHAT_MISTRAL_V1] = "mistral-v1",
+	[NS_CHAT_MISTRAL_V3] = "mistral-v3", [NS_CHAT_MISTRAL_V3_TEKKEN] = "mistral-v3-tekken",
+	[NS_CHAT_MISTRAL_V7] = "mistral-v7", [NS_CHAT_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
+	[NS_CHAT_LLAMA2] = "llama2", [NS_CHAT_LLAMA2_SYS] = "llama2-sys",
+	[NS_CHAT_LLAMA2_SYS_BOS] = "llama2-sys-bos", [NS_CHAT_LLAMA2_SYS_STRIP] = "llama2-sys-strip",
+	[NS_CHAT_PHI3] = "phi3", [NS_CHAT_ZEPHYR] = "zephyr", [NS_CHAT_VICUNA] = "vicuna",
+	[NS_CHAT_VICUNA_ORCA] = "vicuna-orca", [NS_CHAT_DEEPSEEK] = "deepseek",
+	[NS_CHAT_DEEPSEEK2] = "deepseek2", [NS_CHAT_DEEPSEEK3] = "deepseek3",
+	[NS_CHAT_COMMAND_R] = "command-r",
 };
 
 const char *ns_chat_family_name(enum ns_chat_family f)
@@ -501,10 +513,15 @@ int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t
 	case NS_CHAT_GPTOSS:
 		rc = s_gptoss(&b, msgs, n, gen, o, o->date ? o->date : today, err, errlen);
 		break;
-	default:
-		ns_errf(err, errlen, "chat: unknown chat template family");
-		rc = -EINVAL;
+	default: { /* llama.cpp's built-in families, or none */
+		char *t = NULL;
+
+		rc = ns_chat_lcpp_render(f, msgs, n, gen, &t, err, errlen);
+		if (rc == 0)
+			s_puts(&b, t);
+		free(t);
 		break;
+	}
 	}
 	if (!rc && b.oom) {
 		ns_errf(err, errlen, "chat: out of memory");
