@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <histedit.h>
 #include <locale.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include "hub.h"
 
@@ -23,6 +25,46 @@ static char *s_prompt(EditLine *el)
 
 	el_get(el, EL_CLIENTDATA, &li);
 	return (char *)(li ? li->prompt : "> ");
+}
+
+/* libedit's character reader: stdin polled every 100 ms so a Ctrl-C (li->stop set by the
+ * handler) ends the read even when the signal came before read() blocked, which libedit's own
+ * reader would wait through. Multibyte input by the locale. 1, 0 at EOF, -1 to stop. */
+static int s_getc(EditLine *el, wchar_t *wc)
+{
+	struct line_input *li = NULL;
+	mbstate_t st;
+	char c;
+
+	el_get(el, EL_CLIENTDATA, &li);
+	memset(&st, 0, sizeof(st));
+	for (;;) {
+		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+		ssize_t n;
+		size_t k;
+		int r;
+
+		if (li && li->stop && *li->stop)
+			return -1;
+		r = poll(&p, 1, 100);
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (r <= 0)
+			continue;
+		n = read(STDIN_FILENO, &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -1 : 0;
+		k = mbrtowc(wc, &c, 1, &st);
+		if (k == (size_t)-2)
+			continue; /* inside a character */
+		if (k == (size_t)-1) { /* not in the locale's encoding: the byte as it is */
+			memset(&st, 0, sizeof(st));
+			*wc = (wchar_t)(unsigned char)c;
+		}
+		return 1;
+	}
 }
 
 /* $XDG_STATE_HOME/neurostream/chat_history or ~/.local/state/neurostream/chat_history, its
@@ -72,6 +114,7 @@ int line_input_open(struct line_input *li, volatile sig_atomic_t *stop)
 	el_set(el, EL_HIST, history, h);
 	el_set(el, EL_CLIENTDATA, li);
 	el_set(el, EL_PROMPT, s_prompt);
+	el_set(el, EL_GETCFN, s_getc);
 	el_source(el, NULL); /* ~/.editrc, as other libedit programs */
 	s_hist_path(li->hist_path, sizeof(li->hist_path));
 	if (li->hist_path[0])
