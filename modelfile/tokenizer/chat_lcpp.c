@@ -61,7 +61,18 @@ enum ns_chat_family ns_chat_lcpp_detect(const char *t)
 
 bool ns_chat_family_adds_bos(enum ns_chat_family f)
 {
-	return f >= NS_CHAT_CHATML && f <= NS_CHAT_DEEPSEEK3;
+	static const enum ns_chat_family mine[] = {
+		NS_CHAT_CHATML, NS_CHAT_PHI4, NS_CHAT_MISTRAL_V1, NS_CHAT_MISTRAL_V3,
+		NS_CHAT_MISTRAL_V3_TEKKEN, NS_CHAT_MISTRAL_V7, NS_CHAT_MISTRAL_V7_TEKKEN,
+		NS_CHAT_LLAMA2, NS_CHAT_LLAMA2_SYS, NS_CHAT_LLAMA2_SYS_BOS, NS_CHAT_LLAMA2_SYS_STRIP,
+		NS_CHAT_PHI3, NS_CHAT_ZEPHYR, NS_CHAT_VICUNA, NS_CHAT_VICUNA_ORCA, NS_CHAT_DEEPSEEK,
+		NS_CHAT_DEEPSEEK2, NS_CHAT_DEEPSEEK3, NS_CHAT_COMMAND_R,
+	};
+
+	for (size_t i = 0; i < NS_ARRAY_LEN(mine); i++)
+		if (f == mine[i])
+			return true;
+	return false;
 }
 
 /* content with leading and trailing ASCII whitespace removed (C isspace, as llama.cpp's
