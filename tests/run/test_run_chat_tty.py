@@ -13,7 +13,8 @@ what piped sessions given the same turns print:
   - Ctrl-C during a reply ends that reply (the prompt comes back, /save works, /quit exits 0);
     at the prompt it ends the session (exit 130);
   - refusals before any process starts: no template and no --chat-template; a template file of
-    no family we know.
+    no family we know;
+  - a llama.cpp family on a vocabulary that asks for BOS: BOS is evaluated first.
 argv: nsctl."""
 import json
 import os
@@ -261,11 +262,30 @@ def test_refusals():
     return "refused before any process: no template, a template of no family; a file accepted"
 
 
+def test_bos():
+    """A llama.cpp family (no BOS text in the rendering) on a vocabulary that asks for BOS: the
+    prompt evaluated is `nsctl tokenize --chat --add-special`'s (BOS first), as llama.cpp
+    encodes it."""
+    llama = os.path.join(os.path.dirname(MODEL), "tiny-llama-F32.gguf")
+    rt.require_model(llama)
+    ids = subprocess.run([NSCTL, "tokenize", llama, "--chat", "--chat-template", "chatml",
+                          "--add-special", "--ids", "hello there"], capture_output=True,
+                         timeout=30).stdout.decode()
+    n_ids = len(json.loads(ids)) if ids.startswith("[") else -1
+    r = subprocess.run([NSCTL, "run", llama, "--chat", "--chat-template", "chatml", "-n", "1",
+                        "--temp", "0", "--mem-budget", "1MB", "-c", "512", "--no-plan"],
+                       env=ENV, input=b"hello there\n", capture_output=True, timeout=60)
+    m = re.search(rb"prefill (\d+) tok", r.stderr)
+    check(r.returncode == 0 and m and int(m.group(1)) == n_ids,
+          "BOS: prefill %s tokens, tokenize --add-special %d" % (m.group(1) if m else None, n_ids))
+    return "chatml on a BOS vocabulary: %d prompt tokens, BOS included" % n_ids
+
+
 def main():
     import faulthandler
-    faulthandler.dump_traceback_later(120, exit=True)
+    faulthandler.dump_traceback_later(240, exit=True)  # a hang says where
     rt.require_model(MODEL)
-    for test in (test_refusals, test_editing_history, test_reset, test_save_load,
+    for test in (test_refusals, test_bos, test_editing_history, test_reset, test_save_load,
                  test_multiline, test_ctrl_c):
         before = len(rt.failures)
         what = test()
