@@ -47,7 +47,6 @@ struct s_opts {
 	const char *model, *prompt, *system;
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
-	const char *chat_template; /* --chat-template: a family name (chat_repl.h) */
 	const char *warmup;       /* --warmup: prompt whose expert hits pin experts in RAM */
 	char stats_tmp[64];       /* the statistics file we made for --warmup ("" if none) */
 	struct nsctl_engine_args ea; /* the pipeline's flags (engine_flags.h) */
@@ -67,9 +66,7 @@ static void s_usage(FILE *f)
 		"  --chat                interactive conversation on stdin with the model's chat\n"
 		"                        template: line editing and history on a terminal,\n"
 		"                        /reset, /save FILE, /load FILE, /quit (README: Chat)\n"
-		"  --chat-template NAME|FILE  the chat template family (chatml, llama2, llama3,\n"
-		"                        mistral-v7, phi3, qwen3, ...) or a Jinja file whose family\n"
-		"                        is recognised from its text; default: the model's\n"
+
 		"  --system TEXT         system message for --chat (and for -p with a harmony model)\n"
 		"harmony (gpt-oss chat template): -p is sent as a user message with the template;\n"
 		"  the final channel goes to stdout, the analysis and commentary channels to stderr\n"
@@ -152,9 +149,6 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->prompt = v;
 		} else if (!strcmp(a, "--system")) {
 			o->system = v;
-		} else if (!strcmp(a, "--chat-template")) {
-			rc = chat_template_arg(S_WHO, v, &o->chat_template);
-			o->ea.eo.chat_template = o->chat_template;
 		} else if (!strcmp(a, "--warmup")) {
 			o->warmup = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
@@ -273,7 +267,7 @@ static int s_check_model(const struct s_opts *o)
 	char err[NS_ERR_LEN];
 	int rc = 0;
 
-	if (!o->warmup && !o->final_only && !(o->chat && !o->chat_template))
+	if (!o->warmup && !o->final_only && !(o->chat && !o->ea.eo.chat_template))
 		return 0;
 	if (ns_model_open(o->model, &m, err, sizeof(err)) < 0)
 		return 0;
@@ -293,7 +287,7 @@ static int s_check_model(const struct s_opts *o)
 			rc = -EINVAL;
 		}
 	}
-	if (!rc && o->chat && !o->chat_template) {
+	if (!rc && o->chat && !o->ea.eo.chat_template) {
 		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
 
 		if (ns_chat_family_detect(tpl) == NS_CHAT_UNKNOWN) {

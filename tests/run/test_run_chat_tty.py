@@ -14,7 +14,8 @@ what piped sessions given the same turns print:
     at the prompt it ends the session (exit 130);
   - refusals before any process starts: no template and no --chat-template; a template file of
     no family we know;
-  - a llama.cpp family on a vocabulary that asks for BOS: BOS is evaluated first.
+  - a llama.cpp family on a vocabulary that asks for BOS: BOS is evaluated first;
+  - nsctl serve --chat-template answers as run --chat.
 argv: nsctl."""
 import json
 import os
@@ -168,27 +169,39 @@ def test_reset():
 
 def test_save_load():
     save = os.path.join(TMP, "conv.json")
-    t = Tty(["-n", "8"])
+    t = Tty(["-n", "6"])
     t.line("hello there")
     t.line("and again")
     t.line("/save " + save)
     code1, out1 = t.end("/quit\r")
-    t = Tty(["-n", "8"])
+    t = Tty(["-n", "6"])
     t.line("/load " + save)
+    again = os.path.join(TMP, "conv2.json")
+    t.line("/save " + again)  # the loaded conversation, byte for byte
     t.line("third one")
     code2, out2 = t.end(CTRL_D)
-    want = piped(["hello there", "and again", "third one"], ["-n", "8"])
+    want = piped(["hello there", "and again", "third one"], ["-n", "6"])
     check(code1 == 0 and code2 == 0, "/save, /load: exits %s %s" % (code1, code2))
     check(out1 + out2 == want, "/load: replies %r + %r, one session %r" % (out1, out2, want))
-    bad = os.path.join(TMP, "bad.json")
-    with open(bad, "w") as f:
-        f.write('{"messages": [{"role": "user"}]}')
-    t = Tty(["-n", "8"])
-    t.line("/load " + bad)
+    with open(save, "rb") as f, open(again, "rb") as g:
+        check(f.read() == g.read(), "/load then /save: the files differ")
+    # the second reply of the random tiny model is not UTF-8: kept exactly in content_hex
+    with open(save) as f:
+        check(any("content_hex" in m for m in json.load(f)["messages"]),
+              "no reply that is not UTF-8 saved: the content_hex path is not tested")
+    bad = os.path.join(TMP, "bad%d.json")
+    for i, text in enumerate(['{"messages": [{"role": "user"}]}',
+                              '{"messages": [{"role": "user", "content": "a", '
+                              '"content_hex": "6z"}]}', '{"messages": ']):
+        with open(bad % i, "w") as f:
+            f.write(text)
+    t = Tty(["-n", "6"])
+    for i in range(3):
+        t.line("/load " + bad % i)
     t.line("/load " + os.path.join(TMP, "missing.json"))
     code, _ = t.end("/quit\r")
-    check(code == 0 and t.buf.count(b"(conversation unchanged)") == 2,
-          "/load of a bad and a missing file: exit %s, %r" % (code, t.buf[-400:]))
+    check(code == 0 and t.buf.count(b"(conversation unchanged)") == 4,
+          "/load of bad and missing files: exit %s, %r" % (code, t.buf[-400:]))
     return "/save, /quit, /load in a new session continues identically; bad files refused"
 
 
@@ -281,11 +294,48 @@ def test_bos():
     return "chatml on a BOS vocabulary: %d prompt tokens, BOS included" % n_ids
 
 
+def test_serve():
+    """nsctl serve --chat-template chatml answers a chat as run --chat does."""
+    import socket
+    import urllib.error
+    import urllib.request
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    args = [a for a in ARGS if a not in ("--temp", "0")]  # temperature: the request's
+    p = subprocess.Popen([NSCTL, "serve", MODEL, "--port", str(port)] + args, env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    body = json.dumps({"model": "tiny-qwen3-F32", "max_tokens": 6, "temperature": 0,
+                       "messages": [{"role": "user", "content": "hello there"}]}).encode()
+    got = None
+    try:
+        for _ in range(300):  # until it listens
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/v1/chat/completions" % port,
+                                            body, timeout=30) as r:
+                    got = json.load(r)["choices"][0]["message"]["content"]
+                break
+            except urllib.error.HTTPError as e:
+                got = "HTTP %d: %s" % (e.code, e.read()[:200])
+                break
+            except OSError:
+                time.sleep(0.1)
+            if p.poll() is not None:
+                break
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=30)[1]
+    want = piped(["hello there"], ["-n", "6"]).decode(errors="replace").rstrip("\n")
+    check(got == want, "serve --chat-template: %r, run --chat %r; serve said %r" %
+          (got, want, err[-300:]))
+    return "serve --chat-template chatml: the reply of run --chat"
+
+
 def main():
     import faulthandler
     faulthandler.dump_traceback_later(240, exit=True)  # a hang says where
     rt.require_model(MODEL)
-    for test in (test_refusals, test_bos, test_editing_history, test_reset, test_save_load,
+    for test in (test_refusals, test_bos, test_serve, test_editing_history, test_reset, test_save_load,
                  test_multiline, test_ctrl_c):
         before = len(rt.failures)
         what = test()
