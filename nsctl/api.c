@@ -365,8 +365,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 			}
 		}
 		e->rejected++;
-		fprintf(stderr, "nsctl: malformed message from nscompute rejected (%zu bytes)\n",
-			len);
+		nse_log(NS_LOG_WARN, "malformed message from nscompute rejected (%zu bytes)", len);
 		zmq_msg_close(&msg);
 	}
 	if (dt && rc == 0) {

@@ -40,6 +40,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library's version (meson.build's project version; meson checks they agree). The
+ * shared library's soname carries the major number. */
+#define NS_VERSION_MAJOR 0
+#define NS_VERSION_MINOR 1
+#define NS_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct ns_engine;
 
 enum ns_engine_proc {
@@ -237,5 +247,67 @@ void ns_engine_cancel(struct ns_engine *e);
 
 /* One line about the last failure. */
 const char *ns_engine_error(const struct ns_engine *e);
+
+/* ---- Version, logging, vocabulary, metadata (for embedders) ----
+ * Threads: ns_version and ns_log_set may be called from any thread at any time; the
+ * accessors below only read what the load fixed, so they may be called from any thread while
+ * the engine lives, also during a generate call on another thread. */
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded (the macros above are the header's). */
+const char *ns_version(void);
+
+enum ns_log_level {
+	NS_LOG_INFO = 0,
+	NS_LOG_WARN = 1,   /* a helper process restarted or given up on */
+	NS_LOG_ERROR = 2,
+};
+
+/* One line (no newline, no prefix) the library would otherwise print on stderr as
+ * "neurostream: LINE". Called on the thread of the engine call that noticed it. */
+typedef void (*ns_log_fn)(enum ns_log_level level, const char *line, void *user);
+
+/* Route the library's lines to fn (NULL: back to stderr), for every engine of the process.
+ * The child processes keep writing their own lines on stderr. */
+void ns_log_set(ns_log_fn fn, void *user);
+
+/* Special tokens, -1 when the vocabulary has none. */
+int32_t ns_engine_token_bos(const struct ns_engine *e);
+int32_t ns_engine_token_eos(const struct ns_engine *e);
+int32_t ns_engine_token_eot(const struct ns_engine *e);    /* end of turn */
+/* Does id end a generation (EOS, EOT and the template's other stop tokens)? */
+bool ns_engine_token_is_eog(const struct ns_engine *e, int32_t id);
+
+/* The bytes token id stands for in text (special: CONTROL tokens as their text, e.g.
+ * "<|im_end|>", instead of nothing). *piece stays valid while e lives; not NUL-terminated.
+ * Returns 0 or -EINVAL (id out of range). */
+int ns_engine_token_piece(const struct ns_engine *e, int32_t id, bool special,
+			  const char **piece, size_t *len);
+
+/* The token's raw vocabulary entry ("\u0120the", "<|im_end|>"), or NULL out of range. */
+const char *ns_engine_token_text(const struct ns_engine *e, int32_t id);
+
+/* Ids to text as llama_detokenize: pieces joined, SentencePiece's leading space removed.
+ * remove_special: drop BOS/EOS; unparse_special: render CONTROL tokens as text. *out is
+ * malloc'd and NUL-terminated (the caller frees; *len counts bytes, which may include NULs).
+ * Returns 0, -EINVAL (an id out of range) or -ENOMEM. */
+int ns_engine_detokenize(const struct ns_engine *e, const int32_t *ids, size_t n,
+			 bool remove_special, bool unparse_special, char **out, size_t *len);
+
+/* Model metadata (the GGUF's key/value pairs; a Hugging Face checkpoint's mapped ones):
+ * the number of keys, the i-th key (NULL out of range), and a key's value as text into buf
+ * (strings as they are, numbers in decimal, booleans true/false, arrays as
+ * "[array of N TYPE]"). ns_engine_meta_str returns the length of the whole text (as snprintf:
+ * buf may have been too short), or -ENOENT when the key is absent. */
+uint64_t ns_engine_meta_count(const struct ns_engine *e);
+const char *ns_engine_meta_key(const struct ns_engine *e, uint64_t i);
+int ns_engine_meta_str(const struct ns_engine *e, const char *key, char *buf, size_t len);
+
+/* The options the engine runs with, defaults resolved (budgets, n_ctx, backend, lookahead;
+ * string members point into e). */
+void ns_engine_get_opts(const struct ns_engine *e, struct ns_engine_opts *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
