@@ -420,7 +420,7 @@ int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_
 int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 			  char **out)
 {
-	struct ns_chat_opts co = { .enable_thinking = true, /* the templates' default */
+	struct ns_chat_opts co = { .enable_thinking = !e->no_think, /* on: the templates' default */
 				   .reasoning_effort = e->o.reasoning_effort };
 	struct ns_chat_msg *cm;
 	int rc;

@@ -8,6 +8,7 @@
 #include "engine_internal.h"
 #include "gguf.h"
 #include "model.h"
+#include "ns_util.h"
 #include "tokenizer.h"
 
 #define S_STR(x) #x
@@ -105,4 +106,24 @@ void ns_engine_get_opts(const struct ns_engine *e, struct ns_engine_opts *out)
 {
 	*out = e->o;
 	out->n_ctx = e->n_ctx;
+}
+
+void ns_engine_set_thinking(struct ns_engine *e, bool on)
+{
+	e->no_think = !on;
+}
+
+int ns_parse_size(const char *text, uint64_t *out)
+{
+	return ns_parse_bytes(text, out);
+}
+
+size_t ns_engine_opts_size(void)
+{
+	return sizeof(struct ns_engine_opts);
+}
+
+size_t ns_gen_params_size(void)
+{
+	return sizeof(struct ns_gen_params);
 }

@@ -159,6 +159,20 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 	return out;
 }
 
+static void s_tokenize_usage(FILE *f)
+{
+	fprintf(f, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] "
+		"[--chat [--system S] [--no-think] [--chat-date YYYY-MM-DD] [--reasoning[-effort] E] "
+		"[--chat-template FAMILY] [--print-prompt]] [--] TEXT   (TEXT - reads standard "
+		"input)\n");
+}
+
+static void s_detokenize_usage(FILE *f)
+{
+	fprintf(f, "usage: nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] "
+		"[--] IDS...   (IDS - reads standard input)\n");
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
 	bool json = false, ids_only = false, add_special = false, parse_special = false;
@@ -172,7 +186,10 @@ int cmd_tokenize(int argc, char **argv)
 	int i, rc, first_text = -1;
 
 	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			s_tokenize_usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--")) {
 			first_text = i + 1;
 			break;
 		} else if (!strcmp(argv[i], "--json")) {
@@ -226,10 +243,7 @@ int cmd_tokenize(int argc, char **argv)
 		return 2;
 	}
 	if (!model || first_text < 0 || first_text >= argc) {
-		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
-			"[--parse-special] [--chat [--system S] [--no-think] [--chat-date YYYY-MM-DD] "
-			"[--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
-			"(TEXT - reads standard input)\n");
+		s_tokenize_usage(stderr);
 		return 2;
 	}
 	if (first_text == argc - 1 && !strcmp(argv[first_text], "-")) {
@@ -380,7 +394,11 @@ int cmd_detokenize(int argc, char **argv)
 	int i, rc = 0;
 
 	for (i = 1; i < argc && !rc; i++) {
-		if (!dash && !strcmp(argv[i], "--")) {
+		if (!dash && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+			free(ids);
+			s_detokenize_usage(stdout);
+			return 0;
+		} else if (!dash && !strcmp(argv[i], "--")) {
 			dash = true;
 		} else if (!dash && !strcmp(argv[i], "--json")) {
 			json = true;
@@ -424,8 +442,7 @@ int cmd_detokenize(int argc, char **argv)
 			fprintf(stderr, "nsctl detokenize: bad ids '%s': ids are integers 0..%d\n",
 				bad, INT32_MAX);
 		else
-			fprintf(stderr, "usage: nsctl detokenize MODEL [--json] [--remove-special] "
-				"[--hide-special] [--] IDS...   (IDS - reads standard input)\n");
+			s_detokenize_usage(stderr);
 		free(ids);
 		return 2;
 	}

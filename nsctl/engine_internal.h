@@ -71,6 +71,7 @@ struct ns_engine {
 	size_t n_hist, hist_cap;
 	struct ns_engine_stats st;
 	volatile sig_atomic_t cancelled;
+	bool no_think;                /* chat: the template's thinking switched off */
 	uint64_t rejected;            /* malformed messages from nscompute */
 	uint64_t t_supervise;         /* ns_now_ns() of the last child check */
 	char err[512];

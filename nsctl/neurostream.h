@@ -302,6 +302,20 @@ uint64_t ns_engine_meta_count(const struct ns_engine *e);
 const char *ns_engine_meta_key(const struct ns_engine *e, uint64_t i);
 int ns_engine_meta_str(const struct ns_engine *e, const char *key, char *buf, size_t len);
 
+/* Chat templates with a thinking switch (Qwen3's enable_thinking): off makes
+ * ns_engine_chat and ns_engine_chat_prompt render the empty think block, so the model
+ * answers directly. On by default, as the templates are. */
+void ns_engine_set_thinking(struct ns_engine *e, bool on);
+
+/* Parse a size as nsctl's options do ("512MB", "6GB", "1.5GiB", "4096"; binary units: 1MB =
+ * 1 MiB). Returns 0 with *out, -EINVAL (not a size) or -ERANGE (too large). */
+int ns_parse_size(const char *text, uint64_t *out);
+
+/* sizeof(struct ns_engine_opts), sizeof(struct ns_gen_params) of the library as built, so
+ * bindings that mirror the structs (ctypes) can refuse a library they do not match. */
+size_t ns_engine_opts_size(void);
+size_t ns_gen_params_size(void);
+
 /* The options the engine runs with, defaults resolved (budgets, n_ctx, backend, lookahead;
  * string members point into e). */
 void ns_engine_get_opts(const struct ns_engine *e, struct ns_engine_opts *out);
