@@ -17,6 +17,8 @@
 void ns_engine_opts_default(struct ns_engine_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->mem_budget = NS_BUDGET_AUTO; /* as nsctl run: api_budgets.c */
+	o->ram_budget = NS_BUDGET_AUTO;
 	o->lookahead = -1;
 	o->run_ahead = -1;
 }
@@ -91,6 +93,7 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		   char *err, size_t errlen)
 {
 	struct ns_engine *e = calloc(1, sizeof(*e));
+	uint32_t n_ctx_asked;
 	int rc;
 
 	*out = NULL;
@@ -100,6 +103,7 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		e->o = *o;
 	else
 		ns_engine_opts_default(&e->o);
+	n_ctx_asked = e->o.n_ctx;
 	if (!e->o.n_ctx)
 		e->o.n_ctx = 4096;
 	if (e->o.lookahead < 0) /* as nsctl info / plan assume for the smallest budget */
@@ -145,6 +149,8 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			rc = -EINVAL;
 		if (rc == 0 && e->o.run_ahead < 0) /* dense: read ahead; MoE: nsrouter does */
 			e->o.run_ahead = ns_model_find(e->m, "blk.0.ffn_gate_exps.weight") == NULL;
+		if (rc == 0)
+			rc = nse_budgets_resolve(e, n_ctx_asked);
 		if (rc == 0 && !e->o.mem_budget) {
 			/* enough for the whole model plus slack, at most 512 MiB: a small model
 			 * does not pay for mapping a large arena */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,14 +74,32 @@ static uint64_t s_layer_expert_bytes(const struct ns_model *m, const struct ns_h
 	return total / hp->n_layer / hp->n_expert * hp->n_expert_used;
 }
 
+/* A refusal's one line: into a->err when the caller gave a buffer (the library), else on
+ * stderr after "who: " (the commands). */
+static void __attribute__((format(printf, 2, 3))) s_refuse(const struct nsctl_budget_req *a,
+							   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (a->err) {
+		vsnprintf(a->err, a->errlen, fmt, ap);
+	} else {
+		fprintf(stderr, "%s: ", a->who);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
 /* The line for an arena under the smallest workable one. */
-static void s_say_small_arena(const char *who, const struct ns_model *m,
+static void s_say_small_arena(const struct nsctl_budget_req *a, const struct ns_model *m,
 			      const struct ns_summary *sum, uint64_t mem)
 {
 	char s[2][32];
 
-	fprintf(stderr, "%s: --mem-budget %s is below the smallest workable arena: --mem-budget %"
-		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n", who,
+	s_refuse(a, "--mem-budget %s is below the smallest workable arena: --mem-budget %"
+		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)",
 		ns_format_bytes(mem, s[0], 32), sum->min_mem_budget,
 		ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
 		m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
@@ -104,23 +123,21 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 			a->b.reserve_vram = gpu_fixed;
 		if (a->b.reserve_vram < gpu_fixed || a->b.vram < a->b.reserve_vram) {
 			uint64_t least = a->b.reserve_vram > gpu_fixed ? a->b.reserve_vram : gpu_fixed;
-			fprintf(stderr, "%s: ", a->who);
-			fprintf(stderr, "--vram-budget %s with reserve %s cannot hold the "
+			s_refuse(a, "--vram-budget %s with reserve %s cannot hold the "
 				"GPU fixed set %s (KV cache, scratch, vectors and staging at -c %u); smallest "
 				"workable: "
-				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64 "\n",
+				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64,
 				ns_format_bytes(a->b.vram, s[0], 32),
 				ns_format_bytes(a->b.reserve_vram, s[1], 32),
 				ns_format_bytes(gpu_fixed, s[2], 32), fx->n_ctx, least, gpu_fixed);
 			return 2;
 		}
 	} else if (a->reserve_given && a->b.reserve_vram) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "--reserve-vram needs a --vram-budget\n");
+		s_refuse(a, "--reserve-vram needs a --vram-budget");
 		return 2;
 	}
 	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
-		s_say_small_arena(a->who, m, sum, a->b.mem);
+		s_say_small_arena(a, m, sum, a->b.mem);
 		return 2;
 	}
 	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
@@ -131,12 +148,11 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		if (*probed && (ovf || need > probe->available)) {
 			uint64_t room = probe->available > fx->total + a->b.mem ?
 					probe->available - fx->total - a->b.mem : 0;
-			fprintf(stderr, "%s: ", a->who);
-			fprintf(stderr, "--ram-budget %s + --mem-budget %s + the fixed set %s "
+			s_refuse(a, "--ram-budget %s + --mem-budget %s + the fixed set %s "
 				"(KV cache, scratch, processes at -c %u) exceed the %s available; "
 				"smallest workable: --mem-budget %" PRIu64 " --ram-budget 0 with %" PRIu64
 				" bytes available%s; at this --mem-budget the largest --ram-budget is %"
-				PRIu64 "\n", ns_format_bytes(a->b.ram, s[0], 32),
+				PRIu64, ns_format_bytes(a->b.ram, s[0], 32),
 				ns_format_bytes(a->b.mem, s[1], 32), ns_format_bytes(fx->total, s[2], 32),
 				fx->n_ctx, ns_format_bytes(probe->available, s[3], 32),
 				sum->min_mem_budget, least,
@@ -146,8 +162,7 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		return 0;
 	}
 	if (!*probed) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "%s\n", err);
+		s_refuse(a, "%s", err);
 		return 2;
 	}
 	struct nsplan_default_in in = {
@@ -162,8 +177,7 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	uint64_t vram_w = a->b.vram - a->b.reserve_vram;
 	in.cacheable = in.cacheable > vram_w ? in.cacheable - vram_w : 0;
 	if (nsplan_default_budgets(&in, &a->b, dflt, err, sizeof(err))) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "%s\n", err);
+		s_refuse(a, "%s", err);
 		return 2;
 	}
 	*defaulted = true;
@@ -172,10 +186,11 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 
 int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
 		       const char *ctv, bool mem_given, uint64_t *mem, bool ram_given,
-		       uint64_t *ram, char *line, size_t linelen)
+		       uint64_t *ram, char *line, size_t linelen, char *errbuf, size_t errlen)
 {
 	uint64_t rss = nsplan_self_rss();
-	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given };
+	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given,
+				      .err = errbuf, .errlen = errlen };
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary sum = { 0 };
@@ -196,7 +211,7 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const
 		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, rss * NSPLAN_N_PROCESSES, true, &hp,
 					  &sum, &fx, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		s_refuse(&a, "%s", err);
 		ret = ret == -ENOMEM ? 1 : 2;
 		goto out;
 	}
@@ -251,7 +266,7 @@ int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
 		uint64_t need;
 
 		if (mem[i] && mem[i] < sum.min_mem_budget) {
-			s_say_small_arena(who, m, &sum, mem[i]);
+			s_say_small_arena(&(struct nsctl_budget_req){ .who = who }, m, &sum, mem[i]);
 			ret = 2;
 		} else if (probed && (ns_add_u64_overflow(ram_used, mem[i], &need) ||
 				      need > probe.available)) {

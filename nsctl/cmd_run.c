@@ -553,7 +553,7 @@ int cmd_run(int argc, char **argv)
 		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.eo.cache_type_k,
 					o.eo.cache_type_v, o.mem_given,
 					&o.eo.mem_budget, o.ram_given, &o.eo.ram_budget, line,
-					sizeof(line));
+					sizeof(line), NULL, 0);
 		if (rc)
 			return rc;
 		if (line[0])

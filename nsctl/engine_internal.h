@@ -107,6 +107,10 @@ struct nse_cmdline {
 /* Returns the number of arguments, or -E2BIG. */
 int nse_args(const struct ns_engine *e, enum ns_engine_proc p, struct nse_cmdline *c);
 
+/* api_budgets.c: budgets left to the library (NS_BUDGET_AUTO) chosen as nsctl run does;
+ * n_ctx_asked: the caller's n_ctx (0: the default). 0 or -errno with e->err. */
+int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked);
+
 /* engine_log.c: one line (no prefix, no newline) to the log callback or stderr */
 void nse_log(enum ns_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

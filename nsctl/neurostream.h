@@ -60,10 +60,16 @@ enum ns_engine_proc {
 	NS_PROC_COUNT = 4,
 };
 
+/* A budget the library chooses as `nsctl run` chooses one not named (what `nsctl plan`
+ * prints: from MemAvailable and the cgroup limit, the model and the context); what
+ * ns_engine_opts_default sets. With no_plan: the arena as for 0, no RAM cache. */
+#define NS_BUDGET_AUTO UINT64_MAX
+
 struct ns_engine_opts {
 	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
-				* most 512 MiB */
-	uint64_t ram_budget;   /* RAM cache bytes: nsplan places weights, nsio loads them */
+				* most 512 MiB; NS_BUDGET_AUTO: as nsctl run */
+	uint64_t ram_budget;   /* RAM cache bytes: nsplan places weights, nsio loads them;
+				* 0: none; NS_BUDGET_AUTO: as nsctl run */
 	uint64_t vram_budget;  /* GPU bytes (cuda backend only): weights nsplan places in VRAM
 				* plus reserve_vram */
 	uint64_t reserve_vram; /* part of vram_budget kept for KV, scratch, staging; 0: exactly
