@@ -2,10 +2,12 @@
  * tree, or the install tree found from this library's own location (dladdr), so a program
  * embedding the installed library finds the daemons of the prefix it was installed in. */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine_internal.h"
@@ -22,17 +24,20 @@
 #define NS_REL_LIBEXECDIR "libexec/neurostream"
 #endif
 
-/* Format a path into buf; true when it fits and is executable. */
+/* Format a path into buf; true when it fits and is an executable file (not a directory:
+ * the source tree has folders named as the executables). */
 static bool __attribute__((format(printf, 3, 4))) s_exe_at(char *buf, size_t n,
 							   const char *fmt, ...)
 {
+	struct stat st;
 	va_list ap;
 	int k;
 
 	va_start(ap, fmt);
 	k = vsnprintf(buf, n, fmt, ap);
 	va_end(ap);
-	return k > 0 && (size_t)k < n && access(buf, X_OK) == 0;
+	return k > 0 && (size_t)k < n && stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+	       access(buf, X_OK) == 0;
 }
 
 /* dir ends with "/" rel: cut it off, leaving the prefix (true). */
@@ -66,14 +71,17 @@ static bool s_from_base(const char *base, const char *dir, const char *name, cha
 	return s_exe_at(buf, n, "%s/%s", base, name);
 }
 
-/* Directory of the file holding this code: the shared library, or the program it is linked
- * into statically. false when unknown. */
+/* Directory of the shared library holding this code, from the dynamic loader's record of
+ * the path it loaded. false when unknown or when the code is linked into the program itself
+ * (its record has no name: dladdr would answer argv[0]; /proc/self/exe covers it). */
 static bool s_own_dir(char out[PATH_MAX])
 {
+	struct link_map *lm = NULL;
 	Dl_info di;
 	char *slash;
 
-	if (!dladdr((void *)s_own_dir, &di) || !di.dli_fname || !realpath(di.dli_fname, out))
+	if (!dladdr1((void *)s_own_dir, &di, (void **)&lm, RTLD_DL_LINKMAP) || !lm ||
+	    !lm->l_name || !lm->l_name[0] || !realpath(lm->l_name, out))
 		return false;
 	slash = strrchr(out, '/');
 	if (!slash)

@@ -109,6 +109,7 @@ class NeuroStream:
         self._path = path
         self._lock = threading.Lock()
         self._worker: Optional[threading.Thread] = None
+        self._last_ids: List[int] = []
 
     # ---- life -------------------------------------------------------------------------
 
@@ -211,8 +212,12 @@ class NeuroStream:
                                    "(one call at a time)")
         q: "queue.Queue[Union[bytes, _Done]]" = queue.Queue()
         stop = threading.Event()
+        ids: List[int] = []
+        self._last_ids = ids
 
-        def on_token(ptr, n, _id, _user):
+        def on_token(ptr, n, tid, _user):
+            if tid >= 0:  # -1: the held-back end of the text, no token of its own
+                ids.append(tid)
             if n:
                 q.put(ctypes.string_at(ptr, n))
             return 1 if stop.is_set() else 0
@@ -287,6 +292,11 @@ class NeuroStream:
             return _lib().ns_engine_chat(e, arr, n, ctypes.byref(g), cb, None)
 
         return self._stream(call)
+
+    @property
+    def last_tokens(self) -> List[int]:
+        """Ids of the tokens the last (or current) generate/chat call generated."""
+        return list(self._last_ids)
 
     def reset(self) -> None:
         """Forget the chat context (the next chat() evaluates the whole conversation)."""
