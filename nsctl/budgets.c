@@ -266,7 +266,9 @@ int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
 		uint64_t need;
 
 		if (mem[i] && mem[i] < sum.min_mem_budget) {
-			s_say_small_arena(&(struct nsctl_budget_req){ .who = who }, m, &sum, mem[i]);
+			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
+
+			s_say_small_arena(&q, m, &sum, mem[i]);
 			ret = 2;
 		} else if (probed && (ns_add_u64_overflow(ram_used, mem[i], &need) ||
 				      need > probe.available)) {

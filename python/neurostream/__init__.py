@@ -17,6 +17,8 @@ library raises NeuroStreamError with its one-line message. An engine is used by 
 a time; load it in a thread that outlives it (its helper processes are told to stop when the
 thread that started them ends).
 """
+import atexit
+import contextlib
 import ctypes
 import errno
 import logging
@@ -67,6 +69,9 @@ def _lib() -> ctypes.CDLL:
     lib = L.lib()
     if not _log_installed:  # the library's lines go to logging ("neurostream"), not stderr
         lib.ns_log_set(_LOG_CB, None)
+        # back to stderr before the interpreter goes: an engine freed during shutdown must
+        # not call into a finalizing interpreter
+        atexit.register(lib.ns_log_set, ctypes.cast(None, L.LOG_FN), None)
         _log_installed = True
     return lib
 
@@ -382,18 +387,16 @@ class NeuroStream:
         flat = array.array("f", bytes(buf))
         return [flat[i * nv:(i + 1) * nv] for i in range(len(t))]
 
-    def _busy(self):
-        nsobj = self
-
-        class _Guard:
-            def __enter__(self):
-                if not nsobj._lock.acquire(blocking=False):
-                    raise NeuroStreamError(-errno.EBUSY, "the engine is busy with another "
-                                           "call (one call at a time)")
-
-            def __exit__(self, *a):
-                nsobj._lock.release()
-        return _Guard()
+    @contextlib.contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Hold the engine for one call; NeuroStreamError (-EBUSY) when another holds it."""
+        if not self._lock.acquire(blocking=False):
+            raise NeuroStreamError(-errno.EBUSY, "the engine is busy with another call (one "
+                                   "call at a time)")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     # ---- what it is -------------------------------------------------------------------
 
