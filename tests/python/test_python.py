@@ -10,6 +10,7 @@ libneurostream.so: NS_LIBRARY) against llama.cpp's oracle and against nsctl (NS_
   - bad paths, budgets and backends raise NeuroStreamError with the library's line;
   - after a with block, also one left by an exception mid-generation, no process of the
     engine and no /dev/shm segment of its session is left;
+  - the library's lines (a helper restarted) reach logging through its log callback;
   - python3 -m neurostream info|run prints what nsctl prints.
 
 Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI; with CI=true it fails).
@@ -210,6 +211,22 @@ class Cleanup(unittest.TestCase):
                     if i == 2:
                         raise KeyError("out of the loop")
         self.gone(list(inf["pids"].values()), inf["session"])
+
+
+class Logging(unittest.TestCase):
+    def test_library_lines_go_to_logging(self):
+        """nsio killed under a loaded engine: the library restarts it, says so through its
+        log callback (logging "neurostream", WARNING), and the text is still the golden."""
+        with open(GOLD) as f:
+            g = json.load(f)
+        with NeuroStream.load(STORIES) as ns:
+            os.kill(ns.info()["pids"]["nsio"], 9)
+            with self.assertLogs("neurostream", level="WARNING") as cm:
+                text = "".join(ns.generate(g["prompt_text"], max_tokens=g["greedy_n"],
+                                           temperature=0))
+        self.assertEqual(text, g["greedy_text"])
+        self.assertTrue(any("nsio died" in r.getMessage() and "restarting it" in
+                            r.getMessage() for r in cm.records), cm.output)
 
 
 class Chat(unittest.TestCase):
