@@ -25,9 +25,9 @@
  * -EPIPE, stalling with -ETIMEDOUT.
  *
  * Children are found as $NS_NSIO / $NS_NSCOMPUTE / $NS_NSPLAN / $NS_NSROUTER (NS_NSROUTER=off:
- * none), else under $NS_BUILD_ROOT, else
- * next to the running executable (build tree: ../nsio/nsio; installed: same directory), else
- * on PATH. A backend other than cpu is the executable nscompute-<backend> (build tree:
+ * none), else under $NS_BUILD_ROOT, else in $NS_LIBEXECDIR, else from where libneurostream.so
+ * or the running executable is (installed: <prefix>/libexec/neurostream, as meson configured
+ * it; build tree: ../nsio/nsio; else the same directory), else on PATH. A backend other than cpu is the executable nscompute-<backend> (build tree:
  * nscompute/nscompute-cuda), started with the same arguments and protocol (proto/ctl_msg.h).
  *
  * Threads: an engine is used by one thread at a time; ns_engine_cancel may be called from any
