@@ -166,8 +166,13 @@ static int s_not_computed(const struct ns_hparams *hp, const struct ns_arch *a,
 	char list[256];
 
 	ns_arch_computed_list(backends, list, sizeof(list));
-	ns_errf(err, errlen, "forward: architecture '%s' %s (computed: %s)", hp->arch,
-		a ? "is described but not computed yet" : "is not supported", list);
+	if (a && a->builder != NS_BUILD_NONE) /* another backend computes it */
+		ns_errf(err, errlen, "forward: architecture '%s' has no %s forward pass yet (use "
+			"--backend cpu; computed here: %s)", hp->arch,
+			backends == NS_BACKEND_CUDA ? "cuda" : "such", list);
+	else
+		ns_errf(err, errlen, "forward: architecture '%s' %s (computed: %s)", hp->arch,
+			a ? "is described but not computed yet" : "is not supported", list);
 	return -EINVAL;
 }
 

@@ -11,6 +11,7 @@
 static int (*const s_builders[])(struct ns_fwd *f, uint32_t ffn_rows, char *err,
 				 size_t errlen) = {
 	[NS_BUILD_LLAMA] = ns_llama_init,
+	[NS_BUILD_GEMMA] = ns_gemma_init,
 };
 
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,

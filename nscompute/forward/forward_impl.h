@@ -46,4 +46,8 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
  * (MoE: n_moe_layer, n_expert, expert_hits). */
 int ns_llama_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
 
+/* gemma.c: the NS_BUILD_GEMMA architectures (gemma3, gemma4). Fills f->eval_chunk, arch,
+ * arch_destroy, held, kv (n_past only: each layer owns its cache), n_vocab, n_tok_rows. */
+int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
+
 #endif

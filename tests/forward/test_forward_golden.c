@@ -1,13 +1,18 @@
 /* test_forward_golden - logits and greedy continuations of the cpu forward pass against the
- * oracle's llama.cpp references.
+ * oracle's llama.cpp and Transformers references.
  *
  * usage: test_forward_golden MODEL PREFIX REF GREEDY [--provider ref|fused] [--invariance]
+ *                            [--incr-chunk]
  *   MODEL   model path relative to the oracle dir
  *   PREFIX  golden prefix relative to the oracle dir: PREFIX.json (tokens), PREFIX.f32,
  *           PREFIX.dequant.f32
  *   REF     f32: compare with PREFIX.f32; dequant: with PREFIX.dequant.f32 (the exact
- *           reference of a quantized file); max abs diff <= LOGIT_TOL either way
+ *           reference of a quantized file); hf: with PREFIX.logits.f32 (Transformers'
+ *           float32 logits, oracle hf/); max abs diff <= LOGIT_TOL in every case
  *   GREEDY  JSON key path of the reference greedy tokens, or - for none
+ *   --incr-chunk  (hf references) also the first half of the prompt in one pass, then the
+ *           rest one token at a time (PREFIX.incr.logits.f32) and as one chunk
+ *           (PREFIX.chunk.logits.f32) on the cache, each within LOGIT_TOL
  *   --invariance  also require bit-identical logits with n_batch 1 (token by token) and
  *                 n_batch 3 / ffn window 7 rows.
  * Prints one line per check; exits 0 pass, 1 fail, 77 skip (no oracle). */
@@ -146,10 +151,71 @@ out:
 	return rc;
 }
 
+/* The reference file of a REF argument; NULL for an unknown one. */
+static const char *s_ref_suffix(const char *ref)
+{
+	if (!strcmp(ref, "f32"))
+		return ".f32";
+	if (!strcmp(ref, "dequant"))
+		return ".dequant.f32";
+	if (!strcmp(ref, "hf"))
+		return ".logits.f32";
+	return NULL;
+}
+
+/* The prompt's first half in one pass, then the rest one token at a time (chunk false) or
+ * as one chunk (true), every position's logits into out (n_tok, n_vocab); 0 or -1. */
+static int s_split_logits(struct ctx *c, bool chunk, float *out, uint32_t n_vocab)
+{
+	struct ns_fwd *f = s_fwd(c, (uint32_t)c->n_tok, 0, 0);
+	const uint32_t half = (uint32_t)c->n_tok / 2;
+	int rc = -1;
+
+	if (!f || ns_fwd_eval(f, c->toks, half, out, true) < 0)
+		goto out;
+	if (chunk) {
+		if (ns_fwd_eval(f, c->toks + half, (uint32_t)c->n_tok - half,
+				out + (uint64_t)half * n_vocab, true) < 0)
+			goto out;
+	} else {
+		for (uint32_t i = half; i < c->n_tok; i++)
+			if (ns_fwd_eval(f, c->toks + i, 1, out + (uint64_t)i * n_vocab, false) < 0)
+				goto out;
+	}
+	rc = 0;
+out:
+	if (rc)
+		fprintf(stderr, "%s: %s\n", chunk ? "chunk" : "incr", f ? ns_fwd_error(f) : "");
+	ns_fwd_destroy(&f);
+	return rc;
+}
+
+/* --incr-chunk: both splits against PREFIX.incr/.chunk.logits.f32. */
+static bool s_check_splits(struct ctx *c, const char *prefix, uint32_t n_vocab)
+{
+	static const char *const suffix[2] = { ".incr.logits.f32", ".chunk.logits.f32" };
+	bool ok = true;
+
+	for (int chunk = 0; chunk < 2; chunk++) {
+		float *gold = s_read_f32(prefix, suffix[chunk], c->n_tok * n_vocab);
+		float *got = malloc(c->n_tok * n_vocab * sizeof(float));
+		double d = INFINITY;
+
+		if (gold && got && !s_split_logits(c, chunk, got, n_vocab))
+			d = s_max_diff(got, gold, c->n_tok * n_vocab);
+		printf("  %s: max abs diff %.3g (tol %.0e) %s\n", suffix[chunk] + 1, d, LOGIT_TOL,
+		       d <= LOGIT_TOL ? "ok" : "FAIL");
+		ok &= d <= LOGIT_TOL;
+		free(gold);
+		free(got);
+	}
+	return ok;
+}
+
 int main(int argc, char **argv)
 {
 	const char *model_rel, *prefix, *ref, *greedy_key, *provider = "ref";
-	bool invariance = false, ok = true;
+	bool invariance = false, incr_chunk = false, ok = true;
 	char path[2048], rel[1024], err[NS_ERR_LEN];
 	struct ctx c = { 0 };
 	float *lg = NULL, *gold = NULL, *native = NULL;
@@ -159,17 +225,21 @@ int main(int argc, char **argv)
 	double d;
 
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s MODEL PREFIX f32|dequant GREEDY_KEY|- [--provider P] "
-			"[--invariance]\n", argv[0]);
+		fprintf(stderr, "usage: %s MODEL PREFIX f32|dequant|hf GREEDY_KEY|- [--provider P] "
+			"[--invariance] [--incr-chunk]\n", argv[0]);
 		return 2;
 	}
 	model_rel = argv[1];
 	prefix = argv[2];
 	ref = argv[3];
 	greedy_key = argv[4];
+	if (!s_ref_suffix(ref))
+		return fprintf(stderr, "unknown reference %s (f32, dequant, hf)\n", ref), 2;
 	for (int i = 5; i < argc; i++) {
 		if (!strcmp(argv[i], "--invariance"))
 			invariance = true;
+		else if (!strcmp(argv[i], "--incr-chunk"))
+			incr_chunk = true;
 		else if (!strcmp(argv[i], "--provider") && i + 1 < argc)
 			provider = argv[++i];
 		else
@@ -211,16 +281,15 @@ int main(int argc, char **argv)
 	lg = s_logits(&c, 0, 0, &n_vocab);
 	if (!lg)
 		return 1;
-	gold = s_read_f32(prefix, !strcmp(ref, "f32") ? ".f32" : ".dequant.f32",
-			  c.n_tok * n_vocab);
+	gold = s_read_f32(prefix, s_ref_suffix(ref), c.n_tok * n_vocab);
 	if (!gold)
 		return 1;
 	d = s_max_diff(lg, gold, c.n_tok * n_vocab);
 	printf("%s [%s] %s: %zu tokens, max abs diff vs %s %.3g (tol %.0e) %s\n", model_rel,
-	       provider, prefix, c.n_tok, !strcmp(ref, "f32") ? "llama.cpp f32" : "dequant f32",
+	       provider, prefix, c.n_tok, s_ref_suffix(ref),
 	       d, LOGIT_TOL, d <= LOGIT_TOL ? "ok" : "FAIL");
 	ok &= d <= LOGIT_TOL;
-	if (strcmp(ref, "f32")) { /* information: llama.cpp's own quantized-activation path */
+	if (!strcmp(ref, "dequant")) { /* information: llama.cpp's quantized-activation path */
 		native = s_read_f32(prefix, ".f32", c.n_tok * n_vocab);
 		if (native)
 			printf("  (vs llama.cpp native quantized path: %.3g, not checked)\n",
@@ -259,6 +328,10 @@ int main(int argc, char **argv)
 		       c.n_greedy, greedy_key, same == c.n_greedy ? "match" : "MISMATCH", same);
 		ok &= same == c.n_greedy;
 	}
+
+	/* 2b. Transformers' cached runs: half the prompt, then token by token / one chunk */
+	if (incr_chunk)
+		ok &= s_check_splits(&c, prefix, n_vocab);
 
 	/* 3. batching and FFN windows must not change a single bit */
 	if (invariance) {

@@ -107,7 +107,7 @@ def main():
         # runnable exactly where our forward pass knows the architecture and the file has
         # weights (the oracle's models are consistent; vocabulary-only files are not models);
         # otherwise the reason names the architecture
-        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss"):
+        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss", "gemma3", "gemma4"):
             if got.get("runnable") is not bool(meta["tensors"]):
                 fail(f"{rel}: {len(meta['tensors'])} tensors, runnable {got.get('runnable')}: "
                      f"{got.get('unrunnable_why')}")
