@@ -422,6 +422,7 @@ int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs,
 			  char **out)
 {
 	struct ns_chat_opts co = { .enable_thinking = true, /* the templates' default */
+				   .think_opt_in = e->o.thinking,
 				   .reasoning_effort = e->o.reasoning_effort };
 	struct ns_chat_msg *cm;
 	int rc;

@@ -86,6 +86,8 @@ struct ns_engine_opts {
 				* beat every 100 ms, nscompute at every weight block, token and
 				* wait, so only a single product running longer than this would
 				* be mistaken for a hang */
+	bool thinking;                /* Gemma 4 chat template: <|think|> in the system turn (its
+				       * default is off) */
 	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is
@@ -165,7 +167,7 @@ int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs,
 			  char **out);
 
 /* Family of the model's chat template ("gptoss" for harmony, "qwen3", "llama3", "llama31",
- * "llama32", "gemma"), or NULL when it has none we know. */
+ * "llama32", "gemma", "gemma4"), or NULL when it has none we know. */
 const char *ns_engine_chat_template(const struct ns_engine *e);
 
 /* Evaluate exactly ids (no BOS added) from an empty context and store the logits of every
