@@ -9,7 +9,9 @@
  * llama (llama 1/2/3, incl. llama3 rope_freqs factors), qwen3 (per-head q/k RMS norm, NeoX
  * RoPE), and the mixture-of-experts qwen3moe (qwen3 attention, softmax router, top-k
  * renormalised) and gpt-oss (biased projections, attention sinks, alternating sliding-window
- * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases). The pass reads
+ * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases), and through
+ * gemma.h gemma3 and gemma4 (sliding and global layers of their own geometry and RoPE, KV-shared
+ * layers, per-layer inputs, sandwich norms, GELU(tanh), soft-capped logits). The pass reads
  * exactly the table's reads, in its order; what it refuses, ns_arch_check refuses first (the
  * same checks, without a weight read), with a clear line.
  *
