@@ -483,6 +483,22 @@ static void s_stats_rm(const struct s_opts *o)
 	unlink(plan);
 }
 
+/* An option that needs one chat template family: 0, or -EINVAL after one line naming the
+ * model's template. */
+static int s_need_template(const struct ns_model *m, enum ns_chat_family want,
+			   const char *option, const char *what)
+{
+	const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
+	enum ns_chat_family f = ns_chat_family_detect(tpl);
+
+	if (f == want)
+		return 0;
+	fprintf(stderr, "nsctl run: %s is for models with %s; this model's is %s\n", option,
+		what, f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
+		ns_chat_family_name(f));
+	return -EINVAL;
+}
+
 /* Options the model file rules out, refused before any process starts: --warmup on a model
  * without experts, --final-only on a model without the harmony (gpt-oss) chat template,
  * --thinking on one without the Gemma 4 template (the one that thinks only when asked). A
@@ -504,27 +520,11 @@ static int s_check_model(const struct s_opts *o)
 			"(a dense %s model)\n", hp.arch);
 		rc = -EINVAL;
 	} else if (o->eo.thinking) {
-		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
-		enum ns_chat_family f = ns_chat_family_detect(tpl);
-
-		if (f != NS_CHAT_GEMMA4) {
-			fprintf(stderr, "nsctl run: --thinking is for models with the Gemma 4 chat "
-				"template (thinking off unless asked); this model's is %s\n",
-				f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
-				ns_chat_family_name(f));
-			rc = -EINVAL;
-		}
+		rc = s_need_template(m, NS_CHAT_GEMMA4, "--thinking", "the Gemma 4 chat template "
+				     "(thinking off unless asked)");
 	} else if (o->final_only) {
-		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
-		enum ns_chat_family f = ns_chat_family_detect(tpl);
-
-		if (f != NS_CHAT_GPTOSS) {
-			fprintf(stderr, "nsctl run: --final-only is for models with the harmony "
-				"(gpt-oss) chat template; this model's is %s\n",
-				f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
-				ns_chat_family_name(f));
-			rc = -EINVAL;
-		}
+		rc = s_need_template(m, NS_CHAT_GPTOSS, "--final-only", "the harmony (gpt-oss) "
+				     "chat template");
 	}
 	ns_model_close(&m);
 	return rc;

@@ -86,6 +86,25 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	return 0;
 }
 
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
+}
+
+int ns_fwd_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint64_t n, float *y)
+{
+	int rc = ns_weights_get_rows(f->w, tensor, ids, n, y);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
+}
+
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
 {
 	if (n == 0) {

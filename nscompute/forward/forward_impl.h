@@ -41,6 +41,12 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, unsigned backend,
 		 struct ns_fwd **out, char *err, size_t errlen);
 
+/* A builder's provider calls with the provider's error copied into f->err ("forward: ...").
+ * Return as ns_weights_matmul / ns_weights_get_rows. */
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy);
+int ns_fwd_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint64_t n, float *y);
+
 /* llama.c: the NS_BUILD_LLAMA architectures (llama, qwen3, qwen3moe, gpt-oss; the MoE ones
  * through moe.h). Fills f->eval_chunk, arch, arch_destroy, held, kv, n_vocab, n_tok_rows
  * (MoE: n_moe_layer, n_expert, expert_hits). */

@@ -26,25 +26,6 @@
 #include "gemma.h"
 #include "ops.h"
 
-static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
-		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
-{
-	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
-
-	if (rc < 0)
-		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
-	return rc;
-}
-
-static int s_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint32_t n, float *y)
-{
-	int rc = ns_weights_get_rows(f->w, tensor, ids, n, y);
-
-	if (rc < 0)
-		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
-	return rc;
-}
-
 /* y[t] = rmsnorm(x[t]) * w for n rows of width d (y may be x). */
 static void s_norm_rows(float *y, const float *x, const float *w, uint32_t n, uint64_t d,
 			float eps)
@@ -71,10 +52,10 @@ static int s_per_layer_inputs(struct ns_fwd *f, struct ns_gemma *G, uint32_t n)
 	int rc;
 
 	/* pl = per_layer_token_embd[tokens]: one row of n_layer * ple per token */
-	if ((rc = s_rows(f, G->ple_embd, G->ids, n, G->pl)))
+	if ((rc = ns_fwd_rows(f, G->ple_embd, G->ids, n, G->pl)))
 		return rc;
 	/* hb = x Wple_model^T   (n, all); hb is free until the first FFN and holds all */
-	if ((rc = s_matmul(f, G->ple_model_proj, 0, all, G->x, n, G->hb, all)))
+	if ((rc = ns_fwd_matmul(f, G->ple_model_proj, 0, all, G->x, n, G->hb, all)))
 		return rc;
 	for (uint64_t t = 0; t < n; t++) {
 		for (uint64_t i = 0; i < all; i++)
@@ -122,10 +103,10 @@ static int s_attention_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, u
 	/* xb = rmsnorm(x) * attn_norm   (n, n_embd) */
 	s_norm_rows(G->xb, G->x, y->attn_norm, n, G->n_embd, G->eps);
 	/* q (n, nq); own K/V: k (n, nkv), v (n, nkv) */
-	if ((rc = s_matmul(f, y->wq, 0, nq, G->xb, n, G->q, nq)))
+	if ((rc = ns_fwd_matmul(f, y->wq, 0, nq, G->xb, n, G->q, nq)))
 		return rc;
-	if (y->own_kv && ((rc = s_matmul(f, y->wk, 0, nkv, G->xb, n, G->k, nkv)) ||
-			  (y->has_v && (rc = s_matmul(f, y->wv, 0, nkv, G->xb, n, G->v, nkv)))))
+	if (y->own_kv && ((rc = ns_fwd_matmul(f, y->wk, 0, nkv, G->xb, n, G->k, nkv)) ||
+			  (y->has_v && (rc = ns_fwd_matmul(f, y->wv, 0, nkv, G->xb, n, G->v, nkv)))))
 		return rc;
 	for (uint32_t t = 0; t < n; t++)
 		s_qkv_token(G, y, t, pos0 + t);
@@ -136,7 +117,7 @@ static int s_attention_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, u
 		return rc;
 	}
 	/* x += rmsnorm(ao Wo^T) * post_attention_norm   (n, n_embd) */
-	if ((rc = s_matmul(f, y->wo, 0, G->n_embd, G->ao, n, G->xb2, G->n_embd)))
+	if ((rc = ns_fwd_matmul(f, y->wo, 0, G->n_embd, G->ao, n, G->xb2, G->n_embd)))
 		return rc;
 	s_norm_rows(G->xb2, G->xb2, y->attn_post_norm, n, G->n_embd, G->eps);
 	s_add(G->x, G->xb2, n, G->n_embd);
@@ -154,8 +135,8 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, uint32_
 	for (uint32_t r0 = 0; r0 < ff; r0 += G->ffn_rows) {
 		const uint32_t w = ff - r0 < G->ffn_rows ? ff - r0 : G->ffn_rows;
 
-		if ((rc = s_matmul(f, y->w_gate, r0, r0 + w, G->xb, n, G->hb + r0, ff)) ||
-		    (rc = s_matmul(f, y->w_up, r0, r0 + w, G->xb, n, G->hu, w)))
+		if ((rc = ns_fwd_matmul(f, y->w_gate, r0, r0 + w, G->xb, n, G->hb + r0, ff)) ||
+		    (rc = ns_fwd_matmul(f, y->w_up, r0, r0 + w, G->xb, n, G->hu, w)))
 			return rc;
 		for (uint64_t t = 0; t < n; t++) {
 			float *h = G->hb + t * ff + r0;   /* (w) */
@@ -166,7 +147,7 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, uint32_
 		}
 	}
 	/* phase 2: x += rmsnorm(hb Wdown^T) * post_ffw_norm   (n, n_embd) */
-	if ((rc = s_matmul(f, y->w_down, 0, G->n_embd, G->hb, n, G->xb2, G->n_embd)))
+	if ((rc = ns_fwd_matmul(f, y->w_down, 0, G->n_embd, G->hb, n, G->xb2, G->n_embd)))
 		return rc;
 	s_norm_rows(G->xb2, G->xb2, y->ffn_post_norm, n, G->n_embd, G->eps);
 	s_add(G->x, G->xb2, n, G->n_embd);
@@ -180,7 +161,7 @@ static int s_per_layer_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, u
 	const uint64_t all = (uint64_t)G->n_layer * G->ple;
 	int rc;
 
-	if ((rc = s_matmul(f, y->ple_gate, 0, G->ple, G->x, n, G->pg, G->ple)))
+	if ((rc = ns_fwd_matmul(f, y->ple_gate, 0, G->ple, G->x, n, G->pg, G->ple)))
 		return rc;
 	for (uint64_t t = 0; t < n; t++) {
 		const float *in = G->pl + t * all + (uint64_t)l * G->ple; /* (ple) */
@@ -188,7 +169,7 @@ static int s_per_layer_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, u
 		for (uint32_t i = 0; i < G->ple; i++)
 			G->pg[t * G->ple + i] = ns_gelu_tanh(G->pg[t * G->ple + i]) * in[i];
 	}
-	if ((rc = s_matmul(f, y->ple_proj, 0, G->n_embd, G->pg, n, G->xb2, G->n_embd)))
+	if ((rc = ns_fwd_matmul(f, y->ple_proj, 0, G->n_embd, G->pg, n, G->xb2, G->n_embd)))
 		return rc;
 	s_norm_rows(G->xb2, G->xb2, y->ple_post_norm, n, G->n_embd, G->eps);
 	s_add(G->x, G->xb2, n, G->n_embd);
@@ -220,7 +201,7 @@ int ns_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 	/* x = token_embd[tokens] * sqrt(n_embd)   (n, n_embd) */
 	for (uint32_t t = 0; t < n; t++)
 		G->ids[t] = tokens[t];
-	if ((rc = s_rows(f, G->tok_embd, G->ids, n, G->x)))
+	if ((rc = ns_fwd_rows(f, G->tok_embd, G->ids, n, G->x)))
 		return rc;
 	for (uint64_t i = 0; i < (uint64_t)n * G->n_embd; i++)
 		G->x[i] *= embd_scale;
@@ -235,7 +216,7 @@ int ns_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 	t0 = all ? 0 : n - 1;
 	s_norm_rows(G->xb + (uint64_t)t0 * G->n_embd, G->x + (uint64_t)t0 * G->n_embd,
 		    G->output_norm, n - t0, G->n_embd, G->eps);
-	rc = s_matmul(f, G->output, 0, G->n_vocab, G->xb + (uint64_t)t0 * G->n_embd, n - t0,
+	rc = ns_fwd_matmul(f, G->output, 0, G->n_vocab, G->xb + (uint64_t)t0 * G->n_embd, n - t0,
 		      logits, G->n_vocab);
 	if (rc || !(G->softcap > 0))
 		return rc;
