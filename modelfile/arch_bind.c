@@ -166,13 +166,11 @@ static int s_not_computed(const struct ns_hparams *hp, const struct ns_arch *a,
 	char list[256];
 
 	ns_arch_computed_list(backends, list, sizeof(list));
-	if (a && a->builder != NS_BUILD_NONE) /* another backend computes it */
-		ns_errf(err, errlen, "forward: architecture '%s' has no %s forward pass yet (use "
-			"--backend cpu; computed here: %s)", hp->arch,
-			backends == NS_BACKEND_CUDA ? "cuda" : "such", list);
-	else
-		ns_errf(err, errlen, "forward: architecture '%s' %s (computed: %s)", hp->arch,
-			a ? "is described but not computed yet" : "is not supported", list);
+	ns_errf(err, errlen, "forward: architecture '%s' %s (computed: %s)", hp->arch,
+		!a ? "is not supported" : a->builder == NS_BUILD_NONE ?
+		"is described but not computed yet" : a->backends & NS_BACKEND_CPU ?
+		"is computed by the cpu backend only so far (--backend cpu)" :
+		"is not computed by this backend", list);
 	return -EINVAL;
 }
 

@@ -61,6 +61,8 @@ struct ns_engine_opts {
 	const char *backend;   /* "cpu" (NULL = cpu) runs nscompute; "cuda" runs
 				* nscompute-cuda ($NS_NSCOMPUTE_CUDA), refused when not built */
 	uint32_t n_ctx;        /* context positions; 0: 4096 */
+	uint32_t n_seq;        /* sequences nscompute keeps a KV cache of n_ctx positions for
+				* (ns_engine_step's slots, cpu backend); 0 or 1: one */
 	uint64_t block_rows;   /* rows per streamed block; 0: whole tensors (shrunk to fit) */
 	int32_t lookahead;     /* blocks in flight after the current one; < 0:
 				* NS_DEFAULT_LOOKAHEAD (4), as nsctl info assumes */
@@ -156,6 +158,32 @@ struct ns_engine_msg {
  * model has no chat template we know. */
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
+
+/* One step of several sequences for a caller that samples for itself (nsctl serve): each
+ * sequence names its slot (< opts.n_seq; slot 0 is the context of the calls above), the
+ * positions of that slot's cache it keeps (<= what the slot holds: the caller keeps count;
+ * 0 forgets it), and tokens to append; all are evaluated together, every weight read once,
+ * and each sequence's logits after its last token (if it gives a buffer of n_vocab floats)
+ * are bit-identical to evaluating it alone. Returns 0, -EINVAL (a slot twice or out of
+ * range, keep past what the slot holds, the context full, an id out of range), -EPIPE,
+ * -ECANCELED; after an error the slots of the step are empty. Statistics: n_prompt = the
+ * tokens, prefill_s = the step's time, req_prefill / dev_prefill = nsio's bytes. */
+struct ns_engine_seq {
+	uint32_t slot, keep;
+	const int32_t *tokens;
+	uint32_t n;            /* >= 1 */
+	float *logits;         /* (n_vocab) or NULL */
+};
+
+int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32_t n);
+
+/* Check the children now, as every waiting call does (a dead nsio, nsplan or nsrouter is
+ * restarted): for a caller idle between calls. Returns 0, -EPIPE (nscompute is gone; the
+ * reason in ns_engine_error) or -ECANCELED. */
+int ns_engine_poll(struct ns_engine *e);
+
+/* Context positions nscompute holds (-c). */
+uint32_t ns_engine_n_ctx(const struct ns_engine *e);
 
 /* Forget the context (next chat call evaluates everything). */
 void ns_engine_reset(struct ns_engine *e);
