@@ -167,7 +167,10 @@ static int s_not_computed(const struct ns_hparams *hp, const struct ns_arch *a,
 
 	ns_arch_computed_list(backends, list, sizeof(list));
 	ns_errf(err, errlen, "forward: architecture '%s' %s (computed: %s)", hp->arch,
-		a ? "is described but not computed yet" : "is not supported", list);
+		!a ? "is not supported" : a->builder == NS_BUILD_NONE ?
+		"is described but not computed yet" : a->backends & NS_BACKEND_CPU ?
+		"is computed by the cpu backend only so far (--backend cpu)" :
+		"is not computed by this backend", list);
 	return -EINVAL;
 }
 

@@ -529,8 +529,10 @@ static int s_check_names(struct reader *r, struct ns_gguf *g)
 	if (g->n_tensors < 2)
 		return 0;
 	v = malloc((size_t)g->n_tensors * sizeof(*v));
-	if (!v)
+	if (!v) {
+		ns_errf(r->err, r->errlen, "%s: out of memory", r->path);
 		return -ENOMEM;
+	}
 	for (uint64_t i = 0; i < g->n_tensors; i++)
 		v[i] = &g->tensors[i];
 	qsort(v, (size_t)g->n_tensors, sizeof(*v), s_cmp_name);

@@ -24,6 +24,9 @@ static int s_send(struct nsc_proc *p, const void *buf, int n)
 	while (zmq_send(p->sock, buf, (size_t)n, 0) < 0) {
 		if (zmq_errno() == EINTR && !*p->stop)
 			continue;
+		if (!*p->stop)
+			fprintf(stderr, "nscompute: control socket: cannot send: %s\n",
+				zmq_strerror(zmq_errno()));
 		return -EPIPE;
 	}
 	return 0;
@@ -101,33 +104,51 @@ static void s_io(struct nsc_proc *p, uint64_t *req, uint64_t *dev)
 	*dev = st.bytes_device;
 }
 
-/* A STOP (or QUIT) waiting on the socket? Anything else is rejected and counted. */
-static bool s_poll_stop(struct nsc_proc *p)
+/* A STOP (or QUIT) waiting on the socket? 1 yes, 0 no; -EPROTO for anything else (counted:
+ * nsctl sends nothing else during a generation, so the stream is out of step), -EPIPE when
+ * receiving failed (a message is lost). */
+static int s_poll_stop(struct nsc_proc *p)
 {
-	bool stop = false;
+	int stop = 0;
 
 	for (;;) {
 		zmq_msg_t msg;
-		int type;
+		int type, err;
 
 		zmq_msg_init(&msg);
 		if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+			err = zmq_errno();
 			zmq_msg_close(&msg);
-			return stop;
+			if (err == EAGAIN || err == EINTR)
+				return stop;
+			fprintf(stderr, "nscompute: control socket: cannot receive: %s\n",
+				zmq_strerror(err));
+			return -EPIPE;
 		}
 		type = ns_cmsg_type(zmq_msg_data(&msg), zmq_msg_size(&msg));
 		if ((type == NS_CMSG_STOP || type == NS_CMSG_QUIT) &&
 		    zmq_msg_size(&msg) == NS_CMSG_HDR) {
-			stop = true;
+			stop = 1;
 			if (type == NS_CMSG_QUIT)
 				p->quit = true;
 		} else {
 			p->rejected++;
-			fprintf(stderr, "nscompute: unexpected control message during a "
-				"generation rejected (type %d)\n", type);
+			stop = -EPROTO;
 		}
 		zmq_msg_close(&msg);
+		if (stop < 0)
+			return stop;
 	}
+}
+
+/* s_poll_stop failed: a malformed message ends this request with ERROR (nsctl refuses the
+ * channel from then on); a failed receive ends the process (-EPIPE). */
+static int s_stream_broken(struct nsc_proc *p, int err)
+{
+	if (err != -EPROTO)
+		return err;
+	fprintf(stderr, "nscompute: malformed control message during a generation\n");
+	return s_send_error(p, -EPROTO, "malformed control message during a generation");
 }
 
 static bool s_is_stop(const struct ns_cmsg_eval *e, int32_t id)
@@ -171,6 +192,8 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 
 	if (e->flags & NS_EVAL_RESET)
 		ns_fwd_reset(p->f);
+	if ((e->flags & NS_EVAL_KEEP) && ns_fwd_truncate(p->f, e->keep) < 0)
+		return s_send_error(p, -EINVAL, "keep is past the end of the sequence");
 	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
 		return s_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
 	if (n_forced >= e->n_tokens)
@@ -212,7 +235,12 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 		d.reason = NS_DONE_LENGTH;
 		if ((rc = s_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
 			goto out;
-		if (s_poll_stop(p)) {
+		if ((rc = s_poll_stop(p)) < 0) {
+			rc = s_stream_broken(p, rc);
+			goto out;
+		}
+		if (rc) {
+			rc = 0;
 			d.reason = NS_DONE_STOPPED;
 			break;
 		}
@@ -253,7 +281,12 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 			d.reason = NS_DONE_CONTEXT;
 			break;
 		}
-		if (s_poll_stop(p)) {
+		if ((rc = s_poll_stop(p)) < 0) {
+			rc = s_stream_broken(p, rc);
+			goto out;
+		}
+		if (rc) {
+			rc = 0;
 			d.reason = NS_DONE_STOPPED;
 			break;
 		}
@@ -286,6 +319,75 @@ out:
 	return rc;
 }
 
+/* STEP: every sequence's tokens in one batched evaluation (forward.h, ns_fwd_eval_batch).
+ * Returns 0 (DONE or ERROR sent) or -EPIPE. */
+static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
+{
+	struct ns_cmsg_done d = { .reason = NS_DONE_PROMPT };
+	struct ns_weights_stream_stats w0, w1;
+	uint32_t n = 0, n_out = 0, out[NS_CMSG_MAX_SEQ], idx[NS_CMSG_MAX_SEQ];
+	uint32_t *seq = NULL;
+	uint64_t t0, r0, v0, r1, v1;
+	int rc;
+
+	for (uint32_t i = 0; i < st->n_seq; i++) {
+		const struct ns_cmsg_step_seq *q = &st->seq[i];
+
+		if (q->keep > ns_fwd_seq_n_past(p->f, q->slot) ||
+		    (uint64_t)q->keep + q->n_tokens > ns_fwd_n_ctx(p->f))
+			return s_send_error(p, -EINVAL, "step: a slot's kept positions and tokens "
+					    "do not fit what it holds and the context (-c)");
+	}
+	for (uint32_t i = 0; i < st->n_seq; i++)
+		n += st->seq[i].n_tokens;
+	if (!(seq = malloc((size_t)n * sizeof(*seq))) || s_logits_room(p, st->n_seq) < 0) {
+		free(seq);
+		return s_send_error(p, -ENOMEM, "out of memory for a step");
+	}
+	n = 0;
+	for (uint32_t i = 0; i < st->n_seq; i++) {
+		const struct ns_cmsg_step_seq *q = &st->seq[i];
+
+		ns_fwd_seq_truncate(p->f, q->slot, q->keep); /* checked above */
+		for (uint32_t k = 0; k < q->n_tokens; k++)
+			seq[n++] = q->slot;
+		if (q->want_logits) {
+			out[n_out] = n - 1;
+			idx[n_out++] = i;
+		}
+	}
+	ns_weights_stream_stats(p->w, &w0);
+	s_io(p, &r0, &v0);
+	t0 = ns_now_ns();
+	rc = ns_fwd_eval_batch(p->f, &(struct ns_fwd_batch){ .tokens = st->tokens, .seq = seq,
+		.n = n, .out_rows = out, .n_out = n_out, .logits = p->logits });
+	d.prefill_ns = ns_now_ns() - t0;
+	s_io(p, &r1, &v1);
+	free(seq);
+	if (rc < 0) {
+		/* the slots' contents are undefined now: nsctl starts them over */
+		for (uint32_t i = 0; i < st->n_seq; i++)
+			ns_fwd_seq_truncate(p->f, st->seq[i].slot, 0);
+		return s_send_error(p, rc, ns_fwd_error(p->f));
+	}
+	for (uint32_t k = 0; k < n_out; k++)
+		if ((rc = s_send_logits(p, p->logits + (uint64_t)k * ns_fwd_n_vocab(p->f), 1,
+					idx[k])) < 0)
+			return rc;
+	ns_weights_stream_stats(p->w, &w1);
+	d.n_prompt = n;
+	d.wait_ns = w1.wait_ns - w0.wait_ns;
+	d.blocks = w1.blocks - w0.blocks;
+	d.block_bytes = w1.bytes - w0.bytes;
+	d.req_prefill = r1 - r0;
+	d.dev_prefill = v1 - v0;
+	{
+		uint8_t db[160];
+
+		return s_send(p, db, ns_cmsg_enc_done(&d, db, sizeof(db)));
+	}
+}
+
 int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 {
 	int32_t stop[NS_CMSG_MAX_STOP];
@@ -296,6 +398,15 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 		return 1;
 	if (type == NS_CMSG_STOP && len == NS_CMSG_HDR)
 		return 0; /* the generation it meant has ended already */
+	if (type == NS_CMSG_STEP) {
+		struct ns_cmsg_step st;
+
+		if (!p->tokens && !(p->tokens = malloc(NS_CMSG_MAX_TOKENS * sizeof(int32_t))))
+			return s_send_error(p, -ENOMEM, "out of memory");
+		if (ns_cmsg_dec_step(buf, len, ns_fwd_n_vocab(p->f), ns_fwd_n_seq(p->f), p->tokens,
+				     NS_CMSG_MAX_TOKENS, &st) == 0)
+			return s_step(p, &st) < 0 ? -EPIPE : 0;
+	}
 	if (type == NS_CMSG_EVAL) {
 		if (!p->tokens && !(p->tokens = malloc(NS_CMSG_MAX_TOKENS * sizeof(int32_t))))
 			return s_send_error(p, -ENOMEM, "out of memory");

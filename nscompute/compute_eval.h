@@ -20,6 +20,7 @@ struct nsc_proc {
 	uint32_t lookahead;
 	bool lookahead_given;
 	uint32_t n_ctx;
+	uint32_t n_seq;            /* --parallel: KV-cache slots for STEP (0: 1) */
 	bool cuda;                 /* --backend cuda (nscompute-cuda only) */
 	bool act_q8;               /* --act q8: int8 activations in the CPU kernels (gemv.h) */
 	int kv_k, kv_v;            /* --cache-type-k/-v: enum ns_kv_type (kvcache.h), 0 = f32 */

@@ -3,7 +3,7 @@
  *
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
- *             [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
+ *             [--parallel N] [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -53,7 +53,8 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
-		   "[--vram-budget SIZE] [--act f32|q8] [--cache-type-k T] [--cache-type-v T]\n"
+		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N] [--cache-type-k T] "
+		   "[--cache-type-v T]\n"
 		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
@@ -126,6 +127,9 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			rc = s_u64(o, v, 0, 1024, &x);
 			p->lookahead = (uint32_t)x;
 			p->lookahead_given = true;
+		} else if (!strcmp(o, "--parallel")) {
+			rc = s_u64(o, v, 1, NS_CMSG_MAX_SEQ, &x);
+			p->n_seq = (uint32_t)x;
 		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
 			rc = s_u64(o, v, 1, 1u << 24, &x);
 			p->n_ctx = (uint32_t)x;
@@ -135,6 +139,11 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 		}
 		if (rc)
 			return rc;
+	}
+	if (p->cuda && p->n_seq > 1) {
+		fprintf(stderr, "nscompute: --parallel %u: the cuda backend evaluates one sequence "
+			"at a time\n", p->n_seq);
+		return -EINVAL;
 	}
 	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */
 		fprintf(stderr, "nscompute: the cuda backend keeps an f32 KV cache; "
@@ -192,6 +201,7 @@ static int s_attach(struct nsc_proc *p)
 #endif
 	} else if (rc == 0) {
 		fo.n_ctx = p->n_ctx;
+		fo.n_seq = p->n_seq; /* KV-cache slots of STEP (nsctl serve --parallel) */
 		fo.kv_k = p->kv_k;
 		fo.kv_v = p->kv_v;
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
@@ -249,8 +259,14 @@ static int s_serve(struct nsc_proc *p)
 			continue;
 		zmq_msg_init(&msg);
 		if (zmq_msg_recv(&msg, p->sock, ZMQ_DONTWAIT) < 0) {
+			int err = zmq_errno();
+
 			zmq_msg_close(&msg);
-			continue;
+			if (err == EAGAIN || err == EINTR)
+				continue;
+			fprintf(stderr, "nscompute: control socket: cannot receive: %s\n",
+				zmq_strerror(err));
+			return -EPIPE; /* a request is lost: nsctl would wait for it forever */
 		}
 		rc = nsc_handle(p, zmq_msg_data(&msg), zmq_msg_size(&msg));
 		zmq_msg_close(&msg);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "engine_internal.h"
 #include "gguf.h"
 #include "kv_type.h"
@@ -111,6 +112,12 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 	if (!e->o.backend)
 		e->o.backend = "cpu";
 	rc = 0;
+	if (e->o.n_seq > NS_CMSG_MAX_SEQ || (e->o.n_seq > 1 && !strcmp(e->o.backend, "cuda"))) {
+		ns_errf(err, errlen, e->o.n_seq > NS_CMSG_MAX_SEQ ? "%u sequences: at most %d" :
+			"%u sequences: the cuda backend evaluates one at a time (cpu backend)",
+			e->o.n_seq, NS_CMSG_MAX_SEQ);
+		rc = -EINVAL;
+	}
 	if (strcmp(e->o.backend, "cpu") && strcmp(e->o.backend, "cuda")) {
 		ns_errf(err, errlen, "unknown backend '%s' (cpu, cuda)", e->o.backend);
 		rc = -EINVAL;
@@ -157,6 +164,14 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			uint64_t want = e->m->total_tensor_bytes + (16ull << 20);
 
 			e->o.mem_budget = want < (512ull << 20) ? want : 512ull << 20;
+		}
+		if (rc == 0) {
+			struct ns_arch_model *am = NULL;
+			char why[NS_ERR_LEN]; /* a file the table cannot bind: nse_start says */
+
+			if (ns_arch_bind(e->m, &am, why, sizeof(why)) == 0)
+				e->recurrent = am->kinds & NS_LAYER_RECURRENT;
+			ns_arch_model_free(&am);
 		}
 		if (rc == 0)
 			rc = s_load_meta(e);
@@ -242,14 +257,29 @@ struct s_run {
 	ns_token_fn cb;
 	void *user;
 	float *logits;          /* LOGITS_ALL: (n, n_vocab) */
+	uint32_t n_logits;      /* rows expected in logits (set by s_run) */
+	uint32_t keep;          /* NS_EVAL_KEEP: positions kept */
 	uint32_t n_forced;      /* FORCED: the last n_forced of ids are decoded one by one */
 	bool keep_hist;         /* append to e->hist (chat) */
 };
 
 /* One EVAL round trip. */
+/* A message nscompute sent that does not decode, or that this request cannot have: the
+ * stream is reliable and in order, so one was lost or damaged, and skipping it would drop a
+ * token or wait forever for DONE. The request fails; the channel is refused from now on. */
+static int s_out_of_step(struct ns_engine *e, size_t len, int type)
+{
+	e->rejected++;
+	e->ctl_broken = true;
+	ns_errf(e->err, sizeof(e->err), "malformed message from nscompute (%zu bytes, type %d): "
+		"the request cannot go on", len, type);
+	return -EPROTO;
+}
+
 static int s_run(struct ns_engine *e, struct s_run *r)
 {
-	struct ns_cmsg_eval ev = { .flags = r->flags, .n_tokens = r->n, .tokens = r->ids };
+	struct ns_cmsg_eval ev = { .flags = r->flags, .keep = r->keep, .n_tokens = r->n,
+				   .tokens = r->ids };
 	struct ns_stats_snapshot a, b;
 	struct ns_cmsg_done d = { 0 };
 	struct ns_detok *dt = NULL;
@@ -284,6 +314,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	} else {
 		ev.sampling.repeat_penalty = 1.0f;
 	}
+	r->n_logits = r->logits ? r->n : 0;
 	if (r->n_forced) {
 		ev.flags |= NS_EVAL_FORCED;
 		ev.n_predict = r->n_forced;
@@ -344,7 +375,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 			float *row = malloc((size_t)e->n_vocab * sizeof(float));
 
 			if (row && ns_cmsg_dec_logits(p, len, e->n_vocab, &pos, row) == 0 &&
-			    pos < r->n && got_logits < r->n) {
+			    pos < r->n_logits && got_logits < r->n_logits) {
 				memcpy(r->logits + (uint64_t)pos * e->n_vocab, row,
 				       (size_t)e->n_vocab * sizeof(float));
 				got_logits++;
@@ -370,9 +401,9 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				break;
 			}
 		}
-		e->rejected++;
-		nse_log(NS_LOG_WARN, "malformed message from nscompute rejected (%zu bytes)", len);
 		zmq_msg_close(&msg);
+		rc = s_out_of_step(e, len, type);
+		break;
 	}
 	if (dt && rc == 0) {
 		const char *txt;
@@ -382,9 +413,9 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 			r->cb(txt, tl, -1, r->user);
 	}
 	ns_detok_destroy(&dt);
-	if (rc == 0 && r->logits && got_logits != r->n)
+	if (rc == 0 && r->logits && got_logits != r->n_logits)
 		return ns_errf(e->err, sizeof(e->err), "nscompute sent %u of %u logits rows",
-			       got_logits, r->n), -EPROTO;
+			       got_logits, r->n_logits), -EPROTO;
 	if (rc < 0)
 		return rc;
 	ns_stats_snapshot(e->s->ctl, &b);
@@ -427,6 +458,7 @@ int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs,
 			  char **out)
 {
 	struct ns_chat_opts co = { .enable_thinking = !e->no_think, /* on: the templates' default */
+				   .think_opt_in = e->o.thinking,
 				   .reasoning_effort = e->o.reasoning_effort };
 	struct ns_chat_msg *cm;
 	int rc;
@@ -456,6 +488,7 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 	char *text = NULL;
 	int32_t *ids = NULL;
 	size_t n_ids = 0, keep = 0;
+	uint32_t flags;
 	int rc;
 
 	if (!g) {
@@ -474,14 +507,119 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 		return ns_errf(e->err, sizeof(e->err), "the conversation has %zu tokens, more "
 			       "than the context of %u (-c); /reset", n_ids, e->n_ctx), -EINVAL;
 	}
-	/* keep the context when it is a strict prefix of the new tokens */
-	if (e->n_hist && e->n_hist < n_ids && !memcmp(e->hist, ids, e->n_hist * sizeof(*ids)))
-		keep = e->n_hist;
+	/* keep the longest common prefix with the context (at least one token is evaluated:
+	 * its logits give the first reply token); nscompute cuts the rest (NS_EVAL_KEEP) */
+	while (keep < e->n_hist && keep + 1 < n_ids && e->hist[keep] == ids[keep])
+		keep++;
+	if (e->recurrent && keep < e->n_hist)
+		keep = 0; /* a recurrent state goes back only to the start */
+	flags = !keep ? NS_EVAL_RESET : keep < e->n_hist ? NS_EVAL_KEEP : 0;
+	e->n_hist = keep;
 	rc = s_run(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
-				       .flags = keep ? 0 : NS_EVAL_RESET, .g = g, .cb = cb,
-				       .user = user, .keep_hist = true });
+				       .flags = flags, .keep = flags & NS_EVAL_KEEP ? (uint32_t)keep : 0,
+				       .g = g, .cb = cb, .user = user, .keep_hist = true });
 	free(ids);
 	return rc;
+}
+
+/* One STEP round trip (proto/ctl_msg.h): LOGITS per sequence that asked, then DONE. */
+int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32_t n)
+{
+	struct ns_cmsg_step st = { .n_seq = n };
+	struct ns_cmsg_done d = { 0 };
+	uint32_t want = 0, got = 0, total = 0;
+	int32_t *toks;
+	uint8_t *buf;
+	size_t sz;
+	float *row;
+	int rc;
+
+	if (!n || n > NS_CMSG_MAX_SEQ)
+		return ns_errf(e->err, sizeof(e->err), "a step of %u sequences", n), -EINVAL;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!seqs[i].n || seqs[i].n > NS_CMSG_MAX_TOKENS - total)
+			return ns_errf(e->err, sizeof(e->err), "a step of too many tokens"), -EINVAL;
+		total += seqs[i].n;
+		st.seq[i] = (struct ns_cmsg_step_seq){ .slot = seqs[i].slot, .keep = seqs[i].keep,
+						       .n_tokens = seqs[i].n,
+						       .want_logits = seqs[i].logits != NULL };
+		want += seqs[i].logits != NULL;
+	}
+	sz = ns_cmsg_size_step(n, total);
+	toks = malloc((size_t)total * sizeof(*toks));
+	buf = malloc(sz);
+	row = malloc((size_t)e->n_vocab * sizeof(float));
+	rc = toks && buf && row ? 0 : -ENOMEM;
+	for (uint32_t i = 0, k = 0; rc == 0 && i < n; k += seqs[i].n, i++)
+		memcpy(toks + k, seqs[i].tokens, (size_t)seqs[i].n * sizeof(*toks));
+	st.tokens = toks;
+	if (rc == 0) {
+		if (seqs[0].slot == 0 || n > 1)
+			e->n_hist = 0; /* slot 0 is the single-sequence calls' context */
+		memset(&e->st, 0, sizeof(e->st));
+		rc = nse_send(e, buf, ns_cmsg_enc_step(&st, buf, sz));
+	} else {
+		ns_errf(e->err, sizeof(e->err), "out of memory");
+	}
+	free(toks);
+	free(buf);
+	while (rc == 0) {
+		zmq_msg_t msg;
+		const void *p;
+		size_t len;
+		int type;
+		uint32_t pos;
+
+		if ((rc = nse_recv(e, &msg, 0)) < 0)
+			break;
+		p = zmq_msg_data(&msg);
+		len = zmq_msg_size(&msg);
+		type = ns_cmsg_type(p, len);
+		if (type == NS_CMSG_LOGITS && ns_cmsg_dec_logits(p, len, e->n_vocab, &pos, row) == 0 &&
+		    pos < n && seqs[pos].logits && got < want) {
+			memcpy(seqs[pos].logits, row, (size_t)e->n_vocab * sizeof(float));
+			got++;
+		} else if (type == NS_CMSG_DONE && ns_cmsg_dec_done(p, len, &d) == 0) {
+			zmq_msg_close(&msg);
+			break;
+		} else if (type == NS_CMSG_ERROR) {
+			struct ns_cmsg_error er;
+
+			if (ns_cmsg_dec_error(p, len, &er) == 0) {
+				ns_errf(e->err, sizeof(e->err), "nscompute: %s", er.text);
+				rc = er.code == -ENOSPC || er.code == -EINVAL ? -EINVAL : er.code;
+			} else {
+				rc = -EPROTO;
+				ns_errf(e->err, sizeof(e->err), "malformed error from nscompute");
+			}
+		} else {
+			rc = s_out_of_step(e, len, type);
+		}
+		zmq_msg_close(&msg);
+	}
+	free(row);
+	if (rc == 0 && got != want)
+		return ns_errf(e->err, sizeof(e->err), "nscompute sent %u of %u logits rows", got,
+			       want), -EPROTO;
+	if (rc == 0) {
+		e->st.n_prompt = d.n_prompt;
+		e->st.prefill_s = (double)d.prefill_ns / 1e9;
+		e->st.req_prefill = d.req_prefill;
+		e->st.dev_prefill = d.dev_prefill;
+	}
+	return rc;
+}
+
+int ns_engine_poll(struct ns_engine *e)
+{
+	if (nse_cancelled(e))
+		return ns_errf(e->err, sizeof(e->err), "cancelled"), -ECANCELED;
+	return nse_supervise(e);
+}
+
+uint32_t ns_engine_n_ctx(const struct ns_engine *e)
+{
+	return e->n_ctx;
 }
 
 void ns_engine_reset(struct ns_engine *e)

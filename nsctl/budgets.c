@@ -30,8 +30,9 @@ static uint32_t s_b32(const char *kv_type)
 }
 
 int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ctk,
-			const char *ctv, uint64_t overhead, bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
-			struct nsplan_fixed *fx, char *err, size_t errlen)
+			const char *ctv, const uint64_t *overhead, bool runnable,
+			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
+			char *err, size_t errlen)
 {
 	int ret = ns_hparams_load(m, hp, err, errlen);
 
@@ -47,7 +48,8 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 	}
 	if (!ret)
 		ret = nsplan_fixed_compute_kv(m, hp, nsctl_default_ctx(hp, n_ctx), s_b32(ctk),
-					      s_b32(ctv), overhead, fx, err, errlen);
+					      s_b32(ctv), overhead ? *overhead :
+					      nsplan_process_overhead(m), fx, err, errlen);
 	return ret;
 }
 
@@ -90,6 +92,54 @@ static void __attribute__((format(printf, 2, 3))) s_refuse(const struct nsctl_bu
 		fputc('\n', stderr);
 	}
 	va_end(ap);
+}
+
+uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
+			  const struct nsplan_fixed *fx)
+{
+	uint64_t t, fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
+
+	/* memory is charged in pages, and a cgroup's limit is a whole number of them */
+	if (ns_add_u64_overflow(fill, mem, &t) || ns_add_u64_overflow(t, fx->total, &t) ||
+	    t > UINT64_MAX - 4095)
+		return UINT64_MAX;
+	return (t + 4095) & ~4095ull;
+}
+
+/* The line for named budgets whose session does not fit the memory available: the figures,
+ * where the limit comes from, and what to lower. */
+static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *m, uint64_t mem,
+		       uint64_t ram, const struct nsplan_fixed *fx,
+		       const struct nsplan_mem_probe *probe)
+{
+	uint64_t need = nsctl_host_total(m, mem, ram, fx);
+	uint64_t fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
+	uint64_t avail = probe->available;
+	bool cg = probe->cgroup_limit < probe->mem_available;
+	char s[11][32], fix[160];
+
+	if (avail > mem && avail - mem > fx->total)
+		snprintf(fix, sizeof(fix), "lower --ram-budget to %" PRIu64 " or less",
+			 avail - mem - fx->total);
+	else if (avail > fx->total + fill)
+		snprintf(fix, sizeof(fix), "lower --mem-budget to %" PRIu64 " or less (the arena "
+			 "alone is over), or -c", avail - fx->total - fill);
+	else
+		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c (or -ctk/-ctv "
+			 "f16|q8_0)");
+	s_refuse(a, "--mem-budget %s + --ram-budget %s (%s of it for this model's %s) + "
+		 "the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s at -c %u) = %s "
+		 "exceed the %s of memory available (%s%s%s); %s",
+		ns_format_bytes(mem, s[0], 32), ns_format_bytes(ram, s[1], 32),
+		ns_format_bytes(fill, s[2], 32), ns_format_bytes(m->total_tensor_bytes, s[3], 32),
+		ns_format_bytes(fx->total, s[4], 32),
+		ns_format_bytes(fx->kv_bytes + fx->recurrent_bytes, s[5], 32),
+		ns_format_bytes(fx->scratch_bytes, s[6], 32),
+		ns_format_bytes(fx->overhead_bytes, s[7], 32),
+		ns_format_bytes(fx->margin_bytes, s[8], 32), fx->n_ctx,
+		need == UINT64_MAX ? "more than 2^64 bytes" : ns_format_bytes(need, s[9], 32),
+		ns_format_bytes(avail, s[10], 32), cg ? "the cgroup's limit" : "MemAvailable",
+		cg && probe->cgroup_file[0] ? ", " : "", cg ? probe->cgroup_file : "", fix);
 }
 
 /* The line for an arena under the smallest workable one. */
@@ -142,21 +192,8 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	}
 	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
 	if (a->ram_given && a->mem_given) {
-		uint64_t need, least = fx->total + sum->min_mem_budget;
-		bool ovf = ns_add_u64_overflow(a->b.ram, a->b.mem, &need) ||
-			   ns_add_u64_overflow(need, fx->total, &need);
-		if (*probed && (ovf || need > probe->available)) {
-			uint64_t room = probe->available > fx->total + a->b.mem ?
-					probe->available - fx->total - a->b.mem : 0;
-			s_refuse(a, "--ram-budget %s + --mem-budget %s + the fixed set %s "
-				"(KV cache, scratch, processes at -c %u) exceed the %s available; "
-				"smallest workable: --mem-budget %" PRIu64 " --ram-budget 0 with %" PRIu64
-				" bytes available%s; at this --mem-budget the largest --ram-budget is %"
-				PRIu64, ns_format_bytes(a->b.ram, s[0], 32),
-				ns_format_bytes(a->b.mem, s[1], 32), ns_format_bytes(fx->total, s[2], 32),
-				fx->n_ctx, ns_format_bytes(probe->available, s[3], 32),
-				sum->min_mem_budget, least,
-				least > probe->available ? " (or a smaller -c)" : "", room);
+		if (*probed && nsctl_host_total(m, a->b.mem, a->b.ram, fx) > probe->available) {
+			s_say_over(a, m, a->b.mem, a->b.ram, fx, probe);
 			return 2;
 		}
 		return 0;
@@ -184,11 +221,30 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	return 0;
 }
 
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
-		       const char *ctv, bool mem_given, uint64_t *mem, bool ram_given,
-		       uint64_t *ram, char *line, size_t linelen, char *errbuf, size_t errlen)
+/* nsctl serve --parallel N: a KV cache and a recurrent state per sequence, the rest shared */
+static int s_fixed_for_seqs(struct nsplan_fixed *fx, uint32_t n_seq, char *err, size_t errlen)
 {
-	uint64_t rss = nsplan_self_rss();
+	uint64_t per = fx->kv_bytes + fx->recurrent_bytes, all;
+
+	if (n_seq <= 1)
+		return 0;
+	if (per < fx->kv_bytes || ns_mul_u64_overflow(per, n_seq, &all) ||
+	    fx->total + (all - per) < fx->total) {
+		ns_errf(err, errlen, "%u sequences' KV caches of %llu bytes overflow", n_seq,
+			(unsigned long long)per);
+		return -EOVERFLOW;
+	}
+	fx->total += all - per;
+	fx->kv_bytes *= n_seq;
+	fx->recurrent_bytes *= n_seq;
+	return 0;
+}
+
+int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
+		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
+		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *errbuf,
+		       size_t errlen)
+{
 	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given,
 				      .err = errbuf, .errlen = errlen };
 	struct ns_model *m = NULL;
@@ -208,8 +264,10 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const
 	/* run and bench: a model no backend runs is refused here, before the budgets' line
 	 * (nse_start checks it again for the API's other callers: 0.01 s) */
 	if (!ret)
-		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, rss * NSPLAN_N_PROCESSES, true, &hp,
-					  &sum, &fx, err, sizeof(err));
+		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, NULL, true, &hp, &sum, &fx, err,
+					  sizeof(err));
+	if (!ret)
+		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (ret) {
 		s_refuse(&a, "%s", err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -222,36 +280,38 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, const
 	*ram = a.b.ram;
 	if (defaulted)
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
-			 "--ram-budget %s, fixed %s at -c %u", who,
+			 "--ram-budget %s, fixed %s at -c %u%s", who,
 			 ns_format_bytes(probe.available, s[0], 32),
 			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
 								  : "MemAvailable",
 			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
-			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx);
+			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx,
+			 n_seq > 1 ? " per sequence" : "");
 out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);
 	return ret;
 }
 
-int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
-			const uint64_t *ram, size_t n)
+int nsctl_check_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
+			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
+			size_t n)
 {
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary sum = { 0 };
+	struct nsplan_fixed fx;
 	struct nsplan_mem_probe probe;
 	bool probed;
-	char err[NS_ERR_LEN], s[5][32];
+	char err[NS_ERR_LEN];
 	int ret;
 
 	ret = ns_model_open(model, &m, err, sizeof(err));
 	if (!ret)
-		ret = ns_hparams_load(m, &hp, err, sizeof(err));
-	if (!ret && ns_summary_compute(m, &hp, &sum)) {
-		ns_errf(err, sizeof(err), "out of memory");
-		ret = -ENOMEM;
-	}
+		ret = nsctl_budget_inputs(m, n_ctx, ctk, ctv, NULL, true, &hp, &sum, &fx, err,
+					  sizeof(err));
+	if (!ret)
+		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -260,26 +320,20 @@ int nsctl_check_budgets(const char *who, const char *model, const uint64_t *mem,
 	/* no probe (no MemAvailable): nothing to check the sum against */
 	probed = nsplan_mem_probe(NULL, &probe, err, sizeof(err)) == 0;
 	for (size_t i = 0; i < n && !ret; i++) {
-		/* the RAM tier fills no more than the model's bytes (its segment's other pages
-		 * stay untouched) */
-		uint64_t ram_used = ram[i] < m->total_tensor_bytes ? ram[i] : m->total_tensor_bytes;
-		uint64_t need;
+		/* mem 0: the engine's own arena (the model's bytes + 16 MiB, at most 512 MiB) */
+		uint64_t arena = mem[i] ? mem[i] : m->total_tensor_bytes + (16ull << 20);
 
+		if (!mem[i] && arena > (512ull << 20))
+			arena = 512ull << 20;
 		if (mem[i] && mem[i] < sum.min_mem_budget) {
 			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
 
 			s_say_small_arena(&q, m, &sum, mem[i]);
 			ret = 2;
-		} else if (probed && (ns_add_u64_overflow(ram_used, mem[i], &need) ||
-				      need > probe.available)) {
-			fprintf(stderr, "%s: --mem-budget %s + --ram-budget %s (%s of it for this "
-				"model's %s) exceed the %s of memory available (%s)\n", who,
-				ns_format_bytes(mem[i], s[0], 32), ns_format_bytes(ram[i], s[1], 32),
-				ns_format_bytes(ram_used, s[2], 32),
-				ns_format_bytes(m->total_tensor_bytes, s[3], 32),
-				ns_format_bytes(probe.available, s[4], 32),
-				probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
-									 : "MemAvailable");
+		} else if (probed && nsctl_host_total(m, arena, ram[i], &fx) > probe.available) {
+			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
+
+			s_say_over(&q, m, arena, ram[i], &fx, &probe);
 			ret = 2;
 		}
 	}

@@ -24,14 +24,21 @@ uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams
 
 /* What budgets are weighed against, from m's headers: its hyperparameters (*hp), summary
  * (*sum, to free) and the fixed set (*fx) at n_ctx (0: nsctl_default_ctx) with KV cache
- * types ctk / ctv (names as nsctl_kv_set stores them, NULL: f32) and overhead bytes
- * for the processes themselves. runnable: a model no backend runs is refused
+ * types ctk / ctv (names as nsctl_kv_set stores them, NULL: f32) and *overhead bytes
+ * for the processes themselves (NULL: nsplan_process_overhead's estimate). runnable: a model no backend runs is refused
  * (ns_arch_check: run, bench); else only a model the architecture table contradicts
  * (ns_arch_check_described: plan, which weighs an architecture no pass computes yet by the
  * table or its shapes). Returns 0, or -errno with a line in err. */
 int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ctk,
-			const char *ctv, uint64_t overhead, bool runnable, struct ns_hparams *hp, struct ns_summary *sum,
-			struct nsplan_fixed *fx, char *err, size_t errlen);
+			const char *ctv, const uint64_t *overhead, bool runnable,
+			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
+			char *err, size_t errlen);
+
+/* Host memory a session of model m takes at most with arena mem and RAM budget ram: what the
+ * RAM tier can fill (ram, at most the model's bytes), the arena and the fixed set fx
+ * (`nsctl plan`'s host_total), rounded up to a 4 KiB page; UINT64_MAX on overflow. */
+uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
+			  const struct nsplan_fixed *fx);
 
 /* What the user asked for, and the choice (b) once completed. */
 struct nsctl_budget_req {

@@ -6,6 +6,7 @@
 
 #include "arch.h"
 #include "commands.h"
+#include "fixed_mem.h"
 #include "ggml_type.h"
 #include "hparams.h"
 #include "hub.h"
@@ -13,6 +14,16 @@
 #include "model.h"
 #include "ns_util.h"
 #include "summary.h"
+
+/* The per-sequence recurrent state nsplan counts in the fixed set (linear-attention layers:
+ * conv history and states; the same at every context length). */
+static int s_recurrent(const struct ns_model *m, const struct ns_hparams *hp,
+		       struct nsplan_fixed *fx)
+{
+	char err[NS_ERR_LEN];
+
+	return nsplan_fixed_compute(m, hp, 1, 0, fx, err, sizeof(err));
+}
 
 static const char *s_yes(bool b)
 {
@@ -49,6 +60,7 @@ static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 {
 	const struct ns_gguf *g = ns_model_meta(m);
 	char a[32], b[32];
+	struct nsplan_fixed rec;
 	struct s_mtp mtp;
 
 	printf("model:          %s\n", path);
@@ -88,6 +100,10 @@ static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 		printf("experts:        %u, %u active per token, expert n_ff %u%s\n", hp->n_expert,
 		       hp->n_expert_used, hp->n_ff_exp,
 		       hp->n_expert_shared ? " (+ shared experts)" : "");
+	if (s_recurrent(m, hp, &rec) == 0 && rec.n_rec_layers)
+		printf("recurrent:      %s per sequence, any context (%u layers: conv history + "
+		       "one state per value head)\n", ns_format_bytes(rec.recurrent_bytes, a,
+		       sizeof(a)), rec.n_rec_layers);
 	printf("parameters:     %" PRIu64 " (%.3f B)\n", s->n_params, (double)s->n_params / 1e9);
 	printf("tensor bytes:   %s\n", ns_format_bytes(m->total_tensor_bytes, a, sizeof(a)));
 	printf("by type:\n");
@@ -239,6 +255,7 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 			 bool with_meta, bool with_tensors)
 {
 	const struct ns_gguf *g = ns_model_meta(m);
+	struct nsplan_fixed rec;
 	struct json_out j;
 	struct s_mtp mtp;
 	char nb[32];
@@ -288,6 +305,9 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 	jo_key(&j, "n_ff_exp"); jo_u64(&j, hp->n_ff_exp);
 	jo_key(&j, "rms_eps"); jo_f64(&j, hp->rms_eps);
 	jo_end_obj(&j);
+	if (s_recurrent(m, hp, &rec) == 0) {
+		jo_key(&j, "recurrent_state_bytes"); jo_u64(&j, rec.recurrent_bytes);
+	}
 	jo_key(&j, "n_params"); jo_u64(&j, s->n_params);
 	jo_key(&j, "tensor_bytes"); jo_u64(&j, m->total_tensor_bytes);
 	jo_key(&j, "bytes_by_type");

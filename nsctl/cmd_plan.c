@@ -42,8 +42,7 @@ struct s_report {
 	const struct nsplan *pl;
 	const struct nsplan_mem_probe *probe; /* NULL when not probed */
 	const struct nsplan_default_out *dflt; /* NULL when every budget was given */
-	uint64_t rss_at_start;
-	uint64_t host_total;  /* ram + mem + fixed */
+	uint64_t host_total;  /* what the RAM tier fills + mem + fixed (nsctl_host_total) */
 };
 
 static void s_usage(FILE *f)
@@ -222,19 +221,26 @@ static void s_print_text(const struct s_report *r)
 		printf("  recurrent   %12" PRIu64 " bytes %11s  %u layers (conv + ssm state)\n",
 		       fx->recurrent_bytes, ns_format_bytes(fx->recurrent_bytes, s[0], 32),
 		       fx->n_rec_layers);
-	printf("  scratch     %12" PRIu64 " bytes %11s  4*(4*B*n_embd + B*(q+k+v) + n_head*B*n_ctx + "
-	       "2*B*n_ff + n_vocab), B=%u\n", fx->scratch_bytes,
+	printf("  scratch     %12" PRIu64 " bytes %11s  the cpu pass's activations, MoE rows, "
+	       "attention scores and sampler (nsplan/fixed_mem.h), B=%u\n", fx->scratch_bytes,
 	       ns_format_bytes(fx->scratch_bytes, s[0], 32), fx->batch);
 	if (a->overhead_given)
 		printf("  overhead    %12" PRIu64 " bytes %11s  as given\n", fx->overhead_bytes,
 		       ns_format_bytes(fx->overhead_bytes, s[0], 32));
 	else
-		printf("  overhead    %12" PRIu64 " bytes %11s  %u processes x RSS at start %s\n",
+		printf("  overhead    %12" PRIu64 " bytes %11s  %u processes x %s + %u x the "
+		       "%s outside the tensors (header, vocabulary)\n",
 		       fx->overhead_bytes, ns_format_bytes(fx->overhead_bytes, s[0], 32),
-		       NSPLAN_N_PROCESSES, ns_format_bytes(r->rss_at_start, s[1], 32));
+		       NSPLAN_N_PROCESSES, ns_format_bytes(NSPLAN_PROC_BASE, s[1], 32),
+		       NSPLAN_META_FACTOR, ns_format_bytes(r->m->total_file_bytes -
+							   r->m->total_tensor_bytes, s[2], 32));
+	printf("  margin      %12" PRIu64 " bytes %11s  1/%u of the above + %s\n", fx->margin_bytes,
+	       ns_format_bytes(fx->margin_bytes, s[0], 32), NSPLAN_MARGIN_DIV,
+	       ns_format_bytes(NSPLAN_MARGIN_MIN, s[1], 32));
 	printf("  total       %12" PRIu64 " bytes %11s\n", fx->total,
 	       ns_format_bytes(fx->total, s[0], 32));
-	printf("host memory:  %s = RAM cache + arena + fixed set\n",
+	printf("host memory:  %s = RAM cache (what this model fills) + arena + fixed set: the "
+	       "session's peak at most\n",
 	       ns_format_bytes(r->host_total, s[0], 32));
 	printf("per token:    %.0f bytes (%s) requested from disk per decoded token (%.0f "
 	       "touched): dense %" PRIu64 " exact", pr->bytes_per_token,
@@ -334,7 +340,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "scratch_bytes"); jo_u64(&j, fx->scratch_bytes);
 	jo_key(&j, "batch"); jo_u64(&j, fx->batch);
 	jo_key(&j, "overhead_bytes"); jo_u64(&j, fx->overhead_bytes);
-	jo_key(&j, "rss_at_start"); jo_u64(&j, r->rss_at_start);
+	jo_key(&j, "margin_bytes"); jo_u64(&j, fx->margin_bytes);
 	jo_key(&j, "total"); jo_u64(&j, fx->total);
 	jo_end_obj(&j);
 	jo_key(&j, "host_total"); jo_u64(&j, r->host_total);
@@ -405,7 +411,6 @@ static void s_print_json(const struct s_report *r)
 
 int cmd_plan(int argc, char **argv)
 {
-	uint64_t rss = nsplan_self_rss(); /* before the model is mapped: the bare process */
 	struct s_args a = { 0 };
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
@@ -431,8 +436,8 @@ int cmd_plan(int argc, char **argv)
 		return 2;
 	}
 	/* a plan for a model whose tables contradict each other would be a promise run breaks */
-	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? a.overhead :
-				  rss * NSPLAN_N_PROCESSES, false, &hp, &sum, &fx, err, sizeof(err));
+	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? &a.overhead : NULL,
+				  false, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)
 		a.n_ctx = fx.n_ctx;
 	if (ret) {
@@ -463,11 +468,8 @@ int cmd_plan(int argc, char **argv)
 	r = (struct s_report){
 		.a = &a, .m = m, .hp = &hp, .sum = &sum, .fx = &fx, .pl = pl,
 		.probe = probed ? &probe : NULL, .dflt = defaulted ? &dflt : NULL,
-		.rss_at_start = rss,
 	};
-	if (ns_add_u64_overflow(a.q.b.ram, a.q.b.mem, &r.host_total) ||
-	    ns_add_u64_overflow(r.host_total, fx.total, &r.host_total))
-		r.host_total = UINT64_MAX;
+	r.host_total = nsctl_host_total(m, a.q.b.mem, a.q.b.ram, &fx);
 	if (a.json)
 		s_print_json(&r);
 	else

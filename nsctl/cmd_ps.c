@@ -13,12 +13,40 @@
 #include <string.h>
 
 #include "commands.h"
+#include "json_text.h"
 #include "ns_util.h"
 #include "session.h"
 
 static bool s_alive(int pid, unsigned long long start)
 {
 	return ns_proc_alive(pid, start);
+}
+
+/* A session of nsctl serve: the "serve" file beside "procs" holds its address and model
+ * (cmd_serve.c). JSON: a "serve" member. */
+static void s_serve_line(const char *dir, bool json)
+{
+	char path[PATH_MAX + 16], line[1024];
+	FILE *f;
+
+	if (snprintf(path, sizeof(path), "%s/serve", dir) >= (int)sizeof(path) ||
+	    !(f = fopen(path, "r")))
+		return;
+	if (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (json) {
+			json_t *v = ns_json_text(line, strlen(line));
+			char *t = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+
+			if (t)
+				printf(",\"serve\":%s", t);
+			free(t);
+			json_decref(v);
+		} else {
+			printf("  serve      %s\n", line);
+		}
+	}
+	fclose(f);
 }
 
 struct s_show_ctx {
@@ -70,10 +98,13 @@ static int s_show(const char *id, const char *dir, void *arg)
 	}
 	if (f)
 		fclose(f);
+	if (json)
+		printf("]"); /* procs */
+	s_serve_line(dir, json);
 	if (ns_session_attach(id, false, &s, err, sizeof(err)) == 0) {
 		ns_stats_snapshot(s->ctl, &st);
 		if (json)
-			printf("],\"nsio\":{\"pid\":%d,\"gen\":%u,\"bytes_requested\":%llu,"
+			printf(",\"nsio\":{\"pid\":%d,\"gen\":%u,\"bytes_requested\":%llu,"
 			       "\"bytes_device\":%llu,\"requests\":%llu,\"cache_hits\":%llu,"
 			       "\"stall_ns\":%llu,\"arena_bytes\":%llu,\"arena_reserved\":%llu,"
 			       "\"arena_peak\":%llu,\"restarts\":%llu,\"rejected\":%llu}}",
@@ -97,7 +128,7 @@ static int s_show(const char *id, const char *dir, void *arg)
 			       (unsigned long long)st.restarts, (unsigned long long)st.rejected);
 		ns_session_destroy(&s);
 	} else if (json) {
-		printf("]}");
+		printf("}");
 	} else {
 		printf("  (control segment not readable: %s)\n", err);
 	}

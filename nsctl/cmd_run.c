@@ -20,6 +20,7 @@
 
 #include "chat.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "gguf.h"
 #include "hparams.h"
 #include "hub.h"
@@ -39,11 +40,10 @@ static void s_on_signal(int sig)
 struct s_opts {
 	const char *model, *prompt, *system;
 	bool chat, json;
-	bool mem_given, ram_given; /* else nsctl plan's defaults fill them */
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
 	const char *warmup;       /* --warmup: prompt whose expert hits pin experts in RAM */
 	char stats_tmp[64];       /* the statistics file we made for --warmup ("" if none) */
-	struct ns_engine_opts eo;
+	struct nsctl_engine_args ea; /* the pipeline's flags (engine_flags.h) */
 	struct ns_gen_params g;
 };
 
@@ -65,111 +65,29 @@ static void s_usage(FILE *f)
 		"  as '[analysis] ...' blocks (2>/dev/null keeps only the answer)\n"
 		"  --reasoning low|medium|high  the system message's reasoning effort (medium)\n"
 		"  --final-only          do not show the analysis and commentary channels\n"
+		"  --thinking            Gemma 4 chat template: let the model think first (<|think|>;\n"
+		"                        off by default, as the template)\n"
 		"  --raw                 send -p as plain text (no template, no channel split)\n"
 		"  --print-prompt        print the text the model is given on stderr first\n"
 		"  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
 		"  --seed S              sampling as llama.cpp (defaults 0.8 40 0.95 0.05 1.0 64 0);\n"
 		"                        --temp 0 is greedy\n"
-		"pipeline:\n"
-		"  --mem-budget SIZE     streaming arena (binary units: 64MB = 64 MiB)\n"
-		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
-		"                        (0: none). A budget not named is chosen as nsctl plan\n"
-		"                        does, from MemAvailable and the cgroup memory limit, and\n"
-		"                        printed; with --no-plan the arena defaults to the model's\n"
-		"                        size + 16MB, at most 512MB\n"
-		"  --vram-budget SIZE    GPU budget (cuda backend): nsplan puts weights in VRAM\n"
-		"  --reserve-vram SIZE   the part of it kept for KV cache, scratch and staging\n"
-		"                        (default: exactly what the cuda pass needs)\n"
-		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
-		"  --lookahead N         blocks in flight after the one being multiplied (4)\n"
-		"  --backend cpu|cuda    compute process: nscompute, or nscompute-cuda when built\n"
-		"  -c, --ctx N           context positions (4096)\n"
-		"  --threads N           compute threads (0: all CPUs)\n"
-		"  --act f32|q8          kernels' activations: f32 (default, exact weights) or q8\n"
-		"                        (int8 per 32 as llama.cpp: faster 4-bit kernels; cuda:\n"
-		"                        decode GEMVs of quantized weights, prefill stays f16/f32)\n"
-		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
-		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
-		"  --stall-timeout S     a process whose heartbeat stands still S seconds is taken\n"
-		"                        for stopped or stuck: nsio, nsplan, nsrouter are restarted,\n"
-		"                        nscompute ends the run (default 10)\n"
-		"  --wrap PROC=CMD       run PROC (nsio, nscompute, nsplan, nsrouter) under CMD, e.g.\n"
-		"                        --wrap nsio='strace -f -c' or --wrap nscompute='perf record\n"
-		"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
-		"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
-		"                        of the forward pass (default: on for dense models)\n"
-		"  --no-plan             do not start nsplan\n"
+		"pipeline:\n%s"
 		"  --warmup TEXT         MoE: evaluate TEXT first (with the chat template when the\n"
 		"                        run uses one), then re-plan so the experts it routed to\n"
 		"                        most are pinned in the --ram-budget; the context is then\n"
 		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
-		"  --expert-stats FILE   expert hit counts (nsplan's format) nsrouter keeps up to\n"
-		"                        date; FILE.plan gets the warm-up's, which nsplan plans\n"
-		"                        from (default with --warmup: temporary files)\n"
-		"  --verbose             children print their informational lines\n"
 		"  --json                the summary as one JSON object on stderr, with the\n"
 		"                        generated text in \"content\" (what stdout got) and, for\n"
-		"                        harmony models, \"reasoning\" (analysis and commentary)\n");
+		"                        harmony models, \"reasoning\" (analysis and commentary)\n",
+		nsctl_engine_usage);
 }
 
-static int s_num(const char *flag, const char *v, double lo, double hi, double *out)
-{
-	char *end;
-	double x;
-
-	errno = 0;
-	x = strtod(v, &end);
-	if (!*v || isspace((unsigned char)*v) || *end || errno || !(x >= lo && x <= hi)) {
-		fprintf(stderr, "nsctl run: %s: bad value '%s' (a number in %g..%g)\n", flag, v,
-			lo, hi);
-		return -EINVAL;
-	}
-	*out = x;
-	return 0;
-}
-
-/* A count in lo..hi (ns_parse_count). */
-static int s_int(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	if (ns_parse_count(v, lo, hi, out) < 0) {
-		fprintf(stderr, "nsctl run: %s: bad value '%s' (an integer in %" PRIu64 "..%"
-			PRIu64 ")\n", flag, v, lo, hi);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int s_size(const char *flag, const char *v, uint64_t *out)
-{
-	if (ns_parse_bytes(v, out) < 0) {
-		fprintf(stderr, "nsctl run: %s: bad size '%s' (e.g. 512MB, 6GB)\n", flag, v);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int s_wrap(struct s_opts *o, const char *v)
-{
-	static const char *const names[NS_PROC_COUNT] = { "nsio", "nscompute", "nsplan",
-							   "nsrouter" };
-	const char *eq = strchr(v, '=');
-
-	for (int i = 0; eq && i < NS_PROC_COUNT; i++) {
-		if (strlen(names[i]) == (size_t)(eq - v) && !strncmp(v, names[i], (size_t)(eq - v))) {
-			if (!eq[1])
-				break;
-			o->eo.wrap[i] = eq + 1;
-			return 0;
-		}
-	}
-	fprintf(stderr, "nsctl run: --wrap wants PROC=CMD with PROC one of nsio, nscompute, "
-		"nsplan, nsrouter (got '%s')\n", v);
-	return -EINVAL;
-}
+#define S_WHO "nsctl run"
 
 static int s_parse(struct s_opts *o, int argc, char **argv)
 {
-	ns_engine_opts_default(&o->eo);
+	nsctl_engine_args_init(&o->ea);
 	ns_gen_params_default(&o->g);
 	o->g.n_predict = 128;
 	o->prompt = "";
@@ -191,6 +109,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--final-only")) {
 			o->final_only = true;
 			continue;
+		} else if (!strcmp(a, "--thinking")) {
+			o->ea.eo.thinking = true;
+			continue;
 		} else if (!strcmp(a, "--raw")) {
 			o->raw = true;
 			continue;
@@ -200,24 +121,20 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--ignore-eos")) {
 			o->g.no_stop = true;
 			continue;
-		} else if (!strcmp(a, "--run-ahead")) {
-			o->eo.run_ahead = 1;
-			continue;
-		} else if (!strcmp(a, "--no-run-ahead")) {
-			o->eo.run_ahead = 0;
-			continue;
-		} else if (!strcmp(a, "--no-plan")) {
-			o->eo.no_plan = true;
-			continue;
-		} else if (!strcmp(a, "--verbose")) {
-			o->eo.verbose = true;
-			continue;
 		} else if (a[0] != '-' || !a[1]) {
 			if (o->model) {
 				fprintf(stderr, "nsctl run: unexpected argument '%s' (prompt: -p)\n", a);
 				return -EINVAL;
 			}
 			o->model = a;
+			continue;
+		}
+		/* budgets, backend, context, ... (shared with nsctl serve) */
+		rc = nsctl_engine_flag(&o->ea, S_WHO, a, v);
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			i += rc - 1;
 			continue;
 		}
 		if (!v) {
@@ -231,79 +148,30 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			o->system = v;
 		} else if (!strcmp(a, "--warmup")) {
 			o->warmup = v;
-		} else if (!strcmp(a, "--expert-stats")) {
-			o->eo.expert_stats = v;
-		} else if (!strcmp(a, "--reasoning")) {
-			if (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")) {
-				fprintf(stderr, "nsctl run: --reasoning low|medium|high (got '%s')\n",
-					v);
-				rc = -EINVAL;
-			}
-			o->eo.reasoning_effort = v;
 		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
 			if (strcmp(v, "-1"))
-				rc = s_int(a, v, 0, 1 << 24, &u);
+				rc = nsctl_arg_count(S_WHO, a, v, 0, 1 << 24, &u);
 			o->g.n_predict = strcmp(v, "-1") ? (int32_t)u : -1;
 		} else if (!strcmp(a, "--temp")) {
-			rc = s_num(a, v, 0, 100, &x);
+			rc = nsctl_arg_num(S_WHO, a, v, 0, 100, &x);
 			o->g.temperature = (float)x;
 		} else if (!strcmp(a, "--top-k")) {
-			rc = s_int(a, v, 0, 1 << 30, &u);
+			rc = nsctl_arg_count(S_WHO, a, v, 0, 1 << 30, &u);
 			o->g.top_k = (int32_t)u;
 		} else if (!strcmp(a, "--top-p")) {
-			rc = s_num(a, v, 0, 1, &x);
+			rc = nsctl_arg_num(S_WHO, a, v, 0, 1, &x);
 			o->g.top_p = (float)x;
 		} else if (!strcmp(a, "--min-p")) {
-			rc = s_num(a, v, 0, 1, &x);
+			rc = nsctl_arg_num(S_WHO, a, v, 0, 1, &x);
 			o->g.min_p = (float)x;
 		} else if (!strcmp(a, "--repeat-penalty")) {
-			rc = s_num(a, v, 0.01, 100, &x);
+			rc = nsctl_arg_num(S_WHO, a, v, 0.01, 100, &x);
 			o->g.repeat_penalty = (float)x;
 		} else if (!strcmp(a, "--repeat-last-n")) {
-			rc = s_int(a, v, 0, 1 << 20, &u);
+			rc = nsctl_arg_count(S_WHO, a, v, 0, 1 << 20, &u);
 			o->g.repeat_last_n = (int32_t)u;
 		} else if (!strcmp(a, "--seed")) {
-			rc = s_int(a, v, 0, UINT64_MAX, &o->g.seed);
-		} else if (!strcmp(a, "--mem-budget")) {
-			rc = s_size(a, v, &o->eo.mem_budget);
-			o->mem_given = true;
-		} else if (!strcmp(a, "--ram-budget")) {
-			rc = s_size(a, v, &o->eo.ram_budget);
-			o->ram_given = true;
-		} else if (!strcmp(a, "--vram-budget")) {
-			rc = s_size(a, v, &o->eo.vram_budget);
-		} else if (!strcmp(a, "--reserve-vram")) {
-			rc = s_size(a, v, &o->eo.reserve_vram);
-		} else if (!strcmp(a, "--block-rows")) {
-			rc = s_int(a, v, 0, UINT32_MAX, &o->eo.block_rows);
-		} else if (!strcmp(a, "--lookahead")) {
-			rc = s_int(a, v, 0, 1024, &u);
-			o->eo.lookahead = (int32_t)u;
-		} else if (!strcmp(a, "--backend")) {
-			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-				fprintf(stderr, "nsctl run: --backend cpu|cuda (got '%s')\n", v);
-				rc = -EINVAL;
-			}
-			o->eo.backend = v;
-		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-			rc = s_int(a, v, 1, 1 << 24, &u);
-			o->eo.n_ctx = (uint32_t)u;
-		} else if (nsctl_kv_is_flag(a)) {
-			rc = nsctl_kv_set("nsctl run", a, v, &o->eo.cache_type_k, &o->eo.cache_type_v);
-		} else if (!strcmp(a, "--act")) {
-			if (strcmp(v, "f32") && strcmp(v, "q8")) {
-				fprintf(stderr, "nsctl run: --act f32|q8 (got '%s')\n", v);
-				return -EINVAL;
-			}
-			o->eo.act_q8 = !strcmp(v, "q8");
-		} else if (!strcmp(a, "--threads")) {
-			rc = s_int(a, v, 0, 1024, &u);
-			o->eo.threads = (int)u;
-		} else if (!strcmp(a, "--stall-timeout")) {
-			rc = s_int(a, v, 1, 3600, &u);
-			o->eo.stall_ms = (uint32_t)u * 1000u;
-		} else if (!strcmp(a, "--wrap")) {
-			rc = s_wrap(o, v);
+			rc = nsctl_arg_count(S_WHO, a, v, 0, UINT64_MAX, &o->g.seed);
 		} else {
 			fprintf(stderr, "nsctl run: unknown option %s\n", a);
 			rc = -EINVAL;
@@ -316,13 +184,11 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			"--chat] [options]; --help lists them)\n");
 		return -EINVAL;
 	}
-	if (o->eo.reserve_vram && !o->eo.vram_budget) {
-		fprintf(stderr, "nsctl run: --reserve-vram needs a --vram-budget\n");
+	if (nsctl_engine_args_check(&o->ea, S_WHO) < 0)
 		return -EINVAL;
-	}
-	if (o->raw && (o->chat || o->final_only || o->eo.reasoning_effort)) {
+	if (o->raw && (o->chat || o->final_only || o->ea.eo.reasoning_effort || o->ea.eo.thinking)) {
 		fprintf(stderr, "nsctl run: --raw sends -p as plain text; it does not go with "
-			"--chat, --final-only or --reasoning\n");
+			"--chat, --final-only, --reasoning or --thinking\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -478,8 +344,25 @@ static void s_stats_rm(const struct s_opts *o)
 	unlink(plan);
 }
 
+/* An option that needs one chat template family: 0, or -EINVAL after one line naming the
+ * model's template. */
+static int s_need_template(const struct ns_model *m, enum ns_chat_family want,
+			   const char *option, const char *what)
+{
+	const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
+	enum ns_chat_family f = ns_chat_family_detect(tpl);
+
+	if (f == want)
+		return 0;
+	fprintf(stderr, "nsctl run: %s is for models with %s; this model's is %s\n", option,
+		what, f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
+		ns_chat_family_name(f));
+	return -EINVAL;
+}
+
 /* Options the model file rules out, refused before any process starts: --warmup on a model
- * without experts, --final-only on a model without the harmony (gpt-oss) chat template. A
+ * without experts, --final-only on a model without the harmony (gpt-oss) chat template,
+ * --thinking on one without the Gemma 4 template (the one that thinks only when asked). A
  * model that does not open or whose hyperparameters do not load is left to the engine, which
  * reports it. Returns 0 or -EINVAL (one line on stderr). */
 static int s_check_model(const struct s_opts *o)
@@ -489,7 +372,7 @@ static int s_check_model(const struct s_opts *o)
 	char err[NS_ERR_LEN];
 	int rc = 0;
 
-	if (!o->warmup && !o->final_only)
+	if (!o->warmup && !o->final_only && !o->ea.eo.thinking)
 		return 0;
 	if (ns_model_open(o->model, &m, err, sizeof(err)) < 0)
 		return 0;
@@ -497,17 +380,12 @@ static int s_check_model(const struct s_opts *o)
 		fprintf(stderr, "nsctl run: --warmup pins experts in RAM; this model has no experts "
 			"(a dense %s model)\n", hp.arch);
 		rc = -EINVAL;
+	} else if (o->ea.eo.thinking) {
+		rc = s_need_template(m, NS_CHAT_GEMMA4, "--thinking", "the Gemma 4 chat template "
+				     "(thinking off unless asked)");
 	} else if (o->final_only) {
-		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
-		enum ns_chat_family f = ns_chat_family_detect(tpl);
-
-		if (f != NS_CHAT_GPTOSS) {
-			fprintf(stderr, "nsctl run: --final-only is for models with the harmony "
-				"(gpt-oss) chat template; this model's is %s\n",
-				f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
-				ns_chat_family_name(f));
-			rc = -EINVAL;
-		}
+		rc = s_need_template(m, NS_CHAT_GPTOSS, "--final-only", "the harmony (gpt-oss) "
+				     "chat template");
 	}
 	ns_model_close(&m);
 	return rc;
@@ -532,34 +410,11 @@ int cmd_run(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	o.eo.cancel = &s_interrupted;
-	if (o.eo.vram_budget) {
-		rc = nsctl_check_vram("nsctl run", o.model, o.eo.n_ctx, o.eo.vram_budget,
-				      o.eo.reserve_vram);
-		if (rc)
-			return rc;
-	}
-	/* both named: nothing the memory cannot hold (nsctl_check_budgets) */
-	if (!o.eo.no_plan && o.mem_given && o.ram_given) {
-		rc = nsctl_check_budgets("nsctl run", o.model, &o.eo.mem_budget, &o.eo.ram_budget,
-					 1);
-		if (rc)
-			return rc;
-	}
-	/* budgets not named: the ones nsctl plan chooses (MemAvailable, cgroup limit), printed */
-	if (!o.eo.no_plan && (!o.mem_given || !o.ram_given)) {
-		char line[320];
-
-		rc = nsctl_pick_budgets("nsctl run", o.model, o.eo.n_ctx, o.eo.cache_type_k,
-					o.eo.cache_type_v, o.mem_given,
-					&o.eo.mem_budget, o.ram_given, &o.eo.ram_budget, line,
-					sizeof(line), NULL, 0);
-		if (rc)
-			return rc;
-		if (line[0])
-			fprintf(stderr, "%s\n", line);
-	}
-	if (o.warmup && !o.eo.expert_stats) { /* nsrouter writes hits there, nsplan reads them */
+	o.ea.eo.cancel = &s_interrupted;
+	rc = nsctl_engine_budgets(&o.ea, S_WHO, o.model);
+	if (rc)
+		return rc;
+	if (o.warmup && !o.ea.eo.expert_stats) { /* nsrouter writes hits there, nsplan reads them */
 		int fd;
 
 		snprintf(o.stats_tmp, sizeof(o.stats_tmp), "/tmp/nsctl-hits-XXXXXX");
@@ -570,9 +425,9 @@ int cmd_run(int argc, char **argv)
 			return 1;
 		}
 		close(fd);
-		o.eo.expert_stats = o.stats_tmp;
+		o.ea.eo.expert_stats = o.stats_tmp;
 	}
-	rc = ns_engine_load(o.model, &o.eo, &e, err, sizeof(err));
+	rc = ns_engine_load(o.model, &o.ea.eo, &e, err, sizeof(err));
 	if (rc < 0)
 		s_stats_rm(&o);
 	if (rc < 0) {

@@ -1,6 +1,7 @@
 /* nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] [--] TEXT
- * nsctl tokenize MODEL --chat [--system S] [--no-think] [--chat-date YYYY-MM-DD]
+ * nsctl tokenize MODEL --chat [--system S] [--no-think] [--thinking] [--chat-date YYYY-MM-DD]
  *                      [--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt] TEXT
+ *   (--no-think: Qwen3's empty think block; --thinking: Gemma 4's <|think|>, off by default)
  * nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] [--] IDS...
  *
  * tokenize prints one line per token ("   id -> 'piece'", as llama-tokenize does), or the bare
@@ -116,7 +117,7 @@ static void s_json_piece(struct json_out *j, const char *p, size_t l)
 }
 
 struct s_chat_args {
-	bool on, think, print_prompt;
+	bool on, think, think_opt_in, print_prompt;
 	const char *system, *date, *effort, *family;
 };
 
@@ -126,7 +127,8 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 			   const char *text)
 {
 	struct ns_chat_msg m[2];
-	struct ns_chat_opts o = { .enable_thinking = a->think, .date = a->date,
+	struct ns_chat_opts o = { .enable_thinking = a->think, .think_opt_in = a->think_opt_in,
+				  .date = a->date,
 				  .reasoning_effort = a->effort };
 	enum ns_chat_family f;
 	char err[NS_ERR_LEN], *out = NULL;
@@ -136,7 +138,7 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 		f = ns_chat_family_from_name(a->family);
 		if (f == NS_CHAT_UNKNOWN) {
 			fprintf(stderr, "nsctl tokenize: unknown chat template family '%s' (qwen3, "
-				"llama3, llama31, llama32, gemma, gptoss)\n", a->family);
+				"llama3, llama31, llama32, gemma, gemma4, gptoss)\n", a->family);
 			return NULL;
 		}
 	} else {
@@ -162,9 +164,9 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 static void s_tokenize_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] "
-		"[--chat [--system S] [--no-think] [--chat-date YYYY-MM-DD] [--reasoning[-effort] E] "
-		"[--chat-template FAMILY] [--print-prompt]] [--] TEXT   (TEXT - reads standard "
-		"input)\n");
+		"[--chat [--system S] [--no-think] [--thinking] [--chat-date YYYY-MM-DD] "
+		"[--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
+		"(TEXT - reads standard input)\n");
 }
 
 static void s_detokenize_usage(FILE *f)
@@ -204,6 +206,8 @@ int cmd_tokenize(int argc, char **argv)
 			chat.on = true;
 		} else if (!strcmp(argv[i], "--no-think")) {
 			chat.think = false;
+		} else if (!strcmp(argv[i], "--thinking")) {
+			chat.think_opt_in = true;
 		} else if (!strcmp(argv[i], "--print-prompt")) {
 			chat.print_prompt = true;
 		} else if (i + 1 < argc && !strcmp(argv[i], "--system")) {

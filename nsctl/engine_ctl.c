@@ -46,14 +46,21 @@ void nse_ctl_close(struct ns_engine *e)
 int nse_ctl_poll(struct ns_engine *e, zmq_msg_t *msg, int wait_ms)
 {
 	zmq_pollitem_t it = { .socket = e->sock, .events = ZMQ_POLLIN };
+	int err;
 
 	if (zmq_poll(&it, 1, wait_ms) <= 0)
 		return 0;
 	zmq_msg_init(msg);
 	if (zmq_msg_recv(msg, e->sock, ZMQ_DONTWAIT) >= 0)
 		return 1;
+	err = zmq_errno();
 	zmq_msg_close(msg);
-	return 0;
+	if (err == EAGAIN || err == EINTR)
+		return 0;
+	/* a message nscompute sent is lost: what follows would be out of step */
+	e->ctl_broken = true;
+	ns_errf(e->err, sizeof(e->err), "control socket: cannot receive: %s", zmq_strerror(err));
+	return -EPIPE;
 }
 
 int nse_ctl_try_send(struct ns_engine *e, const void *buf, size_t n)
@@ -62,6 +69,7 @@ int nse_ctl_try_send(struct ns_engine *e, const void *buf, size_t n)
 		return 0;
 	if (zmq_errno() == EAGAIN || zmq_errno() == EINTR)
 		return -EAGAIN;
+	e->ctl_broken = true;
 	ns_errf(e->err, sizeof(e->err), "control socket: %s", zmq_strerror(zmq_errno()));
 	return -EPIPE;
 }

@@ -54,6 +54,8 @@ struct ns_engine {
 	char model_path[PATH_MAX];
 	struct ns_model *m;           /* metadata (tokenizer, chat template) */
 	struct ns_tok *tok;
+	bool recurrent;               /* recurrent layers (qwen35): nscompute cannot cut the
+				       * context back, a changed prefix is evaluated again whole */
 	enum ns_chat_family fam;
 	char id[NS_SESSION_ID_LEN + 1]; /* the session's id, chosen before the keeper starts */
 	struct ns_session *s;         /* owner: destroy unlinks */
@@ -73,6 +75,8 @@ struct ns_engine {
 	volatile sig_atomic_t cancelled;
 	bool no_think;                /* chat: the template's thinking switched off */
 	uint64_t rejected;            /* malformed messages from nscompute */
+	bool ctl_broken;              /* a message was lost or malformed: the control stream is
+				       * out of step, every later request refused (-EPIPE) */
 	uint64_t t_supervise;         /* ns_now_ns() of the last child check */
 	char err[512];
 };
@@ -139,7 +143,8 @@ void nse_write_procs(const struct ns_engine *e);
 /* engine_ctl.c: the nscompute channel's socket */
 int nse_ctl_open(struct ns_engine *e);         /* bind the PAIR socket in the runtime dir */
 void nse_ctl_close(struct ns_engine *e);
-/* One message if one comes within wait_ms: 1 (msg initialised, the caller closes it) or 0. */
+/* One message if one comes within wait_ms: 1 (msg initialised, the caller closes it) or 0;
+ * -EPIPE (e->err, e->ctl_broken set) when receiving failed: a message is lost. */
 int nse_ctl_poll(struct ns_engine *e, zmq_msg_t *msg, int wait_ms);
 /* Queue one message without waiting: 0, -EAGAIN (queue full), -EPIPE. */
 int nse_ctl_try_send(struct ns_engine *e, const void *buf, size_t n);

@@ -260,9 +260,11 @@ int nse_start(struct ns_engine *e)
 	rc = ns_model_check_vocab(e->m, ns_tok_n_vocab(e->tok), e->err, sizeof(e->err));
 	if (rc < 0)
 		return rc;
-	/* and the forward pass's checks (shapes, types, hyperparameters), so that a model no
-	 * backend can run is refused here once, not by nscompute after nsio has started */
-	rc = ns_arch_check(e->m, NS_BACKEND_CPU | NS_BACKEND_CUDA, e->err, sizeof(e->err));
+	/* and the forward pass's checks (shapes, types, hyperparameters) for the chosen backend,
+	 * so that a model it cannot run is refused here once, not by nscompute after nsio has
+	 * started (a cpu-only architecture with --backend cuda) */
+	rc = ns_arch_check(e->m, e->o.backend && strcmp(e->o.backend, "cpu") ?
+			   NS_BACKEND_CUDA : NS_BACKEND_CPU, e->err, sizeof(e->err));
 	if (rc == 0)
 		rc = s_kv_check(e);
 	if (rc == 0)
@@ -429,8 +431,9 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms)
 				return rc;
 			e->t_supervise = ns_now_ns();
 		}
-		if (nse_ctl_poll(e, msg, 50))
-			return 0;
+		rc = nse_ctl_poll(e, msg, 50);
+		if (rc)
+			return rc < 0 ? rc : 0;
 		if (timeout_ms && ns_now_ns() - t0 > timeout_ms * 1000000ull) {
 			ns_errf(e->err, sizeof(e->err), "nscompute did not answer within %llu s",
 				(unsigned long long)(timeout_ms / 1000));
@@ -443,6 +446,9 @@ int nse_send(struct ns_engine *e, const void *buf, int n)
 {
 	if (n < 0)
 		return ns_errf(e->err, sizeof(e->err), "message too large"), n;
+	if (e->ctl_broken)
+		return ns_errf(e->err, sizeof(e->err), "the control channel to nscompute broke "
+			       "earlier (a lost or malformed message): load the model again"), -EPIPE;
 	for (;;) {
 		int rc = nse_ctl_try_send(e, buf, (size_t)n);
 

@@ -1,5 +1,6 @@
 /* json_out.c - see json_out.h. */
 #include "json_out.h"
+#include "json_text.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -51,6 +52,17 @@ static void s_escaped(FILE *f, const char *s, size_t n)
 	fputc('"', f);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
+		size_t l = ns_utf8_seq_len((const unsigned char *)s + i, n - i);
+
+		if (!l) { /* not UTF-8 (a byte token's piece, a name from a file): U+FFFD */
+			fputs("\xef\xbf\xbd", f);
+			continue;
+		}
+		if (l > 1) {
+			fwrite(s + i, 1, l, f);
+			i += l - 1;
+			continue;
+		}
 		switch (c) {
 		case '"': fputs("\\\"", f); break;
 		case '\\': fputs("\\\\", f); break;

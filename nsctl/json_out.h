@@ -1,4 +1,7 @@
-/* json_out.h - a minimal streaming JSON writer for nsctl's --json outputs.
+/* json_out.h - a minimal streaming JSON writer for nsctl's --json outputs. Not jansson (which
+ * nsctl serve and run's summary use): jansson's integers stop at 2^63 - 1, and GGUF metadata
+ * holds uint64 values that nsctl info must print exactly (docs/decisions.md). Bytes that are
+ * not UTF-8 are written as U+FFFD, so the output is always JSON.
  * Usage: jo_begin_obj(&j); jo_key(&j, "n"); jo_u64(&j, 3); jo_end_obj(&j);
  * Commas and nesting are tracked by the struct; the caller owns the FILE. */
 #ifndef NSCTL_JSON_OUT_H

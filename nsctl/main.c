@@ -16,6 +16,7 @@ static const struct command s_commands[] = {
 	{ "logits", cmd_logits, "logits of every position: nsctl logits MODEL --tokens 1,2,3 -o FILE" },
 	{ "bench", cmd_bench, "llama-bench style speed table with the drive roofline: nsctl bench MODEL [-p 512] [-n 128] [-r 5] [--budgets LIST]" },
 	{ "run", cmd_run, "generate text through the streaming pipeline: nsctl run MODEL -p TEXT [-n N] [--chat]" },
+	{ "serve", cmd_serve, "OpenAI-compatible server: nsctl serve MODEL [--host 127.0.0.1] [--port 8080] [--parallel N]" },
 	{ "ps", cmd_ps, "live sessions, their processes, pids and counters: nsctl ps [--json]" },
 	{ "mkmodel", cmd_mkmodel, "write a random-weight model: nsctl mkmodel --preset NAME -o FILE" },
 	{ "plan", cmd_plan, "residency plan under budgets: nsctl plan MODEL [--ram-budget B] [--mem-budget B] [-c CTX] [--json]" },

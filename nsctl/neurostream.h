@@ -77,6 +77,8 @@ struct ns_engine_opts {
 	const char *backend;   /* "cpu" (NULL = cpu) runs nscompute; "cuda" runs
 				* nscompute-cuda ($NS_NSCOMPUTE_CUDA), refused when not built */
 	uint32_t n_ctx;        /* context positions; 0: 4096 */
+	uint32_t n_seq;        /* sequences nscompute keeps a KV cache of n_ctx positions for
+				* (ns_engine_step's slots, cpu backend); 0 or 1: one */
 	uint64_t block_rows;   /* rows per streamed block; 0: whole tensors (shrunk to fit) */
 	int32_t lookahead;     /* blocks in flight after the current one; < 0:
 				* NS_DEFAULT_LOOKAHEAD (4), as nsctl info assumes */
@@ -102,6 +104,8 @@ struct ns_engine_opts {
 				* beat every 100 ms, nscompute at every weight block, token and
 				* wait, so only a single product running longer than this would
 				* be mistaken for a hang */
+	bool thinking;                /* Gemma 4 chat template: <|think|> in the system turn (its
+				       * default is off) */
 	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is
@@ -171,6 +175,32 @@ struct ns_engine_msg {
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
 
+/* One step of several sequences for a caller that samples for itself (nsctl serve): each
+ * sequence names its slot (< opts.n_seq; slot 0 is the context of the calls above), the
+ * positions of that slot's cache it keeps (<= what the slot holds: the caller keeps count;
+ * 0 forgets it), and tokens to append; all are evaluated together, every weight read once,
+ * and each sequence's logits after its last token (if it gives a buffer of n_vocab floats)
+ * are bit-identical to evaluating it alone. Returns 0, -EINVAL (a slot twice or out of
+ * range, keep past what the slot holds, the context full, an id out of range), -EPIPE,
+ * -ECANCELED; after an error the slots of the step are empty. Statistics: n_prompt = the
+ * tokens, prefill_s = the step's time, req_prefill / dev_prefill = nsio's bytes. */
+struct ns_engine_seq {
+	uint32_t slot, keep;
+	const int32_t *tokens;
+	uint32_t n;            /* >= 1 */
+	float *logits;         /* (n_vocab) or NULL */
+};
+
+int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32_t n);
+
+/* Check the children now, as every waiting call does (a dead nsio, nsplan or nsrouter is
+ * restarted): for a caller idle between calls. Returns 0, -EPIPE (nscompute is gone; the
+ * reason in ns_engine_error) or -ECANCELED. */
+int ns_engine_poll(struct ns_engine *e);
+
+/* Context positions nscompute holds (-c). */
+uint32_t ns_engine_n_ctx(const struct ns_engine *e);
+
 /* Forget the context (next chat call evaluates everything). */
 void ns_engine_reset(struct ns_engine *e);
 
@@ -181,7 +211,7 @@ int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs,
 			  char **out);
 
 /* Family of the model's chat template ("gptoss" for harmony, "qwen3", "llama3", "llama31",
- * "llama32", "gemma"), or NULL when it has none we know. */
+ * "llama32", "gemma", "gemma4"), or NULL when it has none we know. */
 const char *ns_engine_chat_template(const struct ns_engine *e);
 
 /* Evaluate exactly ids (no BOS added) from an empty context and store the logits of every

@@ -3,50 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_out.h"
+#include "json_text.h"
 #include "ns_util.h"
 #include "run_report.h"
-
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid. */
-static size_t s_utf8_len(const unsigned char *p, size_t n)
-{
-	size_t l = p[0] < 0x80 ? 1 : p[0] < 0xc2 ? 0 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 :
-		   p[0] < 0xf5 ? 4 : 0;
-
-	if (!l || l > n)
-		return 0;
-	for (size_t i = 1; i < l; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	if ((l == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (l == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
-	    (l == 4 && p[0] == 0xf0 && p[1] < 0x90) || (l == 4 && p[0] == 0xf4 && p[1] >= 0x90))
-		return 0; /* overlong, surrogate, above U+10FFFF */
-	return l;
-}
-
-/* ,"key":"escaped text"; bytes that are not UTF-8 (a random model's) become U+FFFD so the
- * object stays valid JSON. */
-static void s_json_text(FILE *f, const char *key, const struct ns_text *t)
-{
-	const unsigned char *p = (const unsigned char *)(t && t->buf ? t->buf : "");
-	size_t n = t ? t->len : 0, k = 0;
-	struct ns_text v = { 0 };
-	struct json_out j;
-
-	if (!t)
-		return;
-	while (k < n) {
-		size_t l = s_utf8_len(p + k, n - k);
-
-		if (ns_text_append(&v, l ? (const char *)p + k : "\xef\xbf\xbd", l ? l : 3) < 0)
-			break;
-		k += l ? l : 1;
-	}
-	jo_init(&j, f);
-	fprintf(f, ",\"%s\":", key);
-	jo_strn(&j, v.buf ? v.buf : "", v.len);
-	free(v.buf);
-}
 
 void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *content,
 		   const struct ns_text *reasoning, FILE *f)
@@ -55,26 +14,42 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 	char peak[32], budget[32];
 
 	ns_engine_stats(e, &s);
-	if (json) {
-		fprintf(f, "{\"session\":\"%s\",\"n_prompt\":%u,\"n_gen\":%u,\"n_decode\":%u,"
-			"\"prefill_tok_s\":%.3f,\"decode_tok_s\":%.3f,\"gb_per_token\":%.9f,"
-			"\"device_gb_per_token\":%.9f,\"bytes_requested_prefill\":%llu,"
-			"\"bytes_requested_decode\":%llu,\"bytes_device_prefill\":%llu,"
-			"\"bytes_device_decode\":%llu,\"stall_ms_per_token\":%.4f,"
-			"\"arena_peak\":%llu,\"arena_budget\":%llu,\"requests\":%llu,"
-			"\"cache_hits\":%llu,\"cache_hit_rate\":%.4f,\"nsio_restarts\":%llu,"
-			"\"stop_reason\":%u",
-			ns_engine_session(e), s.n_prompt, s.n_gen, s.n_decode, s.prefill_tok_s,
-			s.decode_tok_s, s.gb_per_token, s.dev_gb_per_token,
-			(unsigned long long)s.req_prefill, (unsigned long long)s.req_decode,
-			(unsigned long long)s.dev_prefill, (unsigned long long)s.dev_decode,
-			s.stall_ms_per_token, (unsigned long long)s.arena_peak,
-			(unsigned long long)s.arena_bytes, (unsigned long long)s.requests,
-			(unsigned long long)s.cache_hits, s.cache_hit_rate,
-			(unsigned long long)s.nsio_restarts, s.stop_reason);
-		s_json_text(f, "content", content);
-		s_json_text(f, "reasoning", reasoning);
-		fputs("}\n", f);
+	if (json) { /* one object on one line (jansson; keys in this order) */
+		json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, "
+				      "s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:I}",
+				      "session", ns_engine_session(e),
+				      "n_prompt", (json_int_t)s.n_prompt,
+				      "n_gen", (json_int_t)s.n_gen,
+				      "n_decode", (json_int_t)s.n_decode,
+				      "prefill_tok_s", s.prefill_tok_s,
+				      "decode_tok_s", s.decode_tok_s,
+				      "gb_per_token", s.gb_per_token,
+				      "device_gb_per_token", s.dev_gb_per_token,
+				      "bytes_requested_prefill", (json_int_t)s.req_prefill,
+				      "bytes_requested_decode", (json_int_t)s.req_decode,
+				      "bytes_device_prefill", (json_int_t)s.dev_prefill,
+				      "bytes_device_decode", (json_int_t)s.dev_decode,
+				      "stall_ms_per_token", s.stall_ms_per_token,
+				      "arena_peak", (json_int_t)s.arena_peak,
+				      "arena_budget", (json_int_t)s.arena_bytes,
+				      "requests", (json_int_t)s.requests,
+				      "cache_hits", (json_int_t)s.cache_hits,
+				      "cache_hit_rate", s.cache_hit_rate,
+				      "nsio_restarts", (json_int_t)s.nsio_restarts,
+				      "stop_reason", (json_int_t)s.stop_reason);
+
+		/* the generated text: not always UTF-8 (a random model's bytes) */
+		if (o && content)
+			json_object_set_new(o, "content", ns_json_text(content->buf ? content->buf :
+								       "", content->len));
+		if (o && reasoning)
+			json_object_set_new(o, "reasoning", ns_json_text(reasoning->buf ?
+									 reasoning->buf : "",
+									 reasoning->len));
+		if (!o || json_dumpf(o, f, JSON_COMPACT) < 0)
+			fprintf(f, "{\"error\":\"out of memory\"}");
+		fputs("\n", f);
+		json_decref(o);
 		fflush(f);
 		return;
 	}

@@ -81,7 +81,7 @@ static bool s_has_memory(const char *list, size_t len)
 	return false;
 }
 
-/* v2: the tightest memory.max along <root><path> and its ancestors (a container that sees
+/* v2: the tightest memory.max or memory.high along <root><path> and its ancestors (a container that sees
  * its cgroup as "/" reads <root>/memory.max). */
 static void s_cgroup_v2(const char *root, const char *path, struct nsplan_mem_probe *out)
 {
@@ -93,10 +93,15 @@ static void s_cgroup_v2(const char *root, const char *path, struct nsplan_mem_pr
 		path = "";
 	snprintf(dir, sizeof(dir), "%s%s", root, path);
 	for (;;) {
-		uint64_t v;
-		snprintf(file, sizeof(file), "%s/memory.max", dir);
-		if (!s_read_limit(file, 2, &v)) {
-			if (!out->cgroup_file[0] || v < out->cgroup_limit) {
+		/* memory.high throttles and reclaims, but a run that needs more than it stalls
+		 * or is killed by an outer limit all the same: it counts as a limit too */
+		static const char *const files[] = { "memory.max", "memory.high" };
+
+		for (size_t i = 0; i < 2; i++) {
+			uint64_t v;
+			snprintf(file, sizeof(file), "%s/%s", dir, files[i]);
+			if (!s_read_limit(file, 2, &v) &&
+			    (!out->cgroup_file[0] || v < out->cgroup_limit)) {
 				out->cgroup_limit = s_min(out->cgroup_limit, v);
 				snprintf(out->cgroup_file, sizeof(out->cgroup_file), "%s", file);
 			}

@@ -1,7 +1,8 @@
 /* budget_defaults.h - how much memory a run may take when the user names no budget.
  *
  * Available memory = the smaller of MemAvailable (/proc/meminfo) and the cgroup memory limit:
- *   v2: /proc/self/cgroup has "0::<path>"; the limit is <root>/<path>/memory.max ("max" = none)
+ *   v2: /proc/self/cgroup has "0::<path>"; the limit is the smallest memory.max or memory.high
+ *       ("max" = none) of <root>/<path> and every cgroup above it
  *   v1: a line "<n>:...memory...:<path>"; the limit is <root>/memory/<path>/memory.limit_in_bytes
  *       (values of 2^62 and above are v1's "no limit")
  * When <root>/<path>/... is absent (a container sees its own cgroup as its root), the file at

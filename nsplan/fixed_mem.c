@@ -50,6 +50,13 @@ bool nsplan_layer_is_swa(const struct ns_model *m, const struct ns_hparams *hp, 
 	return il % period < period - 1;
 }
 
+static uint64_t s_max4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+	uint64_t ab = a > b ? a : b, cd = c > d ? c : d;
+
+	return ab > cd ? ab : cd;
+}
+
 static bool s_mac(uint64_t *acc, uint64_t a, uint64_t b)
 {
 	uint64_t p;
@@ -67,7 +74,7 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			    uint32_t n_ctx, uint32_t k_b32, uint32_t v_b32, uint64_t overhead,
 			    struct nsplan_fixed *out, char *err, size_t errlen)
 {
-	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, sc = 0, B;
+	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, ao, wide, rows, sc = 0, B;
 	uint64_t state_size = 0, inner_size = 0;
 	bool ovf = false;
 
@@ -118,16 +125,26 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	B = n_ctx < NSPLAN_PREFILL_BATCH ? n_ctx : NSPLAN_PREFILL_BATCH;
 	out->batch = (uint32_t)B;
 	ff_max = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
-	ovf |= s_mac(&sc, 4 * B, hp->n_embd);
-	ovf |= s_mac(&sc, B, q_max + k_max + v_max);
-	ovf |= s_mac(&sc, (uint64_t)hp->n_head * B, n_ctx);
-	ovf |= s_mac(&sc, 2 * B, ff_max);
-	ovf |= s_mac(&sc, 1, hp->n_vocab);
+	ao = (uint64_t)hp->n_head * hp->head_dim_v;
+	wide = s_max4(hp->n_embd, q_max > ao ? q_max : ao, ff_max, 2 * ff_max);
+	ovf |= s_mac(&sc, B, 3ull * hp->n_embd + q_max + k_max + v_max + ao + 3 * ff_max);
+	ovf |= s_mac(&sc, B, wide);
+	/* attention: one tile of NSPLAN_ATTN_TB query tokens x the group's heads per thread */
+	rows = (uint64_t)NSPLAN_ATTN_TB * (hp->n_head_kv && hp->n_head > hp->n_head_kv ?
+					   hp->n_head / hp->n_head_kv : 1);
+	ovf |= s_mac(&sc, (uint64_t)NSPLAN_ATTN_THREADS * rows,
+		     (uint64_t)n_ctx + 2 * hp->head_dim_k + 64 + hp->head_dim_v + 32);
+	if (hp->n_expert)
+		ovf |= s_mac(&sc, B, hp->n_expert + 3ull * hp->n_expert_used +
+			     (2ull + hp->n_expert_used) * hp->n_embd + 3ull * hp->n_ff_exp);
+	ovf |= s_mac(&sc, NSPLAN_VOCAB_FLOATS, hp->n_vocab);
 	ovf |= ns_mul_u64_overflow(sc, 4, &out->scratch_bytes);
 	out->total = out->kv_bytes;
 	ovf |= ns_add_u64_overflow(out->total, out->recurrent_bytes, &out->total);
 	ovf |= ns_add_u64_overflow(out->total, out->scratch_bytes, &out->total);
 	ovf |= ns_add_u64_overflow(out->total, out->overhead_bytes, &out->total);
+	out->margin_bytes = out->total / NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN;
+	ovf |= ns_add_u64_overflow(out->total, out->margin_bytes, &out->total);
 	if (ovf) {
 		ns_errf(err, errlen, "fixed memory for a context of %u overflows 64 bits", n_ctx);
 		return -EOVERFLOW;
@@ -135,17 +152,15 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	return 0;
 }
 
-uint64_t nsplan_self_rss(void)
+uint64_t nsplan_process_overhead(const struct ns_model *m)
 {
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	unsigned long long kb = 0;
+	uint64_t meta = m->total_file_bytes > m->total_tensor_bytes ?
+			m->total_file_bytes - m->total_tensor_bytes : 0;
+	uint64_t o;
 
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
-			break;
-	fclose(f);
-	return (uint64_t)kb * 1024;
+	/* file sizes < 2^63 and small factors: saturate rather than wrap */
+	if (ns_mul_u64_overflow(meta, NSPLAN_META_FACTOR, &o) ||
+	    ns_add_u64_overflow(o, (uint64_t)NSPLAN_N_PROCESSES * NSPLAN_PROC_BASE, &o))
+		return UINT64_MAX;
+	return o;
 }

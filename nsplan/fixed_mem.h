@@ -15,15 +15,41 @@
  * Recurrent layers (those with ssm_conv1d): conv state (kernel - 1) * channels * 4 plus
  * ssm.state_size * ssm.inner_size * 4.
  *
- * Activations/scratch (f32, one layer at a time, B = min(n_ctx, NSPLAN_PREFILL_BATCH)):
- *     4 * ( 4 * B * n_embd                      hidden, residual, normed input, attention out
- *         + B * (q_width + k_width + v_width)   projections of the batch (widest layer)
- *         + n_head * B * n_ctx                  attention scores against the whole context
- *         + 2 * B * n_ff_max                    FFN gate and up (max of n_ff, n_ff_exp)
- *         + n_vocab )                           logits of one position
+ * Activations/scratch: what the cpu pass allocates (nscompute/forward: llama.c's and moe.c's
+ * scratch, the GEMM's packed activations, the sampler), in f32 words, for a batch of
+ * B = min(n_ctx, NSPLAN_PREFILL_BATCH) tokens (forward.c's default n_batch):
+ *     4 * ( B * (3 * n_embd + q + k + v + ao + 3 * n_ff_max)   hidden, residual, normed input,
+ *                                            projections, attention out (n_head * head_dim_v),
+ *                                            FFN gate (n_ff_max) and fused gate+up (2 n_ff_max)
+ *         + B * wide                         the GEMM's packed input, wide = the widest of
+ *                                            n_embd, q, ao, 2 * n_ff_max
+ *         + T * R * (n_ctx + 2 * head_dim_k + 64 + head_dim_v + 32)   attention's
+ *                                            per-thread tiles (attn.c's workspace; 32 a row
+ *                                            covers its rounding to 16 floats, R >= 4):
+ *                                            R = NSPLAN_ATTN_TB * n_head / n_head_kv
+ *                                            rows, T = NSPLAN_ATTN_THREADS (nscompute's
+ *                                            default thread count is at most 64; an explicit
+ *                                            --threads above 64 is not counted)
+ *         + B * (n_expert + 3 * n_used + (2 + n_used) * n_embd + 3 * n_ff_exp)   MoE only:
+ *                                            router logits, choices, expert input and output,
+ *                                            one output row per chosen expert, expert FFN
+ *         + NSPLAN_VOCAB_FLOATS * n_vocab )  logits, the sampler's candidates
+ * (measured with heaptrack on a two-layer qwen3-30b-a3b preset and a 670-token prompt: the
+ * MoE rows were 45 MiB of nscompute's 105 MiB heap peak, uncounted before).
  *
- * Overhead: the caller measures it (nsplan_self_rss() of a freshly started process times the
- * number of pipeline processes, NSPLAN_N_PROCESSES) and passes it in. */
+ * Overhead, the processes themselves (nsplan_process_overhead): NSPLAN_PROC_BASE for each of
+ * the NSPLAN_N_PROCESSES processes (code data, libzmq's threads and buffers, io_uring rings,
+ * stacks, malloc's slack) plus NSPLAN_META_FACTOR times the model's bytes outside its
+ * tensors (its header: every process parses it, nsctl builds the tokenizer from it), from
+ * Pss_Anon readings of each process (tests/ceiling/peak.py): on a two-layer qwen3-30b-a3b
+ * preset (2.7 MB of header, a 151k vocabulary) nsctl and its keeper held 24 MB, nsio 8.3,
+ * nsplan 8.2, nsrouter 8.7, nscompute about 12 besides its KV cache and scratch: 61 MB,
+ * 10 MB of bases and 18.6 per header byte; on tiny models (14 KB headers) 0.3 to 1.6 MB a
+ * process.
+ *
+ * Margin: total / NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN on top (page tables, kernel objects,
+ * allocator rounding the measurements cannot see one by one). nsctl weighs named budgets
+ * against the same total (budgets.c). */
 #ifndef NSPLAN_FIXED_MEM_H
 #define NSPLAN_FIXED_MEM_H
 
@@ -33,7 +59,14 @@
 #include "hparams.h"
 #include "model.h"
 
-#define NSPLAN_PREFILL_BATCH 256u
+#define NSPLAN_PREFILL_BATCH 512u  /* forward.c's default n_batch */
+#define NSPLAN_ATTN_TB 4u          /* query tokens per attention task (attn_internal.h) */
+#define NSPLAN_ATTN_THREADS 64u    /* nscompute's most threads by default */
+#define NSPLAN_VOCAB_FLOATS 4u     /* logits row, the sampler's ids, probabilities, order */
+#define NSPLAN_PROC_BASE (2ull << 20)
+#define NSPLAN_META_FACTOR 20u
+#define NSPLAN_MARGIN_DIV 8u
+#define NSPLAN_MARGIN_MIN (4ull << 20)
 #define NSPLAN_N_PROCESSES 5u /* nsctl, nsio, nsplan, nscompute, nsrouter */
 
 struct nsplan_fixed {
@@ -46,7 +79,8 @@ struct nsplan_fixed {
 	uint64_t recurrent_bytes;
 	uint64_t scratch_bytes;
 	uint64_t overhead_bytes;  /* as passed in */
-	uint64_t total;           /* the sum of the four */
+	uint64_t margin_bytes;    /* the sum of the four / NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN */
+	uint64_t total;           /* the sum of the four and the margin */
 };
 
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */
@@ -60,8 +94,7 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 /* Is layer il a sliding-window layer? (see above) */
 bool nsplan_layer_is_swa(const struct ns_model *m, const struct ns_hparams *hp, uint32_t il);
 
-/* Resident set size of the calling process (VmRSS of /proc/self/status) in bytes, 0 if
- * unreadable. */
-uint64_t nsplan_self_rss(void);
+/* The processes' own memory for model m (see above); UINT64_MAX if it overflows. */
+uint64_t nsplan_process_overhead(const struct ns_model *m);
 
 #endif

@@ -10,14 +10,14 @@ int ns_cmsg_type(const void *buf, size_t len)
 {
 	int t = ns_zmsg_type(buf, len);
 
-	return t >= NS_CMSG_HELLO && t <= NS_CMSG_STOP ? t : -EPROTO;
+	return t >= NS_CMSG_HELLO && t <= NS_CMSG_STEP ? t : -EPROTO;
 }
 
 /* --- sizes --- */
 
 #define S_SAMPLING_BYTES (4 * 6 + 8)
 #define S_DONE_BYTES (5 * 4 + 9 * 8)
-#define S_EVAL_FIXED (4 * 4 + S_SAMPLING_BYTES)
+#define S_EVAL_FIXED (5 * 4 + S_SAMPLING_BYTES)
 
 size_t ns_cmsg_size_eval(uint32_t n_tokens, uint32_t n_stop)
 {
@@ -51,6 +51,7 @@ int ns_cmsg_enc_eval(const struct ns_cmsg_eval *m, void *buf, size_t cap)
 	ns_wr_envelope(&w, NS_CMSG_EVAL, ns_cmsg_size_eval(m->n_tokens, m->n_stop) - NS_CMSG_HDR);
 	ns_wr_u32(&w, m->flags);
 	ns_wr_u32(&w, m->n_predict);
+	ns_wr_u32(&w, m->keep);
 	ns_wr_f32(&w, m->sampling.temperature);
 	ns_wr_u32(&w, (uint32_t)m->sampling.top_k);
 	ns_wr_f32(&w, m->sampling.top_p);
@@ -168,6 +169,7 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 		return -EPROTO;
 	m->flags = ns_rd_u32(&r);
 	m->n_predict = ns_rd_u32(&r);
+	m->keep = ns_rd_u32(&r);
 	s->temperature = ns_rd_f32(&r);
 	s->top_k = (int32_t)ns_rd_u32(&r);
 	s->top_p = ns_rd_f32(&r);
@@ -177,7 +179,10 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 	s->seed = ns_rd_u64(&r);
 	m->n_tokens = ns_rd_u32(&r);
 	m->n_stop = ns_rd_u32(&r);
-	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED)) ||
+	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED |
+					   NS_EVAL_KEEP)) ||
+	    (!(m->flags & NS_EVAL_KEEP) && m->keep) ||
+	    ((m->flags & NS_EVAL_KEEP) && (m->flags & NS_EVAL_RESET)) ||
 	    ((m->flags & NS_EVAL_FORCED) && (m->n_predict == 0 || m->n_predict >= m->n_tokens)) ||
 	    m->n_tokens == 0 || m->n_tokens > n_tokens_cap || m->n_tokens > NS_CMSG_MAX_TOKENS ||
 	    m->n_stop > NS_CMSG_MAX_STOP || len != ns_cmsg_size_eval(m->n_tokens, m->n_stop) ||
@@ -268,4 +273,66 @@ int ns_cmsg_enc_stop(void *buf, size_t cap)
 
 	ns_wr_envelope(&w, NS_CMSG_STOP, 0);
 	return ns_wr_finish(&w);
+}
+
+/* --- STEP --- */
+
+size_t ns_cmsg_size_step(uint32_t n_seq, uint64_t n_tokens)
+{
+	return NS_CMSG_HDR + 4 + 16 * (size_t)n_seq + 4 * (size_t)n_tokens;
+}
+
+int ns_cmsg_enc_step(const struct ns_cmsg_step *m, void *buf, size_t cap)
+{
+	struct ns_wr w = { .p = buf, .cap = cap };
+	uint64_t total = 0;
+
+	if (m->n_seq == 0 || m->n_seq > NS_CMSG_MAX_SEQ)
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->n_seq; i++)
+		total += m->seq[i].n_tokens;
+	if (total > NS_CMSG_MAX_TOKENS)
+		return -EINVAL;
+	ns_wr_envelope(&w, NS_CMSG_STEP, ns_cmsg_size_step(m->n_seq, total) - NS_CMSG_HDR);
+	ns_wr_u32(&w, m->n_seq);
+	for (uint32_t i = 0; i < m->n_seq; i++) {
+		ns_wr_u32(&w, m->seq[i].slot);
+		ns_wr_u32(&w, m->seq[i].keep);
+		ns_wr_u32(&w, m->seq[i].n_tokens);
+		ns_wr_u32(&w, m->seq[i].want_logits);
+	}
+	ns_wr_put(&w, m->tokens, 4 * (size_t)total);
+	return ns_wr_finish(&w);
+}
+
+int ns_cmsg_dec_step(const void *buf, size_t len, uint32_t n_vocab, uint32_t n_slots,
+		     int32_t *tokens_out, uint32_t tokens_cap, struct ns_cmsg_step *m)
+{
+	uint64_t used = 0, total = 0;
+	struct ns_rd r;
+
+	if (ns_rd_open(&r, buf, len, NS_CMSG_STEP))
+		return -EPROTO;
+	m->n_seq = ns_rd_u32(&r);
+	if (r.bad || m->n_seq == 0 || m->n_seq > NS_CMSG_MAX_SEQ || n_slots > 64)
+		return -EPROTO;
+	for (uint32_t i = 0; i < m->n_seq; i++) {
+		struct ns_cmsg_step_seq *q = &m->seq[i];
+
+		q->slot = ns_rd_u32(&r);
+		q->keep = ns_rd_u32(&r);
+		q->n_tokens = ns_rd_u32(&r);
+		q->want_logits = ns_rd_u32(&r);
+		if (r.bad || q->slot >= n_slots || (used >> q->slot & 1) || !q->n_tokens ||
+		    q->want_logits > 1)
+			return -EPROTO;
+		used |= 1ull << q->slot;
+		total += q->n_tokens;
+	}
+	if (total > tokens_cap || total > NS_CMSG_MAX_TOKENS ||
+	    len != ns_cmsg_size_step(m->n_seq, total) || s_ids(&r, tokens_out, (uint32_t)total,
+								  n_vocab))
+		return -EPROTO;
+	m->tokens = tokens_out;
+	return 0;
 }

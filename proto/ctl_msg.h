@@ -10,14 +10,22 @@
  *
  * Conversation:
  *   compute -> ctl   HELLO  once connected and the model is loaded
- *   ctl -> compute   EVAL   tokens to append (after a reset if asked), then generate up to
+ *   ctl -> compute   EVAL   tokens to append (after a reset, or after cutting the sequence to
+ *                           its first `keep` positions, if asked), then generate up to
  *                           n_predict tokens (0: only fill the cache; with LOGITS_ALL the
  *                           logits of every evaluated position come back as LOGITS)
  *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
  *                    LOGITS per position (LOGITS_ALL only)
  *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
  *   ctl -> compute   STOP   (during a generation) stop after the current token: DONE
- *   ctl -> compute   QUIT   exit 0 */
+ *   ctl -> compute   QUIT   exit 0
+ *
+ * Several sequences (nscompute --parallel N: N KV-cache slots; nsctl serve):
+ *   ctl -> compute   STEP   per sequence: its slot, the cached positions it keeps, tokens to
+ *                           append; evaluated together, every weight read once
+ *   compute -> ctl   LOGITS per sequence that asked, pos = its index in the STEP
+ *                    DONE   (n_prompt = tokens evaluated, prefill_ns = the step's time, the
+ *                           nsio counters in req_prefill / dev_prefill);  ERROR instead */
 #ifndef NS_PROTO_CTL_MSG_H
 #define NS_PROTO_CTL_MSG_H
 
@@ -31,6 +39,7 @@
 #define NS_CMSG_MAX_STOP 64
 #define NS_CMSG_MAX_VOCAB (1u << 22)
 #define NS_CMSG_ERR_LEN 512
+#define NS_CMSG_MAX_SEQ 64 /* sequences (KV-cache slots) nscompute keeps: --parallel */
 
 enum ns_cmsg_type {
 	NS_CMSG_HELLO = NS_ZMSG_CTL_HELLO,
@@ -41,6 +50,7 @@ enum ns_cmsg_type {
 	NS_CMSG_ERROR = NS_ZMSG_CTL_ERROR,
 	NS_CMSG_QUIT = NS_ZMSG_CTL_QUIT,
 	NS_CMSG_STOP = NS_ZMSG_CTL_STOP,
+	NS_CMSG_STEP = NS_ZMSG_CTL_STEP,
 };
 
 enum ns_eval_flags {
@@ -51,6 +61,9 @@ enum ns_eval_flags {
 				       * as decode steps (no sampling; each is reported as TOKEN,
 				       * and its logits as LOGITS with LOGITS_ALL); needs
 				       * 1 <= n_predict < n_tokens */
+	NS_EVAL_KEEP = 1u << 4,       /* keep only the first `keep` positions of the sequence
+				       * (keep <= its length; a cached prefix shared with the
+				       * new tokens), then append: RESET is KEEP 0 */
 };
 
 enum ns_done_reason {
@@ -78,6 +91,7 @@ struct ns_cmsg_sampling {
 struct ns_cmsg_eval {
 	uint32_t flags;         /* enum ns_eval_flags */
 	uint32_t n_predict;
+	uint32_t keep;          /* NS_EVAL_KEEP: positions kept (else 0) */
 	struct ns_cmsg_sampling sampling;
 	uint32_t n_tokens;      /* 1..NS_CMSG_MAX_TOKENS */
 	uint32_t n_stop;        /* <= NS_CMSG_MAX_STOP */
@@ -106,6 +120,20 @@ struct ns_cmsg_done {
 	uint64_t req_prefill, req_decode, dev_prefill, dev_decode;
 };
 
+/* STEP: seq[i]'s tokens are tokens[sum of n_tokens before i ..], in order. */
+struct ns_cmsg_step_seq {
+	uint32_t slot;         /* < the slots nscompute keeps; each slot at most once */
+	uint32_t keep;         /* cached positions of the slot kept (<= what it holds) */
+	uint32_t n_tokens;     /* >= 1 */
+	uint32_t want_logits;  /* 1: LOGITS after the last token; 0: none */
+};
+
+struct ns_cmsg_step {
+	uint32_t n_seq;        /* 1..NS_CMSG_MAX_SEQ */
+	struct ns_cmsg_step_seq seq[NS_CMSG_MAX_SEQ];
+	const int32_t *tokens; /* (sum of n_tokens <= NS_CMSG_MAX_TOKENS) */
+};
+
 struct ns_cmsg_error {
 	int32_t code;         /* negative errno */
 	char text[NS_CMSG_ERR_LEN];
@@ -126,6 +154,9 @@ int ns_cmsg_enc_done(const struct ns_cmsg_done *m, void *buf, size_t cap);
 int ns_cmsg_enc_error(const struct ns_cmsg_error *m, void *buf, size_t cap);
 int ns_cmsg_enc_quit(void *buf, size_t cap);
 int ns_cmsg_enc_stop(void *buf, size_t cap);
+/* STEP: ns_cmsg_size_step(n_seq, total tokens) bytes; -EINVAL for counts over the limits. */
+size_t ns_cmsg_size_step(uint32_t n_seq, uint64_t n_tokens);
+int ns_cmsg_enc_step(const struct ns_cmsg_step *m, void *buf, size_t cap);
 
 /* Decoders: 0 or -EPROTO. n_vocab bounds every token id (ids must be < n_vocab). The eval's
  * token and stop arrays are copied into caller storage of n_tokens_cap / NS_CMSG_MAX_STOP
@@ -138,6 +169,10 @@ int ns_cmsg_dec_token(const void *buf, size_t len, uint32_t n_vocab, struct ns_c
 int ns_cmsg_dec_logits(const void *buf, size_t len, uint32_t n_vocab, uint32_t *pos,
 		       float *out);
 int ns_cmsg_dec_done(const void *buf, size_t len, struct ns_cmsg_done *m);
+/* STEP: slots below n_slots and distinct, token ids below n_vocab, at most tokens_cap tokens
+ * (copied into tokens_out). */
+int ns_cmsg_dec_step(const void *buf, size_t len, uint32_t n_vocab, uint32_t n_slots,
+		     int32_t *tokens_out, uint32_t tokens_cap, struct ns_cmsg_step *m);
 int ns_cmsg_dec_error(const void *buf, size_t len, struct ns_cmsg_error *m);
 
 #endif

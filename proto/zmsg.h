@@ -20,7 +20,7 @@
 
 
 #define NS_ZMSG_MAGIC 0x4d5a534eu /* "NSZM" */
-#define NS_ZMSG_VERSION 2
+#define NS_ZMSG_VERSION 3 /* 3: the ctl EVAL carries keep; ctl STEP */
 #define NS_ZMSG_HDR_BYTES 12
 #define NS_ZMSG_MAX_EXPERTS 256
 #define NS_ZMSG_MAX_PLAN 4096
@@ -36,7 +36,8 @@ enum ns_zmsg_type {
 	NS_ZMSG_CTL_ERROR = 7,
 	NS_ZMSG_CTL_QUIT = 8,
 	NS_ZMSG_CTL_STOP = 9,
-	NS_ZMSG_TYPE_MAX = 9,
+	NS_ZMSG_CTL_STEP = 10,
+	NS_ZMSG_TYPE_MAX = 10,
 };
 
 struct ns_zrouter {

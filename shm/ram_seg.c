@@ -74,14 +74,19 @@ int ns_ram_view_open(struct ns_ram_view *v, const char *session, uint64_t n_tens
 	rc = ns_seg_open(&v->seg, session, NS_RAM_SEG_WHAT, NS_SEG_RAM, false, err, errlen);
 	if (rc)
 		return rc;
+	/* ready first: nsio writes the directory after publishing the segment's header, and
+	 * sets ready (release) once the directory and the fixed windows are in */
+	d = (const struct ns_ram_dir *)((const uint8_t *)v->seg.base + NS_RAM_DIR_OFF);
+	if (v->seg.size >= NS_RAM_DIR_OFF + sizeof(*d) &&
+	    !atomic_load_explicit(&((struct ns_ram_dir *)d)->ready, memory_order_acquire)) {
+		ns_errf(err, errlen, "%s: still loading", v->seg.name);
+		rc = -EAGAIN;
+		goto fail;
+	}
 	d = s_dir(&v->seg, err, errlen);
 	rc = -EPROTO;
 	if (!d)
 		goto fail;
-	if (!atomic_load_explicit(&((struct ns_ram_dir *)d)->ready, memory_order_acquire)) {
-		rc = -EAGAIN; /* still loading its fixed windows */
-		goto fail;
-	}
 	if (d->n_tensors != n_tensors) {
 		ns_errf(err, errlen, "%s: %llu tensors, the model has %llu", v->seg.name,
 			(unsigned long long)d->n_tensors, (unsigned long long)n_tensors);

@@ -359,6 +359,11 @@ int ns_seg_open(struct ns_seg *seg, const char *session, const char *what, uint3
 		close(fd);
 		return rc;
 	}
+	if (st.st_size == 0) { /* created, not yet sized: its creator is between two calls */
+		ns_errf(err, errlen, "segment %s is being created", seg->name);
+		close(fd);
+		return -EAGAIN;
+	}
 	if (st.st_size < (off_t)sizeof(struct ns_seg_header)) {
 		ns_errf(err, errlen, "segment %s: %lld bytes, smaller than its header", seg->name,
 			(long long)st.st_size);
@@ -375,7 +380,14 @@ int ns_seg_open(struct ns_seg *seg, const char *session, const char *what, uint3
 		ns_errf(err, errlen, "mmap %s: %s", seg->name, strerror(-rc));
 		return rc;
 	}
-	rc = ns_seg_check_header(seg->base, seg->size, kind, session, why, sizeof(why));
+	/* magic 0: sized and mapped but not yet published (ns_seg_create writes it last) */
+	if (((const volatile struct ns_seg_header *)seg->base)->magic == 0) {
+		rc = -EAGAIN;
+		snprintf(why, sizeof(why), "being created (header not yet published)");
+	} else {
+		atomic_thread_fence(memory_order_acquire); /* pairs with ns_seg_create's release */
+		rc = ns_seg_check_header(seg->base, seg->size, kind, session, why, sizeof(why));
+	}
 	if (rc) {
 		ns_errf(err, errlen, "%s: %s", seg->name, why);
 		ns_seg_unmap(seg);

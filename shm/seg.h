@@ -84,7 +84,8 @@ int ns_seg_create(struct ns_seg *seg, const char *session, const char *what, uin
 /* Open and map an existing segment, read-only or read-write: it must belong to our uid with
  * mode 0600 (-EPERM otherwise: "segment NAME belongs to uid N ..."), and its header must match
  * kind and session (magic, version, size = file size; -EPROTO, err says which field).
- * -ENOENT if absent. */
+ * -ENOENT if absent; -EAGAIN while its creator has not published it yet (empty, or magic 0:
+ * look again later). */
 int ns_seg_open(struct ns_seg *seg, const char *session, const char *what, uint32_t kind,
 		bool writable, char *err, size_t errlen);
 

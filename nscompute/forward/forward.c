@@ -11,6 +11,7 @@
 static int (*const s_builders[])(struct ns_fwd *f, uint32_t ffn_rows, char *err,
 				 size_t errlen) = {
 	[NS_BUILD_LLAMA] = ns_llama_init,
+	[NS_BUILD_GEMMA] = ns_gemma_init,
 };
 
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
@@ -43,6 +44,14 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		f->n_batch = f->n_ctx;
 	f->on_route = on_route;
 	f->route_user = route_user;
+	f->n_seq = 1;
+	f->row_kv = calloc(f->n_batch, sizeof(*f->row_kv));
+	f->row_pos = calloc(f->n_batch, sizeof(*f->row_pos));
+	if (!f->row_kv || !f->row_pos) {
+		ns_fwd_destroy(&f);
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	*out = f;
 	return 0;
 }
@@ -77,12 +86,33 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	} else {
 		rc = s_builders[f->am->arch->builder](f, opts->ffn_rows, err, errlen);
 	}
+	if (rc == 0 && opts->n_seq > 1)
+		rc = ns_fwd_seqs_init(f, opts->n_seq, err, errlen); /* batch.c */
 	if (rc < 0) {
 		ns_fwd_destroy(&f);
 		return rc;
 	}
 	*out = f;
 	return 0;
+}
+
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
+}
+
+int ns_fwd_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint64_t n, float *y)
+{
+	int rc = ns_weights_get_rows(f->w, tensor, ids, n, y);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
 }
 
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
@@ -116,6 +146,11 @@ int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logi
 			out = logits + (uint64_t)i0 * f->n_vocab;
 		else if (logits && last_chunk)
 			out = logits;
+		for (uint32_t t = 0; t < nb; t++) { /* one sequence: consecutive positions */
+			f->row_kv[t] = f->kv;
+			f->row_pos[t] = f->kv->n_past + t;
+		}
+		f->n_out_rows = 0;
 		rc = f->eval_chunk(f, tokens + i0, nb, out, all);
 		if (rc < 0)
 			return rc;
@@ -127,6 +162,19 @@ int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logi
 void ns_fwd_reset(struct ns_fwd *f)
 {
 	f->kv->n_past = 0;
+}
+
+int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
+{
+	if (n_past > f->kv->n_past)
+		return -EINVAL;
+	if (f->recurrent && n_past && n_past != f->kv->n_past) {
+		ns_errf(f->err, sizeof(f->err), "forward: a recurrent state cannot go back to "
+			"position %u of %u (only to 0)", n_past, f->kv->n_past);
+		return -EINVAL;
+	}
+	f->kv->n_past = n_past; /* positions past it are written again before they are read */
+	return 0;
 }
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f)
@@ -163,7 +211,12 @@ void ns_fwd_destroy(struct ns_fwd **f)
 		return;
 	if ((*f)->arch_destroy)
 		(*f)->arch_destroy((*f)->arch);
+	for (uint32_t s = 1; (*f)->seq_kv && s < (*f)->n_seq; s++)
+		ns_kvcache_destroy(&(*f)->seq_kv[s]);
+	free((*f)->seq_kv);
 	ns_kvcache_destroy(&(*f)->kv);
+	free((*f)->row_kv);
+	free((*f)->row_pos);
 	ns_held_free(&(*f)->held);
 	ns_arch_model_free(&(*f)->am);
 	free((*f)->expert_hits);

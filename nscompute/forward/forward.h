@@ -9,7 +9,12 @@
  * llama (llama 1/2/3, incl. llama3 rope_freqs factors), qwen3 (per-head q/k RMS norm, NeoX
  * RoPE), and the mixture-of-experts qwen3moe (qwen3 attention, softmax router, top-k
  * renormalised) and gpt-oss (biased projections, attention sinks, alternating sliding-window
- * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases). The pass reads
+ * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases), the
+ * hybrid qwen35 / qwen35moe (Gated DeltaNet layers whose recurrent state and conv history are
+ * per sequence and fixed in size, carried across calls and zeroed when a call starts at
+ * position 0; gated full attention; a shared expert beside the routed ones), and through
+ * gemma.h gemma3 and gemma4 (sliding and global layers of their own geometry and RoPE, KV-shared
+ * layers, per-layer inputs, sandwich norms, GELU(tanh), soft-capped logits). The pass reads
  * exactly the table's reads, in its order; what it refuses, ns_arch_check refuses first (the
  * same checks, without a weight read), with a clear line.
  *
@@ -52,6 +57,8 @@ struct ns_fwd_opts {
 	uint32_t n_batch;  /* tokens per prefill chunk; 0 = 512 */
 	uint32_t ffn_rows; /* neurons per gate/up window in FFN phase 1 (dense layers and each
 			    * expert); 0 = whole width */
+	uint32_t n_seq;    /* sequences, each with a KV cache of n_ctx positions
+			    * (ns_fwd_eval_batch); 0 or 1: one, ns_fwd_eval's */
 	int kv_k, kv_v;    /* KV cache element types, enum ns_kv_type (kvcache.h): 0 = f32 (exact),
 			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
@@ -69,8 +76,40 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
  * ns_fwd_error says why. After an error the sequence must be reset. */
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all);
 
+/* Several sequences in one evaluation (nsctl serve's batched decoding): token t of the batch
+ * goes to sequence seq[t] (< n_seq, each with its own KV cache) at that sequence's next
+ * position; a sequence's tokens keep their order. Every weight is read once per chunk of
+ * n_batch tokens for all of them, and each row attends only to its own sequence, so a
+ * sequence's logits are bit-identical to evaluating it alone (the kernels reduce each output
+ * in an order fixed by the row, not the batch: nscompute/kernels/README.md). Positions
+ * advance per sequence. */
+struct ns_fwd_batch {
+	const int32_t *tokens;    /* (n) */
+	const uint32_t *seq;      /* (n) */
+	uint32_t n;
+	const uint32_t *out_rows; /* (n_out) ascending indices of the tokens whose logits come
+				   * back, e.g. each sequence's last */
+	uint32_t n_out;
+	float *logits;            /* (n_out, n_vocab) */
+};
+
+/* Returns 0, -EINVAL (a bad token id, sequence or row list), -ENOSPC (a sequence's context
+ * full: nothing evaluated), or a provider error; after a provider error every sequence of the
+ * batch must be cut back (ns_fwd_seq_truncate) before it is used again. */
+int ns_fwd_eval_batch(struct ns_fwd *f, const struct ns_fwd_batch *b);
+uint32_t ns_fwd_n_seq(const struct ns_fwd *f);
+/* Positions held by sequence seq (0: ns_fwd_n_past's). */
+uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq);
+/* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range, or
+ * n_past past its end). */
+int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past);
+
 /* Forget the sequence (n_past = 0). */
 void ns_fwd_reset(struct ns_fwd *f);
+
+/* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
+ * or -EINVAL when n_past is past the sequence's end. */
+int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);
 uint32_t ns_fwd_n_past(const struct ns_fwd *f);

@@ -10,8 +10,9 @@
 #include "ns_util.h"
 
 struct ns_fwd {
-	/* Evaluate one chunk of n <= n_batch tokens at kv->n_past (tokens already checked
-	 * against n_tok_rows); write logits as ns_fwd_eval says; do not advance n_past. */
+	/* Evaluate one chunk of n <= n_batch tokens, row t at row_kv[t] / row_pos[t] (tokens
+	 * already checked against n_tok_rows); write logits as ns_fwd_eval says, or the rows
+	 * out_rows names; do not advance n_past. */
 	int (*eval_chunk)(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			  bool all);
 	void (*arch_destroy)(void *arch);
@@ -19,7 +20,24 @@ struct ns_fwd {
 	struct ns_arch_model *am; /* the model bound to the architecture table, owned */
 	struct ns_held *held;    /* its HELD tensors, owned (loaded by the builder) */
 	struct ns_weights *w;    /* borrowed */
-	struct ns_kvcache *kv;   /* owned */
+	struct ns_kvcache *kv;   /* owned: sequence 0's cache (ns_fwd_eval's) */
+	struct ns_kvcache **seq_kv; /* (n_seq) every sequence's cache, seq_kv[0] == kv; owned
+				     * (the others), NULL while n_seq is 1 */
+	uint32_t n_seq;
+	/* The chunk eval_chunk evaluates, row by row (forward.c fills them for every chunk):
+	 * row t appends to the cache row_kv[t] at position row_pos[t]; with n_out_rows > 0 the
+	 * logits written are those of rows out_rows[0..n_out_rows) (ascending), else as `all`
+	 * says. */
+	struct ns_kvcache **row_kv;  /* (n_batch) */
+	uint32_t *row_pos;           /* (n_batch) */
+	const uint32_t *out_rows;
+	uint32_t n_out_rows;
+	bool rows_ok;                /* eval_chunk honours row_kv, row_pos and out_rows (the
+				      * cpu pass); else a chunk is one sequence's consecutive
+				      * positions and `all` says which logits */
+	bool recurrent;              /* recurrent layers (qwen35): their state is one sequence's
+				      * and cannot go back, so one sequence, truncated to 0 or
+				      * not at all */
 	uint32_t n_ctx;
 	uint32_t n_batch;
 	uint32_t n_vocab;        /* logits per position */
@@ -41,9 +59,25 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, unsigned backend,
 		 struct ns_fwd **out, char *err, size_t errlen);
 
+/* batch.c: caches for sequences 1 .. n_seq - 1 shaped as f->kv (set up by the
+ * architecture). Returns 0, or -ENOMEM / -EINVAL (a pass without a host cache) with a line. */
+int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen);
+
+/* A builder's provider calls with the provider's error copied into f->err ("forward: ...").
+ * y (n_tok, ldy) = x (n_tok, cols) times rows [row0, row_end) of a weight; rows: the rows
+ * ids[0..n) of a row-read tensor, dequantized into y. Return as ns_weights_matmul /
+ * ns_weights_get_rows. */
+int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		  const float *x, uint64_t n_tok, float *y, uint64_t ldy);
+int ns_fwd_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint64_t n, float *y);
+
 /* llama.c: the NS_BUILD_LLAMA architectures (llama, qwen3, qwen3moe, gpt-oss; the MoE ones
  * through moe.h). Fills f->eval_chunk, arch, arch_destroy, held, kv, n_vocab, n_tok_rows
  * (MoE: n_moe_layer, n_expert, expert_hits). */
 int ns_llama_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
+
+/* gemma.c: the NS_BUILD_GEMMA architectures (gemma3, gemma4). Fills f->eval_chunk, arch,
+ * arch_destroy, held, kv (n_past only: each layer owns its cache), n_vocab, n_tok_rows. */
+int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
 
 #endif

@@ -1,4 +1,5 @@
-/* llama.c - the decoder of the llama family, qwen3, qwen3moe and gpt-oss, straight-line.
+/* llama.c - the decoder of the llama family, qwen3, qwen3moe, gpt-oss and qwen35(moe),
+ * straight-line.
  *
  * Per layer (x is the residual stream, one row per token of the chunk):
  *     xb = rmsnorm(x) * attn_norm
@@ -13,6 +14,11 @@
  *     xb = rmsnorm(x) * ffn_norm                     (gpt-oss: post_attention_norm)
  *     dense: x += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T   (SwiGLU, two row-contiguous phases)
  *     MoE (qwen3moe, gpt-oss): x += moe(xb)          (moe.h)
+ * qwen35, qwen35moe: the layers the table marks recurrent replace the attention by
+ *     x += deltanet(xb) (deltanet.h, Gated DeltaNet with a per-sequence state); the others
+ *     are gated: attn_q gives per head [q | gate], ao *= sigmoid(gate) before Wo, and only
+ *     they have KV cache rows (kv_slot); the FFN's norm is post_attention_norm, the MoE
+ *     block adds a shared expert (moe.h).
  * then logits = (rmsnorm(x) * output_norm) Wout^T, Wout = token_embd when tied.
  * RoPE: normal, NeoX, linear scaling, llama3 factors, YaRN (gpt-oss).
  *
@@ -30,6 +36,8 @@
 #include "attn.h"
 #include "forward_impl.h"
 #include "llama.h"
+#include "deltanet.h"
+#include "ffn.h"
 #include "ggml_type.h"
 #include "moe.h"
 #include "ops.h"
@@ -47,11 +55,13 @@ static void s_destroy(void *arch)
 		return;
 	free(L->layers);
 	ns_moe_destroy(&L->moe);
+	ns_dnet_destroy(&L->dnet);
 	free(L->ids);
 	free(L->x);
 	free(L->xb);
 	free(L->xb2);
 	free(L->q);
+	free(L->qg);
 	free(L->k);
 	free(L->v);
 	free(L->ao);
@@ -86,10 +96,14 @@ static void s_layer_init(struct ns_fwd *f, struct ns_llama *L, uint32_t l)
 	const struct ns_held *h = f->held;
 	const int32_t i = (int32_t)l;
 
-	y->wq = s_t(f, i, NS_T_ATTN_Q);
-	y->wk = s_t(f, i, NS_T_ATTN_K);
-	y->wv = s_t(f, i, NS_T_ATTN_V);
-	y->wo = s_t(f, i, NS_T_ATTN_OUT);
+	y->recurrent = f->am->layer[l].kinds & NS_LAYER_RECURRENT;
+	if (!y->recurrent) {
+		y->wq = s_t(f, i, NS_T_ATTN_Q);
+		y->wk = s_t(f, i, NS_T_ATTN_K);
+		y->wv = s_t(f, i, NS_T_ATTN_V);
+		y->wo = s_t(f, i, NS_T_ATTN_OUT);
+		y->kv_slot = L->n_kv_layer++;
+	}
 	if (f->am->layer[l].kinds & NS_LAYER_DENSE) {
 		y->w_gate = s_t(f, i, NS_T_FFN_GATE);
 		y->w_up = s_t(f, i, NS_T_FFN_UP);
@@ -167,6 +181,7 @@ static int s_scratch_init(struct ns_llama *L, uint32_t n_batch)
 	if ((rc = s_alloc(&L->x, nb, L->n_embd)) || (rc = s_alloc(&L->xb, nb, L->n_embd)) ||
 	    (rc = s_alloc(&L->xb2, nb, L->n_embd)) ||
 	    (rc = s_alloc(&L->q, nb, (uint64_t)L->n_head * L->dk)) ||
+	    (L->gated_attn && (rc = s_alloc(&L->qg, nb, 2ull * L->n_head * L->dk))) ||
 	    (rc = s_alloc(&L->k, nb, (uint64_t)L->n_head_kv * L->dk)) ||
 	    (rc = s_alloc(&L->v, nb, (uint64_t)L->n_head_kv * L->dv)) ||
 	    (rc = s_alloc(&L->ao, nb, (uint64_t)L->n_head * L->dv)) ||
@@ -178,17 +193,6 @@ static int s_scratch_init(struct ns_llama *L, uint32_t n_batch)
 
 /* ---------------------------------------------------------------- forward -------------- */
 
-/* Provider call with the error copied into the forward pass's message. */
-static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
-		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
-{
-	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
-
-	if (rc < 0)
-		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
-	return rc;
-}
-
 static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 {
 	if (!b)
@@ -198,27 +202,77 @@ static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 			y[t * dim + i] += b[i];
 }
 
-/* ao = attention of the chunk's queries over the cache (attn.h), on the provider's threads. */
-static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t pos0,
-		       uint32_t n)
+/* ao = attention of the chunk's queries over their caches (attn.h), on the provider's threads.
+ * Row t is position row_pos[t] of the sequence whose cache is row_kv[t] (a batch mixes
+ * sequences; a row sees only its own): the chunk goes to attn.h in runs of rows of one cache
+ * at consecutive positions, each run a causal chunk of its own (one run for ns_fwd_eval's
+ * chunks). */
+static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
-	const struct ns_attn a = {
-		.kv = f->kv, .layer = l, .q = L->q, .out = L->ao, .n_tok = n, .pos0 = pos0,
-		.n_head = L->n_head, .window = L->layers[l].window, .scale = L->attn_scale,
-		.sinks = L->layers[l].sinks,
-	};
-	int rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);
+	int rc = 0;
 
+	for (uint32_t t0 = 0, t1; rc == 0 && t0 < n; t0 = t1) {
+		for (t1 = t0 + 1; t1 < n && f->row_kv[t1] == f->row_kv[t0] &&
+				  f->row_pos[t1] == f->row_pos[t0] + (t1 - t0); t1++)
+			;
+		const struct ns_attn a = {
+			.kv = f->row_kv[t0], .layer = L->layers[l].kv_slot,
+			.q = L->q + (uint64_t)t0 * L->n_head * L->dk,
+			.out = L->ao + (uint64_t)t0 * L->n_head * L->dv,
+			.n_tok = t1 - t0, .pos0 = f->row_pos[t0], .n_head = L->n_head,
+			.window = L->layers[l].window, .scale = L->attn_scale,
+			.sinks = L->layers[l].sinks,
+		};
+
+		rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);
+	}
 	if (rc < 0)
 		ns_errf(f->err, sizeof(f->err), "forward: attention of layer %u: %s", l,
 			strerror(-rc));
 	return rc;
 }
 
+/* x += xb2   (n, n_embd): a sublayer's output joins the residual stream */
+static void s_residual(struct ns_llama *L, uint32_t n)
+{
+	for (uint64_t i = 0; i < (uint64_t)n * L->n_embd; i++)
+		L->x[i] += L->xb2[i];
+}
+
+/* qg (n, n_head, 2, dk) -> q (n, n_head * dk), and each token's gates packed to the front of
+ * its qg row: gate of head h at qg[t * 2 nq + h * dk] (a later head's q or gate is never
+ * overwritten before it is read). */
+static void s_split_gate(struct ns_llama *L, uint32_t n)
+{
+	const uint64_t dk = L->dk, nq = (uint64_t)L->n_head * dk;
+
+	for (uint32_t t = 0; t < n; t++) {
+		float *row = L->qg + t * 2 * nq; /* (n_head, 2, dk) */
+
+		for (uint32_t h = 0; h < L->n_head; h++)
+			memcpy(L->q + t * nq + h * dk, row + h * 2 * dk, dk * sizeof(float));
+		for (uint32_t h = 0; h < L->n_head; h++)
+			memmove(row + h * dk, row + h * 2 * dk + dk, dk * sizeof(float));
+	}
+}
+
+/* ao (n, n_head * dv) *= sigmoid(gate), dv == dk (checked at setup) */
+static void s_apply_gate(struct ns_llama *L, uint32_t n)
+{
+	const uint64_t nq = (uint64_t)L->n_head * L->dk;
+
+	for (uint32_t t = 0; t < n; t++) {
+		const float *g = L->qg + t * 2 * nq; /* (nq) */
+		float *o = L->ao + t * nq;           /* (nq) */
+
+		for (uint64_t i = 0; i < nq; i++)
+			o[i] *= 1.0f / (1.0f + expf(-g[i]));
+	}
+}
+
 static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
 	struct ns_llama_layer *y = &L->layers[l];
-	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk;
 	const uint64_t nk = (uint64_t)L->n_head_kv * L->dk;
 	const uint64_t nv = (uint64_t)L->n_head_kv * L->dv;
@@ -228,11 +282,22 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 	for (uint32_t t = 0; t < n; t++)
 		ns_rmsnorm(L->xb + (uint64_t)t * L->n_embd, L->x + (uint64_t)t * L->n_embd,
 			   y->attn_norm, L->n_embd, L->eps);
-	/* q (n, nq), k (n, nk), v (n, nv) */
-	if ((rc = s_matmul(f, y->wq, 0, nq, L->xb, n, L->q, nq)) ||
-	    (rc = s_matmul(f, y->wk, 0, nk, L->xb, n, L->k, nk)) ||
-	    (rc = s_matmul(f, y->wv, 0, nv, L->xb, n, L->v, nv)))
+	if (y->recurrent) { /* x += deltanet(xb)   (n, n_embd) */
+		/* one sequence (ns_fwd_seqs_init): the chunk's rows are consecutive */
+		rc = ns_dnet_eval(f, L->dnet, l, f->row_pos[0], L->xb, n, L->xb2);
+		if (rc)
+			return rc;
+		s_residual(L, n);
+		return 0;
+	}
+	/* q (n, nq) (gated: [q | gate] per head into qg, then split), k (n, nk), v (n, nv) */
+	if ((rc = L->gated_attn ? ns_fwd_matmul(f, y->wq, 0, 2 * nq, L->xb, n, L->qg, 2 * nq) :
+				  ns_fwd_matmul(f, y->wq, 0, nq, L->xb, n, L->q, nq)) ||
+	    (rc = ns_fwd_matmul(f, y->wk, 0, nk, L->xb, n, L->k, nk)) ||
+	    (rc = ns_fwd_matmul(f, y->wv, 0, nv, L->xb, n, L->v, nv)))
 		return rc;
+	if (L->gated_attn)
+		s_split_gate(L, n);
 	s_add_bias(L->q, y->bq, n, nq);
 	s_add_bias(L->k, y->bk, n, nk);
 	s_add_bias(L->v, y->bv, n, nv);
@@ -248,26 +313,29 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 				ns_rmsnorm(kt + (uint64_t)h * L->dk, kt + (uint64_t)h * L->dk,
 					   y->k_norm, L->dk, L->eps);
 		}
-		ns_rope_angles(&L->rope, (int64_t)pos0 + t, L->cs);
+		ns_rope_angles(&L->rope, (int64_t)f->row_pos[t], L->cs);
 		ns_rope_rotate(&L->rope, L->cs, qt, L->n_head, L->dk);
 		ns_rope_rotate(&L->rope, L->cs, kt, L->n_head_kv, L->dk);
-		ns_kvcache_store(f->kv, l, pos0 + t, kt, L->v + t * nv);
+		/* into the cache of the row's own sequence */
+		ns_kvcache_store(f->row_kv[t], y->kv_slot, f->row_pos[t], kt, L->v + t * nv);
 	}
-	if ((rc = s_attention(f, L, l, pos0, n)))
+	if ((rc = s_attention(f, L, l, n)))
 		return rc;
+	if (L->gated_attn)
+		s_apply_gate(L, n);
 	/* x += ao Wo^T   (n, n_embd) */
-	rc = s_matmul(f, y->wo, 0, L->n_embd, L->ao, n, L->xb2, L->n_embd);
+	rc = ns_fwd_matmul(f, y->wo, 0, L->n_embd, L->ao, n, L->xb2, L->n_embd);
 	if (rc)
 		return rc;
 	s_add_bias(L->xb2, y->bo, n, L->n_embd);
-	for (uint64_t i = 0; i < (uint64_t)n * L->n_embd; i++)
-		L->x[i] += L->xb2[i];
+	s_residual(L, n);
 	return 0;
 }
 
 static int s_ffn_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_t n)
 {
 	struct ns_llama_layer *y = &L->layers[l];
+	const struct ns_ffn_w ffn = { y->w_gate, y->w_up, y->w_down, L->n_ff };
 	int rc;
 
 	/* xb = rmsnorm(x) * ffn_norm   (n, n_embd) */
@@ -275,34 +343,17 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 		ns_rmsnorm(L->xb + (uint64_t)t * L->n_embd, L->x + (uint64_t)t * L->n_embd,
 			   y->ffn_norm, L->n_embd, L->eps);
 	if (L->moe) { /* x += moe(xb)   (n, n_embd) */
-		rc = ns_moe_eval(f, L->moe, l, f->kv->n_past, L->xb, n, L->xb2);
+		rc = ns_moe_eval(f, L->moe, l, f->row_pos[0], L->xb, n, L->xb2);
 		if (rc)
 			return rc;
-		for (uint64_t i = 0; i < (uint64_t)n * L->n_embd; i++)
-			L->x[i] += L->xb2[i];
+		s_residual(L, n);
 		return 0;
 	}
-	/* phase 1, by neuron: hb[:, r0:r1] = silu(xb Wgate[r0:r1]^T) * (xb Wup[r0:r1]^T) */
-	for (uint32_t r0 = 0; r0 < L->n_ff; r0 += L->ffn_rows) {
-		const uint32_t w = L->n_ff - r0 < L->ffn_rows ? L->n_ff - r0 : L->ffn_rows;
-
-		if ((rc = s_matmul(f, y->w_gate, r0, r0 + w, L->xb, n, L->hb + r0, L->n_ff)) ||
-		    (rc = s_matmul(f, y->w_up, r0, r0 + w, L->xb, n, L->hu, w)))
-			return rc;
-		for (uint32_t t = 0; t < n; t++) {
-			float *h = L->hb + (uint64_t)t * L->n_ff + r0; /* (w) */
-			const float *u = L->hu + (uint64_t)t * w;      /* (w) */
-
-			for (uint32_t i = 0; i < w; i++)
-				h[i] = ns_silu(h[i]) * u[i];
-		}
-	}
-	/* phase 2, by output dimension: x += hb Wdown^T   (n, n_embd) */
-	rc = s_matmul(f, y->w_down, 0, L->n_embd, L->hb, n, L->xb2, L->n_embd);
+	/* x += ffn(xb)   (n, n_embd), SwiGLU (ffn.h) */
+	rc = ns_ffn_swiglu(f, &ffn, L->n_embd, L->ffn_rows, L->xb, n, L->hb, L->hu, L->xb2);
 	if (rc)
 		return rc;
-	for (uint64_t i = 0; i < (uint64_t)n * L->n_embd; i++)
-		L->x[i] += L->xb2[i];
+	s_residual(L, n);
 	return 0;
 }
 
@@ -327,13 +378,21 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 	}
 	if (!logits)
 		return 0;
+	if (f->n_out_rows) { /* a batch: the rows asked for, gathered   (n_out_rows, n_vocab) */
+		for (uint32_t k = 0; k < f->n_out_rows; k++)
+			ns_rmsnorm(L->xb + (uint64_t)k * L->n_embd,
+				   L->x + (uint64_t)f->out_rows[k] * L->n_embd, L->output_norm,
+				   L->n_embd, L->eps);
+		return ns_fwd_matmul(f, L->output, 0, L->n_vocab, L->xb, f->n_out_rows, logits,
+				L->n_vocab);
+	}
 	/* logits = (rmsnorm(x) * output_norm) Wout^T   (all ? n : 1, n_vocab) */
 	t0 = all ? 0 : n - 1;
 	for (uint32_t t = t0; t < n; t++)
 		ns_rmsnorm(L->xb + (uint64_t)t * L->n_embd, L->x + (uint64_t)t * L->n_embd,
 			   L->output_norm, L->n_embd, L->eps);
-	return s_matmul(f, L->output, 0, L->n_vocab, L->xb + (uint64_t)t0 * L->n_embd, n - t0,
-			logits, L->n_vocab);
+	return ns_fwd_matmul(f, L->output, 0, L->n_vocab, L->xb + (uint64_t)t0 * L->n_embd,
+			     n - t0, logits, L->n_vocab);
 }
 
 int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *err,
@@ -354,6 +413,7 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	f->arch = L;
 	f->arch_destroy = s_destroy;
 	f->eval_chunk = s_eval_chunk;
+	f->rows_ok = host_state; /* s_eval_chunk reads row_kv / row_pos / out_rows */
 	L->n_embd = (uint32_t)am->dim[NS_DIM_EMBD];
 	L->n_layer = am->n_layer;
 	L->n_head = (uint32_t)am->dim[NS_DIM_HEAD];
@@ -364,6 +424,12 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	L->n_ctx = f->n_ctx;
 	L->eps = (float)hp->rms_eps;
 	L->ffn_rows = ffn_rows && ffn_rows < L->n_ff ? ffn_rows : L->n_ff;
+	L->gated_attn = am->arch->flags & NS_ARCH_GATED_ATTN;
+	if (L->gated_attn && L->dk != L->dv) { /* the gate multiplies the output per element */
+		ns_errf(err, errlen, "forward: %s gated attention needs equal key and value head "
+			"sizes (%u, %u)", hp->arch, L->dk, L->dv);
+		return -EINVAL;
+	}
 	/* llama.attention.scale overrides 1/sqrt(head_dim) (granite-style files) */
 	if (ns_hparams_get_f64(am->m, hp->arch, "attention.scale", &scale) && scale > 0)
 		L->attn_scale = (float)scale;
@@ -393,7 +459,10 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 		f->kv->n_ctx = f->n_ctx;
 		return 0;
 	}
-	rc = ns_kvcache_new(L->n_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,
+	f->recurrent = am->kinds & NS_LAYER_RECURRENT;
+	if (f->recurrent && (rc = ns_dnet_new(f, f->n_batch, &L->dnet, err, errlen)))
+		return rc;
+	rc = ns_kvcache_new(L->n_kv_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,
 			    (enum ns_kv_type)f->kv_k, (enum ns_kv_type)f->kv_v, &f->kv);
 	if (rc == -EINVAL) {
 		ns_errf(err, errlen, "forward: a %s/%s KV cache needs head sizes that are multiples "

@@ -36,6 +36,8 @@ struct ns_llama_layer {
 	const float *bo;        /* (n_embd) or NULL */
 	const float *sinks;     /* (n_head) attention sink logits (gpt-oss) or NULL */
 	uint32_t window;  /* sliding window in positions, 0 = full causal attention */
+	bool recurrent;   /* a linear-attention layer (deltanet.h): no q/k/v, no KV cache */
+	uint32_t kv_slot; /* attention layers: the layer's index in the KV cache */
 };
 
 struct ns_llama {
@@ -49,6 +51,9 @@ struct ns_llama {
 	const float *rope_freqs;  /* (rope.n_dims / 2) llama3 frequency divisors, or NULL */
 	struct ns_llama_layer *layers; /* (n_layer) */
 	struct ns_moe *moe; /* MoE FFN of every layer, or NULL for dense */
+	struct ns_dnet *dnet; /* the recurrent layers' mixer and state (qwen35), or NULL */
+	bool gated_attn;    /* attn_q gives per head [q | gate]; output * sigmoid(gate) */
+	uint32_t n_kv_layer; /* layers with a KV cache (all but the recurrent ones) */
 	uint32_t ffn_rows;  /* neurons per phase-1 window */
 	/* scratch, sized for n_batch tokens */
 	int64_t *ids; /* (n_batch) token ids as embedding rows */
@@ -56,6 +61,8 @@ struct ns_llama {
 	float *xb;    /* (n_batch, n_embd) normed input of a sublayer */
 	float *xb2;   /* (n_batch, n_embd) sublayer output */
 	float *q;     /* (n_batch, n_head * dk) */
+	float *qg;    /* gated attention: (n_batch, n_head, 2, dk) attn_q's [q | gate] per head,
+		       * then the gates (n_batch, n_head * dk); else NULL */
 	float *k;     /* (n_batch, n_head_kv * dk) */
 	float *v;     /* (n_batch, n_head_kv * dv) */
 	float *ao;    /* (n_batch, n_head * dv) attention output */

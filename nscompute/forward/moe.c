@@ -40,6 +40,8 @@ void ns_moe_destroy(struct ns_moe **pm)
 	free(m->hu);
 	free(m->yd);
 	free(m->ys);
+	free(m->sh);
+	free(m->shu);
 	free(m);
 	*pm = NULL;
 }
@@ -68,6 +70,13 @@ static void s_layer_init(const struct ns_fwd *f, struct ns_moe_layer *y, uint32_
 	y->gate_b = ns_held_get(f->held, i, NS_T_FFN_GATE_EXPS_B);
 	y->up_b = ns_held_get(f->held, i, NS_T_FFN_UP_EXPS_B);
 	y->down_b = ns_held_get(f->held, i, NS_T_FFN_DOWN_EXPS_B);
+	y->shexp_gate = ns_held_get(f->held, i, NS_T_FFN_GATE_INP_SHEXP);
+	if (f->am->layer[l].kinds & NS_LAYER_SHEXP) {
+		y->shexp.gate = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_SHEXP);
+		y->shexp.up = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_UP_SHEXP);
+		y->shexp.down = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_DOWN_SHEXP);
+		y->shexp.n_ff = (uint32_t)f->am->layer[l].dim[NS_DIM_FF_SHEXP];
+	}
 }
 
 /* Scratch for n_batch tokens: -ENOMEM when a size overflows or memory is out. */
@@ -86,7 +95,9 @@ static int s_scratch_init(struct ns_moe *moe, uint32_t n_batch)
 	    !(moe->hb = s_calloc(nb, moe->n_ff_exp, 1, sizeof(float))) ||
 	    !(moe->hu = s_calloc(nb, moe->ffn_rows, 1, sizeof(float))) ||
 	    !(moe->yd = s_calloc(nb, moe->n_embd, 1, sizeof(float))) ||
-	    !(moe->ys = s_calloc(nb, K, moe->n_embd, sizeof(float))))
+	    !(moe->ys = s_calloc(nb, K, moe->n_embd, sizeof(float))) ||
+	    !(moe->sh = s_calloc(nb, moe->n_ff_shexp, 1, sizeof(float))) ||
+	    !(moe->shu = s_calloc(nb, moe->shexp_rows, 1, sizeof(float))))
 		return -ENOMEM;
 	return 0;
 }
@@ -119,6 +130,8 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
 	moe->softmax_first = am->arch->router == NS_ROUTER_SOFTMAX;
 	moe->oai = am->arch->ffn_act == NS_FFN_SWIGLU_OAI;
 	moe->norm_w = am->moe_norm_w;
+	moe->n_ff_shexp = (uint32_t)am->dim[NS_DIM_FF_SHEXP];
+	moe->shexp_rows = ffn_rows && ffn_rows < moe->n_ff_shexp ? ffn_rows : moe->n_ff_shexp;
 	moe->w_scale = am->moe_w_scale;
 	for (uint32_t l = 0; l < moe->n_layer; l++)
 		s_layer_init(f, &moe->layers[l], l);
@@ -139,16 +152,6 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
 }
 
 /* ---------------------------------------------------------------- forward -------------- */
-
-static int s_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
-		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
-{
-	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
-
-	if (rc < 0)
-		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
-	return rc;
-}
 
 void ns_moe_route_token(float *lg, uint32_t E, uint32_t K, bool softmax_first, bool norm_w,
 			float w_scale, uint8_t *taken, int32_t *sel, float *w)
@@ -227,9 +230,9 @@ static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_la
 	for (uint32_t r0 = 0; r0 < F; r0 += moe->ffn_rows) {
 		const uint32_t w = F - r0 < moe->ffn_rows ? F - r0 : moe->ffn_rows;
 
-		if ((rc = s_matmul(f, y->gate, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hb + r0,
+		if ((rc = ns_fwd_matmul(f, y->gate, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hb + r0,
 				   F)) ||
-		    (rc = s_matmul(f, y->up, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hu, w)))
+		    (rc = ns_fwd_matmul(f, y->up, g0 + r0, g0 + r0 + w, moe->xg, m, moe->hu, w)))
 			return rc;
 		for (uint32_t t = 0; t < m; t++) {
 			float *h = moe->hb + (uint64_t)t * F + r0; /* (w) */
@@ -243,7 +246,7 @@ static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_la
 		}
 	}
 	/* phase 2: yd = hb Wd_e^T + bd   (m, n_embd) */
-	rc = s_matmul(f, y->down, d0, d0 + D, moe->hb, m, moe->yd, D);
+	rc = ns_fwd_matmul(f, y->down, d0, d0 + D, moe->hb, m, moe->yd, D);
 	if (rc == 0 && y->down_b)
 		for (uint32_t t = 0; t < m; t++)
 			s_add_row(moe->yd + (uint64_t)t * D, y->down_b + d0, D);
@@ -266,6 +269,32 @@ static void s_group(struct ns_moe *moe, uint32_t n)
 		moe->order[moe->fill[moe->sel[i]]++] = i;
 }
 
+/* out (n, n_embd) += sigmoid(xb . gate_inp_shexp) * shexp(xb), the shared expert through
+ * ys (free again once the routed slots are summed). */
+static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
+			   const float *xb, uint32_t n, float *out)
+{
+	const uint32_t D = moe->n_embd;
+	int rc = ns_ffn_swiglu(f, &y->shexp, D, moe->shexp_rows, xb, n, moe->sh, moe->shu,
+			       moe->ys);
+
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < n; t++) {
+		const float *x = xb + (uint64_t)t * D;       /* (n_embd) */
+		const float *sh = moe->ys + (uint64_t)t * D; /* (n_embd) */
+		float *o = out + (uint64_t)t * D;            /* (n_embd) */
+		float dot = 0.0f, g;
+
+		for (uint32_t c = 0; c < D; c++)
+			dot += x[c] * y->shexp_gate[c];
+		g = 1.0f / (1.0f + expf(-dot));
+		for (uint32_t c = 0; c < D; c++)
+			o[c] += sh[c] * g;
+	}
+	return 0;
+}
+
 int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		const float *xb, uint32_t n, float *out)
 {
@@ -275,7 +304,7 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 	int rc;
 
 	/* router: logits (n, n_expert), then each token's k experts and weights */
-	rc = s_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
+	rc = ns_fwd_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
 	if (rc)
 		return rc;
 	for (uint32_t t = 0; t < n; t++) {
@@ -333,5 +362,5 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 		for (uint32_t s = 1; s < K; s++)
 			s_add_row(o, ys + (uint64_t)s * D, D);
 	}
-	return 0;
+	return y->shexp.n_ff ? s_shared_expert(f, moe, y, xb, n, out) : 0;
 }

@@ -9,6 +9,8 @@
  *         h = act(xg Wg_e^T (+ bg_e), xg Wu_e^T (+ bu_e))     xg: (m, n_embd) gathered rows
  *         d = h Wd_e^T (+ bd_e)                               (m, n_embd)
  *     out[t] = sum over t's slots in routing order of w[t, s] * d_{e(t,s)}[t]
+ *     qwen35moe, then: out[t] += sigmoid(xb[t] . gate_inp_shexp) * shared_expert(xb[t])
+ *         (a SwiGLU FFN, ffn.h, over all n tokens)
  * act: SwiGLU silu(g) * u (qwen3moe), or gpt-oss's clamped swiglu_oai
  *     g' = min(g, 7), u' = clamp(u, -7, 7), h = g' * sigmoid(1.702 g') * (u' + 1).
  * Expert e of a stacked tensor [cols, rows_per_expert, n_expert] is the row window
@@ -26,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ffn.h"
 #include "forward_impl.h"
 
 struct ns_moe_layer {
@@ -37,6 +40,8 @@ struct ns_moe_layer {
 	const float *gate_b;    /* (n_expert, n_ff_exp) or NULL */
 	const float *up_b;      /* (n_expert, n_ff_exp) or NULL */
 	const float *down_b;    /* (n_expert, n_embd) or NULL */
+	struct ns_ffn_w shexp;  /* the shared expert (qwen35moe), n_ff 0 when none */
+	const float *shexp_gate; /* (n_embd) ffn_gate_inp_shexp, or NULL */
 };
 
 struct ns_moe {
@@ -59,6 +64,10 @@ struct ns_moe {
 	float *hu;        /* (n_batch, ffn_rows) up projection of one window */
 	float *yd;        /* (n_batch, n_embd) down projection of one expert */
 	float *ys;        /* (n_batch, n_used, n_embd) weighted output of each slot */
+	uint32_t n_ff_shexp; /* the shared expert's width, 0 without one */
+	uint32_t shexp_rows; /* its neurons per gate/up window */
+	float *sh;        /* (n_batch, n_ff_shexp) shared expert activation */
+	float *shu;       /* (n_batch, shexp_rows) its up projection of one window */
 };
 
 /* Index the MoE tensors of every layer (blk.L.ffn_gate_inp, ffn_{gate,up,down}_exps and,

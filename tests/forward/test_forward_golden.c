@@ -6,10 +6,15 @@
  *   PREFIX  golden prefix relative to the oracle dir: PREFIX.json (tokens), PREFIX.f32,
  *           PREFIX.dequant.f32
  *   REF     f32: compare with PREFIX.f32; dequant: with PREFIX.dequant.f32 (the exact
- *           reference of a quantized file); max abs diff <= LOGIT_TOL either way
+ *           reference of a quantized file); hf: with Transformers' PREFIX.logits.f32 (hf/),
+ *           and the cached evaluation in two pieces, the first half in one batch, then the
+ *           rest token by token (PREFIX.incr.logits.f32) or as one chunk
+ *           (PREFIX.chunk.logits.f32); max abs diff <= LOGIT_TOL every way
  *   GREEDY  JSON key path of the reference greedy tokens, or - for none
  *   --invariance  also require bit-identical logits with n_batch 1 (token by token) and
- *                 n_batch 3 / ffn window 7 rows.
+ *                 n_batch 3 / ffn window 7 rows, and after ns_fwd_reset of a used pass
+ *   --same-as M2  also require M2 (another form of the same weights: a GGUF conversion, a
+ *                 checkpoint's model.safetensors) to give bit-identical logits.
  * Prints one line per check; exits 0 pass, 1 fail, 77 skip (no oracle). */
 #include <math.h>
 #include <stdint.h>
@@ -146,9 +151,77 @@ out:
 	return rc;
 }
 
+/* The weight provider named ref or fused over m; prints why and returns < 0 on failure. */
+static int s_provider(struct ns_model *m, const char *name, struct ns_weights **w)
+{
+	char err[NS_ERR_LEN];
+	int rc = !strcmp(name, "ref") ? ns_weights_ref_new(m, w, err, sizeof(err)) :
+		 ns_weights_fused_new(m, NULL, w, err, sizeof(err));
+
+	if (rc < 0)
+		fprintf(stderr, "provider: %s\n", err);
+	return rc;
+}
+
+/* Logits of the prompt evaluated in two cached pieces: the first half in one batch, then the
+ * rest token by token (split) or as one chunk; NULL on failure. */
+static float *s_pieces(struct ctx *c, bool split, uint32_t n_vocab)
+{
+	struct ns_fwd *f = s_fwd(c, (uint32_t)c->n_tok, 0, 0);
+	const uint32_t half = (uint32_t)c->n_tok / 2;
+	float *lg = malloc(c->n_tok * n_vocab * sizeof(float));
+	int rc = f && lg ? 0 : -1;
+
+	if (rc == 0)
+		rc = ns_fwd_eval(f, c->toks, half, lg, true);
+	for (uint32_t i = half; rc == 0 && i < c->n_tok; i = split ? i + 1 : (uint32_t)c->n_tok)
+		rc = ns_fwd_eval(f, c->toks + i, split ? 1 : (uint32_t)c->n_tok - i,
+				 lg + (uint64_t)i * n_vocab, true);
+	if (rc < 0) {
+		fprintf(stderr, "pieces: %s\n", f && lg ? ns_fwd_error(f) : "out of memory");
+		free(lg);
+		lg = NULL;
+	}
+	ns_fwd_destroy(&f);
+	return lg;
+}
+
+/* The logits of a pass evaluated once, reset, then evaluated again: NULL on failure. */
+static float *s_after_reset(struct ctx *c, uint32_t n_vocab)
+{
+	struct ns_fwd *f = s_fwd(c, (uint32_t)c->n_tok, 0, 0);
+	float *lg = malloc(c->n_tok * n_vocab * sizeof(float));
+	int rc = f && lg ? ns_fwd_eval(f, c->toks, (uint32_t)c->n_tok, lg, true) : -1;
+
+	if (rc == 0) {
+		ns_fwd_reset(f);
+		rc = ns_fwd_eval(f, c->toks, (uint32_t)c->n_tok, lg, true);
+	}
+	if (rc < 0) {
+		fprintf(stderr, "reset: %s\n", f && lg ? ns_fwd_error(f) : "out of memory");
+		free(lg);
+		lg = NULL;
+	}
+	ns_fwd_destroy(&f);
+	return lg;
+}
+
+/* Compare got with PREFIX SUFFIX; prints one line; false when off or unreadable. */
+static bool s_check(const char *prefix, const char *suffix, const float *got, size_t n,
+		    const char *what)
+{
+	float *want = got ? s_read_f32(prefix, suffix, n) : NULL;
+	double d = want ? s_max_diff(got, want, n) : INFINITY;
+
+	printf("  %s: max abs diff vs %s%s %.3g (tol %.0e) %s\n", what, prefix, suffix, d,
+	       LOGIT_TOL, d <= LOGIT_TOL ? "ok" : "FAIL");
+	free(want);
+	return d <= LOGIT_TOL;
+}
+
 int main(int argc, char **argv)
 {
-	const char *model_rel, *prefix, *ref, *greedy_key, *provider = "ref";
+	const char *model_rel, *prefix, *ref, *greedy_key, *provider = "ref", *same_as = NULL;
 	bool invariance = false, ok = true;
 	char path[2048], rel[1024], err[NS_ERR_LEN];
 	struct ctx c = { 0 };
@@ -172,6 +245,8 @@ int main(int argc, char **argv)
 			invariance = true;
 		else if (!strcmp(argv[i], "--provider") && i + 1 < argc)
 			provider = argv[++i];
+		else if (!strcmp(argv[i], "--same-as") && i + 1 < argc)
+			same_as = argv[++i];
 		else
 			return fprintf(stderr, "bad argument %s\n", argv[i]), 2;
 	}
@@ -197,30 +272,54 @@ int main(int argc, char **argv)
 		fprintf(stderr, "open: %s\n", err);
 		return 1;
 	}
-	if (!strcmp(provider, "ref")) {
-		if (ns_weights_ref_new(c.m, &c.w, err, sizeof(err)) < 0)
-			return fprintf(stderr, "provider: %s\n", err), 1;
-	} else if (!strcmp(provider, "fused")) {
-		if (ns_weights_fused_new(c.m, NULL, &c.w, err, sizeof(err)) < 0)
-			return fprintf(stderr, "provider: %s\n", err), 1;
-	} else {
+	if (strcmp(provider, "ref") && strcmp(provider, "fused"))
 		return fprintf(stderr, "unknown provider %s\n", provider), 2;
-	}
+	if (s_provider(c.m, provider, &c.w) < 0)
+		return 1;
 
 	/* 1. logits of every position, one batch from position 0 */
 	lg = s_logits(&c, 0, 0, &n_vocab);
 	if (!lg)
 		return 1;
-	gold = s_read_f32(prefix, !strcmp(ref, "f32") ? ".f32" : ".dequant.f32",
-			  c.n_tok * n_vocab);
+	gold = s_read_f32(prefix, !strcmp(ref, "f32") ? ".f32" : !strcmp(ref, "hf") ?
+			  ".logits.f32" : ".dequant.f32", c.n_tok * n_vocab);
 	if (!gold)
 		return 1;
 	d = s_max_diff(lg, gold, c.n_tok * n_vocab);
 	printf("%s [%s] %s: %zu tokens, max abs diff vs %s %.3g (tol %.0e) %s\n", model_rel,
-	       provider, prefix, c.n_tok, !strcmp(ref, "f32") ? "llama.cpp f32" : "dequant f32",
-	       d, LOGIT_TOL, d <= LOGIT_TOL ? "ok" : "FAIL");
+	       provider, prefix, c.n_tok, !strcmp(ref, "f32") ? "llama.cpp f32" :
+	       !strcmp(ref, "hf") ? "transformers f32" : "dequant f32", d, LOGIT_TOL,
+	       d <= LOGIT_TOL ? "ok" : "FAIL");
 	ok &= d <= LOGIT_TOL;
-	if (strcmp(ref, "f32")) { /* information: llama.cpp's own quantized-activation path */
+	if (!strcmp(ref, "hf")) { /* cached evaluation in pieces (Transformers' cache) */
+		float *inc = s_pieces(&c, true, n_vocab), *chk = s_pieces(&c, false, n_vocab);
+
+		ok &= s_check(prefix, ".incr.logits.f32", inc, c.n_tok * n_vocab,
+			      "half, then token by token");
+		ok &= s_check(prefix, ".chunk.logits.f32", chk, c.n_tok * n_vocab,
+			      "half, then one chunk");
+		free(inc);
+		free(chk);
+	}
+	if (same_as) { /* the same weights in another form: the same bits */
+		struct ctx c2 = c;
+		float *lg2 = NULL;
+
+		if (ns_model_open(ns_test_oracle_path(path, sizeof(path), same_as), &c2.m, err,
+				  sizeof(err)) < 0)
+			return fprintf(stderr, "%s: %s\n", same_as, err), 1;
+		if (s_provider(c2.m, provider, &c2.w) < 0)
+			return 1;
+		lg2 = s_logits(&c2, 0, 0, &n_vocab);
+		d = lg2 ? s_max_diff(lg, lg2, c.n_tok * n_vocab) : INFINITY;
+		printf("  %s: %s\n", same_as, lg2 && !memcmp(lg, lg2, c.n_tok * n_vocab *
+				sizeof(float)) ? "bit-identical" : "DIFFERENT");
+		ok &= lg2 && !memcmp(lg, lg2, c.n_tok * n_vocab * sizeof(float));
+		free(lg2);
+		ns_weights_destroy(&c2.w);
+		ns_model_close(&c2.m);
+	}
+	if (!strcmp(ref, "dequant")) { /* information: llama.cpp's quantized-activation path */
 		native = s_read_f32(prefix, ".f32", c.n_tok * n_vocab);
 		if (native)
 			printf("  (vs llama.cpp native quantized path: %.3g, not checked)\n",
@@ -264,14 +363,18 @@ int main(int argc, char **argv)
 	if (invariance) {
 		float *a = s_logits(&c, 1, 0, &n_vocab);
 		float *b = s_logits(&c, 3, 7, &n_vocab);
+		float *r = s_after_reset(&c, n_vocab);
 		bool same = a && b && !memcmp(a, lg, c.n_tok * n_vocab * sizeof(float)) &&
 			    !memcmp(b, lg, c.n_tok * n_vocab * sizeof(float));
+		bool same_r = r && !memcmp(r, lg, c.n_tok * n_vocab * sizeof(float));
 
-		printf("  token-by-token and n_batch 3 / ffn window 7: %s\n",
-		       same ? "bit-identical" : "DIFFERENT");
-		ok &= same;
+		printf("  token-by-token and n_batch 3 / ffn window 7: %s; after a reset: %s\n",
+		       same ? "bit-identical" : "DIFFERENT", same_r ? "bit-identical" :
+		       "DIFFERENT");
+		ok &= same && same_r;
 		free(a);
 		free(b);
+		free(r);
 	}
 	free(lg);
 	free(gold);

@@ -92,6 +92,22 @@ int main(void)
 	IOT_CHECK(ns_ram_seg_loaded(s->id, &gen, err, sizeof(err)) == -EPROTO, "loaded, magic");
 	r.dir->magic ^= 1;
 
+	/* published but not ready (nsio still writing the directory): look again, not refused;
+	 * a segment whose header magic is still 0 (its creator between two calls) alike */
+	atomic_store(&r.dir->ready, 0);
+	saved = r.dir->magic;
+	r.dir->magic = 0;
+	rc = s_view(s->id, S_N, &v, false, err, sizeof(err));
+	IOT_CHECK(rc == -EAGAIN, "directory not written yet: %d %s", rc, err);
+	r.dir->magic = saved;
+	atomic_store(&r.dir->ready, 1);
+	saved = ((struct ns_seg_header *)r.seg.base)->magic;
+	((struct ns_seg_header *)r.seg.base)->magic = 0;
+	rc = s_view(s->id, S_N, &v, false, err, sizeof(err));
+	IOT_CHECK(rc == -EAGAIN && strstr(err, "being created"), "header not published: %d %s",
+		  rc, err);
+	((struct ns_seg_header *)r.seg.base)->magic = saved;
+
 	/* accepted: the tables are private copies, read once */
 	rc = s_view(s->id, S_N, &v, true, err, sizeof(err));
 	IOT_CHECK(rc == 0, "good view: %d %s", rc, err);

@@ -107,7 +107,8 @@ def main():
         # runnable exactly where our forward pass knows the architecture and the file has
         # weights (the oracle's models are consistent; vocabulary-only files are not models);
         # otherwise the reason names the architecture
-        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss"):
+        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe", "gemma3",
+                    "gemma4"):
             if got.get("runnable") is not bool(meta["tensors"]):
                 fail(f"{rel}: {len(meta['tensors'])} tensors, runnable {got.get('runnable')}: "
                      f"{got.get('unrunnable_why')}")
@@ -115,6 +116,18 @@ def main():
                                    f"'{arch}'" not in got.get("unrunnable_why", "")):
             fail(f"{rel}: architecture {arch}: runnable {got.get('runnable')}, "
                  f"why {got.get('unrunnable_why')!r}")
+        # the recurrent state per sequence, by hand from the metadata (llama.cpp's rule: every
+        # full_attention_interval-th layer attention, the others conv history of K - 1 inputs
+        # over inner + 2 * groups * state channels and state_size x inner of states)
+        if arch in ("qwen35", "qwen35moe") and meta["tensors"]:
+            mv = lambda k, d=None: meta["metadata"].get(f"{arch}.{k}", {}).get("value", d)
+            n_rec = sum(1 for l in range(mv("block_count"))
+                        if (l + 1) % mv("full_attention_interval", 4))
+            ch = mv("ssm.inner_size") + 2 * mv("ssm.group_count") * mv("ssm.state_size")
+            want = n_rec * ((mv("ssm.conv_kernel") - 1) * ch +
+                            mv("ssm.state_size") * mv("ssm.inner_size")) * 4
+            if got.get("recurrent_state_bytes") != want:
+                fail(f"{rel}: recurrent_state_bytes {got.get('recurrent_state_bytes')} != {want}")
         bc = meta["metadata"].get(f"{arch}.block_count", {}).get("value") if arch else None
         if bc is not None and got["block_count"] != bc:
             fail(f"{rel}: block_count {got['block_count']} != {bc}")

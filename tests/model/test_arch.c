@@ -126,7 +126,10 @@ static void s_table(void)
 	EXPECT(n >= 10, "%zu architectures", n);
 	EXPECT(ns_arch_find("nope") == NULL && ns_arch_find(NULL) == NULL, "find");
 	ns_arch_computed_list(NS_BACKEND_CPU, list, sizeof(list));
-	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss"), "computed: %s", list);
+	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, gemma3, gemma4"),
+	       "computed: %s", list);
+	ns_arch_computed_list(NS_BACKEND_CUDA, list, sizeof(list));
+	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss"), "computed by cuda: %s", list);
 	for (unsigned s = 0; s < NS_SLOT_COUNT; s++)
 		for (unsigned t = s + 1; t < NS_SLOT_COUNT; t++)
 			EXPECT(strcmp(ns_slot_info(s)->name, ns_slot_info(t)->name) ||
@@ -212,6 +215,11 @@ static void s_file(const char *rel)
 		rc = ns_arch_check(m, NS_BACKEND_CPU, err, sizeof(err));
 		if (am->arch->builder != NS_BUILD_NONE) {
 			EXPECT(rc == 0, "%s: check: %s", rel, err);
+			/* a cpu-only architecture: the cuda pass refuses it with one line */
+			rc = ns_arch_check(m, NS_BACKEND_CUDA, err, sizeof(err));
+			EXPECT((am->arch->backends & NS_BACKEND_CUDA) ? rc == 0 :
+			       rc == -EINVAL && strstr(err, "cpu backend only") &&
+			       !strchr(err, '\n'), "%s: cuda check: %d %s", rel, rc, err);
 		} else {
 			char want[96];
 

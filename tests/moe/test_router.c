@@ -165,8 +165,10 @@ int main(int argc, char **argv)
 
 		if (ns_stream_slot_bytes(blk) > max_block)
 			max_block = ns_stream_slot_bytes(blk);
-		/* vectors (norms, biases, sinks) are fetched once at start, not per token */
-		if (t->n_dims < 2 || strstr(t->name, ".bias") || strstr(t->name, "sinks"))
+		/* vectors (norms, biases, sinks) and conv kernels (qwen35moe's ssm_conv1d) are
+		 * fetched once at start, not per token */
+		if (t->n_dims < 2 || strstr(t->name, ".bias") || strstr(t->name, "sinks") ||
+		    strstr(t->name, "ssm_conv1d"))
 			continue;
 		if (strstr(t->name, "_exps.")) {
 			exps += t->n_bytes;

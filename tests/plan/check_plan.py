@@ -231,12 +231,19 @@ def check_defaults(path):
         r = run([path, "-c", "256", "--overhead", "1MB"] + fake("meminfo", "v2/self", "v2/root"))
         if r.returncode != 0 or "(default)" not in r.stdout or "headroom" not in r.stdout:
             fail(f"defaults text: exit {r.returncode} {r.stdout[:300]!r}")
-        # explicit budgets beyond the available memory: refused, one line, workable figures
+        # explicit budgets beyond the available memory: refused, one line, the figures and
+        # what to lower (a RAM budget counts only what the model fills: 2 GB of it here fits)
         r = run([path, "-c", "256", "--overhead", "1MB", "--ram-budget", "2GB", "--mem-budget",
                  "1MB"] + fake("meminfo", "v1/self", "v1/root"))
+        if r.returncode != 0:
+            fail(f"2 GB RAM budget on a small model under 512 MiB: exit {r.returncode}, "
+                 f"stderr {r.stderr!r}")
+        r = run([path, "-c", "256", "--overhead", "1MB", "--ram-budget", "2GB", "--mem-budget",
+                 "600MB"] + fake("meminfo", "v1/self", "v1/root"))
         lines = r.stderr.strip().split("\n")
-        if r.returncode != 2 or len(lines) != 1 or "--mem-budget 40960 --ram-budget 0" not in \
-           lines[0] or "largest --ram-budget is" not in lines[0]:
+        if r.returncode != 2 or len(lines) != 1 or "+ the fixed set" not in lines[0] or \
+           "exceed the 512.00 MiB of memory available (the cgroup's limit" not in lines[0] or \
+           "lower --mem-budget to" not in lines[0]:
             fail(f"budgets over the cgroup limit: exit {r.returncode}, stderr {r.stderr!r}")
         # too little memory: one line with the smallest workable figures
         r = run([path, "-c", "256", "--overhead", "1MB"] + fake("tiny/meminfo", "none", "none"))

@@ -1,6 +1,7 @@
 #!/bin/bash
 # ram_cgroup.sh NSCTL MEMCAP MODEL - a long generation under a memory cgroup capped at
-# --mem-budget + --ram-budget + the fixed memory `nsctl plan --json` reports (fixed.total),
+# `nsctl plan --json`'s host_total (what the RAM tier fills + --mem-budget + the fixed set,
+# rounded up to a page),
 # for budgets from tiny to large: each run must finish (exit 0) with no OOM kill; the
 # cgroup's peak is printed beside its cap. Skips (77) when there is no writable v1 memory
 # cgroup controller (memcap.sh needs one), saying why. MODEL is relative to NS_ORACLE_DIR.
@@ -25,9 +26,8 @@ for pair in "64KB 0" "64KB $((total / 10))" "256KB $((total / 2))" "4MB $((total
 	"$nsctl" plan "$model" --mem-budget "$mem" --ram-budget "$ram" --vram-budget 0 -c $ctx \
 		--json > "$tmp/plan.json" || { echo "FAIL: nsctl plan"; exit 1; }
 	fixed=$(grep -o '"fixed":{[^}]*}' "$tmp/plan.json" | grep -o '"total":[0-9]*' | cut -d: -f2)
-	memb=$(grep -o '"budgets":{[^}]*}' "$tmp/plan.json" | grep -o '"mem":[0-9]*' | cut -d: -f2)
-	[ -n "$fixed" ] && [ -n "$memb" ] || { echo "FAIL: no fixed.total / budgets.mem in the plan"; exit 1; }
-	cap=$((memb + ram + fixed))
+	cap=$(grep -o '"host_total":[0-9]*' "$tmp/plan.json" | cut -d: -f2)
+	[ -n "$fixed" ] && [ -n "$cap" ] || { echo "FAIL: no fixed.total / host_total in the plan"; exit 1; }
 	"$memcap" $cap -- "$nsctl" run "$model" -p "Once upon a time" -n $n -c $ctx --temp 0 \
 		--mem-budget "$mem" --ram-budget "$ram" --json > "$tmp/out" 2> "$tmp/err"
 	rc=$?

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from run_testlib import fail, failures, require_model
+from run_testlib import alive, descendants, fail, failures, require_model
 
 NSCTL = sys.argv[1]
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 20
@@ -41,38 +41,6 @@ ARGS = ["run", MODEL, "-p", "Once upon a time", "-n", "40", "--ignore-eos", "--t
         "--mem-budget", "256KB", "--block-rows", "4", "--threads", "1"]
 
 require_model(MODEL)
-
-
-def proc_stat(pid):
-    """(comm, state, ppid, starttime) of pid, or None."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            s = f.read()
-    except OSError:
-        return None
-    comm = s[s.index("(") + 1:s.rindex(")")]
-    rest = s[s.rindex(")") + 2:].split()
-    return comm, rest[0], int(rest[1]), int(rest[19])
-
-
-def descendants(root, known):
-    """Add every live descendant of root to known {(pid, start): comm}."""
-    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    kids = {}
-    for p in pids:
-        st = proc_stat(p)
-        if st:
-            kids.setdefault(st[2], []).append((p, st))
-    todo = [root]
-    while todo:
-        for p, st in kids.get(todo.pop(), []):
-            known[(p, st[3])] = st[0]
-            todo.append(p)
-
-
-def alive(pid, start):
-    st = proc_stat(pid)
-    return st is not None and st[3] == start and st[1] not in ("Z", "X")
 
 
 def leftovers(user, rundir_parent, known):

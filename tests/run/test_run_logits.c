@@ -6,7 +6,8 @@
  * reference. A budget one page below the smallest is refused with exit 2 and a message naming
  * that smallest.
  *
- *   test_run_logits NSCTL FWD_LOGITS MODEL_REL PREFIX_REL f32|dequant */
+ *   test_run_logits NSCTL FWD_LOGITS MODEL_REL PREFIX_REL f32|dequant|hf
+ * (hf: a Hugging Face reference, hf/<model>/seqA: Transformers' logits, tolerance 1e-4) */
 #include <inttypes.h>
 #include <math.h>
 
@@ -17,6 +18,24 @@
 
 static char s_nsctl[PATH_MAX], s_fwd[PATH_MAX], s_model[PATH_MAX], s_toks[4096];
 static int s_pid;
+
+/* max over positions of max |a - g| / (the position's logit range in g); g, a: (n, n_vocab) */
+static double s_rel_dev(const float *a, const float *g, size_t n, size_t n_vocab)
+{
+	double worst = 0;
+
+	for (size_t t = 0; t < n; t++) {
+		double lo = INFINITY, hi = -INFINITY, e = 0;
+
+		for (size_t i = 0; i < n_vocab; i++) {
+			lo = fmin(lo, g[t * n_vocab + i]);
+			hi = fmax(hi, g[t * n_vocab + i]);
+			e = fmax(e, fabs((double)a[t * n_vocab + i] - g[t * n_vocab + i]));
+		}
+		worst = fmax(worst, e / (hi > lo ? hi - lo : 1));
+	}
+	return worst;
+}
 
 /* Run nsctl logits with extra args into out; returns the exit code; stderr into errf. */
 static int s_logits(const char *out, const char *errf, const char *const *extra)
@@ -64,10 +83,12 @@ int main(int argc, char **argv)
 	float *ref, *gold, *got;
 	double d = 0, tol;
 	int rc, n_cmp = 0;
+	bool hf;
 
 	if (argc != 6)
-		return fprintf(stderr, "usage: %s NSCTL FWD_LOGITS MODEL PREFIX f32|dequant\n",
+		return fprintf(stderr, "usage: %s NSCTL FWD_LOGITS MODEL PREFIX f32|dequant|hf\n",
 			       argv[0]), 2;
+	hf = !strcmp(argv[5], "hf"); /* Transformers' PREFIX.logits.f32, within 1e-4 */
 	ns_test_require_oracle();
 	snprintf(s_nsctl, sizeof(s_nsctl), "%s", argv[1]);
 	snprintf(s_fwd, sizeof(s_fwd), "%s", argv[2]);
@@ -133,9 +154,9 @@ int main(int argc, char **argv)
 	printf("%s: %d streamed runs (budgets %s .. 512MB, block rows 1 7 64 512 0) "
 	       "bit-identical to the fused provider\n", argv[2], n_cmp, minb);
 
-	tol = !strcmp(argv[4], "f32") ? 1e-3 : 2e-3;
-	snprintf(rel, sizeof(rel), "%s%s", argv[3], !strcmp(argv[4], "f32") ? ".f32" :
-		 ".dequant.f32");
+	tol = hf ? 1e-4 : !strcmp(argv[4], "f32") ? 1e-3 : 2e-3;
+	snprintf(rel, sizeof(rel), "%s%s", argv[3], hf ? ".logits.f32" :
+		 !strcmp(argv[4], "f32") ? ".f32" : ".dequant.f32");
 	gold = s_read(ns_test_oracle_path(path, sizeof(path), rel), n_tok * n_vocab);
 	for (size_t i = 0; i < n_tok * n_vocab; i++)
 		d = fmax(d, isnan(ref[i]) ? INFINITY : fabs((double)ref[i] - gold[i]));
@@ -144,12 +165,25 @@ int main(int argc, char **argv)
 
 	/* --act q8 (activations quantized per 32 as llama.cpp): the pipeline and the fused
 	 * provider agree bit for bit; the logits are not the exact-weight ones (the option took
-	 * effect); per position they stay within S_Q8_TOL of the position's logit range of the
-	 * reference, and the top token is the reference's wherever its margin is above that */
+	 * effect); per position they stay within q8_tol of the position's logit range of the
+	 * reference, and the top token is the reference's wherever its margin is above that.
+	 * q8_tol is S_Q8_TOL, or 1.25 x how far llama.cpp's own quantized-activation logits
+	 * (PREFIX.f32 of a quantized file) are from the exact ones where a model is that
+	 * sensitive (the recurrent tiny-qwen35 models: 0.068 and 0.27 of the range) */
 	{
 		float *q8, *q8f;
-		double worst = 0;
+		double worst = 0, q8_tol = S_Q8_TOL;
 		int top_same = 0, top_checked = 0;
+
+		if (!strcmp(argv[4], "dequant")) {
+			float *native;
+
+			snprintf(rel, sizeof(rel), "%s.f32", argv[3]);
+			native = s_read(ns_test_oracle_path(path, sizeof(path), rel),
+					n_tok * n_vocab);
+			q8_tol = fmax(q8_tol, 1.25 * s_rel_dev(native, gold, n_tok, n_vocab));
+			free(native);
+		}
 
 		unlink(out);
 		rc = s_logits(out, errf, (const char *const[]){ "--act", "q8", NULL });
@@ -162,7 +196,7 @@ int main(int argc, char **argv)
 		q8f = s_read(out, n_tok * n_vocab);
 		RT_CHECK(!memcmp(q8, q8f, len), "--act q8: pipeline and fused provider differ");
 		/* float weights always multiply float activations: nothing to apply */
-		RT_CHECK(!strcmp(argv[4], "f32") || memcmp(q8, ref, len),
+		RT_CHECK(strcmp(argv[4], "dequant") || memcmp(q8, ref, len),
 			 "--act q8 gave the f32 logits: not applied");
 		for (size_t t = 0; t < n_tok; t++) {
 			const float *g = gold + t * n_vocab, *y = q8 + t * n_vocab;
@@ -184,15 +218,15 @@ int main(int argc, char **argv)
 			}
 			e /= hi > lo ? hi - lo : 1;
 			worst = fmax(worst, e);
-			if ((g[b] - g[b2]) / (hi > lo ? hi - lo : 1) > 2 * S_Q8_TOL) {
+			if ((g[b] - g[b2]) / (hi > lo ? hi - lo : 1) > 2 * q8_tol) {
 				top_checked++;
 				top_same += yb == b;
 			}
 		}
 		printf("%s: --act q8: max |diff| %.3g of the logit range (tol %.0e), top token "
-		       "same at %d of %d clear positions\n", argv[2], worst, S_Q8_TOL, top_same,
+		       "same at %d of %d clear positions\n", argv[2], worst, q8_tol, top_same,
 		       top_checked);
-		RT_CHECK(worst <= S_Q8_TOL && top_same == top_checked, "--act q8 too far off");
+		RT_CHECK(worst <= q8_tol && top_same == top_checked, "--act q8 too far off");
 		free(q8);
 		free(q8f);
 	}

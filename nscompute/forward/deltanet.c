@@ -1,0 +1,267 @@
+/* deltanet.c - see deltanet.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deltanet.h"
+#include "ops.h"
+
+/* One recurrent layer's weights (the table's reads, arch.h) and state. */
+struct s_layer {
+	uint32_t qkv, gate, beta, alpha, out; /* matrices (tensor indices) */
+	const float *conv_w;  /* (CH, K) ssm_conv1d: K taps per channel, oldest first */
+	const float *dt_b;    /* (n_v) ssm_dt.bias */
+	const float *ssm_a;   /* (n_v) -exp(A_log) */
+	const float *norm;    /* (dv) ssm_norm */
+	float *hist;          /* (K - 1, CH) the last K - 1 conv inputs, oldest first */
+	float *S;             /* (n_v, dk, dv) states */
+};
+
+struct ns_dnet {
+	uint32_t n_embd, n_k, n_v, dk, dv, K, CH, n_layer;
+	float eps;
+	struct s_layer *layers;  /* (n_layer) indexed by model layer; unused for attention */
+	/* scratch, sized for n_batch tokens */
+	float *qkv;   /* (n_batch, CH) projections, then conv outputs */
+	float *z;     /* (n_batch, n_v * dv) output gate */
+	float *b;     /* (n_batch, n_v) beta logits */
+	float *a;     /* (n_batch, n_v) decay logits */
+	float *o;     /* (n_batch, n_v * dv) gated, normed outputs */
+	float *conv;  /* (CH) one token's conv output */
+	float *kv;    /* (dv) S^T k of one head */
+};
+
+static float *s_floats(uint64_t a, uint64_t b)
+{
+	uint64_t n;
+
+	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, sizeof(float), &n) ||
+	    n > SIZE_MAX)
+		return NULL;
+	return calloc(1, n ? (size_t)n : 1);
+}
+
+void ns_dnet_destroy(struct ns_dnet **pd)
+{
+	struct ns_dnet *d;
+
+	if (!pd || !*pd)
+		return;
+	d = *pd;
+	for (uint32_t l = 0; d->layers && l < d->n_layer; l++) {
+		free(d->layers[l].hist);
+		free(d->layers[l].S);
+	}
+	free(d->layers);
+	free(d->qkv);
+	free(d->z);
+	free(d->b);
+	free(d->a);
+	free(d->o);
+	free(d->conv);
+	free(d->kv);
+	free(d);
+	*pd = NULL;
+}
+
+static int s_layer_init(const struct ns_fwd *f, struct ns_dnet *d, uint32_t l)
+{
+	struct s_layer *y = &d->layers[l];
+	const int32_t i = (int32_t)l;
+
+	y->qkv = (uint32_t)ns_arch_tensor(f->am, i, NS_T_ATTN_QKV);
+	y->gate = (uint32_t)ns_arch_tensor(f->am, i, NS_T_ATTN_GATE);
+	y->beta = (uint32_t)ns_arch_tensor(f->am, i, NS_T_SSM_BETA);
+	y->alpha = (uint32_t)ns_arch_tensor(f->am, i, NS_T_SSM_ALPHA);
+	y->out = (uint32_t)ns_arch_tensor(f->am, i, NS_T_SSM_OUT);
+	y->conv_w = ns_held_get(f->held, i, NS_T_SSM_CONV1D);
+	y->dt_b = ns_held_get(f->held, i, NS_T_SSM_DT_B);
+	y->ssm_a = ns_held_get(f->held, i, NS_T_SSM_A);
+	y->norm = ns_held_get(f->held, i, NS_T_SSM_NORM);
+	y->hist = s_floats((uint64_t)d->K - 1, d->CH);
+	y->S = s_floats((uint64_t)d->n_v * d->dk, d->dv);
+	return y->hist && y->S ? 0 : -ENOMEM;
+}
+
+int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, struct ns_dnet **out, char *err,
+		size_t errlen)
+{
+	const struct ns_arch_model *am = f->am;
+	const uint64_t groups_x_state = am->dim[NS_DIM_SSM_CH] - am->dim[NS_DIM_SSM_INNER];
+	uint64_t state = 0;
+	struct ns_dnet *d;
+	int rc = 0;
+
+	*out = NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->layers = calloc(am->n_layer, sizeof(*d->layers)))) {
+		free(d);
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	d->n_layer = am->n_layer;
+	d->n_embd = (uint32_t)am->dim[NS_DIM_EMBD];
+	d->n_v = (uint32_t)am->dim[NS_DIM_SSM_HEADS];
+	d->dv = (uint32_t)am->dim[NS_DIM_SSM_DV];
+	d->K = (uint32_t)am->dim[NS_DIM_SSM_CONV];
+	d->CH = (uint32_t)am->dim[NS_DIM_SSM_CH];
+	d->eps = (float)am->hp.rms_eps;
+	/* q and k: ssm.group_count heads of ssm.state_size (the rules' SSM_CH = inner + 2 g s) */
+	ns_hparams_get_u64(am->m, am->hp.arch, "ssm.state_size", &state);
+	d->dk = state <= UINT32_MAX ? (uint32_t)state : 0;
+	d->n_k = d->dk ? (uint32_t)(groups_x_state / 2 / d->dk) : 0;
+	if (!d->dk || !d->n_k || (uint64_t)2 * d->n_k * d->dk != groups_x_state ||
+	    d->n_v % d->n_k || am->dim[NS_DIM_SSM_CH] > UINT32_MAX) {
+		ns_errf(err, errlen, "forward: %s linear attention: %u value heads do not tile "
+			"over %u key heads of %u", am->hp.arch, d->n_v, d->n_k, d->dk);
+		ns_dnet_destroy(&d);
+		return -EINVAL;
+	}
+	for (uint32_t l = 0; l < am->n_layer && rc == 0; l++)
+		if (am->layer[l].kinds & NS_LAYER_RECURRENT)
+			rc = s_layer_init(f, d, l);
+	if (rc == 0 &&
+	    (!(d->qkv = s_floats(n_batch, d->CH)) ||
+	     !(d->z = s_floats(n_batch, (uint64_t)d->n_v * d->dv)) ||
+	     !(d->b = s_floats(n_batch, d->n_v)) || !(d->a = s_floats(n_batch, d->n_v)) ||
+	     !(d->o = s_floats(n_batch, (uint64_t)d->n_v * d->dv)) ||
+	     !(d->conv = s_floats(d->CH, 1)) || !(d->kv = s_floats(d->dv, 1))))
+		rc = -ENOMEM;
+	if (rc < 0) {
+		ns_errf(err, errlen, "forward: cannot allocate the recurrent state for n_batch "
+			"%u: %s", n_batch, strerror(-rc));
+		ns_dnet_destroy(&d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- one token ------------ */
+
+/* c = silu(conv(history, x)) per channel, then x joins the history. ggml_ssm_conv's order:
+ * the taps summed oldest first, in float. */
+static void s_conv(const struct ns_dnet *d, struct s_layer *y, const float *x, float *c)
+{
+	const uint32_t K = d->K, CH = d->CH;
+
+	for (uint32_t ch = 0; ch < CH; ch++) {
+		const float *w = y->conv_w + (uint64_t)ch * K; /* (K) */
+		float s = 0.0f;
+
+		for (uint32_t j = 0; j + 1 < K; j++)
+			s += y->hist[(uint64_t)j * CH + ch] * w[j];
+		s += x[ch] * w[K - 1];
+		c[ch] = ns_silu(s);
+	}
+	if (K > 1) {
+		memmove(y->hist, y->hist + CH, (uint64_t)(K - 2) * CH * sizeof(float));
+		memcpy(y->hist + (uint64_t)(K - 2) * CH, x, CH * sizeof(float));
+	}
+}
+
+/* x / max(|x|, eps) in place, the sum of squares in double (ggml_l2_norm). */
+static void s_l2norm(float *x, uint32_t n, float eps, float extra_scale)
+{
+	double sum = 0.0;
+	float scale;
+
+	for (uint32_t i = 0; i < n; i++)
+		sum += (double)(x[i] * x[i]);
+	scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+	for (uint32_t i = 0; i < n; i++)
+		x[i] = x[i] * scale * extra_scale;
+}
+
+static float s_softplus(float x)
+{
+	return x > 20.0f ? x : logf(1.0f + expf(x)); /* ggml's threshold */
+}
+
+/* The delta rule for value head h of one token: S, then o_h (dv). */
+static void s_head(struct ns_dnet *d, float *S, const float *q, const float *k,
+		   const float *v, float decay, float beta, float *o)
+{
+	const uint32_t dk = d->dk, dv = d->dv;
+	float *kv = d->kv;
+
+	/* S *= exp(g); kv = S^T k   (dv) */
+	memset(kv, 0, dv * sizeof(float));
+	for (uint32_t i = 0; i < dk; i++) {
+		float *row = S + (uint64_t)i * dv; /* (dv) */
+
+		for (uint32_t j = 0; j < dv; j++) {
+			row[j] *= decay;
+			kv[j] += row[j] * k[i];
+		}
+	}
+	/* d = (v - kv) * beta; S += k d^T; o = S^T q */
+	for (uint32_t j = 0; j < dv; j++) {
+		kv[j] = (v[j] - kv[j]) * beta;
+		o[j] = 0.0f;
+	}
+	for (uint32_t i = 0; i < dk; i++) {
+		float *row = S + (uint64_t)i * dv; /* (dv) */
+
+		for (uint32_t j = 0; j < dv; j++) {
+			row[j] += k[i] * kv[j];
+			o[j] += row[j] * q[i];
+		}
+	}
+}
+
+/* Token t of the chunk: conv, normalisation, every head's rule, the gated norm into o. */
+static void s_token(struct ns_dnet *d, struct s_layer *y, uint32_t t)
+{
+	const uint32_t dk = d->dk, dv = d->dv, nk = d->n_k;
+	const uint64_t vd = (uint64_t)d->n_v * dv;
+	float *c = d->conv; /* (CH): q (nk, dk), k (nk, dk), v (n_v, dv) */
+	const float qscale = 1.0f / sqrtf((float)dk);
+
+	s_conv(d, y, d->qkv + (uint64_t)t * d->CH, c);
+	for (uint32_t h = 0; h < nk; h++) {
+		s_l2norm(c + (uint64_t)h * dk, dk, d->eps, qscale);
+		s_l2norm(c + (uint64_t)(nk + h) * dk, dk, d->eps, 1.0f);
+	}
+	for (uint32_t h = 0; h < d->n_v; h++) {
+		const uint32_t kh = h % nk;
+		const float a = d->a[(uint64_t)t * d->n_v + h] + y->dt_b[h];
+		const float b = d->b[(uint64_t)t * d->n_v + h];
+		const float decay = expf(s_softplus(a) * y->ssm_a[h]);
+		const float beta = 1.0f / (1.0f + expf(-b));
+		float *o = d->o + (uint64_t)t * vd + (uint64_t)h * dv;       /* (dv) */
+		const float *z = d->z + (uint64_t)t * vd + (uint64_t)h * dv; /* (dv) */
+
+		s_head(d, y->S + (uint64_t)h * dk * dv, c + (uint64_t)kh * dk,
+		       c + (uint64_t)(nk + kh) * dk, c + 2ull * nk * dk + (uint64_t)h * dv, decay,
+		       beta, o);
+		ns_rmsnorm(o, o, y->norm, dv, d->eps);
+		for (uint32_t j = 0; j < dv; j++)
+			o[j] *= ns_silu(z[j]);
+	}
+}
+
+int ns_dnet_eval(struct ns_fwd *f, struct ns_dnet *d, uint32_t layer, uint32_t pos0,
+		 const float *xb, uint32_t n, float *out)
+{
+	struct s_layer *y = &d->layers[layer];
+	const uint64_t vd = (uint64_t)d->n_v * d->dv;
+	int rc;
+
+	if (pos0 == 0) { /* a new sequence: no history, zero state */
+		memset(y->hist, 0, (uint64_t)(d->K - 1) * d->CH * sizeof(float));
+		memset(y->S, 0, (uint64_t)d->n_v * d->dk * d->dv * sizeof(float));
+	}
+	/* the table's order: qkv (n, CH), z (n, vd), beta (n, n_v), alpha (n, n_v) */
+	if ((rc = ns_fwd_matmul(f, y->qkv, 0, d->CH, xb, n, d->qkv, d->CH)) ||
+	    (rc = ns_fwd_matmul(f, y->gate, 0, vd, xb, n, d->z, vd)) ||
+	    (rc = ns_fwd_matmul(f, y->beta, 0, d->n_v, xb, n, d->b, d->n_v)) ||
+	    (rc = ns_fwd_matmul(f, y->alpha, 0, d->n_v, xb, n, d->a, d->n_v)))
+		return rc;
+	for (uint32_t t = 0; t < n; t++)
+		s_token(d, y, t);
+	/* out = o Wout^T   (n, n_embd) */
+	return ns_fwd_matmul(f, y->out, 0, d->n_embd, d->o, n, out, d->n_embd);
+}
