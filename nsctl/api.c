@@ -622,6 +622,11 @@ uint32_t ns_engine_n_ctx(const struct ns_engine *e)
 	return e->n_ctx;
 }
 
+bool ns_engine_is_recurrent(const struct ns_engine *e)
+{
+	return e->recurrent;
+}
+
 void ns_engine_reset(struct ns_engine *e)
 {
 	e->n_hist = 0;

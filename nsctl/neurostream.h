@@ -201,6 +201,12 @@ int ns_engine_poll(struct ns_engine *e);
 /* Context positions nscompute holds (-c). */
 uint32_t ns_engine_n_ctx(const struct ns_engine *e);
 
+/* Whether the model carries a recurrent state (Qwen3.5's linear-attention layers): such a
+ * context goes back only to its start, so a cached prefix serves a new prompt only when it is
+ * everything the context holds (ns_engine_step's keep: 0 or all of it; ns_engine_generate
+ * and ns_engine_chat evaluate a changed prompt whole by themselves). */
+bool ns_engine_is_recurrent(const struct ns_engine *e);
+
 /* Forget the context (next chat call evaluates everything). */
 void ns_engine_reset(struct ns_engine *e);
 

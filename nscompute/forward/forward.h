@@ -100,15 +100,16 @@ int ns_fwd_eval_batch(struct ns_fwd *f, const struct ns_fwd_batch *b);
 uint32_t ns_fwd_n_seq(const struct ns_fwd *f);
 /* Positions held by sequence seq (0: ns_fwd_n_past's). */
 uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq);
-/* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range, or
- * n_past past its end). */
+/* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range,
+ * n_past past its end, or a recurrent pass cut anywhere but 0 or its end). */
 int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past);
 
 /* Forget the sequence (n_past = 0). */
 void ns_fwd_reset(struct ns_fwd *f);
 
 /* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
- * or -EINVAL when n_past is past the sequence's end. */
+ * or -EINVAL when n_past is past the sequence's end (or, for a recurrent pass, neither 0
+ * nor the end). */
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);
