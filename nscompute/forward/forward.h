@@ -12,7 +12,9 @@
  * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases), the
  * hybrid qwen35 / qwen35moe (Gated DeltaNet layers whose recurrent state and conv history are
  * per sequence and fixed in size, carried across calls and zeroed when a call starts at
- * position 0; gated full attention; a shared expert beside the routed ones), and through
+ * position 0; gated full attention; a shared expert beside the routed ones), Qwen3-VL's text
+ * decoders qwen3vl / qwen3vlmoe on text (qwen3 / qwen3moe: at a text position every M-RoPE
+ * section has the same position, so the interleaved M-RoPE is NeoX's), and through
  * gemma.h gemma3 and gemma4 (sliding and global layers of their own geometry and RoPE, KV-shared
  * layers, per-layer inputs, sandwich norms, GELU(tanh), soft-capped logits). The pass reads
  * exactly the table's reads, in its order; what it refuses, ns_arch_check refuses first (the

@@ -126,7 +126,8 @@ static void s_table(void)
 	EXPECT(n >= 10, "%zu architectures", n);
 	EXPECT(ns_arch_find("nope") == NULL && ns_arch_find(NULL) == NULL, "find");
 	ns_arch_computed_list(NS_BACKEND_CPU, list, sizeof(list));
-	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, gemma3, gemma4"),
+	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, gemma3, gemma4, "
+			     "qwen3vl, qwen3vlmoe"),
 	       "computed: %s", list);
 	ns_arch_computed_list(NS_BACKEND_CUDA, list, sizeof(list));
 	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss"), "computed by cuda: %s", list);
