@@ -78,6 +78,44 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
  * ns_fwd_error says why. After an error the sequence must be reset. */
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all);
 
+/* A multimodal call (Qwen3-VL): rows whose input is an image embedding instead of a token,
+ * every row's M-RoPE position, and the DeepStack features. Rows are those of the call. */
+struct ns_fwd_mm {
+	const uint8_t *is_embd;  /* (n): row t takes embd's row t in place of tokens[t] */
+	const float *embd;       /* (n, n_embd); only the rows with is_embd are read */
+	const float *deepstack;  /* (n_deepstack, n, n_embd): added to the hidden state of the
+				  * rows with is_embd after text layer k < n_deepstack; NULL
+				  * only for a model without DeepStack layers */
+	uint32_t n_deepstack;    /* the model's n_deepstack_layers when deepstack is given */
+	const int32_t *pos;      /* (n, 3): M-RoPE positions (temporal, height, width) */
+};
+
+/* ns_fwd_eval with images (architectures with M-RoPE on the cpu builder: qwen3vl,
+ * qwen3vlmoe). Text evaluated later by ns_fwd_eval continues at M-RoPE position
+ * (largest position of this call + 1), as Transformers' rope deltas. Returns as ns_fwd_eval,
+ * or -EINVAL for an architecture without M-RoPE, a position below 0, or DeepStack features
+ * that do not match the model's. A sequence holding an image is cut back only to 0 or to a
+ * position past its last image (ns_fwd_truncate refuses others). */
+int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
+		   const struct ns_fwd_mm *mm, float *logits, bool all);
+
+/* One image of a multimodal prompt: the grid of tokens it becomes (frames, rows, columns,
+ * after the tower's merge). */
+struct ns_fwd_mm_grid {
+	uint32_t t, h, w;
+};
+
+/* M-RoPE positions of a prompt as Transformers' get_rope_index computes them: each maximal
+ * run of image_id in tokens stands for the next image (its length must be t * h * w); text
+ * row i gets (p, p, p) with p counting on from pos0, an image's row at (t, y, x) of its grid
+ * gets (p + t, p + y, p + x) and the text after it resumes at p + max(t, y, x) + 1.
+ * pos: (n, 3), is_embd: (n) 1 at image rows. *next: the position after the prompt. Returns
+ * 0, or -EINVAL with one line in err (a run of the wrong length, more or fewer runs than
+ * images, positions past 2^31). */
+int ns_fwd_mm_positions(const int32_t *tokens, uint32_t n, int32_t image_id,
+			const struct ns_fwd_mm_grid *grids, uint32_t n_images, int32_t pos0,
+			int32_t *pos, uint8_t *is_embd, int32_t *next, char *err, size_t errlen);
+
 /* Several sequences in one evaluation (nsctl serve's batched decoding): token t of the batch
  * goes to sequence seq[t] (< n_seq, each with its own KV cache) at that sequence's next
  * position; a sequence's tokens keep their order. Every weight is read once per chunk of

@@ -38,6 +38,14 @@ struct ns_fwd {
 	bool recurrent;              /* recurrent layers (qwen35): their state is one sequence's
 				      * and cannot go back, so one sequence, truncated to 0 or
 				      * not at all */
+	/* ns_fwd_eval_mm: the call's multimodal input while it runs (row t of a chunk is row
+	 * mm_row0 + t of the call's mm_n), else NULL; mm_ok when the builder reads it */
+	const struct ns_fwd_mm *mm;
+	uint32_t mm_row0, mm_n;
+	bool mm_ok;
+	int32_t rope_delta;      /* sequence 0: M-RoPE position of its next text row minus its
+				  * cache position (0 without images) */
+	uint32_t mm_end;         /* sequence 0: cache positions through its last image call */
 	uint32_t n_ctx;
 	uint32_t n_batch;
 	uint32_t n_vocab;        /* logits per position */
