@@ -236,6 +236,18 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 	return 0;
 }
 
+uint64_t ns_fwd_cache_bytes(const struct ns_fwd *f)
+{
+	uint64_t b = f->arch_cache_bytes;
+
+	for (uint32_t s = 0; s < ns_fwd_n_seq(f); s++) {
+		const struct ns_kvcache *c = s ? f->seq_kv[s] : f->kv;
+
+		b += c && c->k ? ns_kvcache_bytes(c) : 0;
+	}
+	return b;
+}
+
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f)
 {
 	return f->n_vocab;

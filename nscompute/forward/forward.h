@@ -138,6 +138,9 @@ struct ns_fwd_batch {
  * batch must be cut back (ns_fwd_seq_truncate) before it is used again. */
 int ns_fwd_eval_batch(struct ns_fwd *f, const struct ns_fwd_batch *b);
 uint32_t ns_fwd_n_seq(const struct ns_fwd *f);
+/* Host bytes of the KV caches it allocated, every sequence's (0 for a pass whose caches live
+ * elsewhere); what nsplan's fixed set counts (nsplan/fixed_mem.h). */
+uint64_t ns_fwd_cache_bytes(const struct ns_fwd *f);
 /* Positions held by sequence seq (0: ns_fwd_n_past's). */
 uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq);
 /* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range,

@@ -56,6 +56,7 @@ struct ns_fwd {
 	uint32_t n_moe_layer;    /* MoE only: layers and experts per layer of expert_hits */
 	uint32_t n_expert;
 	uint64_t *expert_hits;   /* (n_moe_layer, n_expert) selection counts, owned; NULL dense */
+	uint64_t arch_cache_bytes; /* caches a builder keeps itself (gemma's per layer) */
 	char err[NS_ERR_LEN];
 };
 

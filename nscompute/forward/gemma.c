@@ -207,6 +207,7 @@ static int s_caches_init(struct ns_fwd *f, struct ns_gemma *G, char *err, size_t
 		}
 		if (rc < 0)
 			return rc;
+		f->arch_cache_bytes += ns_kvcache_bytes(y->kv);
 		/* an earlier layer of this geometry has its workspace already */
 		for (w = 0; w < l && !y->ws; w++)
 			if (G->layers[w].own_kv && G->layers[w].n_head_kv == y->n_head_kv &&
