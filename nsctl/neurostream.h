@@ -152,6 +152,24 @@ struct ns_gen_params {
  * repeat_penalty 1.0 over 64, seed 0. */
 void ns_gen_params_default(struct ns_gen_params *g);
 
+/* The sampler chain as its own object, for a caller that evaluates with ns_engine_step or
+ * ns_engine_logits and chooses tokens itself: the chain ns_engine_generate and nsctl serve
+ * run (repetition penalty over the last repeat_last_n accepted tokens, top-k, top-p, min-p,
+ * temperature, then a draw from a generator seeded with g->seed; the most likely token at
+ * temperature <= 0), from g's sampling fields (n_predict and no_stop are not its business).
+ * Not tied to an engine. Threads: one thread at a time per chain.
+ *   new:    0, -EINVAL (n_vocab 0, negative repeat_last_n, a NaN), -ENOMEM
+ *   sample: a token id for logits (n_vocab floats, not modified); it is not accepted
+ *   accept: record a token in the penalty history (the prompt's and the chosen ones) */
+struct ns_sampler_chain;
+
+int ns_sampler_chain_new(const struct ns_gen_params *g, uint32_t n_vocab,
+			 struct ns_sampler_chain **out);
+int32_t ns_sampler_chain_sample(struct ns_sampler_chain *s, const float *logits);
+void ns_sampler_chain_accept(struct ns_sampler_chain *s, int32_t token);
+/* Safe on NULL; nulls *s. */
+void ns_sampler_chain_free(struct ns_sampler_chain **s);
+
 /* Called once per generated token with the text it completes (whole UTF-8 characters; may be
  * empty), in order. A non-zero return stops the generation (the call returns 0). */
 typedef int (*ns_token_fn)(const char *piece, size_t len, int32_t id, void *user);

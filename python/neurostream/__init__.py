@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 
 from . import _lib as L
 
-__all__ = ["NeuroStream", "NeuroStreamError", "parse_size", "version"]
+__all__ = ["NeuroStream", "NeuroStreamError", "Sampler", "parse_size", "version"]
 
 Budget = Union[int, str, None]
 
@@ -387,6 +387,15 @@ class NeuroStream:
         flat = array.array("f", bytes(buf))
         return [flat[i * nv:(i + 1) * nv] for i in range(len(t))]
 
+    def sampler(self, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
+                min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
+                seed: int = 0) -> "Sampler":
+        """The sampler chain generate() runs, as its own object for this model's vocabulary
+        (to choose tokens from logits() yourself)."""
+        return Sampler(self.n_vocab, temperature=temperature, top_k=top_k, top_p=top_p,
+                       min_p=min_p, repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n,
+                       seed=seed)
+
     @contextlib.contextmanager
     def _busy(self) -> Iterator[None]:
         """Hold the engine for one call; NeuroStreamError (-EBUSY) when another holds it."""
@@ -476,3 +485,45 @@ class NeuroStream:
         s = L.Stats()
         _lib().ns_engine_stats(self._engine(), ctypes.byref(s))
         return {name: getattr(s, name) for name, _ in L.Stats._fields_}
+
+
+class Sampler:
+    """The library's sampler chain (ns_sampler_chain_*): repetition penalty over the last
+    repeat_last_n accepted tokens, top-k, top-p, min-p, temperature, then a seeded draw (the
+    most likely token at temperature <= 0); the chain generate() and nsctl run use, so the
+    same settings and seed choose the same tokens. sample(row) takes one row of logits
+    (n_vocab floats: a numpy array or a sequence) and does not accept the token;
+    accept(token) records one (the prompt's and the chosen ones) in the penalty history."""
+
+    def __init__(self, n_vocab: int, temperature: float = 0.8, top_k: int = 40,
+                 top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
+                 repeat_last_n: int = 64, seed: int = 0):
+        g = NeuroStream._params(0, temperature, top_k, top_p, min_p, repeat_penalty,
+                                repeat_last_n, seed, True)
+        self._n_vocab = int(n_vocab)
+        self._s = ctypes.c_void_p()
+        rc = _lib().ns_sampler_chain_new(ctypes.byref(g), self._n_vocab, ctypes.byref(self._s))
+        if rc < 0:
+            raise NeuroStreamError(rc, "bad sampler settings (a negative history, a NaN, or "
+                                   "an empty vocabulary)")
+
+    def sample(self, logits) -> int:
+        if not self._s:
+            raise NeuroStreamError(-errno.EINVAL, "the sampler is freed")
+        if len(logits) != self._n_vocab:
+            raise NeuroStreamError(-errno.EINVAL, "%d logits for a vocabulary of %d" %
+                                   (len(logits), self._n_vocab))
+        row = (ctypes.c_float * self._n_vocab)(*[float(x) for x in logits])
+        return int(_lib().ns_sampler_chain_sample(self._s, row))
+
+    def accept(self, token: int) -> None:
+        if not self._s:
+            raise NeuroStreamError(-errno.EINVAL, "the sampler is freed")
+        _lib().ns_sampler_chain_accept(self._s, int(token))
+
+    def free(self) -> None:
+        if self._s:
+            _lib().ns_sampler_chain_free(ctypes.byref(self._s))
+
+    def __del__(self) -> None:
+        self.free()

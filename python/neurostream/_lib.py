@@ -127,6 +127,11 @@ _SIGS = {
                                           ctypes.c_size_t]),
     "ns_engine_get_opts": (None, [_E, _P(EngineOpts)]),
     "ns_log_set": (None, [LOG_FN, ctypes.c_void_p]),
+    "ns_sampler_chain_new": (ctypes.c_int, [_P(GenParams), ctypes.c_uint32,
+                                            _P(ctypes.c_void_p)]),
+    "ns_sampler_chain_sample": (ctypes.c_int32, [ctypes.c_void_p, _P(ctypes.c_float)]),
+    "ns_sampler_chain_accept": (None, [ctypes.c_void_p, ctypes.c_int32]),
+    "ns_sampler_chain_free": (None, [_P(ctypes.c_void_p)]),
 }
 
 

@@ -100,6 +100,25 @@ class Stories(unittest.TestCase):
         run = nsctl("run", STORIES, "-p", p, "-n", "16", "--temp", "1.0", "--seed", "7")
         self.assertEqual(a + "\n", run.decode())
 
+    def test_sampler_chooses_what_generate_chose(self):
+        p = self.gold["prompt_text"]
+        settings = dict(temperature=0.9, seed=11, repeat_penalty=1.3, repeat_last_n=8)
+        text = "".join(self.ns.generate(p, max_tokens=12, stop_at_eog=False, **settings))
+        want = list(self.ns.last_tokens)
+        self.assertEqual(len(want), 12, text)
+        seq = self.ns.tokenize(p)
+        smp = self.ns.sampler(**settings)
+        for t in seq:
+            smp.accept(t)
+        for k in range(12):
+            tok = smp.sample(self.ns.logits(seq)[-1])
+            self.assertEqual(tok, want[k], "token %d" % k)
+            smp.accept(tok)
+            seq.append(tok)
+        smp.free()
+        with self.assertRaises(NeuroStreamError):
+            self.ns.sampler(repeat_last_n=-1)
+
     def test_logits_bit_identical_to_nsctl_and_near_llamacpp(self):
         toks = self.gold["tokens"]
         got = self.ns.logits(toks)

@@ -32,6 +32,56 @@ static int s_on_token(const char *piece, size_t len, int32_t id, void *user)
 	return a->stop_after && a->n >= a->stop_after;
 }
 
+/* The sampler chain on its own (neurostream.h): sampling from ns_engine_logits of the
+ * growing sequence, with the prompt and each chosen token accepted, chooses exactly the tokens
+ * ns_engine_generate chose with the same settings and seed (penalties on, so the history
+ * counts too); a bad setting is refused. */
+static void s_sampler_chain(struct ns_engine *e, const char *prompt)
+{
+	struct ns_gen_params g;
+	struct ns_sampler_chain *ch = NULL;
+	struct s_acc want = { 0 };
+	int32_t *ids = NULL, seq[MAX_TOK * 4];
+	size_t n = 0;
+	float *lg;
+
+	ns_gen_params_default(&g);
+	g.n_predict = 16;
+	g.seed = 42;
+	g.repeat_penalty = 1.3f;
+	g.repeat_last_n = 8;
+	g.no_stop = true;
+	RT_CHECK(ns_engine_generate(e, prompt, &g, s_on_token, &want) == 0 && want.n == 16,
+		 "sampled generate: %s", ns_engine_error(e));
+	RT_CHECK(ns_engine_tokenize(e, prompt, true, &ids, &n) == 0 && n + 16 < MAX_TOK * 4,
+		 "tokenize");
+	memcpy(seq, ids, n * sizeof(*ids));
+	RT_CHECK(ns_sampler_chain_new(&g, ns_engine_n_vocab(e), &ch) == 0, "chain");
+	for (size_t i = 0; i < n; i++)
+		ns_sampler_chain_accept(ch, seq[i]);
+	lg = malloc((n + 16) * ns_engine_n_vocab(e) * sizeof(float));
+	RT_CHECK(lg, "out of memory");
+	for (size_t k = 0; k < 16; k++) {
+		int32_t id;
+
+		RT_CHECK(ns_engine_logits(e, seq, (uint32_t)(n + k), lg) == 0, "logits: %s",
+			 ns_engine_error(e));
+		id = ns_sampler_chain_sample(ch, lg + (n + k - 1) * ns_engine_n_vocab(e));
+		RT_CHECK(id == want.ids[k], "chain token %zu: %d, generate chose %d", k, id,
+			 want.ids[k]);
+		ns_sampler_chain_accept(ch, id);
+		seq[n + k] = id;
+	}
+	ns_sampler_chain_free(&ch);
+	RT_CHECK(!ch, "free did not null");
+	ns_sampler_chain_free(&ch);
+	g.repeat_last_n = -1;
+	RT_CHECK(ns_sampler_chain_new(&g, 512, &ch) == -EINVAL && !ch, "negative history taken");
+	printf("sampler chain: 16 sampled tokens (seed 42, penalties over 8) = generate's\n");
+	free(lg);
+	free(ids);
+}
+
 int main(void)
 {
 	char path[PATH_MAX], model[PATH_MAX], err[512], id[32];
@@ -158,6 +208,7 @@ int main(void)
 	}
 	ids32[0] = 512;
 	RT_CHECK(ns_engine_logits(e, ids32, 1, lg) == -EINVAL, "token 512 accepted");
+	s_sampler_chain(e, prompt);
 
 	ns_engine_free(&e); /* a child ending badly says "at shutdown" on stderr (log) */
 	RT_CHECK(!e, "free did not null");
