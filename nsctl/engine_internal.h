@@ -71,6 +71,8 @@ struct ns_engine {
 	uint32_t n_stop;
 	int32_t *hist;                /* tokens in nscompute's context (chat prefix reuse) */
 	size_t n_hist, hist_cap;
+	bool hist_cut;                /* ns_engine_rollback shortened hist: nscompute holds more,
+				       * the next evaluation of slot 0 keeps n_hist (NS_EVAL_KEEP) */
 	struct ns_engine_stats st;
 	volatile sig_atomic_t cancelled;
 	bool no_think;                /* chat: the template's thinking switched off */

@@ -193,6 +193,21 @@ struct ns_engine_msg {
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
 
+/* Incremental evaluation (llama_decode's use): a context that persists across calls.
+ * ns_engine_eval appends ids to the context ns_engine_chat keeps (ns_engine_generate,
+ * ns_engine_logits, ns_engine_reset and a step of slot 0 empty it) and writes the logits
+ * after its last token (logits: n_vocab floats), or of every one of its tokens with all
+ * (n x n_vocab); logits may be NULL. Logits are bit-identical to evaluating the whole context
+ * in one call. ns_engine_rollback keeps the first n_keep positions (<= ns_engine_n_past; a
+ * recurrent model: 0 or all), so the next eval continues from there as if the rest had never
+ * been evaluated. Return 0 or -EINVAL (context full, ids out of range, a rollback it cannot
+ * make), -ENOMEM, -EPIPE, -ECANCELED, with the line in ns_engine_error; after a failed eval
+ * the context is empty. */
+int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, float *logits,
+		   bool all);
+int ns_engine_rollback(struct ns_engine *e, uint32_t n_keep);
+uint32_t ns_engine_n_past(const struct ns_engine *e);
+
 /* One step of several sequences for a caller that samples for itself (nsctl serve): each
  * sequence names its slot (< opts.n_seq; slot 0 is the context of the calls above), the
  * positions of that slot's cache it keeps (<= what the slot holds: the caller keeps count;

@@ -387,6 +387,38 @@ class NeuroStream:
         flat = array.array("f", bytes(buf))
         return [flat[i * nv:(i + 1) * nv] for i in range(len(t))]
 
+    def eval(self, tokens: Sequence[int], all_logits: bool = False):
+        """Append tokens to the persistent context (the one chat() continues; generate(),
+        logits() and reset() empty it) and return the logits after the last one, (n_vocab,),
+        or of every one with all_logits, (len(tokens), n_vocab): numpy float32. Bit-identical
+        to evaluating the whole context in one call."""
+        import numpy as np
+        t = list(tokens)
+        if not t:
+            raise NeuroStreamError(-errno.EINVAL, "no tokens to evaluate")
+        arr = self._ids(t)
+        out = np.empty((len(t) if all_logits else 1, self.n_vocab), dtype=np.float32)
+        with self._busy():
+            rc = _lib().ns_engine_eval(self._engine(), arr, len(t),
+                                       out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                       bool(all_logits))
+        if rc < 0:
+            raise self._fail(rc)
+        return out if all_logits else out[0]
+
+    def rollback(self, n_keep: int) -> None:
+        """Keep the first n_keep positions of the context (a recurrent model: 0 or all); the
+        next eval() continues from there."""
+        with self._busy():
+            rc = _lib().ns_engine_rollback(self._engine(), int(n_keep))
+        if rc < 0:
+            raise self._fail(rc)
+
+    @property
+    def n_past(self) -> int:
+        """Positions the persistent context holds."""
+        return int(_lib().ns_engine_n_past(self._engine()))
+
     def sampler(self, temperature: float = 0.8, top_k: int = 40, top_p: float = 0.95,
                 min_p: float = 0.05, repeat_penalty: float = 1.0, repeat_last_n: int = 64,
                 seed: int = 0) -> "Sampler":

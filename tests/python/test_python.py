@@ -100,6 +100,22 @@ class Stories(unittest.TestCase):
         run = nsctl("run", STORIES, "-p", p, "-n", "16", "--temp", "1.0", "--seed", "7")
         self.assertEqual(a + "\n", run.decode())
 
+    def test_incremental_eval_and_rollback(self):
+        toks = self.gold["tokens"]
+        whole = self.ns.logits(toks)
+        first = self.ns.eval(toks[:4], all_logits=True)
+        rows = [self.ns.eval([t]) for t in toks[4:]]
+        self.assertEqual(self.ns.n_past, len(toks))
+        got = np.vstack([first] + [r[None, :] for r in rows])
+        self.assertEqual(got.tobytes(), whole.tobytes())
+        self.ns.rollback(5)
+        again = self.ns.eval(toks[5:], all_logits=True)
+        self.assertEqual(again.tobytes(), whole[5:].tobytes())
+        with self.assertRaises(NeuroStreamError):
+            self.ns.rollback(len(toks) + 1)
+        self.ns.reset()
+        self.assertEqual(self.ns.n_past, 0)
+
     def test_sampler_chooses_what_generate_chose(self):
         p = self.gold["prompt_text"]
         settings = dict(temperature=0.9, seed=11, repeat_penalty=1.3, repeat_last_n=8)

@@ -82,6 +82,48 @@ static void s_sampler_chain(struct ns_engine *e, const char *prompt)
 	free(ids);
 }
 
+/* Incremental evaluation: the context grown in pieces (a chunk with every row's logits, then
+ * token by token with the last row's), cut back and grown again, gives the logits of the
+ * whole sequence evaluated at once, bit for bit. */
+static void s_incremental(struct ns_engine *e, const int32_t *ids, uint32_t n)
+{
+	const uint32_t nv = ns_engine_n_vocab(e);
+	float *ref = malloc((size_t)n * nv * sizeof(float)), *got = malloc((size_t)n * nv * 4);
+	int32_t other[MAX_TOK];
+
+	RT_CHECK(ref && got && n > 6 && n < MAX_TOK, "setup");
+	RT_CHECK(ns_engine_logits(e, ids, n, ref) == 0, "logits: %s", ns_engine_error(e));
+	RT_CHECK(ns_engine_n_past(e) == 0, "logits leaves a context of %u", ns_engine_n_past(e));
+	RT_CHECK(ns_engine_eval(e, ids, 4, got, true) == 0, "eval: %s", ns_engine_error(e));
+	for (uint32_t i = 4; i < n; i++)
+		RT_CHECK(ns_engine_eval(e, ids + i, 1, got + (size_t)i * nv, false) == 0,
+			 "eval %u: %s", i, ns_engine_error(e));
+	RT_CHECK(!memcmp(got, ref, (size_t)n * nv * sizeof(float)) && ns_engine_n_past(e) == n,
+		 "4 then 1 by 1: logits differ from one call, or n_past %u", ns_engine_n_past(e));
+	/* back to 6, the same tail again in one call: the same rows */
+	RT_CHECK(ns_engine_rollback(e, 6) == 0 && ns_engine_n_past(e) == 6, "rollback 6");
+	RT_CHECK(ns_engine_eval(e, ids + 6, n - 6, got + 6 * nv, true) == 0 &&
+		 !memcmp(got, ref, (size_t)n * nv * sizeof(float)), "after rollback to 6: differ");
+	/* back to 3, another tail: the logits of that sequence from scratch */
+	memcpy(other, ids, 3 * sizeof(*ids));
+	for (uint32_t i = 3; i < n; i++)
+		other[i] = ids[n - 1 - (i - 3)];
+	RT_CHECK(ns_engine_logits(e, other, n, ref) == 0, "logits of the other sequence");
+	RT_CHECK(ns_engine_eval(e, ids, 3, NULL, false) == 0 && ns_engine_eval(e, ids + 3, 2,
+		 NULL, false) == 0 && ns_engine_rollback(e, 3) == 0 &&
+		 ns_engine_eval(e, other + 3, n - 3, got + 3 * nv, true) == 0 &&
+		 !memcmp(got + 3 * nv, ref + 3 * nv, (size_t)(n - 3) * nv * sizeof(float)),
+		 "3, 2 more, back to 3, another tail: differs from that sequence at once");
+	RT_CHECK(ns_engine_rollback(e, n + 1) == -EINVAL && ns_engine_n_past(e) == n,
+		 "a rollback past the end taken");
+	ns_engine_reset(e);
+	RT_CHECK(ns_engine_n_past(e) == 0, "reset leaves %u", ns_engine_n_past(e));
+	printf("incremental: %u tokens in pieces, rolled back to 6 and to 3: logits bit-identical "
+	       "to one call\n", n);
+	free(ref);
+	free(got);
+}
+
 int main(void)
 {
 	char path[PATH_MAX], model[PATH_MAX], err[512], id[32];
@@ -209,6 +251,9 @@ int main(void)
 	ids32[0] = 512;
 	RT_CHECK(ns_engine_logits(e, ids32, 1, lg) == -EINVAL, "token 512 accepted");
 	s_sampler_chain(e, prompt);
+	for (size_t i = 0; i < n_toks; i++)
+		ids32[i] = (int32_t)toks[i];
+	s_incremental(e, ids32, (uint32_t)n_toks);
 
 	ns_engine_free(&e); /* a child ending badly says "at shutdown" on stderr (log) */
 	RT_CHECK(!e, "free did not null");
