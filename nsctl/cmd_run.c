@@ -73,6 +73,8 @@ static void s_usage(FILE *f)
 		"  as '[analysis] ...' blocks (2>/dev/null keeps only the answer)\n"
 		"  --reasoning low|medium|high  the system message's reasoning effort (medium)\n"
 		"  --final-only          do not show the analysis and commentary channels\n"
+		"  --thinking            Gemma 4 chat template: let the model think first (<|think|>;\n"
+		"                        off by default, as the template)\n"
 		"  --raw                 send -p as plain text (no template, no channel split)\n"
 		"  --print-prompt        print the text the model is given on stderr first\n"
 		"  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
@@ -114,6 +116,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			continue;
 		} else if (!strcmp(a, "--final-only")) {
 			o->final_only = true;
+			continue;
+		} else if (!strcmp(a, "--thinking")) {
+			o->ea.eo.thinking = true;
 			continue;
 		} else if (!strcmp(a, "--raw")) {
 			o->raw = true;
@@ -189,9 +194,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	}
 	if (nsctl_engine_args_check(&o->ea, S_WHO) < 0)
 		return -EINVAL;
-	if (o->raw && (o->chat || o->final_only || o->ea.eo.reasoning_effort)) {
+	if (o->raw && (o->chat || o->final_only || o->ea.eo.reasoning_effort || o->ea.eo.thinking)) {
 		fprintf(stderr, "nsctl run: --raw sends -p as plain text; it does not go with "
-			"--chat, --final-only or --reasoning\n");
+			"--chat, --final-only, --reasoning or --thinking\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -255,8 +260,25 @@ static void s_stats_rm(const struct s_opts *o)
 	unlink(plan);
 }
 
+/* An option that needs one chat template family: 0, or -EINVAL after one line naming the
+ * model's template. */
+static int s_need_template(const struct ns_model *m, enum ns_chat_family want,
+			   const char *option, const char *what)
+{
+	const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
+	enum ns_chat_family f = ns_chat_family_detect(tpl);
+
+	if (f == want)
+		return 0;
+	fprintf(stderr, "nsctl run: %s is for models with %s; this model's is %s\n", option,
+		what, f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
+		ns_chat_family_name(f));
+	return -EINVAL;
+}
+
 /* Options the model file rules out, refused before any process starts: --warmup on a model
  * without experts, --final-only on a model without the harmony (gpt-oss) chat template,
+ * --thinking on one without the Gemma 4 template (the one that thinks only when asked),
  * --chat on a model without a chat template we know (and no --chat-template). A
  * model that does not open or whose hyperparameters do not load is left to the engine, which
  * reports it. Returns 0 or -EINVAL (one line on stderr). */
@@ -267,7 +289,8 @@ static int s_check_model(const struct s_opts *o)
 	char err[NS_ERR_LEN];
 	int rc = 0;
 
-	if (!o->warmup && !o->final_only && !(o->chat && !o->ea.eo.chat_template))
+	if (!o->warmup && !o->final_only && !o->ea.eo.thinking &&
+	    !(o->chat && !o->ea.eo.chat_template))
 		return 0;
 	if (ns_model_open(o->model, &m, err, sizeof(err)) < 0)
 		return 0;
@@ -275,17 +298,12 @@ static int s_check_model(const struct s_opts *o)
 		fprintf(stderr, "nsctl run: --warmup pins experts in RAM; this model has no experts "
 			"(a dense %s model)\n", hp.arch);
 		rc = -EINVAL;
+	} else if (o->ea.eo.thinking) {
+		rc = s_need_template(m, NS_CHAT_GEMMA4, "--thinking", "the Gemma 4 chat template "
+				     "(thinking off unless asked)");
 	} else if (o->final_only) {
-		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
-		enum ns_chat_family f = ns_chat_family_detect(tpl);
-
-		if (f != NS_CHAT_GPTOSS) {
-			fprintf(stderr, "nsctl run: --final-only is for models with the harmony "
-				"(gpt-oss) chat template; this model's is %s\n",
-				f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
-				ns_chat_family_name(f));
-			rc = -EINVAL;
-		}
+		rc = s_need_template(m, NS_CHAT_GPTOSS, "--final-only", "the harmony (gpt-oss) "
+				     "chat template");
 	}
 	if (!rc && o->chat && !o->ea.eo.chat_template) {
 		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");

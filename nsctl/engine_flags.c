@@ -234,7 +234,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 
 		rc = nsctl_pick_budgets(who, model, eo->n_ctx, a->n_seq, eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
-					a->ram_given, &eo->ram_budget, line, sizeof(line));
+					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);
 		if (rc)
 			return rc;
 		if (line[0])

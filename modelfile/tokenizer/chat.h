@@ -19,6 +19,8 @@ enum ns_chat_family {
 	NS_CHAT_LLAMA31, /* Llama 3.1/3.3: Llama 3 with the "Cutting Knowledge Date" system
 			    header and the template's fixed "Today Date: 26 Jul 2024" */
 	NS_CHAT_LLAMA32, /* Llama 3.2: the same header with today's date (strftime_now) */
+	NS_CHAT_GEMMA4, /* <|turn>user ... <turn|> (Gemma 4): the system turn first, thinking only
+			 * when asked (think_opt_in) */
 	/* llama.cpp's built-in families (chat_lcpp.h), rendered as llama.cpp renders them,
 	 * without BOS text (ns_chat_family_adds_bos) */
 	NS_CHAT_CHATML,            /* <|im_start|>role\n...<|im_end|>\n */
@@ -50,6 +52,9 @@ struct ns_chat_msg {
 
 struct ns_chat_opts {
 	bool enable_thinking;         /* Qwen3: false adds the empty <think></think> block */
+	bool think_opt_in;            /* Gemma 4, whose template thinks only when asked: true
+					 puts <|think|> in the system turn; false (the default)
+					 closes an empty thought channel before the reply */
 	const char *date;             /* "YYYY-MM-DD" printed by templates that print today's
 					 date (gpt-oss, Llama 3.2); NULL = today (UTC) */
 	const char *reasoning_effort; /* gpt-oss: "low" | "medium" | "high"; NULL = "medium" */
