@@ -353,7 +353,13 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 	for (uint32_t i = 0; i < st->n_seq; i++) {
 		const struct ns_cmsg_step_seq *q = &st->seq[i];
 
-		ns_fwd_seq_truncate(p->f, q->slot, q->keep); /* checked above */
+		/* the bounds are checked above; a recurrent state refuses any other cut than
+		 * to 0 or to all it holds (one sequence: nothing else was cut yet) */
+		if (ns_fwd_seq_truncate(p->f, q->slot, q->keep) < 0) {
+			free(seq);
+			return nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
+					    "back only to the start: keep 0 or all the slot holds");
+		}
 		for (uint32_t k = 0; k < q->n_tokens; k++)
 			seq[n++] = q->slot;
 		if (q->want_logits) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_repl.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "ns_util.h"
@@ -42,7 +43,10 @@ const char nsctl_engine_usage[] =
 	"  --expert-stats FILE   expert hit counts (nsplan's format) nsrouter keeps up to\n"
 	"                        date; FILE.plan gets the warm-up's, which nsplan plans\n"
 	"                        from (default with --warmup: temporary files)\n"
-	"  --verbose             children print their informational lines\n";
+	"  --verbose             children print their informational lines\n"
+	"  --chat-template NAME|FILE  the chat template family (chatml, llama2, llama3,\n"
+	"                        mistral-v7, phi3, qwen3, ...) or a Jinja file whose family\n"
+	"                        is recognised from its text; default: the model's\n";
 
 void nsctl_engine_args_init(struct nsctl_engine_args *a)
 {
@@ -136,7 +140,8 @@ int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *
 	    strcmp(f, "--reserve-vram") && strcmp(f, "--block-rows") && strcmp(f, "--lookahead") &&
 	    strcmp(f, "--backend") && strcmp(f, "-c") && strcmp(f, "--ctx") && strcmp(f, "--act") &&
 	    strcmp(f, "--threads") && strcmp(f, "--wrap") && strcmp(f, "--expert-stats") &&
-	    strcmp(f, "--reasoning") && strcmp(f, "--stall-timeout") && !nsctl_kv_is_flag(f))
+	    strcmp(f, "--reasoning") && strcmp(f, "--stall-timeout") &&
+	    strcmp(f, "--chat-template") && !nsctl_kv_is_flag(f))
 		return 0;
 	if (!v) {
 		fprintf(stderr, "%s: unknown option or missing value: %s\n", who, f);
@@ -184,6 +189,8 @@ int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *
 		rc = s_wrap(a, who, v);
 	} else if (!strcmp(f, "--expert-stats")) {
 		eo->expert_stats = v;
+	} else if (!strcmp(f, "--chat-template")) { /* NAME|FILE -> a family name */
+		rc = chat_template_arg(who, v, &eo->chat_template);
 	} else { /* --reasoning */
 		if (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")) {
 			fprintf(stderr, "%s: --reasoning low|medium|high (got '%s')\n", who, v);
@@ -227,7 +234,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 
 		rc = nsctl_pick_budgets(who, model, eo->n_ctx, a->n_seq, eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
-					a->ram_given, &eo->ram_budget, line, sizeof(line));
+					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);
 		if (rc)
 			return rc;
 		if (line[0])
