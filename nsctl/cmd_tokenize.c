@@ -23,6 +23,29 @@
 #include "ns_util.h"
 #include "tokenizer.h"
 
+static const char s_tokenize_usage[] =
+	"usage: nsctl tokenize MODEL [options] [--] TEXT   (TEXT \"-\": standard input)\n"
+	"  Prints one line per token (\"   id -> 'piece'\"), as llama-tokenize does.\n"
+	"  --ids                 the id list only\n"
+	"  --json                one JSON object\n"
+	"  --add-special         add BOS/EOS as the vocabulary asks\n"
+	"  --parse-special       special-token text in TEXT becomes those tokens\n"
+	"  --chat                TEXT is a user message, rendered with the model's template\n"
+	"  --system S            a system message first (with --chat)\n"
+	"  --no-think            the template's no-thinking variant (with --chat)\n"
+	"  --chat-date D         the date a template shows (YYYY-MM-DD)\n"
+	"  --reasoning[-effort] low|medium|high  gpt-oss's reasoning effort\n"
+	"  --chat-template FAMILY  a template family instead of the model's own\n"
+	"  --print-prompt        print the rendered prompt instead of tokens\n";
+
+static const char s_detokenize_usage[] =
+	"usage: nsctl detokenize MODEL [options] [--] IDS...   (IDS \"-\": standard input)\n"
+	"  Prints the text the ids decode to; ids separated by spaces, commas or newlines,\n"
+	"  optionally in [brackets].\n"
+	"  --json                one JSON object\n"
+	"  --remove-special      drop a leading BOS and a trailing EOS (as llama.cpp)\n"
+	"  --hide-special        special tokens print as nothing, not as their text\n";
+
 /* All of standard input, NUL-terminated (may hold other NULs: trust *len). */
 static char *s_read_stdin(size_t *len)
 {
@@ -175,6 +198,9 @@ int cmd_tokenize(int argc, char **argv)
 		if (!strcmp(argv[i], "--")) {
 			first_text = i + 1;
 			break;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			fputs(s_tokenize_usage, stdout);
+			return 0;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!strcmp(argv[i], "--ids")) {
@@ -382,6 +408,10 @@ int cmd_detokenize(int argc, char **argv)
 	for (i = 1; i < argc && !rc; i++) {
 		if (!dash && !strcmp(argv[i], "--")) {
 			dash = true;
+		} else if (!dash && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+			fputs(s_detokenize_usage, stdout);
+			free(ids);
+			return 0;
 		} else if (!dash && !strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!dash && !strcmp(argv[i], "--remove-special")) {

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""nsctl's command line as llama.cpp users type it (issue 25), and run's output contract.
+
+1. A table of invocations of `nsctl run ... --print-args` (the values the parser stored, one
+   name=value per line, nothing started): each llama.cpp alias, "--opt=value", bundled short
+   options ("-n5", "-t4", "-qn5"), an alias as the value of another option ("-p -ngl"), "--",
+   and every old spelling, each with the values it must set.
+2. `nsctl --version` / `-v` print meson's project version; `--help` on every command (the list
+   `nsctl --help` prints) and every daemon exits 0 with a usage text on stdout.
+3. `nsctl run ... | head -c 20`: nsctl ends within a second of the reader going away, exit 1,
+   with no process of the session and no shared-memory segment left.
+4. `--json`: stdout parses with json.loads alone; stop_reason is a string ("length" at -n).
+5. Seeds: two runs without -s print different seeds; -s with the first one repeats its text
+   byte for byte (--temp 1, sampled).
+6. -f FILE and -e: the prompt is the file's text; escapes replaced.
+argv: NSCTL VERSION NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
+missing outside CI)."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+from run_testlib import alive, descendants, fail, failures, require_model
+
+NSCTL, VERSION = sys.argv[1:3]
+DAEMONS = sys.argv[3:7]
+ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
+MODEL = os.path.join(ORACLE, "models/stories260K.gguf")
+require_model(MODEL)
+M = MODEL
+
+# what --print-args says when nothing is given (run's and llama.cpp's defaults)
+DEFAULTS = {"model": M, "prompt": "", "system": "", "n_predict": "128", "temp": "0.8",
+            "top_k": "40", "top_p": "0.95", "min_p": "0.05", "repeat_penalty": "1",
+            "repeat_last_n": "64", "seed": "random", "threads": "0", "ctx": "0",
+            "batch": "0", "ngl": "-1", "backend": "cpu", "mem_budget": "0", "ram_budget": "0",
+            "vram_budget": "0", "cache_type_k": "f32", "cache_type_v": "f32", "chat": "0",
+            "json": "0", "quiet": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0"}
+
+# (argv after "run", the values that differ from DEFAULTS)
+TABLE = [
+    ([M], {}),
+    (["-m", M], {}),
+    (["--model", M], {}),
+    (["--model=" + M], {}),
+    (["-m" + M], {}),
+    (["-t", "4", M], {"threads": "4"}),
+    (["-t4", M], {"threads": "4"}),
+    (["--threads=3", M], {"threads": "3"}),
+    ([M, "--threads", "2"], {"threads": "2"}),
+    (["-s", "42", M], {"seed": "42"}),
+    (["-s42", M], {"seed": "42"}),
+    (["--seed=18446744073709551615", M], {"seed": "18446744073709551615"}),
+    (["--seed", "-1", M], {}),
+    (["-s", "7", "-s", "-1", M], {}),
+    (["-c", "512", M], {"ctx": "512"}),
+    (["-c512", M], {"ctx": "512"}),
+    (["--ctx-size", "1024", M], {"ctx": "1024"}),
+    (["--ctx-size=2048", M], {"ctx": "2048"}),
+    (["--ctx", "256", M], {"ctx": "256"}),
+    (["-b", "64", M], {"batch": "64"}),
+    (["--batch-size=32", M], {"batch": "32"}),
+    (["-n", "5", M], {"n_predict": "5"}),
+    (["-n5", M], {"n_predict": "5"}),
+    (["-n", "-1", M], {"n_predict": "-1"}),
+    (["--n-predict=7", M], {"n_predict": "7"}),
+    (["--predict", "9", M], {"n_predict": "9"}),
+    (["--temp=0", M], {"temp": "0"}),
+    (["--temp", "0.5", M], {"temp": "0.5"}),
+    (["--temperature", "1.5", M], {"temp": "1.5"}),
+    (["--top-k=10", "--top-p", "0.5", "--min-p=0.1", M],
+     {"top_k": "10", "top_p": "0.5", "min_p": "0.1"}),
+    (["--repeat-penalty=1.1", "--repeat-last-n", "32", M],
+     {"repeat_penalty": "1.1", "repeat_last_n": "32"}),
+    (["-ngl", "0", M], {"ngl": "0"}),
+    (["-ngl", "99", M], {"ngl": "99", "backend": "cuda"}),
+    (["--n-gpu-layers=5", M], {"ngl": "5", "backend": "cuda"}),
+    (["--gpu-layers", "all", M], {"ngl": str(1 << 31), "backend": "cuda"}),
+    (["-ngl", "-1", M], {"ngl": str(1 << 31), "backend": "cuda"}),
+    (["--no-warmup", M], {"no_warmup": "1"}),
+    (["-p", "hello world", M], {"prompt": "hello world"}),
+    (["--prompt=a=b", M], {"prompt": "a=b"}),
+    (["-phi", M], {"prompt": "hi"}),
+    (["-p", "-ngl", M], {"prompt": "-ngl"}),     # a value, not rewritten
+    (["-p", "-n5", M], {"prompt": "-n5"}),
+    (["-sys", "be brief", M], {"system": "be brief"}),
+    (["--system-prompt=be brief", M], {"system": "be brief"}),
+    (["--system", "x", M], {"system": "x"}),
+    (["-q", M], {"quiet": "1"}),
+    (["--quiet", M], {"quiet": "1"}),
+    (["-qn5", M], {"quiet": "1", "n_predict": "5"}),   # a switch bundled before a value
+    (["-qt", "3", M], {"quiet": "1", "threads": "3"}),
+    (["--json", "--chat", "--ignore-eos", "--verbose", M],
+     {"json": "1", "chat": "1", "ignore_eos": "1", "verbose": "1"}),
+    (["-ctk", "f16", "-ctv", "q8_0", M], {"cache_type_k": "f16", "cache_type_v": "q8_0"}),
+    (["--cache-type-k=q8_0", M], {"cache_type_k": "q8_0"}),
+    (["--mem-budget=8MB", "--ram-budget", "1MB", M],
+     {"mem_budget": str(8 << 20), "ram_budget": str(1 << 20)}),
+    (["--backend=cpu", M], {}),
+    (["--", M], {}),
+    (["-n", "3", "--", M], {"n_predict": "3"}),
+    # llama.cpp's whole line, as its README shows one
+    (["-m", M, "-p", "Once", "-n", "64", "-c", "2048", "-t", "8", "--temp", "0.7",
+      "--top-k", "20", "--repeat-penalty", "1.05", "--repeat-last-n", "128", "-s", "1234",
+      "-ngl", "0", "--no-warmup", "-b", "512"],
+     {"prompt": "Once", "n_predict": "64", "ctx": "2048", "threads": "8", "temp": "0.7",
+      "top_k": "20", "repeat_penalty": "1.05", "repeat_last_n": "128", "seed": "1234",
+      "ngl": "0", "no_warmup": "1", "batch": "512"}),
+]
+
+
+def nsctl(args, timeout=60, **kw):
+    return subprocess.run([NSCTL] + args, stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=timeout, **kw)
+
+
+def parsed(args):
+    p = nsctl(["run", "--print-args"] + args, text=True)
+    if p.returncode != 0:
+        return None, p
+    return dict(x.split("=", 1) for x in p.stdout.splitlines() if "=" in x), p
+
+
+def check_table():
+    for args, want in TABLE:
+        got, p = parsed(args)
+        if got is None:
+            fail("run %s --print-args: exit %d: %s" % (args, p.returncode, p.stderr.strip()))
+            continue
+        exp = dict(DEFAULTS, **want)
+        bad = {k: (got.get(k), v) for k, v in exp.items() if got.get(k) != v}
+        if bad:
+            fail("run %s: parsed (got, want) %s" % (args, bad))
+        if p.stderr:
+            fail("run %s --print-args: stderr %r" % (args, p.stderr))
+    print("%d llama.cpp-style invocations parsed to the expected values" % len(TABLE))
+
+
+def check_version_help():
+    for flag in ("--version", "-v"):
+        p = nsctl([flag], text=True)
+        if p.returncode != 0 or p.stdout.strip() != "nsctl (neurostream) " + VERSION:
+            fail("nsctl %s: exit %d, stdout %r (want version %s)" % (flag, p.returncode,
+                                                                     p.stdout, VERSION))
+    p = nsctl(["--help"], text=True)
+    cmds = re.findall(r"^  ([a-z]+) ", p.stdout, re.M)
+    if p.returncode != 0 or len(cmds) < 13 or "tokenize" not in cmds:
+        fail("nsctl --help: exit %d, commands %s" % (p.returncode, cmds))
+    for c in cmds:
+        for h in ("--help", "-h"):
+            q = nsctl([c, h], text=True)
+            if q.returncode != 0 or not q.stdout.startswith("usage: nsctl " + c):
+                fail("nsctl %s %s: exit %d, stdout %r, stderr %r" % (c, h, q.returncode,
+                                                                      q.stdout[:80],
+                                                                      q.stderr[:200]))
+    for d in DAEMONS:
+        q = subprocess.run([d, "--help"], capture_output=True, text=True, timeout=30)
+        if q.returncode != 0 or "usage" not in q.stdout.lower():
+            fail("%s --help: exit %d, stdout %r" % (d, q.returncode, q.stdout[:80]))
+    print("--version, -v; --help and -h on %d commands and %d daemons" % (len(cmds),
+                                                                          len(DAEMONS)))
+
+
+def session_of(err):
+    m = re.search(r"session ([0-9a-f]+):", err)
+    return m.group(1) if m else None
+
+
+def shm_of(sid):
+    return [f for f in os.listdir("/dev/shm") if ("-%s-" % sid) in f]
+
+
+def check_epipe(tmp):
+    """nsctl run | head -c 20: the pipe's reader leaves after 20 bytes."""
+    errf = os.path.join(tmp, "epipe.err")
+    # stories260K decodes ~2000 tok/s here: 60000 tokens would take half a minute
+    args = [NSCTL, "run", M, "-p", "Once upon a time", "-n", "60000", "-c", "60001",
+            "--ignore-eos", "--temp", "1", "--mem-budget", "8MB", "--ram-budget", "0"]
+    with open(errf, "wb") as ef:
+        p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=ef)
+    got = b""
+    t_end = time.monotonic() + 60
+    while len(got) < 20 and time.monotonic() < t_end:
+        b = p.stdout.read1(20 - len(got))
+        if not b:
+            break
+        got += b
+    known = {}
+    descendants(p.pid, known)
+    p.stdout.close()  # as head exits
+    t0 = time.monotonic()
+    try:
+        rc = p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+        fail("run | head -c 20: still running 10 s after the reader left")
+    dt = time.monotonic() - t0
+    with open(errf) as f:
+        err = f.read()
+    sid = session_of(err)
+    if len(got) < 20:
+        fail("run | head -c 20: only %r before the end: %s" % (got, err[-500:]))
+    if dt > 1.0:
+        fail("run | head -c 20: ended %.2f s after the reader left (limit 1 s)" % dt)
+    if rc != 1:
+        fail("run | head -c 20: exit %d, want 1 (documented)\n%s" % (rc, err[-800:]))
+    if "stdout closed" not in err:
+        fail("run | head -c 20: no 'stdout closed' line: %s" % err[-500:])
+    if len([k for k in known.values() if k.startswith("ns")]) < 2:
+        fail("run | head -c 20: saw only %s of the session's processes" % known)
+    time.sleep(0.2)
+    left = [(pid, c) for (pid, st), c in known.items() if alive(pid, st)]
+    if left:
+        fail("run | head -c 20: processes left: %s" % left)
+    if not sid or shm_of(sid):
+        fail("run | head -c 20: session %s, segments left: %s" % (sid, sid and shm_of(sid)))
+    m = re.search(r"decode (\d+) tok", err)
+    print("run | head -c 20: nsctl ended %.3f s after the reader left, exit %d, %s tokens "
+          "decoded of 60000, %d processes gone, no segment left" %
+          (dt, rc, m.group(1) if m else "?", len(known)))
+
+
+def run_text(args):
+    p = nsctl(["run", M, "-p", "Once upon a time", "--mem-budget", "8MB", "--ram-budget",
+               "0"] + args, text=True, errors="replace")
+    m = re.search(r"^nsctl run: seed (\d+)", p.stderr, re.M)
+    return p, (m.group(1) if m else None)
+
+
+def check_json():
+    p, _ = run_text(["-n", "6", "--json"])
+    try:
+        d = json.loads(p.stdout)
+    except ValueError as e:
+        fail("--json: stdout does not parse alone (%s): %r" % (e, p.stdout[:300]))
+        return
+    if p.returncode != 0 or d.get("stop_reason") != "length" or d.get("n_gen") != 6:
+        fail("--json -n 6: exit %d, stop_reason %r, n_gen %r" % (p.returncode,
+                                                                   d.get("stop_reason"),
+                                                                   d.get("n_gen")))
+    if not isinstance(d.get("content"), str) or not d["content"]:
+        fail("--json: no content: %r" % d)
+    if "{" in p.stderr:
+        fail("--json: an object on stderr too: %r" % p.stderr)
+    print("--json: stdout is one object (json.loads), stop_reason %r" % d["stop_reason"])
+
+
+def check_seed():
+    (p1, s1), (p2, s2) = run_text(["-n", "24", "--temp", "1"]), run_text(["-n", "24",
+                                                                           "--temp", "1"])
+    if p1.returncode or p2.returncode or not s1 or not s2:
+        fail("sampled runs: exit %d/%d, seeds %s %s\n%s" % (p1.returncode, p2.returncode, s1,
+                                                            s2, p1.stderr[-400:]))
+        return
+    if s1 == s2:
+        fail("two runs without -s used the same seed %s" % s1)
+    p3, s3 = run_text(["-n", "24", "--temp", "1", "-s", s1])
+    if p3.returncode or s3 != s1 or p3.stdout != p1.stdout:
+        fail("-s %s: exit %d, seed %s, text %r, first run's %r" % (s1, p3.returncode, s3,
+                                                                    p3.stdout, p1.stdout))
+    same = p1.stdout == p2.stdout
+    print("seeds %s and %s differ (texts %s); -s %s repeats the first text exactly" %
+          (s1, s2, "equal" if same else "differ", s1))
+
+
+def check_file_escape(tmp):
+    path = os.path.join(tmp, "prompt.txt")
+    with open(path, "w") as f:
+        f.write("from a file\nsecond line")
+    p = nsctl(["run", M, "-f", path, "--print-args"], text=True)
+    if p.returncode or "prompt=from a file\nsecond line\n" not in p.stdout:
+        fail("-f: %r" % p.stdout[:200])
+    p = nsctl(["run", M, "-e", "-p", r"a\nb\tc\\d\q", "--print-args"], text=True)
+    if p.returncode or "prompt=a\nb\tc\\d\\q\n" not in p.stdout:
+        fail("-e: %r" % p.stdout[:200])
+    p = nsctl(["run", M, "-p", r"a\nb", "--print-args"], text=True)
+    if p.returncode or "prompt=a\\nb\n" not in p.stdout:
+        fail("without -e the prompt is kept as typed: %r" % p.stdout[:200])
+    print("-f reads the prompt from a file; -e replaces escapes")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="ns-flags-") as tmp:
+        check_table()
+        check_version_help()
+        check_file_escape(tmp)
+        check_json()
+        check_seed()
+        check_epipe(tmp)
+    if failures:
+        print("%d failure(s)" % len(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
