@@ -44,7 +44,7 @@ struct s_opts {
 	char *prompt_buf;         /* owned: -f's text or -p's with -e's escapes replaced */
 	bool escape;              /* -e: \n \t ... in the prompt */
 	bool seed_given;          /* else a random seed, printed */
-	bool quiet, print_args;   /* no progress lines; print the parsed values and exit */
+	bool print_args;          /* print the parsed values and exit (the flag tests) */
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
 	const char *warmup;       /* --warmup: prompt whose expert hits pin experts in RAM */
@@ -96,7 +96,6 @@ static void s_usage(FILE *f)
 		"                        \"length\" (-n), \"eos\", \"context\" (full), \"stop\"\n"
 		"                        (stopped: stdout closed, Ctrl-C) or \"none\"\n"
 		"                        (with --chat: one object per reply on stderr)\n"
-		"  -q, --quiet           no progress lines (they are shown only on a terminal)\n"
 		"exit status: 0 done, 1 failed or stdout closed (the reader went away: generation\n"
 		"  stops at the next token, the session is removed), 2 bad usage, 130 interrupted\n",
 		nsctl_engine_usage);
@@ -189,7 +188,7 @@ static int s_prompt_text(struct s_opts *o)
 enum {
 	O_HELP = 1, O_MODEL, O_PROMPT, O_FILE, O_ESCAPE, O_SYSTEM, O_WARMUP, O_N, O_TEMP, O_TOP_K,
 	O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N, O_SEED, O_CHAT, O_JSON, O_FINAL_ONLY,
-	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_QUIET, O_PRINT_ARGS,
+	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_PRINT_ARGS,
 };
 
 /* run's own options (llama.cpp's spellings as aliases); the pipeline's come from
@@ -216,7 +215,6 @@ static const struct ns_opt s_run_opts[] = {
 	{ "raw", NULL, NS_OPT_SWITCH, O_RAW },
 	{ "print-prompt", NULL, NS_OPT_SWITCH, O_PRINT_PROMPT },
 	{ "ignore-eos", NULL, NS_OPT_SWITCH, O_IGNORE_EOS },
-	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
 	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
 };
 
@@ -326,9 +324,6 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	case O_IGNORE_EOS:
 		o->g.no_stop = true;
 		return 0;
-	case O_QUIET:
-		o->quiet = true;
-		return 0;
 	case O_PRINT_ARGS:
 		o->print_args = true;
 		return 0;
@@ -381,11 +376,11 @@ static void s_print_args(const struct s_opts *o)
 		printf("seed=random\n");
 	printf("threads=%d\nctx=%u\nbatch=%u\nngl=%lld\nbackend=%s\nmem_budget=%" PRIu64
 	       "\nram_budget=%" PRIu64 "\nvram_budget=%" PRIu64 "\ncache_type_k=%s\n"
-	       "cache_type_v=%s\nchat=%d\njson=%d\nquiet=%d\nignore_eos=%d\nno_warmup=%d\n"
+	       "cache_type_v=%s\nchat=%d\njson=%d\nignore_eos=%d\nno_warmup=%d\n"
 	       "verbose=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
 	       eo->backend ? eo->backend : "cpu", eo->mem_budget, eo->ram_budget, eo->vram_budget,
 	       eo->cache_type_k ? eo->cache_type_k : "f32",
-	       eo->cache_type_v ? eo->cache_type_v : "f32", o->chat, o->json, o->quiet,
+	       eo->cache_type_v ? eo->cache_type_v : "f32", o->chat, o->json,
 	       g->no_stop, o->ea.no_warmup, eo->verbose);
 }
 

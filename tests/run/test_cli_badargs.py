@@ -271,7 +271,7 @@ def run_all(tmp):
           row(NSCTL, ["run", m, "--json=1"], 2, ["--json", "no value"]),
           row(NSCTL, ["run", m, "--no-warmup=yes"], 2, ["--no-warmup", "no value"]),
           row(NSCTL, ["run", m, "-X"], 2, ["unknown option -X"]),
-          row(NSCTL, ["run", m, "-qX"], 2, ["unknown option -X"]),
+          row(NSCTL, ["run", m, "-eX"], 2, ["unknown option -X"]),
           row(NSCTL, ["run", m, "--bogus=1"], 2, ["unknown option --bogus"]),
           row(NSCTL, ["run", m, "-m", m], 2, ["-m", "already"]),
           row(NSCTL, ["run", "-m", m, m], 2, ["unexpected", "prompt"]),

@@ -13,10 +13,14 @@
 5. Seeds: two runs without -s print different seeds; -s with the first one repeats its text
    byte for byte (--temp 1, sampled).
 6. -f FILE and -e: the prompt is the file's text; escapes replaced.
+7. Progress (common/ns_progress.c) through a pseudo-terminal: `nsctl mkmodel` draws its line
+   ("writing demo ... %", redrawn with \r and erase-line) when stderr is a terminal, and
+   nothing of it when stderr is a pipe or with --quiet.
 argv: NSCTL VERSION NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
 missing outside CI)."""
 import json
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -38,7 +42,7 @@ DEFAULTS = {"model": M, "prompt": "", "system": "", "n_predict": "128", "temp": 
             "repeat_last_n": "64", "seed": "random", "threads": "0", "ctx": "0",
             "batch": "0", "ngl": "-1", "backend": "cpu", "mem_budget": "0", "ram_budget": "0",
             "vram_budget": "0", "cache_type_k": "f32", "cache_type_v": "f32", "chat": "0",
-            "json": "0", "quiet": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0"}
+            "json": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0"}
 
 # (argv after "run", the values that differ from DEFAULTS)
 TABLE = [
@@ -89,10 +93,8 @@ TABLE = [
     (["-sys", "be brief", M], {"system": "be brief"}),
     (["--system-prompt=be brief", M], {"system": "be brief"}),
     (["--system", "x", M], {"system": "x"}),
-    (["-q", M], {"quiet": "1"}),
-    (["--quiet", M], {"quiet": "1"}),
-    (["-qn5", M], {"quiet": "1", "n_predict": "5"}),   # a switch bundled before a value
-    (["-qt", "3", M], {"quiet": "1", "threads": "3"}),
+    (["-en5", M], {"n_predict": "5"}),   # a switch bundled before a value
+    (["-et", "3", M], {"threads": "3"}),
     (["--json", "--chat", "--ignore-eos", "--verbose", M],
      {"json": "1", "chat": "1", "ignore_eos": "1", "verbose": "1"}),
     (["-ctk", "f16", "-ctv", "q8_0", M], {"cache_type_k": "f16", "cache_type_v": "q8_0"}),
@@ -283,9 +285,46 @@ def check_file_escape(tmp):
     print("-f reads the prompt from a file; -e replaces escapes")
 
 
+def stderr_on_pty(args):
+    """Run nsctl with stderr on a pseudo-terminal (stdout a pipe); (rc, what the tty got)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([NSCTL] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=slave)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            b = os.read(master, 4096)
+        except OSError:  # EIO: the last writer closed the terminal
+            break
+        if not b:
+            break
+        got += b
+    os.close(master)
+    p.stdout.read()
+    return p.wait(timeout=60), got.decode(errors="replace")
+
+
+def check_progress(tmp):
+    out = os.path.join(tmp, "demo.gguf")
+    mk = ["mkmodel", "--preset", "demo", "-o", out, "--force"]
+    rc, tty = stderr_on_pty(mk)
+    if rc != 0 or "writing demo" not in tty or "\r\x1b[K" not in tty or "%" not in tty:
+        fail("mkmodel on a terminal: exit %d, no progress line: %r" % (rc, tty[-300:]))
+    rc, quiet = stderr_on_pty(mk + ["--quiet"])
+    if rc != 0 or "writing demo" in quiet or "\x1b[K" in quiet or "wrote" not in quiet:
+        fail("mkmodel --quiet on a terminal: exit %d, %r" % (rc, quiet[-300:]))
+    p = nsctl(mk, text=True)
+    if p.returncode != 0 or "writing demo" in p.stderr or "\x1b" in p.stderr:
+        fail("mkmodel with stderr a pipe: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+    print("progress: mkmodel's line on a terminal (%d bytes of it), none with --quiet or on a "
+          "pipe" % len(tty))
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="ns-flags-") as tmp:
         check_table()
+        check_progress(tmp)
         check_version_help()
         check_file_escape(tmp)
         check_json()
