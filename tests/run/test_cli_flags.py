@@ -13,7 +13,10 @@
 5. Seeds: two runs without -s print different seeds; -s with the first one repeats its text
    byte for byte (--temp 1, sampled).
 6. -f FILE and -e: the prompt is the file's text; escapes replaced.
-7. Progress (common/ns_progress.c) through a pseudo-terminal: `nsctl mkmodel` draws its line
+7. -ngl N as a VRAM budget: the budgets printed for -ngl 1 and -ngl all of a two-layer model
+   differ by exactly the bytes of layer 1's tensors, summed here from the GGUF's tensor table
+   by a reader of its own (not ours); 99, -1 and all give the same budget.
+8. Progress (common/ns_progress.c) through a pseudo-terminal: `nsctl mkmodel` draws its line
    ("writing demo ... %", redrawn with \r and erase-line) when stderr is a terminal, and
    nothing of it when stderr is a pipe or with --quiet.
 argv: NSCTL VERSION NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
@@ -21,6 +24,7 @@ missing outside CI)."""
 import json
 import os
 import pty
+import struct
 import re
 import subprocess
 import sys
@@ -285,6 +289,89 @@ def check_file_escape(tmp):
     print("-f reads the prompt from a file; -e replaces escapes")
 
 
+# ggml types: (block bytes, elements per block)
+GGML_BLOCK = {0: (4, 1), 1: (2, 1), 2: (18, 32), 3: (20, 32), 6: (22, 32), 7: (24, 32),
+              8: (34, 32), 10: (84, 256), 11: (110, 256), 12: (144, 256), 13: (176, 256),
+              14: (210, 256), 30: (2, 1), 39: (17, 32)}
+
+
+def gguf_tensor_bytes(path):
+    """{name: bytes} from a GGUF file's tensor table."""
+    with open(path, "rb") as f:
+        data = f.read(1 << 22)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        pos += n
+        return data[pos - n:pos].decode()
+
+    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+              12: "d"}
+
+    def value(t):
+        if t == 8:
+            string()
+        elif t == 9:
+            et, n = take("I"), take("Q")
+            for _ in range(n):
+                value(et)
+        else:
+            take(scalar[t])
+
+    assert data[:4] == b"GGUF"
+    pos = 8
+    n_t, n_kv = take("Q"), take("Q")
+    for _ in range(n_kv):
+        string()
+        value(take("I"))
+    out = {}
+    for _ in range(n_t):
+        name = string()
+        dims = [take("Q") for _ in range(take("I"))]
+        t = take("I")
+        take("Q")
+        n = 1
+        for d in dims:
+            n *= d
+        bb, be = GGML_BLOCK[t]
+        out[name] = n // be * bb
+    return out
+
+
+def check_ngl():
+    model = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")
+    sizes = gguf_tensor_bytes(model)
+    layers = {int(n.split(".")[1]) for n in sizes if n.startswith("blk.")}
+    budgets = {}
+    for n in ("1", "all", "99", "-1"):
+        # the budget line comes before any process starts; the cuda executable is made
+        # missing so that nothing does, with or without a GPU
+        p = subprocess.run([NSCTL, "run", model, "-ngl", n, "-n", "1", "-c", "256"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, NS_NSCOMPUTE_CUDA="/nonexistent"))
+        m = re.search(r"-ngl -?\d+: --backend cuda --vram-budget \S+ \S+ = (\d+) bytes", p.stderr)
+        if not m or p.returncode == 0:
+            fail("-ngl %s: exit %d, no budget line: %r" % (n, p.returncode, p.stderr[-400:]))
+            return
+        budgets[n] = int(m.group(1))
+    layer1 = sum(v for k, v in sizes.items() if k.startswith("blk.1."))
+    if layers != {0, 1} or budgets["all"] - budgets["1"] != layer1:
+        fail("-ngl: all %d - 1 %d != layer 1's %d bytes (layers %s)" %
+             (budgets["all"], budgets["1"], layer1, sorted(layers)))
+    if not budgets["all"] == budgets["99"] == budgets["-1"]:
+        fail("-ngl all/99/-1 differ: %s" % budgets)
+    print("-ngl: budgets %s; all - 1 = %d bytes = layer 1's tensors (independent reader)" %
+          (budgets, layer1))
+
+
 def stderr_on_pty(args):
     """Run nsctl with stderr on a pseudo-terminal (stdout a pipe); (rc, what the tty got)."""
     master, slave = pty.openpty()
@@ -325,6 +412,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="ns-flags-") as tmp:
         check_table()
         check_progress(tmp)
+        check_ngl()
         check_version_help()
         check_file_escape(tmp)
         check_json()
