@@ -275,41 +275,6 @@ int nsctl_engine_opt(struct nsctl_engine_args *a, const char *who, const struct 
 	return rc;
 }
 
-/* The entry of nsctl_engine_opts that f spells ("--ctx", "-c", "-ngl"), or NULL. */
-static const struct ns_opt *s_lookup(const char *f)
-{
-	for (size_t i = 0; i < NSCTL_ENGINE_N_OPTS; i++) {
-		const struct ns_opt *o = &nsctl_engine_opts[i];
-		const char *a = o->aliases;
-		size_t len = strlen(f);
-
-		if (f[0] == '-' && f[1] == '-' && !strcmp(f + 2, o->name))
-			return o;
-		while (a && (a = strstr(a, f))) {
-			if ((a == o->aliases || a[-1] == ' ') && (a[len] == ' ' || !a[len]))
-				return o;
-			a += len;
-		}
-	}
-	return NULL;
-}
-
-int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *f,
-		      const char *v)
-{
-	const struct ns_opt *o = s_lookup(f);
-	int rc;
-
-	if (!o)
-		return 0;
-	if (o->kind == NS_OPT_VALUE && !v) {
-		fprintf(stderr, "%s: unknown option or missing value: %s\n", who, f);
-		return -EINVAL;
-	}
-	rc = nsctl_engine_opt(a, who, o, f, v);
-	return rc < 0 ? rc : o->kind == NS_OPT_VALUE ? 2 : 1;
-}
-
 int nsctl_engine_args_check(struct nsctl_engine_args *a, const char *who)
 {
 	if (a->ngl > 0 && a->backend_given && strcmp(a->eo.backend, "cuda")) {

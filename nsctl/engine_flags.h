@@ -26,8 +26,8 @@ struct nsctl_engine_args {
 				    * --parallel; 1 for run) */
 };
 
-/* The pipeline's options as an ns_opt table (ids NSE_O_*), for commands that parse with
- * ns_opt_parse: their callback hands these ids to nsctl_engine_opt. */
+/* The pipeline's options as an ns_opt table (ids NSE_O_*), appended to run's and serve's own
+ * tables for ns_opt_parse: their callback hands these ids to nsctl_engine_opt. */
 enum {
 	NSE_O_MEM = 1000, NSE_O_RAM, NSE_O_VRAM, NSE_O_RESERVE, NSE_O_NGL, NSE_O_BLOCK_ROWS,
 	NSE_O_LOOKAHEAD, NSE_O_BACKEND, NSE_O_CTX, NSE_O_BATCH, NSE_O_ACT, NSE_O_CTK, NSE_O_CTV,
@@ -46,12 +46,6 @@ void nsctl_engine_args_init(struct nsctl_engine_args *a);
 
 /* The usage text of these flags (lines of "  --flag ...  what"). */
 extern const char nsctl_engine_usage[];
-
-/* One flag by its spelling (for hand-written parsers, nsctl serve): returns 1 when flag is one of the pipeline's without a value, 2 when it is one
- * with a value (v, which may be NULL: then -EINVAL, "missing value"), 0 when it is none of
- * them, -EINVAL after one line on stderr for a bad value. */
-int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *flag,
-		      const char *v);
 
 /* The checks after every flag is read (--reserve-vram needs --vram-budget). Returns 0 or
  * -EINVAL after one line. */

@@ -31,8 +31,8 @@ ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")
 TIMEOUT = 10
 SANITIZER = ("runtime error", "AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer")
-COMMANDS = {"info", "logits", "bench", "run", "ps", "mkmodel", "plan", "tensor", "tokenize",
-            "detokenize"}
+COMMANDS = {"info", "logits", "bench", "run", "serve", "ps", "mkmodel", "plan", "tensor",
+            "tokenize", "detokenize"}
 
 require_model(MODEL)
 
@@ -281,6 +281,24 @@ def run_all(tmp):
           row(NSCTL, ["run", m, "-ngl", "all", "--backend", "cpu"], 2, ["-ngl", "cpu"]),
           row(NSCTL, ["run", m, "--temp=-1"], 2, ["--temp"]),
           row(NSCTL, ["run", m, "--", "-p"], 2, ["unexpected", "-p"])]
+    # serve's command line (the same parser; nothing starts for these)
+    R += [row(NSCTL, ["serve"], 2, ["MODEL"]),
+          row(NSCTL, ["serve", m, "--bogus"], 2, ["unknown option --bogus"]),
+          row(NSCTL, ["serve", m, m], 2, ["unexpected"]),
+          row(NSCTL, ["serve", "-m", m, m], 2, ["unexpected"]),
+          row(NSCTL, ["serve", m, "--port"], 2, ["--port", "missing value"]),
+          row(NSCTL, ["serve", m, "--port=65536"], 2, ["--port"]),
+          row(NSCTL, ["serve", m, "-np", "0"], 2, ["-np"]),
+          row(NSCTL, ["serve", m, "--parallel=65"], 2, ["--parallel"]),
+          row(NSCTL, ["serve", m, "-a", ""], 2, ["--alias"]),
+          row(NSCTL, ["serve", m, "--api-key="], 2, ["--api-key", "empty"]),
+          row(NSCTL, ["serve", m, "--api-key-file", nofile], 2, ["--api-key-file"]),
+          row(NSCTL, ["serve", m, "--max-body=1B"], 2, ["--max-body"]),
+          row(NSCTL, ["serve", m, "--no-prompt-reuse=1"], 2, ["no value"]),
+          row(NSCTL, ["serve", m, "-c", "0"], 2, ["-c"]),
+          row(NSCTL, ["serve", m, "-t", "1025"], 2, ["-t"])]
+    R += [row(NSCTL, ["serve", m, opt, v], 2, [opt]) for v in bad_ints
+          for opt in ("--port", "--queue", "--grace", "--prefill-chunk")]
     for opt in ("--temp", "--top-p"):
         R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in ("abc", "", "0.5x", "1e99")]
     for opt in ("--mem-budget", "--ram-budget", "--vram-budget"):

@@ -5,6 +5,7 @@
    name=value per line, nothing started): each llama.cpp alias, "--opt=value", bundled short
    options ("-n5", "-t4", "-qn5"), an alias as the value of another option ("-p -ngl"), "--",
    and every old spelling, each with the values it must set.
+   The same for `nsctl serve` with llama-server's spellings (-a, -np, --port=N).
 2. `nsctl --version` / `-v` print meson's project version; `--help` on every command (the list
    `nsctl --help` prints) and every daemon exits 0 with a usage text on stdout.
 3. `nsctl run ... | head -c 20`: nsctl ends within a second of the reader going away, exit 1,
@@ -118,31 +119,57 @@ TABLE = [
 ]
 
 
+SERVE_DEFAULTS = {"model": M, "host": "127.0.0.1", "port": "8080", "alias": "",
+                  "parallel": "1", "queue": "64", "prefill_chunk": "256", "grace": "10",
+                  "max_body": str(8 << 20), "no_prompt_reuse": "0", "threads": "0", "ctx": "0",
+                  "ngl": "-1", "backend": "cpu"}
+SERVE_TABLE = [
+    ([M], {}),
+    (["-m", M, "--port=9000"], {"port": "9000"}),
+    ([M, "--host", "0.0.0.0", "--port", "0"], {"host": "0.0.0.0", "port": "0"}),
+    (["-a", "my-model", "-np", "4", M], {"alias": "my-model", "parallel": "4"}),
+    (["--alias=x", "--parallel=2", M], {"alias": "x", "parallel": "2"}),
+    ([M, "-c4096", "-t", "2", "-ngl", "0"], {"ctx": "4096", "threads": "2", "ngl": "0"}),
+    ([M, "--queue=8", "--prefill-chunk", "64", "--grace=3", "--max-body=1MB",
+      "--no-prompt-reuse"],
+     {"queue": "8", "prefill_chunk": "64", "grace": "3", "max_body": str(1 << 20),
+      "no_prompt_reuse": "1"}),
+]
+
+
 def nsctl(args, timeout=60, **kw):
     return subprocess.run([NSCTL] + args, stdin=subprocess.DEVNULL, capture_output=True,
                           timeout=timeout, **kw)
 
 
-def parsed(args):
-    p = nsctl(["run", "--print-args"] + args, text=True)
+def parsed(cmd, args):
+    p = nsctl([cmd, "--print-args"] + args, text=True)
     if p.returncode != 0:
         return None, p
     return dict(x.split("=", 1) for x in p.stdout.splitlines() if "=" in x), p
 
 
 def check_table():
-    for args, want in TABLE:
-        got, p = parsed(args)
+    for cmd, table, defaults in (("run", TABLE, DEFAULTS), ("serve", SERVE_TABLE,
+                                                              SERVE_DEFAULTS)):
+        check_rows(cmd, table, defaults)
+
+
+def check_rows(cmd, table, defaults):
+    for args, want in table:
+        got, p = parsed(cmd, args)
         if got is None:
-            fail("run %s --print-args: exit %d: %s" % (args, p.returncode, p.stderr.strip()))
+            fail("%s %s --print-args: exit %d: %s" % (cmd, args, p.returncode,
+                                                      p.stderr.strip()))
             continue
-        exp = dict(DEFAULTS, **want)
+        exp = dict(defaults, **want)
         bad = {k: (got.get(k), v) for k, v in exp.items() if got.get(k) != v}
         if bad:
-            fail("run %s: parsed (got, want) %s" % (args, bad))
+            fail("%s %s: parsed (got, want) %s" % (cmd, args, bad))
         if p.stderr:
-            fail("run %s --print-args: stderr %r" % (args, p.stderr))
-    print("%d llama.cpp-style invocations parsed to the expected values" % len(TABLE))
+            fail("%s %s --print-args: stderr %r" % (cmd, args, p.stderr))
+    print("%s: %d llama.cpp-style invocations parsed to the expected values" % (cmd,
+                                                                              len(table)))
 
 
 def check_version_help():
@@ -214,6 +241,8 @@ def check_epipe(tmp):
         fail("run | head -c 20: ended %.2f s after the reader left (limit 1 s)" % dt)
     if rc != 1:
         fail("run | head -c 20: exit %d, want 1 (documented)\n%s" % (rc, err[-800:]))
+    if "Sanitizer" in err or "runtime error" in err:
+        fail("run | head -c 20: sanitizer report:\n%s" % err[-3000:])
     if "stdout closed" not in err:
         fail("run | head -c 20: no 'stdout closed' line: %s" % err[-500:])
     if len([k for k in known.values() if k.startswith("ns")]) < 2:
@@ -234,6 +263,8 @@ def run_text(args):
     p = nsctl(["run", M, "-p", "Once upon a time", "--mem-budget", "8MB", "--ram-budget",
                "0"] + args, text=True, errors="replace")
     m = re.search(r"^nsctl run: seed (\d+)", p.stderr, re.M)
+    if "Sanitizer" in p.stderr or "runtime error" in p.stderr:
+        fail("run %s: sanitizer report:\n%s" % (args, p.stderr[-3000:]))
     return p, (m.group(1) if m else None)
 
 
