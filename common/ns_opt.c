@@ -64,6 +64,8 @@ static int s_build(struct s_parser *p, const struct ns_opt *t, size_t n)
 				p->lo[p->n_lo++] = (struct option){ nm, has, NULL,
 								    S_LONG_BASE + (int)i };
 			} else if (w[0] == '-' && w[1] && !w[2] && (unsigned char)w[1] < 128) {
+				if (k + 3 > sizeof(p->shorts)) /* a letter given twice */
+					return -EINVAL;
 				p->short_ix[(unsigned char)w[1]] = (int)i;
 				p->shorts[k++] = w[1];
 				if (has == required_argument)

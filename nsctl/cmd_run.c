@@ -45,6 +45,7 @@ struct s_opts {
 	bool escape;              /* -e: \n \t ... in the prompt */
 	bool seed_given;          /* else a random seed, printed */
 	bool print_args;          /* print the parsed values and exit (the flag tests) */
+	bool stdout_closed;       /* a write to stdout failed: the run stopped (exit 1) */
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
 	const char *warmup;       /* --warmup: prompt whose expert hits pin experts in RAM */
@@ -494,7 +495,7 @@ static int s_warmup(struct ns_engine *e, const struct s_opts *o)
 }
 
 /* -p: plain text, or (harmony model, no --raw) one user message with the template. */
-static int s_single(struct ns_engine *e, const struct s_opts *o)
+static int s_single(struct ns_engine *e, struct s_opts *o)
 {
 	bool harmony = !o->raw && s_harmony(e);
 	struct ns_engine_msg m[2];
@@ -521,8 +522,12 @@ static int s_single(struct ns_engine *e, const struct s_opts *o)
 	if (rc == 0)
 		ns_run_report(e, o->json, &out.content, out.h ? &out.reasoning : NULL,
 			      o->json ? stdout : stderr);
-	if (rc == 0 && (out.out_closed || (o->json && (fflush(stdout) || ferror(stdout)))))
-		rc = -EPIPE; /* the reader went away: generation stopped at its first write */
+	/* the reader went away: generation stopped at its first failed write (the engine's own
+	 * -EPIPE means a dead child, not this) */
+	o->stdout_closed = out.out_closed || (rc == 0 && o->json &&
+					      (fflush(stdout) || ferror(stdout)));
+	if (rc == 0 && o->stdout_closed)
+		rc = -EPIPE;
 	ns_run_out_free(&out);
 	return rc;
 }
@@ -671,7 +676,7 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		rc = s_chat(e, op);
 	else if (rc == 0)
 		rc = s_single(e, op);
-	if (rc == -EPIPE)
+	if (op->stdout_closed)
 		fprintf(stderr, "nsctl run: stdout closed; generation stopped, session removed\n");
 	else if (rc < 0 && !s_interrupted)
 		fprintf(stderr, "nsctl run: %s\n", ns_engine_error(e));

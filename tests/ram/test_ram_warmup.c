@@ -104,6 +104,7 @@ static void s_nsctl_run(const char *nsctl, const char *model, char **argv_extra,
 	rc = rt_run(a, out, errf);
 	r->text = ns_test_read_file(out, &len);
 	r->err = ns_test_read_file(errf, &len);
+	rt_json_split(&r->text, &r->err); /* the --json object from stdout */
 	RT_CHECK(rc == 0 && r->text && r->err, "nsctl run: exit %d: %s", rc,
 		 r->err ? r->err : "");
 	js = strstr(r->err, "{\"session\"");

@@ -38,7 +38,9 @@ NSCTL, VERSION = sys.argv[1:3]
 DAEMONS = sys.argv[3:7]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "models/stories260K.gguf")
+LLAMA = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")  # two layers, for -ngl
 require_model(MODEL)
+require_model(LLAMA)
 M = MODEL
 
 # what --print-args says when nothing is given (run's and llama.cpp's defaults)
@@ -378,7 +380,7 @@ def gguf_tensor_bytes(path):
 
 
 def check_ngl():
-    model = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")
+    model = LLAMA
     sizes = gguf_tensor_bytes(model)
     layers = {int(n.split(".")[1]) for n in sizes if n.startswith("blk.")}
     budgets = {}
