@@ -203,6 +203,8 @@ struct ns_arch_read {
 #define NS_ARCH_MROPE          0x1000u /* multi-section RoPE (positions per section) */
 #define NS_ARCH_DEEPSTACK      0x2000u /* vision features added to early layers' inputs */
 #define NS_ARCH_LOGIT_SOFTCAP  0x4000u /* final logits soft-capped */
+#define NS_ARCH_V_NORM         0x8000u /* V RMS-normed per head (no weight), attention scale 1
+				       * (gemma4: the q/k/v norms bound the scores) */
 
 /* How a MoE router turns logits into experts and weights. */
 enum ns_router {
@@ -223,6 +225,7 @@ enum ns_ffn_act {
 enum ns_builder {
 	NS_BUILD_NONE,  /* described, not computed yet */
 	NS_BUILD_LLAMA, /* nscompute/forward/llama.c (+ moe.c), nscompute/cuda/cfwd*.c */
+	NS_BUILD_GEMMA, /* nscompute/forward/gemma*.c (cpu only) */
 };
 #define NS_BACKEND_CPU  0x1u
 #define NS_BACKEND_CUDA 0x2u

@@ -266,6 +266,11 @@ int ns_arch_rules_gemma(struct ns_arch_model *am, char *err, size_t errlen)
 	const uint32_t shared = s_layer_u32(am, "attention.shared_kv_layers", 0, 0);
 	int rc;
 
+	if (hp->n_expert > 0) { /* gemma4 26B-A4B: its router and experts are not in the table */
+		ns_errf(err, errlen, "forward: %s with %u experts (mixture of experts) is not "
+			"supported yet", hp->arch, hp->n_expert);
+		return -EINVAL;
+	}
 	if ((rc = s_decoder(am, true, err, errlen)) ||
 	    (rc = s_rope(am, hp->head_dim_k, err, errlen)))
 		return rc;

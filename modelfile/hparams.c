@@ -83,6 +83,21 @@ int ns_hparams_load(const struct ns_model *m, struct ns_hparams *hp, char *err, 
 	hp->n_expert_shared = s_u32(m, a, "expert_shared_count", 0);
 	hp->sliding_window = s_u32(m, a, "attention.sliding_window", 0);
 	hp->rope_dims = s_u32(m, a, "rope.dimension_count", hp->head_dim_k);
+	hp->n_deepstack = s_u32(m, a, "n_deepstack_layers", 0);
+	{
+		char key[256];
+		const struct ns_gguf_value *sec;
+
+		snprintf(key, sizeof(key), "%s.rope.dimension_sections", a);
+		sec = ns_gguf_get_arr(g, key);
+		for (uint64_t i = 0; sec && ns_gguf_vtype_size(sec->v.arr.item_type) &&
+		     sec->v.arr.item_type != NS_GGUF_F32 && sec->v.arr.item_type != NS_GGUF_F64 &&
+		     i < sec->v.arr.n && i < 4; i++) {
+			int64_t v = ns_gguf_arr_i64(sec, i);
+
+			hp->rope_sections[i] = v > 0 && v <= UINT32_MAX ? (uint32_t)v : 0;
+		}
+	}
 	if (!ns_hparams_get_f64(m, a, "rope.freq_base", &hp->rope_freq_base))
 		hp->rope_freq_base = 10000.0;
 	if (!ns_hparams_get_f64(m, a, "rope.scaling.factor", &hp->rope_scale))

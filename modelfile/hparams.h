@@ -30,6 +30,10 @@ struct ns_hparams {
 	uint32_t n_expert_shared;
 	uint32_t sliding_window;
 	uint32_t rope_dims;   /* rope.dimension_count, or head_dim_k */
+	uint32_t rope_sections[4]; /* rope.dimension_sections (M-RoPE: rotary pairs per
+				    * position axis t, h, w, e), all 0 when absent */
+	uint32_t n_deepstack; /* n_deepstack_layers (Qwen3-VL: text layers that take the
+			       * tower's intermediate features), 0 when absent */
 	double rope_freq_base;
 	double rope_scale;    /* rope.scaling.factor, 0 if none */
 	char rope_scaling_type[32];

@@ -16,7 +16,7 @@
 #include "session.h"
 #include "weights_stream.h"
 
-static int s_send(struct nsc_proc *p, const void *buf, int n)
+int nsc_send(struct nsc_proc *p, const void *buf, int n)
 {
 	if (n < 0)
 		return n;
@@ -38,16 +38,16 @@ int nsc_send_hello(struct nsc_proc *p)
 	struct ns_cmsg_hello h = { .n_vocab = ns_fwd_n_vocab(p->f), .n_ctx = ns_fwd_n_ctx(p->f),
 				   .pid = (int32_t)getpid() };
 
-	return s_send(p, buf, ns_cmsg_enc_hello(&h, buf, sizeof(buf)));
+	return nsc_send(p, buf, ns_cmsg_enc_hello(&h, buf, sizeof(buf)));
 }
 
-static int s_send_error(struct nsc_proc *p, int code, const char *text)
+int nsc_send_error(struct nsc_proc *p, int code, const char *text)
 {
 	struct ns_cmsg_error e = { .code = code < 0 ? code : -EIO };
 	uint8_t buf[NS_CMSG_HDR + 8 + NS_CMSG_ERR_LEN];
 
 	snprintf(e.text, sizeof(e.text), "%s", text);
-	return s_send(p, buf, ns_cmsg_enc_error(&e, buf, sizeof(buf)));
+	return nsc_send(p, buf, ns_cmsg_enc_error(&e, buf, sizeof(buf)));
 }
 
 static int s_send_logits(struct nsc_proc *p, const float *lg, uint32_t n, uint32_t pos0)
@@ -61,7 +61,7 @@ static int s_send_logits(struct nsc_proc *p, const float *lg, uint32_t n, uint32
 		struct ns_cmsg_logits m = { .pos = pos0 + i, .n_vocab = nv,
 					    .logits = lg + (uint64_t)i * nv };
 
-		rc = s_send(p, buf, ns_cmsg_enc_logits(&m, buf, sz));
+		rc = nsc_send(p, buf, ns_cmsg_enc_logits(&m, buf, sz));
 	}
 	free(buf);
 	return rc;
@@ -69,7 +69,7 @@ static int s_send_logits(struct nsc_proc *p, const float *lg, uint32_t n, uint32
 
 /* p->logits holds rows of logits; its old contents are not kept (every eval rewrites them).
  * Page-aligned whole pages, so the cuda backend can page-lock exactly this buffer. */
-static int s_logits_room(struct nsc_proc *p, uint64_t rows)
+int nsc_logits_room(struct nsc_proc *p, uint64_t rows)
 {
 	const size_t page = 4096;
 	uint64_t need;
@@ -107,7 +107,7 @@ static void s_io(struct nsc_proc *p, uint64_t *req, uint64_t *dev)
 /* A STOP (or QUIT) waiting on the socket? 1 yes, 0 no; -EPROTO for anything else (counted:
  * nsctl sends nothing else during a generation, so the stream is out of step), -EPIPE when
  * receiving failed (a message is lost). */
-static int s_poll_stop(struct nsc_proc *p)
+int nsc_poll_stop(struct nsc_proc *p)
 {
 	int stop = 0;
 
@@ -141,17 +141,17 @@ static int s_poll_stop(struct nsc_proc *p)
 	}
 }
 
-/* s_poll_stop failed: a malformed message ends this request with ERROR (nsctl refuses the
+/* nsc_poll_stop failed: a malformed message ends this request with ERROR (nsctl refuses the
  * channel from then on); a failed receive ends the process (-EPIPE). */
-static int s_stream_broken(struct nsc_proc *p, int err)
+int nsc_stream_broken(struct nsc_proc *p, int err)
 {
 	if (err != -EPROTO)
 		return err;
 	fprintf(stderr, "nscompute: malformed control message during a generation\n");
-	return s_send_error(p, -EPROTO, "malformed control message during a generation");
+	return nsc_send_error(p, -EPROTO, "malformed control message during a generation");
 }
 
-static bool s_is_stop(const struct ns_cmsg_eval *e, int32_t id)
+bool nsc_is_stop(const struct ns_cmsg_eval *e, int32_t id)
 {
 	for (uint32_t i = 0; i < e->n_stop; i++)
 		if (e->stop[i] == id)
@@ -169,7 +169,7 @@ static int s_decode_step(struct nsc_proc *p, int32_t id, struct ns_cmsg_done *d,
 	d->decode_ns += ns_now_ns() - t0;
 	if (rc < 0) {
 		*failed = true;
-		return s_send_error(p, rc, ns_fwd_error(p->f));
+		return nsc_send_error(p, rc, ns_fwd_error(p->f));
 	}
 	d->n_decode++;
 	return 0;
@@ -193,13 +193,13 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	if (e->flags & NS_EVAL_RESET)
 		ns_fwd_reset(p->f);
 	if ((e->flags & NS_EVAL_KEEP) && ns_fwd_truncate(p->f, e->keep) < 0)
-		return s_send_error(p, -EINVAL, "keep is past the end of the sequence");
+		return nsc_send_error(p, -EINVAL, "keep is past the end of the sequence");
 	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
-		return s_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
+		return nsc_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
 	if (n_forced >= e->n_tokens)
-		return s_send_error(p, -EINVAL, "teacher forcing needs a prompt token");
-	if (s_logits_room(p, all ? n_prompt : 1) < 0)
-		return s_send_error(p, -ENOMEM, "out of memory for the logits");
+		return nsc_send_error(p, -EINVAL, "teacher forcing needs a prompt token");
+	if (nsc_logits_room(p, all ? n_prompt : 1) < 0)
+		return nsc_send_error(p, -ENOMEM, "out of memory for the logits");
 	ns_sampler_params_default(&sp);
 	sp.temperature = e->sampling.temperature;
 	sp.top_k = e->sampling.top_k;
@@ -209,7 +209,7 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	sp.repeat_last_n = e->sampling.repeat_last_n;
 	sp.seed = e->sampling.seed;
 	if (e->n_predict && !n_forced && ns_sampler_new(&sp, ns_fwd_n_vocab(p->f), &smp) < 0)
-		return s_send_error(p, -EINVAL, "bad sampling parameters");
+		return nsc_send_error(p, -EINVAL, "bad sampling parameters");
 
 	ns_weights_stream_stats(p->w, &w0);
 	s_io(p, &r0, &v0);
@@ -219,7 +219,7 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	s_io(p, &r1, &v1);
 	if (rc < 0) {
 		ns_sampler_destroy(&smp);
-		return s_send_error(p, rc, ns_fwd_error(p->f));
+		return nsc_send_error(p, rc, ns_fwd_error(p->f));
 	}
 	if (all && (rc = s_send_logits(p, p->logits, n_prompt,
 				       ns_fwd_n_past(p->f) - n_prompt)) < 0)
@@ -233,10 +233,10 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 
 		d.n_gen++;
 		d.reason = NS_DONE_LENGTH;
-		if ((rc = s_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
+		if ((rc = nsc_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
 			goto out;
-		if ((rc = s_poll_stop(p)) < 0) {
-			rc = s_stream_broken(p, rc);
+		if ((rc = nsc_poll_stop(p)) < 0) {
+			rc = nsc_stream_broken(p, rc);
 			goto out;
 		}
 		if (rc) {
@@ -253,23 +253,28 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	for (uint32_t i = 0; i < e->n_tokens && smp; i++)
 		ns_sampler_accept(smp, e->tokens[i]);
 
+	if (smp && (e->flags & NS_EVAL_DRAFT)) {
+		rc = nsc_spec_generate(p, e, smp, p->logits, &d, &failed);
+		if (failed || rc < 0)
+			goto out;
+	}
 	/* the hot loop: sample, report, evaluate the token */
-	while (smp && !*p->stop) {
+	while (smp && !(e->flags & NS_EVAL_DRAFT) && !*p->stop) {
 		const float *last = p->logits + (all ? (uint64_t)(n_prompt - 1) *
 							   ns_fwd_n_vocab(p->f) : 0);
 		struct ns_cmsg_token tk;
 		int32_t id = ns_sampler_sample(smp, last);
 
 		if (id < 0) {
-			rc = s_send_error(p, -EINVAL, "sampling found no candidate");
+			rc = nsc_send_error(p, -EINVAL, "sampling found no candidate");
 			goto out;
 		}
 		ns_sampler_accept(smp, id);
 		d.n_gen++;
 		tk = (struct ns_cmsg_token){ .id = id, .n_past = ns_fwd_n_past(p->f) };
-		if ((rc = s_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
+		if ((rc = nsc_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
 			goto out;
-		if (s_is_stop(e, id)) {
+		if (nsc_is_stop(e, id)) {
 			d.reason = NS_DONE_STOP;
 			break;
 		}
@@ -281,8 +286,8 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 			d.reason = NS_DONE_CONTEXT;
 			break;
 		}
-		if ((rc = s_poll_stop(p)) < 0) {
-			rc = s_stream_broken(p, rc);
+		if ((rc = nsc_poll_stop(p)) < 0) {
+			rc = nsc_stream_broken(p, rc);
 			goto out;
 		}
 		if (rc) {
@@ -312,7 +317,7 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	{
 		uint8_t db[160];
 
-		rc = s_send(p, db, ns_cmsg_enc_done(&d, db, sizeof(db)));
+		rc = nsc_send(p, db, ns_cmsg_enc_done(&d, db, sizeof(db)));
 	}
 out:
 	ns_sampler_destroy(&smp);
@@ -335,20 +340,26 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 
 		if (q->keep > ns_fwd_seq_n_past(p->f, q->slot) ||
 		    (uint64_t)q->keep + q->n_tokens > ns_fwd_n_ctx(p->f))
-			return s_send_error(p, -EINVAL, "step: a slot's kept positions and tokens "
+			return nsc_send_error(p, -EINVAL, "step: a slot's kept positions and tokens "
 					    "do not fit what it holds and the context (-c)");
 	}
 	for (uint32_t i = 0; i < st->n_seq; i++)
 		n += st->seq[i].n_tokens;
-	if (!(seq = malloc((size_t)n * sizeof(*seq))) || s_logits_room(p, st->n_seq) < 0) {
+	if (!(seq = malloc((size_t)n * sizeof(*seq))) || nsc_logits_room(p, st->n_seq) < 0) {
 		free(seq);
-		return s_send_error(p, -ENOMEM, "out of memory for a step");
+		return nsc_send_error(p, -ENOMEM, "out of memory for a step");
 	}
 	n = 0;
 	for (uint32_t i = 0; i < st->n_seq; i++) {
 		const struct ns_cmsg_step_seq *q = &st->seq[i];
 
-		ns_fwd_seq_truncate(p->f, q->slot, q->keep); /* checked above */
+		/* the bounds are checked above; a recurrent state refuses any other cut than
+		 * to 0 or to all it holds (one sequence: nothing else was cut yet) */
+		if (ns_fwd_seq_truncate(p->f, q->slot, q->keep) < 0) {
+			free(seq);
+			return nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
+					    "back only to the start: keep 0 or all the slot holds");
+		}
 		for (uint32_t k = 0; k < q->n_tokens; k++)
 			seq[n++] = q->slot;
 		if (q->want_logits) {
@@ -368,7 +379,7 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 		/* the slots' contents are undefined now: nsctl starts them over */
 		for (uint32_t i = 0; i < st->n_seq; i++)
 			ns_fwd_seq_truncate(p->f, st->seq[i].slot, 0);
-		return s_send_error(p, rc, ns_fwd_error(p->f));
+		return nsc_send_error(p, rc, ns_fwd_error(p->f));
 	}
 	for (uint32_t k = 0; k < n_out; k++)
 		if ((rc = s_send_logits(p, p->logits + (uint64_t)k * ns_fwd_n_vocab(p->f), 1,
@@ -384,7 +395,7 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 	{
 		uint8_t db[160];
 
-		return s_send(p, db, ns_cmsg_enc_done(&d, db, sizeof(db)));
+		return nsc_send(p, db, ns_cmsg_enc_done(&d, db, sizeof(db)));
 	}
 }
 
@@ -402,14 +413,14 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 		struct ns_cmsg_step st;
 
 		if (!p->tokens && !(p->tokens = malloc(NS_CMSG_MAX_TOKENS * sizeof(int32_t))))
-			return s_send_error(p, -ENOMEM, "out of memory");
+			return nsc_send_error(p, -ENOMEM, "out of memory");
 		if (ns_cmsg_dec_step(buf, len, ns_fwd_n_vocab(p->f), ns_fwd_n_seq(p->f), p->tokens,
 				     NS_CMSG_MAX_TOKENS, &st) == 0)
 			return s_step(p, &st) < 0 ? -EPIPE : 0;
 	}
 	if (type == NS_CMSG_EVAL) {
 		if (!p->tokens && !(p->tokens = malloc(NS_CMSG_MAX_TOKENS * sizeof(int32_t))))
-			return s_send_error(p, -ENOMEM, "out of memory");
+			return nsc_send_error(p, -ENOMEM, "out of memory");
 		if (ns_cmsg_dec_eval(buf, len, ns_fwd_n_vocab(p->f), p->tokens, NS_CMSG_MAX_TOKENS,
 				     stop, &e) == 0) {
 			int rc = s_eval(p, &e);
@@ -420,7 +431,7 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 	p->rejected++;
 	fprintf(stderr, "nscompute: malformed control message rejected (%zu bytes, type %d)\n",
 		len, type);
-	return s_send_error(p, -EPROTO, "malformed control message rejected");
+	return nsc_send_error(p, -EPROTO, "malformed control message rejected");
 }
 
 void nsc_proc_free(struct nsc_proc *p)

@@ -44,6 +44,29 @@ struct nsc_proc {
 };
 
 int nsc_send_hello(struct nsc_proc *p);
+
+/* What compute_eval.c's generation loop and compute_spec.c's share. */
+struct ns_cmsg_eval;
+struct ns_cmsg_done;
+struct ns_sampler;
+/* Send n bytes of buf (an encoder's result: negative is returned as is); 0 or -EPIPE. */
+int nsc_send(struct nsc_proc *p, const void *buf, int n);
+/* ERROR with code and text; 0 or -EPIPE. */
+int nsc_send_error(struct nsc_proc *p, int code, const char *text);
+/* Room for rows of logits in p->logits (contents not kept); 0 or -ENOMEM. */
+int nsc_logits_room(struct nsc_proc *p, uint64_t rows);
+/* STOP or QUIT waiting: 1, none: 0, -EPROTO (out of step), -EPIPE (receive failed). */
+int nsc_poll_stop(struct nsc_proc *p);
+/* After nsc_poll_stop failed with err: ERROR for -EPROTO (0 or -EPIPE), else err. */
+int nsc_stream_broken(struct nsc_proc *p, int err);
+bool nsc_is_stop(const struct ns_cmsg_eval *e, int32_t id);
+
+/* compute_spec.c: the generation of an EVAL with NS_EVAL_DRAFT after its prompt, whose last
+ * logits are `last`: drafted tokens verified in one pass each, then SPEC. Fills d's n_gen,
+ * reason, n_decode, decode_ns and n_past. Returns 0 (the caller sends DONE), 0 with *failed
+ * (ERROR sent) or -EPIPE. */
+int nsc_spec_generate(struct nsc_proc *p, const struct ns_cmsg_eval *e, struct ns_sampler *smp,
+		      const float *last, struct ns_cmsg_done *d, bool *failed);
 /* Handle one received message. Returns 0 to go on, 1 on QUIT, negative errno to exit (the
  * control socket failed). Evaluation failures are reported to nsctl as ERROR, not returned. */
 int nsc_handle(struct nsc_proc *p, const void *buf, size_t len);

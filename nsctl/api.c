@@ -18,6 +18,8 @@
 void ns_engine_opts_default(struct ns_engine_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->mem_budget = NS_BUDGET_AUTO; /* as nsctl run: api_budgets.c */
+	o->ram_budget = NS_BUDGET_AUTO;
 	o->lookahead = -1;
 	o->run_ahead = -1;
 }
@@ -45,6 +47,14 @@ static int s_load_meta(struct ns_engine *e)
 		return -EINVAL;
 	tpl = ns_gguf_get_str(ns_model_meta(e->m), "tokenizer.chat_template");
 	e->fam = ns_chat_family_detect(tpl);
+	if (e->o.chat_template) {
+		e->fam = ns_chat_family_from_name(e->o.chat_template);
+		if (e->fam == NS_CHAT_UNKNOWN)
+			return ns_errf(e->err, sizeof(e->err), "chat template '%s': not a family "
+				       "name we know", e->o.chat_template), -EINVAL;
+		e->o.chat_template = NULL; /* the caller's string is not kept */
+		tpl = ns_chat_family_name(e->fam);
+	}
 	if (e->o.reasoning_effort) {
 		static const char *const eff[] = { "low", "medium", "high" };
 		const char *r = e->o.reasoning_effort;
@@ -92,6 +102,7 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		   char *err, size_t errlen)
 {
 	struct ns_engine *e = calloc(1, sizeof(*e));
+	uint32_t n_ctx_asked;
 	int rc;
 
 	*out = NULL;
@@ -101,6 +112,7 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		e->o = *o;
 	else
 		ns_engine_opts_default(&e->o);
+	n_ctx_asked = e->o.n_ctx;
 	if (!e->o.n_ctx)
 		e->o.n_ctx = 4096;
 	if (e->o.lookahead < 0) /* as nsctl info / plan assume for the smallest budget */
@@ -152,6 +164,8 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			rc = -EINVAL;
 		if (rc == 0 && e->o.run_ahead < 0) /* dense: read ahead; MoE: nsrouter does */
 			e->o.run_ahead = ns_model_find(e->m, "blk.0.ffn_gate_exps.weight") == NULL;
+		if (rc == 0)
+			rc = nse_budgets_resolve(e, n_ctx_asked);
 		if (rc == 0 && !e->o.mem_budget) {
 			/* enough for the whole model plus slack, at most 512 MiB: a small model
 			 * does not pay for mapping a large arena */
@@ -213,9 +227,29 @@ static int s_hist_push(struct ns_engine *e, int32_t id)
 	return 0;
 }
 
-/* Statistics of the call from nsio's counters (before/after) and nscompute's DONE. */
+/* Speculative decoding's figures (SPEC before DONE): per token the decode passes yielded. */
+static void s_fill_spec(struct ns_engine_stats *s, const struct ns_cmsg_done *d,
+			const struct ns_cmsg_spec *sp)
+{
+	uint32_t toks = d->n_gen > 1 ? d->n_gen - 1 : 0;
+
+	s->draft = true;
+	s->drafted = sp->drafted;
+	s->accepted = sp->accepted;
+	s->draft_passes = sp->draft_passes;
+	s->draft_k = sp->k_last;
+	s->accept_rate = sp->drafted ? (double)sp->accepted / sp->drafted : 0;
+	s->passes_per_token = toks ? (double)d->n_decode / toks : 0;
+	s->decode_tok_s = d->decode_ns && toks ? toks / s->decode_s : 0;
+	s->gb_per_token = toks ? (double)d->req_decode / toks / 1e9 : 0;
+	s->dev_gb_per_token = toks ? (double)d->dev_decode / toks / 1e9 : 0;
+}
+
+/* Statistics of the call from nsio's counters (before/after) and nscompute's DONE (and SPEC
+ * when it came: sp != NULL). */
 static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
-			 const struct ns_stats_snapshot *b, const struct ns_cmsg_done *d)
+			 const struct ns_stats_snapshot *b, const struct ns_cmsg_done *d,
+			 const struct ns_cmsg_spec *sp)
 {
 	struct ns_engine_stats *s = &e->st;
 	uint32_t toks = d->n_prompt + d->n_decode;
@@ -241,6 +275,8 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
 	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
+	if (sp)
+		s_fill_spec(s, d, sp);
 }
 
 struct s_run {
@@ -252,10 +288,47 @@ struct s_run {
 	void *user;
 	float *logits;          /* LOGITS_ALL: (n, n_vocab) */
 	uint32_t n_logits;      /* rows expected in logits (set by s_run) */
+	uint32_t pos0;          /* LOGITS_ALL: the context position of logits' row 0 */
 	uint32_t keep;          /* NS_EVAL_KEEP: positions kept */
 	uint32_t n_forced;      /* FORCED: the last n_forced of ids are decoded one by one */
 	bool keep_hist;         /* append to e->hist (chat) */
 };
+
+/* The EVAL's draft block from g (speculative decoding, neurostream.h); 0 or -EINVAL. */
+static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
+			 struct ns_cmsg_eval *ev)
+{
+	struct ns_cmsg_draft *d = &ev->draft;
+
+	d->max = g->draft_max ? g->draft_max : 16;
+	d->min = g->draft_min ? g->draft_min : 1;
+	d->kind = g->draft == NS_GEN_DRAFT_NGRAM ? NS_DRAFT_NGRAM :
+		  g->draft == NS_GEN_DRAFT_ORACLE ? NS_DRAFT_ORACLE : 0;
+	if (!d->kind)
+		return ns_errf(e->err, sizeof(e->err), "unknown drafter %d", (int)g->draft),
+		       -EINVAL;
+	if (d->max > NS_CMSG_MAX_DRAFT || d->min > d->max)
+		return ns_errf(e->err, sizeof(e->err), "draft lengths %u..%u: 1 <= min <= max <= "
+			       "%d", d->min, d->max, NS_CMSG_MAX_DRAFT), -EINVAL;
+	if (e->recurrent)
+		return ns_errf(e->err, sizeof(e->err), "speculative decoding needs a KV cache "
+			       "that can be cut back; this model has a recurrent state"), -EINVAL;
+	if (!strcmp(e->o.backend, "cuda"))
+		return ns_errf(e->err, sizeof(e->err), "speculative decoding runs on the cpu "
+			       "backend only"), -EINVAL;
+	if (d->kind == NS_DRAFT_ORACLE) {
+		if (g->n_draft_oracle > NS_CMSG_MAX_TOKENS - ev->n_tokens)
+			return ns_errf(e->err, sizeof(e->err), "too many oracle drafts"), -EINVAL;
+		for (uint32_t i = 0; i < g->n_draft_oracle; i++)
+			if (g->draft_oracle[i] < 0 || (uint32_t)g->draft_oracle[i] >= e->n_vocab)
+				return ns_errf(e->err, sizeof(e->err), "oracle draft id %d out of "
+					       "range", g->draft_oracle[i]), -EINVAL;
+		d->oracle = g->draft_oracle;
+		d->n_oracle = g->n_draft_oracle;
+	}
+	ev->flags |= NS_EVAL_DRAFT;
+	return 0;
+}
 
 /* One EVAL round trip. */
 /* A message nscompute sent that does not decode, or that this request cannot have: the
@@ -276,10 +349,11 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				   .tokens = r->ids };
 	struct ns_stats_snapshot a, b;
 	struct ns_cmsg_done d = { 0 };
+	struct ns_cmsg_spec sp = { 0 };
 	struct ns_detok *dt = NULL;
 	uint8_t *buf;
 	size_t sz;
-	bool stopped = false;
+	bool stopped = false, got_spec = false;
 	int32_t last = -1;
 	uint32_t got_logits = 0;
 	int rc;
@@ -313,7 +387,10 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		ev.flags |= NS_EVAL_FORCED;
 		ev.n_predict = r->n_forced;
 	}
-	sz = ns_cmsg_size_eval(ev.n_tokens, ev.n_stop);
+	/* (nothing to generate: nothing to draft; nscompute sends SPEC only after generating) */
+	if (r->g && r->g->draft && ev.n_predict && (rc = s_draft_block(e, r->g, &ev)) < 0)
+		return rc;
+	sz = ns_cmsg_size_eval_msg(&ev);
 	if (!(buf = malloc(sz)))
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
 	memset(&e->st, 0, sizeof(e->st));
@@ -324,6 +401,8 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		return rc;
 	if (r->flags & NS_EVAL_RESET)
 		e->n_hist = 0;
+	if (r->flags & (NS_EVAL_RESET | NS_EVAL_KEEP))
+		e->hist_cut = false; /* nscompute cuts as hist says */
 	if (r->keep_hist)
 		for (uint32_t i = 0; i < r->n && rc == 0; i++)
 			rc = s_hist_push(e, r->ids[i]);
@@ -369,8 +448,9 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 			float *row = malloc((size_t)e->n_vocab * sizeof(float));
 
 			if (row && ns_cmsg_dec_logits(p, len, e->n_vocab, &pos, row) == 0 &&
-			    pos < r->n_logits && got_logits < r->n_logits) {
-				memcpy(r->logits + (uint64_t)pos * e->n_vocab, row,
+			    pos >= r->pos0 && pos - r->pos0 < r->n_logits &&
+			    got_logits < r->n_logits) {
+				memcpy(r->logits + (uint64_t)(pos - r->pos0) * e->n_vocab, row,
 				       (size_t)e->n_vocab * sizeof(float));
 				got_logits++;
 				free(row);
@@ -378,8 +458,15 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 				continue;
 			}
 			free(row);
+		} else if (type == NS_CMSG_SPEC && (ev.flags & NS_EVAL_DRAFT) && !got_spec) {
+			if (ns_cmsg_dec_spec(p, len, &sp) == 0) {
+				got_spec = true;
+				zmq_msg_close(&msg);
+				continue;
+			}
 		} else if (type == NS_CMSG_DONE) {
-			if (ns_cmsg_dec_done(p, len, &d) == 0) {
+			if (ns_cmsg_dec_done(p, len, &d) == 0 &&
+			    (!(ev.flags & NS_EVAL_DRAFT) || got_spec)) {
 				zmq_msg_close(&msg);
 				break;
 			}
@@ -413,7 +500,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	if (rc < 0)
 		return rc;
 	ns_stats_snapshot(e->s->ctl, &b);
-	s_fill_stats(e, &a, &b, &d);
+	s_fill_stats(e, &a, &b, &d, got_spec ? &sp : NULL);
 	return 0;
 }
 
@@ -451,7 +538,8 @@ int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_
 int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 			  char **out)
 {
-	struct ns_chat_opts co = { .enable_thinking = true, /* the templates' default */
+	struct ns_chat_opts co = { .enable_thinking = !e->no_think, /* on: the templates' default */
+				   .think_opt_in = e->o.thinking,
 				   .reasoning_effort = e->o.reasoning_effort };
 	struct ns_chat_msg *cm;
 	int rc;
@@ -491,7 +579,8 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 	rc = ns_engine_chat_prompt(e, msgs, n, &text);
 	if (rc < 0)
 		return rc;
-	rc = ns_tok_encode(e->tok, text, strlen(text), false, true, &ids, &n_ids);
+	rc = ns_tok_encode(e->tok, text, strlen(text), ns_chat_family_adds_bos(e->fam), true, &ids,
+			   &n_ids);
 	free(text);
 	if (rc < 0)
 		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"), rc;
@@ -506,7 +595,7 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 		keep++;
 	if (e->recurrent && keep < e->n_hist)
 		keep = 0; /* a recurrent state goes back only to the start */
-	flags = !keep ? NS_EVAL_RESET : keep < e->n_hist ? NS_EVAL_KEEP : 0;
+	flags = !keep ? NS_EVAL_RESET : keep < e->n_hist || e->hist_cut ? NS_EVAL_KEEP : 0;
 	e->n_hist = keep;
 	rc = s_run(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
 				       .flags = flags, .keep = flags & NS_EVAL_KEEP ? (uint32_t)keep : 0,
@@ -615,6 +704,11 @@ uint32_t ns_engine_n_ctx(const struct ns_engine *e)
 	return e->n_ctx;
 }
 
+bool ns_engine_is_recurrent(const struct ns_engine *e)
+{
+	return e->recurrent;
+}
+
 void ns_engine_reset(struct ns_engine *e)
 {
 	e->n_hist = 0;
@@ -628,6 +722,51 @@ int ns_engine_logits(struct ns_engine *e, const int32_t *ids, uint32_t n, float 
 	return s_run(e, &(struct s_run){ .ids = ids, .n = n,
 				       .flags = NS_EVAL_RESET | NS_EVAL_LOGITS_ALL,
 				       .logits = out });
+}
+
+int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, float *logits,
+		   bool all)
+{
+	const uint32_t keep = (uint32_t)e->n_hist;
+	const uint32_t flags = !keep ? NS_EVAL_RESET : e->hist_cut ? NS_EVAL_KEEP : 0;
+	float *rows = logits;
+	int rc;
+
+	if ((uint64_t)keep + n > e->n_ctx)
+		return ns_errf(e->err, sizeof(e->err), "%u tokens after %u do not fit the context "
+			       "of %u (-c)", n, keep, e->n_ctx), -EINVAL;
+	if (logits && !all && n > 1 &&
+	    !(rows = malloc((size_t)n * e->n_vocab * sizeof(float))))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	rc = s_run(e, &(struct s_run){ .ids = ids, .n = n,
+				       .flags = flags | (logits ? NS_EVAL_LOGITS_ALL : 0),
+				       .keep = flags & NS_EVAL_KEEP ? keep : 0, .logits = rows,
+				       .pos0 = keep, .keep_hist = true });
+	if (rows != logits) { /* the last row only */
+		if (rc == 0)
+			memcpy(logits, rows + (size_t)(n - 1) * e->n_vocab,
+			       (size_t)e->n_vocab * sizeof(float));
+		free(rows);
+	}
+	return rc;
+}
+
+int ns_engine_rollback(struct ns_engine *e, uint32_t n_keep)
+{
+	if (n_keep > e->n_hist || (e->recurrent && n_keep && n_keep != e->n_hist))
+		return ns_errf(e->err, sizeof(e->err), "cannot go back to position %u: the context "
+			       "holds %zu%s", n_keep, e->n_hist, e->recurrent ? " and this model's "
+			       "recurrent state goes back only to 0" : ""), -EINVAL;
+	if (n_keep < e->n_hist) {
+		e->n_hist = n_keep;
+		e->hist_cut = true;
+	}
+	return 0;
+}
+
+uint32_t ns_engine_n_past(const struct ns_engine *e)
+{
+	return (uint32_t)e->n_hist;
 }
 
 int ns_engine_decode_forced(struct ns_engine *e, const int32_t *prompt, uint32_t n_prompt,

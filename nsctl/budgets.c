@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -75,6 +76,24 @@ static uint64_t s_layer_expert_bytes(const struct ns_model *m, const struct ns_h
 	return total / hp->n_layer / hp->n_expert * hp->n_expert_used;
 }
 
+/* A refusal's one line: into a->err when the caller gave a buffer (the library), else on
+ * stderr after "who: " (the commands). */
+static void __attribute__((format(printf, 2, 3))) s_refuse(const struct nsctl_budget_req *a,
+							   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (a->err) {
+		vsnprintf(a->err, a->errlen, fmt, ap);
+	} else {
+		fprintf(stderr, "%s: ", a->who);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
 uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
 			  const struct nsplan_fixed *fx)
 {
@@ -89,8 +108,9 @@ uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
 
 /* The line for named budgets whose session does not fit the memory available: the figures,
  * where the limit comes from, and what to lower. */
-static void s_say_over(const char *who, const struct ns_model *m, uint64_t mem, uint64_t ram,
-		       const struct nsplan_fixed *fx, const struct nsplan_mem_probe *probe)
+static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *m, uint64_t mem,
+		       uint64_t ram, const struct nsplan_fixed *fx,
+		       const struct nsplan_mem_probe *probe)
 {
 	uint64_t need = nsctl_host_total(m, mem, ram, fx);
 	uint64_t fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
@@ -107,9 +127,9 @@ static void s_say_over(const char *who, const struct ns_model *m, uint64_t mem, 
 	else
 		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c (or -ctk/-ctv "
 			 "f16|q8_0)");
-	fprintf(stderr, "%s: --mem-budget %s + --ram-budget %s (%s of it for this model's %s) + "
-		"the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s at -c %u) = %s "
-		"exceed the %s of memory available (%s%s%s); %s\n", who,
+	s_refuse(a, "--mem-budget %s + --ram-budget %s (%s of it for this model's %s) + "
+		 "the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s at -c %u) = %s "
+		 "exceed the %s of memory available (%s%s%s); %s",
 		ns_format_bytes(mem, s[0], 32), ns_format_bytes(ram, s[1], 32),
 		ns_format_bytes(fill, s[2], 32), ns_format_bytes(m->total_tensor_bytes, s[3], 32),
 		ns_format_bytes(fx->total, s[4], 32),
@@ -123,13 +143,13 @@ static void s_say_over(const char *who, const struct ns_model *m, uint64_t mem, 
 }
 
 /* The line for an arena under the smallest workable one. */
-static void s_say_small_arena(const char *who, const struct ns_model *m,
+static void s_say_small_arena(const struct nsctl_budget_req *a, const struct ns_model *m,
 			      const struct ns_summary *sum, uint64_t mem)
 {
 	char s[2][32];
 
-	fprintf(stderr, "%s: --mem-budget %s is below the smallest workable arena: --mem-budget %"
-		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)\n", who,
+	s_refuse(a, "--mem-budget %s is below the smallest workable arena: --mem-budget %"
+		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)",
 		ns_format_bytes(mem, s[0], 32), sum->min_mem_budget,
 		ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
 		m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
@@ -153,36 +173,33 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 			a->b.reserve_vram = gpu_fixed;
 		if (a->b.reserve_vram < gpu_fixed || a->b.vram < a->b.reserve_vram) {
 			uint64_t least = a->b.reserve_vram > gpu_fixed ? a->b.reserve_vram : gpu_fixed;
-			fprintf(stderr, "%s: ", a->who);
-			fprintf(stderr, "--vram-budget %s with reserve %s cannot hold the "
+			s_refuse(a, "--vram-budget %s with reserve %s cannot hold the "
 				"GPU fixed set %s (KV cache, scratch, vectors and staging at -c %u); smallest "
 				"workable: "
-				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64 "\n",
+				"--vram-budget %" PRIu64 " --reserve-vram %" PRIu64,
 				ns_format_bytes(a->b.vram, s[0], 32),
 				ns_format_bytes(a->b.reserve_vram, s[1], 32),
 				ns_format_bytes(gpu_fixed, s[2], 32), fx->n_ctx, least, gpu_fixed);
 			return 2;
 		}
 	} else if (a->reserve_given && a->b.reserve_vram) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "--reserve-vram needs a --vram-budget\n");
+		s_refuse(a, "--reserve-vram needs a --vram-budget");
 		return 2;
 	}
 	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
-		s_say_small_arena(a->who, m, sum, a->b.mem);
+		s_say_small_arena(a, m, sum, a->b.mem);
 		return 2;
 	}
 	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
 	if (a->ram_given && a->mem_given) {
 		if (*probed && nsctl_host_total(m, a->b.mem, a->b.ram, fx) > probe->available) {
-			s_say_over(a->who, m, a->b.mem, a->b.ram, fx, probe);
+			s_say_over(a, m, a->b.mem, a->b.ram, fx, probe);
 			return 2;
 		}
 		return 0;
 	}
 	if (!*probed) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "%s\n", err);
+		s_refuse(a, "%s", err);
 		return 2;
 	}
 	struct nsplan_default_in in = {
@@ -197,8 +214,7 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	uint64_t vram_w = a->b.vram - a->b.reserve_vram;
 	in.cacheable = in.cacheable > vram_w ? in.cacheable - vram_w : 0;
 	if (nsplan_default_budgets(&in, &a->b, dflt, err, sizeof(err))) {
-		fprintf(stderr, "%s: ", a->who);
-		fprintf(stderr, "%s\n", err);
+		s_refuse(a, "%s", err);
 		return 2;
 	}
 	*defaulted = true;
@@ -226,9 +242,11 @@ static int s_fixed_for_seqs(struct nsplan_fixed *fx, uint32_t n_seq, char *err, 
 
 int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
 		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
-		       bool ram_given, uint64_t *ram, char *line, size_t linelen)
+		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *errbuf,
+		       size_t errlen)
 {
-	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given };
+	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given,
+				      .err = errbuf, .errlen = errlen };
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary sum = { 0 };
@@ -251,14 +269,20 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint3
 	if (!ret)
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (ret) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		s_refuse(&a, "%s", err);
 		ret = ret == -ENOMEM ? 1 : 2;
 		goto out;
+	}
+	/* a given 0 is the engine's own arena (neurostream.h): its size, weighed as given */
+	if (mem_given && !a.b.mem) {
+		a.b.mem = m->total_tensor_bytes + (16ull << 20);
+		if (a.b.mem > (512ull << 20))
+			a.b.mem = 512ull << 20;
 	}
 	ret = nsctl_budgets_complete(&a, m, &hp, &sum, &fx, &probe, &probed, &dflt, &defaulted);
 	if (ret)
 		goto out;
-	*mem = a.b.mem;
+	*mem = mem_given ? *mem : a.b.mem;
 	*ram = a.b.ram;
 	if (defaulted)
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
@@ -308,10 +332,14 @@ int nsctl_check_budgets(const char *who, const char *model, uint32_t n_ctx, uint
 		if (!mem[i] && arena > (512ull << 20))
 			arena = 512ull << 20;
 		if (mem[i] && mem[i] < sum.min_mem_budget) {
-			s_say_small_arena(who, m, &sum, mem[i]);
+			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
+
+			s_say_small_arena(&q, m, &sum, mem[i]);
 			ret = 2;
 		} else if (probed && nsctl_host_total(m, arena, ram[i], &fx) > probe.available) {
-			s_say_over(who, m, arena, ram[i], &fx, &probe);
+			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
+
+			s_say_over(&q, m, arena, ram[i], &fx, &probe);
 			ret = 2;
 		}
 	}

@@ -43,6 +43,8 @@ uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
 /* What the user asked for, and the choice (b) once completed. */
 struct nsctl_budget_req {
 	const char *who;  /* prefix of the messages: "nsctl plan", "nsctl run" */
+	char *err;        /* non-NULL: a refusal's line goes here (errlen bytes), not stderr */
+	size_t errlen;
 	struct nsplan_budgets b;
 	bool reserve_given, ram_given, mem_given, embd_resident;
 	struct nsplan_mem_paths paths;
@@ -50,7 +52,8 @@ struct nsctl_budget_req {
 
 /* Check the given budgets and complete the others (budget_defaults.h) for model m at the
  * fixed set fx. *probed: the memory probe worked (*probe filled); *defaulted: some budget was
- * chosen (*dflt says how). Returns 0, or an exit code (2) after one line on stderr. */
+ * chosen (*dflt says how). Returns 0, or an exit code (2) after one line on stderr (in
+ * q->err when set). */
 int nsctl_budgets_complete(struct nsctl_budget_req *q, const struct ns_model *m,
 			   const struct ns_hparams *hp, const struct ns_summary *sum,
 			   const struct nsplan_fixed *fx, struct nsplan_mem_probe *probe,

@@ -260,7 +260,7 @@ int cmd_bench(int argc, char **argv)
 		char line[320];
 
 		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, 1, o.ctk, o.ctv, false,
-					     &mem, false, &ram, line, sizeof(line))))
+					     &mem, false, &ram, line, sizeof(line), NULL, 0)))
 			return rc;
 		fprintf(stderr, "%s\n", line);
 		o.budgets = (struct bench_list){ .v = { mem }, .n = 1 };

@@ -216,7 +216,8 @@ static void s_print_text(const struct s_report *r)
 	       ns_format_bytes(fx->kv_bytes, s[0], 32), fx->n_kv_layers,
 	       fx->n_swa_layers ? "" : "\n");
 	if (fx->n_swa_layers)
-		printf(", %u sliding (capped at %u)\n", fx->n_swa_layers, r->hp->sliding_window);
+		printf(", %u sliding (window %u; their caches hold the whole context)\n",
+		       fx->n_swa_layers, r->hp->sliding_window);
 	if (fx->n_rec_layers)
 		printf("  recurrent   %12" PRIu64 " bytes %11s  %u layers (conv + ssm state)\n",
 		       fx->recurrent_bytes, ns_format_bytes(fx->recurrent_bytes, s[0], 32),

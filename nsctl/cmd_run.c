@@ -9,7 +9,6 @@
  * with the template (--system, --reasoning), and the generated stream is split into channels
  * by modelfile/tokenizer/harmony.h: the final channel on stdout, analysis and commentary on
  * stderr as "[analysis] ..." blocks (none with --final-only). */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "chat.h"
+#include "chat_repl.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "gguf.h"
@@ -28,14 +28,21 @@
 #include "model.h"
 #include "neurostream.h"
 #include "ns_util.h"
+#include "run_draft.h"
 #include "run_output.h"
 #include "run_report.h"
 
 static volatile sig_atomic_t s_interrupted; /* SIGINT/SIGTERM seen: the engine's cancel flag */
+static volatile sig_atomic_t s_replying;    /* --chat: a reply is streaming */
+static volatile sig_atomic_t s_stop_reply;  /* --chat: Ctrl-C asked to end that reply */
 
+/* In a chat reply the first SIGINT ends the reply (chat_repl.c), a second one the session. */
 static void s_on_signal(int sig)
 {
-	s_interrupted = sig;
+	if (sig == SIGINT && s_replying && !s_stop_reply)
+		s_stop_reply = 1;
+	else
+		s_interrupted = sig;
 }
 
 struct s_opts {
@@ -70,7 +77,8 @@ static void s_usage(FILE *f)
 		"                        is full; default 128); also stops at end-of-generation\n"
 		"  --ignore-eos          do not stop at end-of-generation tokens\n"
 		"  --chat                interactive conversation on stdin with the model's chat\n"
-		"                        template; /reset forgets it, /quit ends\n"
+		"                        template: line editing and history on a terminal,\n"
+		"                        /reset, /save FILE, /load FILE, /quit (README: Chat)\n"
 		"  -sys, --system, --system-prompt TEXT  system message for --chat (and for -p\n"
 		"                        with a harmony model)\n"
 		"harmony (gpt-oss chat template): -p is sent as a user message with the template;\n"
@@ -78,6 +86,8 @@ static void s_usage(FILE *f)
 		"  as '[analysis] ...' blocks (2>/dev/null keeps only the answer)\n"
 		"  --reasoning low|medium|high  the system message's reasoning effort (medium)\n"
 		"  --final-only          do not show the analysis and commentary channels\n"
+		"  --thinking            Gemma 4 chat template: let the model think first (<|think|>;\n"
+		"                        off by default, as the template)\n"
 		"  --raw                 send -p as plain text (no template, no channel split)\n"
 		"  --print-prompt        print the text the model is given on stderr first\n"
 		"sampling (as llama.cpp; --temp 0 is greedy):\n"
@@ -85,6 +95,11 @@ static void s_usage(FILE *f)
 		"  --repeat-penalty R (1.0)  --repeat-last-n N (64)\n"
 		"  -s, --seed S          sampler seed; default (or -1) a random one, printed on\n"
 		"                        stderr (\"seed S\") so that -s S repeats the run\n"
+		"  --draft ngram         speculative decoding: prompt lookup drafts tokens, one pass\n"
+		"                        over the weights verifies them (same greedy output, same\n"
+		"                        sampling distribution); cpu backend, not qwen35\n"
+		"  --draft-max N --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
+		"                        (defaults 16 and 1)\n"
 		"pipeline:\n%s"
 		"  --warmup TEXT         MoE: evaluate TEXT first (with the chat template when the\n"
 		"                        run uses one), then re-plan so the experts it routed to\n"
@@ -189,7 +204,8 @@ static int s_prompt_text(struct s_opts *o)
 enum {
 	O_HELP = 1, O_MODEL, O_PROMPT, O_FILE, O_ESCAPE, O_SYSTEM, O_WARMUP, O_N, O_TEMP, O_TOP_K,
 	O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N, O_SEED, O_CHAT, O_JSON, O_FINAL_ONLY,
-	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_PRINT_ARGS,
+	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_PRINT_ARGS, O_THINKING, O_DRAFT, O_DRAFT_MAX,
+	O_DRAFT_MIN,
 };
 
 /* run's own options (llama.cpp's spellings as aliases); the pipeline's come from
@@ -217,6 +233,10 @@ static const struct ns_opt s_run_opts[] = {
 	{ "print-prompt", NULL, NS_OPT_SWITCH, O_PRINT_PROMPT },
 	{ "ignore-eos", NULL, NS_OPT_SWITCH, O_IGNORE_EOS },
 	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
+	{ "thinking", NULL, NS_OPT_SWITCH, O_THINKING },
+	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
+	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
+	{ "draft-min", NULL, NS_OPT_VALUE, O_DRAFT_MIN },
 };
 
 /* The sampling options' values. */
@@ -328,6 +348,17 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	case O_PRINT_ARGS:
 		o->print_args = true;
 		return 0;
+	case O_THINKING:
+		o->ea.eo.thinking = true;
+		return 0;
+	case O_DRAFT:
+	case O_DRAFT_MAX:
+	case O_DRAFT_MIN: { /* run_draft.c: 2 taken, or < 0 after one line */
+		int rc = nsctl_draft_flag(&o->g, opt->id == O_DRAFT ? "--draft" :
+					  opt->id == O_DRAFT_MAX ? "--draft-max" : "--draft-min", v);
+
+		return rc < 0 ? rc : 0;
+	}
 	}
 	return s_sampling(o, opt->id, f, v);
 }
@@ -353,9 +384,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	}
 	if (nsctl_engine_args_check(&o->ea, S_WHO) < 0)
 		return -EINVAL;
-	if (o->raw && (o->chat || o->final_only || o->ea.eo.reasoning_effort)) {
+	if (o->raw && (o->chat || o->final_only || o->ea.eo.reasoning_effort || o->ea.eo.thinking)) {
 		fprintf(stderr, "nsctl run: --raw sends -p as plain text; it does not go with "
-			"--chat, --final-only or --reasoning\n");
+			"--chat, --final-only, --reasoning or --thinking\n");
 		return -EINVAL;
 	}
 	return s_prompt_text(o);
@@ -375,113 +406,30 @@ static void s_print_args(const struct s_opts *o)
 		printf("seed=%" PRIu64 "\n", g->seed);
 	else
 		printf("seed=random\n");
-	printf("threads=%d\nctx=%u\nbatch=%u\nngl=%lld\nbackend=%s\nmem_budget=%" PRIu64
-	       "\nram_budget=%" PRIu64 "\nvram_budget=%" PRIu64 "\ncache_type_k=%s\n"
+	/* budgets not named: NS_BUDGET_AUTO until the picker runs */
+	for (int i = 0; i < 2; i++) {
+		const uint64_t b = i ? eo->ram_budget : eo->mem_budget;
+
+		if (b == NS_BUDGET_AUTO)
+			printf("%s_budget=auto\n", i ? "ram" : "mem");
+		else
+			printf("%s_budget=%" PRIu64 "\n", i ? "ram" : "mem", b);
+	}
+	printf("threads=%d\nctx=%u\nbatch=%u\nngl=%lld\nbackend=%s\n"
+	       "vram_budget=%" PRIu64 "\ncache_type_k=%s\n"
 	       "cache_type_v=%s\nchat=%d\njson=%d\nignore_eos=%d\nno_warmup=%d\n"
 	       "verbose=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
-	       eo->backend ? eo->backend : "cpu", eo->mem_budget, eo->ram_budget, eo->vram_budget,
+	       eo->backend ? eo->backend : "cpu", eo->vram_budget,
 	       eo->cache_type_k ? eo->cache_type_k : "f32",
 	       eo->cache_type_v ? eo->cache_type_v : "f32", o->chat, o->json,
 	       g->no_stop, o->ea.no_warmup, eo->verbose);
-}
-
-/* End of one reply (the -n line needs the call's stop reason). */
-static void s_out_end(struct ns_engine *e, struct ns_run_out *out, const struct s_opts *o,
-		      int rc)
-{
-	struct ns_engine_stats st = { 0 };
-
-	if (rc == 0)
-		ns_engine_stats(e, &st);
-	ns_run_out_end(out, st.stop_reason, o->g.n_predict);
-}
-
-static bool s_harmony(struct ns_engine *e)
-{
-	const char *f = ns_engine_chat_template(e);
-
-	return f && !strcmp(f, "gptoss");
-}
-
-/* The rendered conversation on stderr (--print-prompt). */
-static int s_show_prompt(struct ns_engine *e, const struct ns_engine_msg *m, size_t n)
-{
-	char *text = NULL;
-	int rc = ns_engine_chat_prompt(e, m, n, &text);
-
-	if (rc == 0)
-		fprintf(stderr, "%s\n", text);
-	free(text);
-	return rc;
-}
-
-/* --chat: one user line per turn. */
-static int s_chat(struct ns_engine *e, struct s_opts *o)
-{
-	struct ns_chat_log log = { 0 };
-	char *line = NULL;
-	size_t cap = 0;
-	int rc = 0;
-
-	if (o->system && ns_chat_log_add(&log, "system", o->system) < 0)
-		return -ENOMEM;
-	for (;;) {
-		struct ns_run_out out;
-		ssize_t n;
-
-		if (isatty(STDIN_FILENO))
-			fprintf(stderr, "> ");
-		n = getline(&line, &cap, stdin);
-		if (s_interrupted) {
-			rc = -ECANCELED;
-			break;
-		}
-		if (n < 0)
-			break;
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-			line[--n] = 0;
-		if (!strcmp(line, "/quit"))
-			break;
-		if (!strcmp(line, "/reset")) {
-			ns_chat_log_clear(&log);
-			ns_engine_reset(e);
-			if (o->system && (rc = ns_chat_log_add(&log, "system", o->system)) < 0)
-				break;
-			fprintf(stderr, "(conversation reset)\n");
-			continue;
-		}
-		if (!n)
-			continue;
-		rc = ns_chat_log_add(&log, "user", line);
-		if (rc == 0 && o->print_prompt)
-			rc = s_show_prompt(e, log.msgs, log.n);
-		if (rc == 0 && (rc = ns_run_out_begin(&out, s_harmony(e), o->final_only, stdout,
-						      stderr)) == 0) {
-			rc = ns_engine_chat(e, log.msgs, log.n, &o->g, ns_run_out_piece, &out);
-			s_out_end(e, &out, o, rc);
-			/* the history keeps what stdout got: for harmony the final channel only
-			 * (the template drops the analysis of earlier turns) */
-			if (rc == 0)
-				rc = ns_chat_log_add(&log, "assistant",
-						     out.content.buf ? out.content.buf : "");
-			if (rc == 0)
-				ns_run_report(e, o->json, &out.content,
-					      out.h ? &out.reasoning : NULL, stderr);
-			ns_run_out_free(&out);
-		}
-		if (rc < 0)
-			break;
-	}
-	free(line);
-	ns_chat_log_clear(&log);
-	return rc;
 }
 
 /* --warmup: the warm-up text formatted as the run formats its prompts (the chat template for
  * --chat and harmony models, else plain); its expert hits pin experts in RAM. */
 static int s_warmup(struct ns_engine *e, const struct s_opts *o)
 {
-	bool tpl = o->chat || (!o->raw && s_harmony(e));
+	bool tpl = o->chat || (!o->raw && run_is_harmony(e));
 	struct ns_warmup_report w;
 	int rc = ns_engine_warmup(e, o->warmup, tpl, o->system, 60000, &w);
 
@@ -497,7 +445,7 @@ static int s_warmup(struct ns_engine *e, const struct s_opts *o)
 /* -p: plain text, or (harmony model, no --raw) one user message with the template. */
 static int s_single(struct ns_engine *e, struct s_opts *o)
 {
-	bool harmony = !o->raw && s_harmony(e);
+	bool harmony = !o->raw && run_is_harmony(e);
 	struct ns_engine_msg m[2];
 	struct ns_run_out out;
 	size_t n = 0;
@@ -506,7 +454,7 @@ static int s_single(struct ns_engine *e, struct s_opts *o)
 	if (harmony && o->system)
 		m[n++] = (struct ns_engine_msg){ .role = "system", .content = o->system };
 	m[n++] = (struct ns_engine_msg){ .role = "user", .content = o->prompt };
-	if (o->print_prompt && harmony && (rc = s_show_prompt(e, m, n)) < 0)
+	if (o->print_prompt && harmony && (rc = run_show_prompt(e, m, n)) < 0)
 		return rc;
 	if (o->print_prompt && !harmony)
 		fprintf(stderr, "%s\n", o->prompt);
@@ -518,7 +466,7 @@ static int s_single(struct ns_engine *e, struct s_opts *o)
 		rc = ns_engine_chat(e, m, n, &o->g, ns_run_out_piece, &out);
 	else
 		rc = ns_engine_generate(e, o->prompt, &o->g, ns_run_out_piece, &out);
-	s_out_end(e, &out, o, rc);
+	run_out_end(e, &out, o->g.n_predict, rc);
 	if (rc == 0)
 		ns_run_report(e, o->json, &out.content, out.h ? &out.reasoning : NULL,
 			      o->json ? stdout : stderr);
@@ -544,8 +492,26 @@ static void s_stats_rm(const struct s_opts *o)
 	unlink(plan);
 }
 
+/* An option that needs one chat template family: 0, or -EINVAL after one line naming the
+ * model's template. */
+static int s_need_template(const struct ns_model *m, enum ns_chat_family want,
+			   const char *option, const char *what)
+{
+	const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
+	enum ns_chat_family f = ns_chat_family_detect(tpl);
+
+	if (f == want)
+		return 0;
+	fprintf(stderr, "nsctl run: %s is for models with %s; this model's is %s\n", option,
+		what, f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
+		ns_chat_family_name(f));
+	return -EINVAL;
+}
+
 /* Options the model file rules out, refused before any process starts: --warmup on a model
- * without experts, --final-only on a model without the harmony (gpt-oss) chat template. A
+ * without experts, --final-only on a model without the harmony (gpt-oss) chat template,
+ * --thinking on one without the Gemma 4 template (the one that thinks only when asked),
+ * --chat on a model without a chat template we know (and no --chat-template). A
  * model that does not open or whose hyperparameters do not load is left to the engine, which
  * reports it. Returns 0 or -EINVAL (one line on stderr). */
 static int s_check_model(const struct s_opts *o)
@@ -555,7 +521,8 @@ static int s_check_model(const struct s_opts *o)
 	char err[NS_ERR_LEN];
 	int rc = 0;
 
-	if (!o->warmup && !o->final_only)
+	if (!o->warmup && !o->final_only && !o->ea.eo.thinking &&
+	    !(o->chat && !o->ea.eo.chat_template))
 		return 0;
 	if (ns_model_open(o->model, &m, err, sizeof(err)) < 0)
 		return 0;
@@ -563,15 +530,20 @@ static int s_check_model(const struct s_opts *o)
 		fprintf(stderr, "nsctl run: --warmup pins experts in RAM; this model has no experts "
 			"(a dense %s model)\n", hp.arch);
 		rc = -EINVAL;
+	} else if (o->ea.eo.thinking) {
+		rc = s_need_template(m, NS_CHAT_GEMMA4, "--thinking", "the Gemma 4 chat template "
+				     "(thinking off unless asked)");
 	} else if (o->final_only) {
+		rc = s_need_template(m, NS_CHAT_GPTOSS, "--final-only", "the harmony (gpt-oss) "
+				     "chat template");
+	}
+	if (!rc && o->chat && !o->ea.eo.chat_template) {
 		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
-		enum ns_chat_family f = ns_chat_family_detect(tpl);
 
-		if (f != NS_CHAT_GPTOSS) {
-			fprintf(stderr, "nsctl run: --final-only is for models with the harmony "
-				"(gpt-oss) chat template; this model's is %s\n",
-				f == NS_CHAT_UNKNOWN ? (tpl ? "another" : "missing") :
-				ns_chat_family_name(f));
+		if (ns_chat_family_detect(tpl) == NS_CHAT_UNKNOWN) {
+			fprintf(stderr, "nsctl run: --chat needs a chat template; this model's is %s "
+				"(name one with --chat-template NAME|FILE)\n", tpl ?
+				"of no family we know" : "missing");
 			rc = -EINVAL;
 		}
 	}
@@ -619,7 +591,7 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	}
 	if ((rc = nsctl_model_arg("nsctl run", &op->model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
-	if (s_check_model(op) < 0)
+	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model, op->ea.eo.backend) < 0)
 		return 2;
 	if (s_seed(op) < 0)
 		return 1;
@@ -664,7 +636,7 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
 	fprintf(stderr, "nsctl run: seed %" PRIu64 "%s\n", op->g.seed,
 		op->seed_given ? "" : " (random; -s repeats it)");
-	if (op->final_only && !s_harmony(e)) {
+	if (op->final_only && !run_is_harmony(e)) {
 		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "
 			"chat template; this model's is %s\n", ns_engine_chat_template(e) ?
 			ns_engine_chat_template(e) : "missing");
@@ -672,8 +644,15 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		return 2;
 	}
 	rc = op->warmup ? s_warmup(e, op) : 0;
-	if (rc == 0 && op->chat)
-		rc = s_chat(e, op);
+	if (rc == 0 && op->chat) {
+		struct chat_repl_opts co = { .system = op->system, .print_prompt = op->print_prompt,
+					     .final_only = op->final_only, .json = op->json,
+					     .g = &op->g, .replying = &s_replying,
+					     .stop_reply = &s_stop_reply,
+					     .interrupted = &s_interrupted };
+
+		rc = chat_repl(e, &co);
+	}
 	else if (rc == 0)
 		rc = s_single(e, op);
 	if (op->stdout_closed)

@@ -284,6 +284,8 @@ static int s_model_meta(const struct s_opts *o, struct ns_model **m, struct ns_t
 	mi->tok = *tok;
 	mi->fam = ns_chat_family_detect(ns_gguf_get_str(ns_model_meta(*m),
 							"tokenizer.chat_template"));
+	if (o->ea.eo.chat_template) /* --chat-template, already a family name */
+		mi->fam = ns_chat_family_from_name(o->ea.eo.chat_template);
 	mi->reasoning_effort = o->ea.eo.reasoning_effort;
 	mi->created = stat(o->model, &st) == 0 ? (uint64_t)st.st_mtime : 0;
 	return 0;

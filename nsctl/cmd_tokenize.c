@@ -1,6 +1,7 @@
 /* nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] [--] TEXT
- * nsctl tokenize MODEL --chat [--system S] [--no-think] [--chat-date YYYY-MM-DD]
+ * nsctl tokenize MODEL --chat [--system S] [--no-think] [--thinking] [--chat-date YYYY-MM-DD]
  *                      [--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt] TEXT
+ *   (--no-think: Qwen3's empty think block; --thinking: Gemma 4's <|think|>, off by default)
  * nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] [--] IDS...
  *
  * tokenize prints one line per token ("   id -> 'piece'", as llama-tokenize does), or the bare
@@ -33,6 +34,7 @@ static const char s_tokenize_usage[] =
 	"  --chat                TEXT is a user message, rendered with the model's template\n"
 	"  --system S            a system message first (with --chat)\n"
 	"  --no-think            the template's no-thinking variant (with --chat)\n"
+	"  --thinking            Gemma 4's template: let the model think (with --chat)\n"
 	"  --chat-date D         the date a template shows (YYYY-MM-DD)\n"
 	"  --reasoning[-effort] low|medium|high  gpt-oss's reasoning effort\n"
 	"  --chat-template FAMILY  a template family instead of the model's own\n"
@@ -139,7 +141,7 @@ static void s_json_piece(struct json_out *j, const char *p, size_t l)
 }
 
 struct s_chat_args {
-	bool on, think, print_prompt;
+	bool on, think, think_opt_in, print_prompt;
 	const char *system, *date, *effort, *family;
 };
 
@@ -149,7 +151,8 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 			   const char *text)
 {
 	struct ns_chat_msg m[2];
-	struct ns_chat_opts o = { .enable_thinking = a->think, .date = a->date,
+	struct ns_chat_opts o = { .enable_thinking = a->think, .think_opt_in = a->think_opt_in,
+				  .date = a->date,
 				  .reasoning_effort = a->effort };
 	enum ns_chat_family f;
 	char err[NS_ERR_LEN], *out = NULL;
@@ -159,7 +162,7 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 		f = ns_chat_family_from_name(a->family);
 		if (f == NS_CHAT_UNKNOWN) {
 			fprintf(stderr, "nsctl tokenize: unknown chat template family '%s' (qwen3, "
-				"llama3, llama31, llama32, gemma, gptoss)\n", a->family);
+				"llama3, llama31, llama32, gemma, gemma4, gptoss)\n", a->family);
 			return NULL;
 		}
 	} else {
@@ -195,12 +198,12 @@ int cmd_tokenize(int argc, char **argv)
 	int i, rc, first_text = -1;
 
 	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			first_text = i + 1;
-			break;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			fputs(s_tokenize_usage, stdout);
 			return 0;
+		} else if (!strcmp(argv[i], "--")) {
+			first_text = i + 1;
+			break;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!strcmp(argv[i], "--ids")) {
@@ -213,6 +216,8 @@ int cmd_tokenize(int argc, char **argv)
 			chat.on = true;
 		} else if (!strcmp(argv[i], "--no-think")) {
 			chat.think = false;
+		} else if (!strcmp(argv[i], "--thinking")) {
+			chat.think_opt_in = true;
 		} else if (!strcmp(argv[i], "--print-prompt")) {
 			chat.print_prompt = true;
 		} else if (i + 1 < argc && !strcmp(argv[i], "--system")) {
@@ -251,11 +256,11 @@ int cmd_tokenize(int argc, char **argv)
 		fprintf(stderr, "nsctl tokenize: --json and --ids do not go together\n");
 		return 2;
 	}
-	if (!model || first_text < 0 || first_text >= argc) {
+	if (!model || first_text < 0 || first_text >= argc) { /* one line */
 		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
-			"[--parse-special] [--chat [--system S] [--no-think] [--chat-date YYYY-MM-DD] "
-			"[--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
-			"(TEXT - reads standard input)\n");
+			"[--parse-special] [--chat [--system S] [--no-think] [--thinking] "
+			"[--chat-date YYYY-MM-DD] [--reasoning[-effort] E] [--chat-template FAMILY] "
+			"[--print-prompt]] [--] TEXT   (TEXT - reads standard input)\n");
 		return 2;
 	}
 	if (first_text == argc - 1 && !strcmp(argv[first_text], "-")) {
@@ -406,12 +411,12 @@ int cmd_detokenize(int argc, char **argv)
 	int i, rc = 0;
 
 	for (i = 1; i < argc && !rc; i++) {
-		if (!dash && !strcmp(argv[i], "--")) {
-			dash = true;
-		} else if (!dash && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
-			fputs(s_detokenize_usage, stdout);
+		if (!dash && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
 			free(ids);
+			fputs(s_detokenize_usage, stdout);
 			return 0;
+		} else if (!dash && !strcmp(argv[i], "--")) {
+			dash = true;
 		} else if (!dash && !strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!dash && !strcmp(argv[i], "--remove-special")) {

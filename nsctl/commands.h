@@ -27,12 +27,15 @@ int cmd_serve(int argc, char **argv);
 /* The budgets a run takes when the user names some or none: what `nsctl plan` would choose for
  * the same model, context (0: the plan's default), n_seq KV caches (nsctl serve's sequences;
  * 1 otherwise), KV cache types (ctk / ctv names as nsctl_kv_set stores them, NULL: f32) and
- * given budgets (from MemAvailable and the cgroup limit, budget_defaults.h). mem / ram: in: the given figures, out: the chosen ones.
+ * given budgets (from MemAvailable and the cgroup limit, budget_defaults.h). mem / ram:
+ * in: the given figures, out: the chosen ones.
  * Returns 0 (line: a description of the defaults, "" when all were given), or an exit code
- * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who. */
+ * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who, or in err
+ * (errlen bytes, no prefix) when err is not NULL (the library, api_budgets.c). */
 int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
 		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
-		       bool ram_given, uint64_t *ram, char *line, size_t linelen);
+		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *err,
+		       size_t errlen);
 
 /* Budgets the user named, checked before anything starts, for each pair (mem[i], ram[i]),
  * i < n, with one read of the model's headers and of the memory available: an arena (mem, 0:

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_repl.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "ns_opt.h"
@@ -54,7 +55,10 @@ const char nsctl_engine_usage[] =
 	"  --expert-stats FILE   expert hit counts (nsplan's format) nsrouter keeps up to\n"
 	"                        date; FILE.plan gets the warm-up's, which nsplan plans\n"
 	"                        from (default with --warmup: temporary files)\n"
-	"  --verbose             children print their informational lines\n";
+	"  --verbose             children print their informational lines\n"
+	"  --chat-template NAME|FILE  the chat template family (chatml, llama2, llama3,\n"
+	"                        mistral-v7, phi3, qwen3, ...) or a Jinja file whose family\n"
+	"                        is recognised from its text; default: the model's\n";
 
 void nsctl_engine_args_init(struct nsctl_engine_args *a)
 {
@@ -144,6 +148,7 @@ const struct ns_opt nsctl_engine_opts[NSCTL_ENGINE_N_OPTS] = {
 	{ "no-plan", NULL, NS_OPT_SWITCH, NSE_O_NO_PLAN },
 	{ "no-warmup", NULL, NS_OPT_SWITCH, NSE_O_NO_WARMUP },
 	{ "verbose", NULL, NS_OPT_SWITCH, NSE_O_VERBOSE },
+	{ "chat-template", NULL, NS_OPT_VALUE, NSE_O_CHAT_TEMPLATE },
 };
 
 /* A one-word choice among list ("cpu", "cuda", NULL): 0, or -EINVAL after one line. */
@@ -265,6 +270,9 @@ int nsctl_engine_opt(struct nsctl_engine_args *a, const char *who, const struct 
 	case NSE_O_STATS:
 		eo->expert_stats = v;
 		break;
+	case NSE_O_CHAT_TEMPLATE: /* NAME|FILE -> a family name */
+		rc = chat_template_arg(who, v, &eo->chat_template);
+		break;
 	case NSE_O_REASONING:
 		rc = s_choice(who, f, v, efforts);
 		eo->reasoning_effort = v;
@@ -327,7 +335,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 
 		rc = nsctl_pick_budgets(who, model, eo->n_ctx, a->n_seq, eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
-					a->ram_given, &eo->ram_budget, line, sizeof(line));
+					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);
 		if (rc)
 			return rc;
 		if (line[0])

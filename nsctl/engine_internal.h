@@ -5,6 +5,7 @@
  *   engine_proc.c    the table of child processes: start, supervise (deaths, stalls), stop
  *   engine_spawn.c   fork + exec (wrappers, process groups), exit status, the procs file
  *   engine_args.c    each child's name, executable and command line
+ *   engine_locate.c  where the children's executables are (environment, build or install tree)
  *   engine_ctl.c     the socket of the control channel to nscompute (proto/ctl_msg.h)
  *   engine_keeper.c  the session keeper: removes the session if nsctl itself dies
  *   engine_replan.c  ns_engine_warmup
@@ -70,8 +71,11 @@ struct ns_engine {
 	uint32_t n_stop;
 	int32_t *hist;                /* tokens in nscompute's context (chat prefix reuse) */
 	size_t n_hist, hist_cap;
+	bool hist_cut;                /* ns_engine_rollback shortened hist: nscompute holds more,
+				       * the next evaluation of slot 0 keeps n_hist (NS_EVAL_KEEP) */
 	struct ns_engine_stats st;
 	volatile sig_atomic_t cancelled;
+	bool no_think;                /* chat: the template's thinking switched off */
 	uint64_t rejected;            /* malformed messages from nscompute */
 	bool ctl_broken;              /* a message was lost or malformed: the control stream is
 				       * out of step, every later request refused (-EPIPE) */
@@ -109,10 +113,22 @@ struct nse_cmdline {
 /* Returns the number of arguments, or -E2BIG. */
 int nse_args(const struct ns_engine *e, enum ns_engine_proc p, struct nse_cmdline *c);
 
-/* engine_spawn.c */
-/* Executable of a child: $ENV, $NS_BUILD_ROOT/dir/name, next to nsctl's own binary (build
- * tree ../dir/name, installed ./name), else the bare name (PATH). */
+/* api_budgets.c: budgets left to the library (NS_BUDGET_AUTO) chosen as nsctl run does;
+ * n_ctx_asked: the caller's n_ctx (0: the default). 0 or -errno with e->err. */
+int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked);
+
+/* engine_log.c: one line (no prefix, no newline) to the log callback or stderr */
+void nse_log(enum ns_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* engine_locate.c */
+/* Executable of a child: $ENV, $NS_BUILD_ROOT/dir/name, $NS_LIBEXECDIR/name, then from the
+ * directory of this library (or the program it is linked into) and of the running program:
+ * the build tree's ../dir/name, the install tree's <prefix>/<libexecdir>/neurostream/name,
+ * the same directory; else the bare name (PATH). */
 void nse_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n);
+
+/* engine_spawn.c */
 /* fork + exec [wrap words...] exe args...: own process group, SIGTERM when nsctl dies, stdout
  * to stderr. Returns 0 with *pid or -errno. */
 int nse_spawn(const char *wrap, const char *exe, const char *const *args, pid_t *pid);

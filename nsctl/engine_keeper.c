@@ -231,7 +231,7 @@ void nse_keeper_supervise(struct ns_engine *e)
 	k->fd = -1;
 	k->pid = 0;
 	if (nse_keeper_start(e) < 0) {
-		fprintf(stderr, "nsctl: the session keeper died and cannot be restarted: %s\n",
+		nse_log(NS_LOG_ERROR, "the session keeper died and cannot be restarted: %s",
 			e->err);
 		return;
 	}

@@ -154,8 +154,8 @@ static int s_start_child(struct ns_engine *e, enum ns_engine_proc p)
 			rc = bad_input ? -ENOSPC : -EIO;
 			break;
 		}
-		fprintf(stderr, "nsctl: %s died (%s) while starting; restarting it on session "
-			"%s\n", nse_name(p), why, e->id);
+		nse_log(NS_LOG_WARN, "%s died (%s) while starting; restarting it on session %s",
+			nse_name(p), why, e->id);
 	}
 	if (rc == 0 && p == NS_PROC_NSCOMPUTE)
 		rc = s_hello(e);
@@ -334,7 +334,7 @@ static int s_died(struct ns_engine *e, enum ns_engine_proc p, int st, const char
 		if (p == NS_PROC_NSPLAN) {
 			s_no_plan(e);
 			if (code != 0)
-				fprintf(stderr, "nsctl: nsplan ended (%s); continuing without it\n",
+				nse_log(NS_LOG_WARN, "nsplan ended (%s); continuing without it",
 					why);
 		}
 		return 0;
@@ -344,12 +344,12 @@ static int s_died(struct ns_engine *e, enum ns_engine_proc p, int st, const char
 			return ns_errf(e->err, sizeof(e->err), "%s died (%s) %u times; giving up",
 				       nse_name(p), why, c->restarts - 1), -EPIPE;
 		c->off = true;
-		fprintf(stderr, "nsctl: %s died %u times; going on without it\n", nse_name(p),
+		nse_log(NS_LOG_WARN, "%s died %u times; going on without it", nse_name(p),
 			c->restarts - 1);
 		return 0;
 	}
 	if (!said && (p != NS_PROC_NSROUTER || e->o.verbose))
-		fprintf(stderr, "nsctl: %s died (%s); restarting it on session %s\n", nse_name(p),
+		nse_log(NS_LOG_WARN, "%s died (%s); restarting it on session %s", nse_name(p),
 			why, e->id);
 	rc = s_start_child(e, p);
 	if (rc == 0 && p == NS_PROC_NSIO)
@@ -383,8 +383,8 @@ static int s_stall(struct ns_engine *e, enum ns_engine_proc p)
 		return ns_errf(e->err, sizeof(e->err), "%s made no progress for %.1f s (stopped "
 			       "or stuck); the run ends", nse_name(p), e->stall_ns / 1e9),
 		       -ETIMEDOUT;
-	fprintf(stderr, "nsctl: %s made no progress for %.1f s (stopped or stuck); restarting "
-		"it on session %s\n", nse_name(p), e->stall_ns / 1e9, e->id);
+	nse_log(NS_LOG_WARN, "%s made no progress for %.1f s (stopped or stuck); restarting "
+		"it on session %s", nse_name(p), e->stall_ns / 1e9, e->id);
 	return 0;
 }
 
@@ -464,7 +464,7 @@ int nse_send(struct ns_engine *e, const void *buf, int n)
 }
 
 /* A child that did not exit 0 when asked to stop says something is wrong (a sanitizer
- * report, a crash in teardown): one line on stderr. */
+ * report, a crash in teardown): one line (nse_log). */
 static void s_report_exit(enum ns_engine_proc p, int st)
 {
 	char why[128];
@@ -472,7 +472,7 @@ static void s_report_exit(enum ns_engine_proc p, int st)
 	if (st == -1 || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
 		return; /* -1: nse_stop said it already */
 	nse_status_text(st, why, sizeof(why));
-	fprintf(stderr, "nsctl: %s ended with %s at shutdown\n", nse_name(p), why);
+	nse_log(NS_LOG_WARN, "%s ended with %s at shutdown", nse_name(p), why);
 }
 
 void nse_teardown(struct ns_engine *e)

@@ -13,38 +13,6 @@
 #include "ns_util.h"
 #include "seg.h"
 
-void nse_find_exe(const char *dir, const char *name, const char *env, char *buf, size_t n)
-{
-	const char *v = getenv(env), *root = getenv("NS_BUILD_ROOT");
-	char self[PATH_MAX], *slash;
-	ssize_t k;
-
-	if (v && *v) {
-		snprintf(buf, n, "%s", v);
-		return;
-	}
-	if (root && *root) {
-		if (snprintf(buf, n, "%s/%s/%s", root, dir, name) < (int)n &&
-		    access(buf, X_OK) == 0)
-			return;
-	}
-	k = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (k > 0) {
-		self[k] = 0;
-		slash = strrchr(self, '/');
-		if (slash) {
-			*slash = 0;
-			if (snprintf(buf, n, "%s/../%s/%s", self, dir, name) < (int)n &&
-			    access(buf, X_OK) == 0)
-				return;
-			if (snprintf(buf, n, "%s/%s", self, name) < (int)n &&
-			    access(buf, X_OK) == 0)
-				return;
-		}
-	}
-	snprintf(buf, n, "%s", name);
-}
-
 /* The child gets its own process group (so a terminal's Ctrl-C reaches nsctl only and a
  * wrapper is stopped with what it wraps), SIGTERM the moment nsctl dies (and exits at once if
  * nsctl died before that was set), and writes its stdout to stderr (stdout carries the
@@ -88,7 +56,7 @@ int nse_spawn(const char *wrap, const char *exe, const char *const *args, pid_t 
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
 		execvp(argv[0], (char *const *)argv);
-		fprintf(stderr, "nsctl: cannot run %s: %s\n", argv[0], strerror(errno));
+		fprintf(stderr, "neurostream: cannot run %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
 	setpgid(p, p); /* both sides, so a signal right after fork finds the group */
@@ -142,7 +110,7 @@ int nse_stop(pid_t p, const char *name)
 		}
 		usleep(10000);
 	}
-	fprintf(stderr, "nsctl: %s did not stop within 3 s of SIGTERM; killed\n", name);
+	nse_log(NS_LOG_WARN, "%s did not stop within 3 s of SIGTERM; killed", name);
 	kill(-p, SIGKILL);
 	kill(p, SIGKILL);
 	while (waitpid(p, &st, 0) < 0 && errno == EINTR)

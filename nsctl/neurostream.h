@@ -25,9 +25,9 @@
  * -EPIPE, stalling with -ETIMEDOUT.
  *
  * Children are found as $NS_NSIO / $NS_NSCOMPUTE / $NS_NSPLAN / $NS_NSROUTER (NS_NSROUTER=off:
- * none), else under $NS_BUILD_ROOT, else
- * next to the running executable (build tree: ../nsio/nsio; installed: same directory), else
- * on PATH. A backend other than cpu is the executable nscompute-<backend> (build tree:
+ * none), else under $NS_BUILD_ROOT, else in $NS_LIBEXECDIR, else from where libneurostream.so
+ * or the running executable is (installed: <prefix>/libexec/neurostream, as meson configured
+ * it; build tree: ../nsio/nsio; else the same directory), else on PATH. A backend other than cpu is the executable nscompute-<backend> (build tree:
  * nscompute/nscompute-cuda), started with the same arguments and protocol (proto/ctl_msg.h).
  *
  * Threads: an engine is used by one thread at a time; ns_engine_cancel may be called from any
@@ -40,6 +40,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library's version (meson.build's project version; meson checks they agree). The
+ * shared library's soname carries the major number. */
+#define NS_VERSION_MAJOR 0
+#define NS_VERSION_MINOR 1
+#define NS_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct ns_engine;
 
 enum ns_engine_proc {
@@ -50,10 +60,16 @@ enum ns_engine_proc {
 	NS_PROC_COUNT = 4,
 };
 
+/* A budget the library chooses as `nsctl run` chooses one not named (what `nsctl plan`
+ * prints: from MemAvailable and the cgroup limit, the model and the context); what
+ * ns_engine_opts_default sets. With no_plan: the arena as for 0, no RAM cache. */
+#define NS_BUDGET_AUTO UINT64_MAX
+
 struct ns_engine_opts {
 	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
-				* most 512 MiB */
-	uint64_t ram_budget;   /* RAM cache bytes: nsplan places weights, nsio loads them */
+				* most 512 MiB; NS_BUDGET_AUTO: as nsctl run */
+	uint64_t ram_budget;   /* RAM cache bytes: nsplan places weights, nsio loads them;
+				* 0: none; NS_BUDGET_AUTO: as nsctl run */
 	uint64_t vram_budget;  /* GPU bytes (cuda backend only): weights nsplan places in VRAM
 				* plus reserve_vram */
 	uint64_t reserve_vram; /* part of vram_budget kept for KV, scratch, staging; 0: exactly
@@ -88,10 +104,16 @@ struct ns_engine_opts {
 				* beat every 100 ms, nscompute at every weight block, token and
 				* wait, so only a single product running longer than this would
 				* be mistaken for a hang */
+	bool thinking;                /* Gemma 4 chat template: <|think|> in the system turn (its
+				       * default is off) */
 	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is
 				       * not harmony, fails the load with -EINVAL */
+	/* Chat template family by name (chat.h's names: "chatml", "llama2", "qwen3", ...) used
+	 * instead of the one the model's tokenizer.chat_template names; an unknown name fails
+	 * the load (-EINVAL). NULL: the model's. */
+	const char *chat_template;
 	/* Expert hit statistics file (nsplan's stats format, plan_stats.h), MoE models only:
 	 * nsrouter keeps it up to date with every token's routing; nsplan plans from
 	 * "<expert_stats>.plan" (written by ns_engine_warmup; created empty at start). The
@@ -128,11 +150,47 @@ struct ns_gen_params {
 	int32_t repeat_last_n;
 	uint64_t seed;
 	bool no_stop;          /* do not stop at end-of-generation tokens */
+	/* Speculative decoding (cpu backend; a model with a recurrent state, qwen35, is refused
+	 * with -EINVAL): the pending token and up to draft_max drafted ones are evaluated as one
+	 * pass over the weights and the agreeing prefix kept; greedy output is unchanged, sampled
+	 * output has the same distribution. The draft length adapts to the measured acceptance
+	 * and pass costs within [draft_min, draft_max]; a drafter with fewer than draft_min
+	 * proposals drafts none. */
+	enum ns_gen_draft {
+		NS_GEN_DRAFT_NONE = 0,
+		NS_GEN_DRAFT_NGRAM = 1,  /* prompt lookup: the latest longest n-gram match in the
+					  * request's tokens and the generated ones proposes what
+					  * followed it */
+		NS_GEN_DRAFT_ORACLE = 2, /* tests and benchmarks only: generated token i is
+					  * proposed as draft_oracle[i] (acceptance controlled) */
+	} draft;
+	uint32_t draft_max;    /* 1..64; 0: 16 */
+	uint32_t draft_min;    /* 1..draft_max; 0: 1 */
+	const int32_t *draft_oracle; /* NS_GEN_DRAFT_ORACLE: (n_draft_oracle) token ids */
+	uint32_t n_draft_oracle;
 };
 
 /* llama.cpp's defaults: n_predict -1, temp 0.8, top_k 40, top_p 0.95, min_p 0.05,
- * repeat_penalty 1.0 over 64, seed 0. */
+ * repeat_penalty 1.0 over 64, seed 0; no drafter. */
 void ns_gen_params_default(struct ns_gen_params *g);
+
+/* The sampler chain as its own object, for a caller that evaluates with ns_engine_step or
+ * ns_engine_logits and chooses tokens itself: the chain ns_engine_generate and nsctl serve
+ * run (repetition penalty over the last repeat_last_n accepted tokens, top-k, top-p, min-p,
+ * temperature, then a draw from a generator seeded with g->seed; the most likely token at
+ * temperature <= 0), from g's sampling fields (n_predict and no_stop are not its business).
+ * Not tied to an engine. Threads: one thread at a time per chain.
+ *   new:    0, -EINVAL (n_vocab 0, negative repeat_last_n, a NaN), -ENOMEM
+ *   sample: a token id for logits (n_vocab floats, not modified); it is not accepted
+ *   accept: record a token in the penalty history (the prompt's and the chosen ones) */
+struct ns_sampler_chain;
+
+int ns_sampler_chain_new(const struct ns_gen_params *g, uint32_t n_vocab,
+			 struct ns_sampler_chain **out);
+int32_t ns_sampler_chain_sample(struct ns_sampler_chain *s, const float *logits);
+void ns_sampler_chain_accept(struct ns_sampler_chain *s, int32_t token);
+/* Safe on NULL; nulls *s. */
+void ns_sampler_chain_free(struct ns_sampler_chain **s);
 
 /* Called once per generated token with the text it completes (whole UTF-8 characters; may be
  * empty), in order. A non-zero return stops the generation (the call returns 0). */
@@ -156,6 +214,21 @@ struct ns_engine_msg {
  * model has no chat template we know. */
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user);
+
+/* Incremental evaluation (llama_decode's use): a context that persists across calls.
+ * ns_engine_eval appends ids to the context ns_engine_chat keeps (ns_engine_generate,
+ * ns_engine_logits, ns_engine_reset and a step of slot 0 empty it) and writes the logits
+ * after its last token (logits: n_vocab floats), or of every one of its tokens with all
+ * (n x n_vocab); logits may be NULL. Logits are bit-identical to evaluating the whole context
+ * in one call. ns_engine_rollback keeps the first n_keep positions (<= ns_engine_n_past; a
+ * recurrent model: 0 or all), so the next eval continues from there as if the rest had never
+ * been evaluated. Return 0 or -EINVAL (context full, ids out of range, a rollback it cannot
+ * make), -ENOMEM, -EPIPE, -ECANCELED, with the line in ns_engine_error; after a failed eval
+ * the context is empty. */
+int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, float *logits,
+		   bool all);
+int ns_engine_rollback(struct ns_engine *e, uint32_t n_keep);
+uint32_t ns_engine_n_past(const struct ns_engine *e);
 
 /* One step of several sequences for a caller that samples for itself (nsctl serve): each
  * sequence names its slot (< opts.n_seq; slot 0 is the context of the calls above), the
@@ -183,6 +256,12 @@ int ns_engine_poll(struct ns_engine *e);
 /* Context positions nscompute holds (-c). */
 uint32_t ns_engine_n_ctx(const struct ns_engine *e);
 
+/* Whether the model carries a recurrent state (Qwen3.5's linear-attention layers): such a
+ * context goes back only to its start, so a cached prefix serves a new prompt only when it is
+ * everything the context holds (ns_engine_step's keep: 0 or all of it; ns_engine_generate
+ * and ns_engine_chat evaluate a changed prompt whole by themselves). */
+bool ns_engine_is_recurrent(const struct ns_engine *e);
+
 /* Forget the context (next chat call evaluates everything). */
 void ns_engine_reset(struct ns_engine *e);
 
@@ -193,7 +272,7 @@ int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs,
 			  char **out);
 
 /* Family of the model's chat template ("gptoss" for harmony, "qwen3", "llama3", "llama31",
- * "llama32", "gemma"), or NULL when it has none we know. */
+ * "llama32", "gemma", "gemma4"), or NULL when it has none we know. */
 const char *ns_engine_chat_template(const struct ns_engine *e);
 
 /* Evaluate exactly ids (no BOS added) from an empty context and store the logits of every
@@ -235,6 +314,15 @@ struct ns_engine_stats {
 	uint64_t nsio_restarts;              /* restarts of nsio during the engine's life */
 	uint32_t stop_reason;                /* 0 prompt only, 1 length, 2 end of generation,
 					      * 3 context full, 4 callback */
+	/* speculative decoding (ns_gen_params.draft); then n_decode and decode_s count every
+	 * decode pass, and decode_tok_s, gb_per_token and dev_gb_per_token are per token the
+	 * decode passes yielded (n_gen - 1: the first comes from the prompt's pass) */
+	bool draft;
+	uint32_t drafted, accepted;          /* drafted tokens evaluated; of them, kept */
+	uint32_t draft_passes;               /* decode passes that carried drafts */
+	uint32_t draft_k;                    /* the adaptive draft length at the end */
+	double accept_rate;                  /* accepted / drafted */
+	double passes_per_token;             /* n_decode / (n_gen - 1) */
 };
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
@@ -265,5 +353,81 @@ void ns_engine_cancel(struct ns_engine *e);
 
 /* One line about the last failure. */
 const char *ns_engine_error(const struct ns_engine *e);
+
+/* ---- Version, logging, vocabulary, metadata (for embedders) ----
+ * Threads: ns_version and ns_log_set may be called from any thread at any time; the
+ * accessors below only read what the load fixed, so they may be called from any thread while
+ * the engine lives, also during a generate call on another thread. */
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded (the macros above are the header's). */
+const char *ns_version(void);
+
+enum ns_log_level {
+	NS_LOG_INFO = 0,
+	NS_LOG_WARN = 1,   /* a helper process restarted or given up on */
+	NS_LOG_ERROR = 2,
+};
+
+/* One line (no newline, no prefix) the library would otherwise print on stderr as
+ * "neurostream: LINE". Called on the thread of the engine call that noticed it. */
+typedef void (*ns_log_fn)(enum ns_log_level level, const char *line, void *user);
+
+/* Route the library's lines to fn (NULL: back to stderr), for every engine of the process.
+ * The child processes keep writing their own lines on stderr. */
+void ns_log_set(ns_log_fn fn, void *user);
+
+/* Special tokens, -1 when the vocabulary has none. */
+int32_t ns_engine_token_bos(const struct ns_engine *e);
+int32_t ns_engine_token_eos(const struct ns_engine *e);
+int32_t ns_engine_token_eot(const struct ns_engine *e);    /* end of turn */
+/* Does id end a generation (EOS, EOT and the template's other stop tokens)? */
+bool ns_engine_token_is_eog(const struct ns_engine *e, int32_t id);
+
+/* The bytes token id stands for in text (special: CONTROL tokens as their text, e.g.
+ * "<|im_end|>", instead of nothing). *piece stays valid while e lives; not NUL-terminated.
+ * Returns 0 or -EINVAL (id out of range). */
+int ns_engine_token_piece(const struct ns_engine *e, int32_t id, bool special,
+			  const char **piece, size_t *len);
+
+/* The token's raw vocabulary entry ("\u0120the", "<|im_end|>"), or NULL out of range. */
+const char *ns_engine_token_text(const struct ns_engine *e, int32_t id);
+
+/* Ids to text as llama_detokenize: pieces joined, SentencePiece's leading space removed.
+ * remove_special: drop BOS/EOS; unparse_special: render CONTROL tokens as text. *out is
+ * malloc'd and NUL-terminated (the caller frees; *len counts bytes, which may include NULs).
+ * Returns 0, -EINVAL (an id out of range) or -ENOMEM. */
+int ns_engine_detokenize(const struct ns_engine *e, const int32_t *ids, size_t n,
+			 bool remove_special, bool unparse_special, char **out, size_t *len);
+
+/* Model metadata (the GGUF's key/value pairs; a Hugging Face checkpoint's mapped ones):
+ * the number of keys, the i-th key (NULL out of range), and a key's value as text into buf
+ * (strings as they are, numbers in decimal, booleans true/false, arrays as
+ * "[array of N TYPE]"). ns_engine_meta_str returns the length of the whole text (as snprintf:
+ * buf may have been too short), or -ENOENT when the key is absent. */
+uint64_t ns_engine_meta_count(const struct ns_engine *e);
+const char *ns_engine_meta_key(const struct ns_engine *e, uint64_t i);
+int ns_engine_meta_str(const struct ns_engine *e, const char *key, char *buf, size_t len);
+
+/* Chat templates with a thinking switch (Qwen3's enable_thinking): off makes
+ * ns_engine_chat and ns_engine_chat_prompt render the empty think block, so the model
+ * answers directly. On by default, as the templates are. */
+void ns_engine_set_thinking(struct ns_engine *e, bool on);
+
+/* Parse a size as nsctl's options do ("512MB", "6GB", "1.5GiB", "4096"; binary units: 1MB =
+ * 1 MiB). Returns 0 with *out, -EINVAL (not a size) or -ERANGE (too large). */
+int ns_parse_size(const char *text, uint64_t *out);
+
+/* sizeof(struct ns_engine_opts), sizeof(struct ns_gen_params) of the library as built, so
+ * bindings that mirror the structs (ctypes) can refuse a library they do not match. */
+size_t ns_engine_opts_size(void);
+size_t ns_gen_params_size(void);
+
+/* The options the engine runs with, defaults resolved (budgets, n_ctx, backend, lookahead;
+ * string members point into e). */
+void ns_engine_get_opts(const struct ns_engine *e, struct ns_engine_opts *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

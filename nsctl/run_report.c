@@ -49,6 +49,12 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 		if (o && content)
 			json_object_set_new(o, "content", ns_json_text(content->buf ? content->buf :
 								       "", content->len));
+		if (o && s.draft)
+			json_object_set_new(o, "draft", json_pack("{s:I, s:I, s:f, s:I, s:f, s:I}",
+				"drafted", (json_int_t)s.drafted, "accepted", (json_int_t)s.accepted,
+				"acceptance_rate", s.accept_rate, "draft_passes",
+				(json_int_t)s.draft_passes, "passes_per_token", s.passes_per_token,
+				"draft_len", (json_int_t)s.draft_k));
 		if (o && reasoning)
 			json_object_set_new(o, "reasoning", ns_json_text(reasoning->buf ?
 									 reasoning->buf : "",
@@ -62,12 +68,17 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 	}
 	fprintf(f, "nsctl run: prefill %u tok %.1f tok/s | decode %u tok %.1f tok/s | "
 		"%.6f GB read/token (device %.6f GB) | stall %.2f ms/token | arena peak %s of %s"
-		" | cache hit %.1f%%%s\n",
-		s.n_prompt, s.prefill_tok_s, s.n_decode, s.decode_tok_s, s.gb_per_token,
+		" | cache hit %.1f%%%s",
+		s.n_prompt, s.prefill_tok_s, s.draft && s.n_gen ? s.n_gen - 1 : s.n_decode,
+		s.decode_tok_s, s.gb_per_token,
 		s.dev_gb_per_token, s.stall_ms_per_token,
 		ns_format_bytes(s.arena_peak, peak, sizeof(peak)),
 		ns_format_bytes(s.arena_bytes, budget, sizeof(budget)), 100.0 * s.cache_hit_rate,
 		s.nsio_restarts ? " | nsio restarted" : "");
+	if (s.draft)
+		fprintf(f, " | draft %u, accepted %u (%.1f%%), %.3f passes/token", s.drafted,
+			s.accepted, 100.0 * s.accept_rate, s.passes_per_token);
+	fputs("\n", f);
 	fflush(f);
 }
 

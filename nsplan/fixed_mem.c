@@ -109,13 +109,14 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			vw = k ? kw : (uint64_t)hp->n_head_kv * hp->head_dim_v;
 		uint64_t ctx = n_ctx;
 		out->n_kv_layers++;
-		if (nsplan_layer_is_swa(m, hp, il)) {
+		/* a sliding layer's cache holds the whole context too: the cpu pass keeps no
+		 * ring of the window yet, and the count must bound what it allocates */
+		if (nsplan_layer_is_swa(m, hp, il))
 			out->n_swa_layers++;
-			if (ctx > hp->sliding_window)
-				ctx = hp->sliding_window;
-		}
-		/* widths < 2^32 and b32 <= 128: the products fit */
-		ovf |= s_mac(&out->kv_bytes, ctx, (kw * k_b32 + vw * v_b32) / 32);
+		/* widths < 2^32 and b32 <= 128: the products fit; K in whole tiles */
+		ovf |= s_mac(&out->kv_bytes, (ctx + NSPLAN_KV_TILE - 1) / NSPLAN_KV_TILE *
+			     NSPLAN_KV_TILE, kw * k_b32 / 32);
+		ovf |= s_mac(&out->kv_bytes, ctx, vw * v_b32 / 32);
 		if (!qw)
 			qw = (uint64_t)hp->n_head * hp->head_dim_k;
 		q_max = qw > q_max ? qw : q_max;

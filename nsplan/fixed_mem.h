@@ -2,13 +2,18 @@
  * activations/scratch and process overhead.
  *
  * KV cache: for every layer that has attention,
- *     n_ctx_layer * (k_width * k_b32 + v_width * v_b32) / 32 bytes
+ *     ceil16(n_ctx_layer) * k_width * k_b32 / 32 + n_ctx_layer * v_width * v_b32 / 32 bytes
+ * (K in tiles of NSPLAN_KV_TILE positions, as the cpu pass keeps it)
  * with k_b32 / v_b32 the bytes of 32 elements of the cache's K / V type (f32 128, f16 64,
  * q8_0 34: nsplan_fixed_compute_kv; nsplan_fixed_compute counts f32),
  * where k_width = n_head_kv * head_dim_k is the row count of blk.N.attn_k.weight (so per-layer
  * head geometry, e.g. gemma4, is exact), v_width the row count of attn_v (k_width when the layer
- * has none: V = K), and n_ctx_layer = min(n_ctx, sliding_window) on sliding-window layers.
- * With uniform geometry this is n_layer * n_ctx * n_head_kv * head_dim * 2 * 4.
+ * has none: V = K), and n_ctx_layer = n_ctx on every layer, sliding-window ones included
+ * (the cpu pass's caches hold the whole context: no ring of the window yet; counting the
+ * window under-counted what it allocates).
+ * With uniform geometry and n_ctx a multiple of 16 this is
+ * n_layer * n_ctx * n_head_kv * head_dim * 2 * 4. tests/forward/test_fwd_cache_bytes holds it
+ * to what the cpu pass allocates (ns_fwd_cache_bytes).
  * Sliding layers: <arch>.attention.sliding_window_pattern (bool per layer, or a period P: layer
  * l slides iff l % P < P - 1); without the key, llama.cpp's periods (gemma2/gpt-oss 2, gemma3 6,
  * cohere2 4); an unknown architecture is counted as full attention (an over-estimate).
@@ -62,6 +67,7 @@
 #define NSPLAN_PREFILL_BATCH 512u  /* forward.c's default n_batch */
 #define NSPLAN_ATTN_TB 4u          /* query tokens per attention task (attn_internal.h) */
 #define NSPLAN_ATTN_THREADS 64u    /* nscompute's most threads by default */
+#define NSPLAN_KV_TILE 16u         /* K is kept in tiles of 16 positions (kvcache.h NS_KV_TILE) */
 #define NSPLAN_VOCAB_FLOATS 4u     /* logits row, the sampler's ids, probabilities, order */
 #define NSPLAN_PROC_BASE (2ull << 20)
 #define NSPLAN_META_FACTOR 20u
@@ -72,7 +78,7 @@
 struct nsplan_fixed {
 	uint32_t n_ctx;
 	uint32_t n_kv_layers;     /* layers with a KV cache */
-	uint32_t n_swa_layers;    /* of which sliding-window (capped at the window) */
+	uint32_t n_swa_layers;    /* of which sliding-window (their caches still whole) */
 	uint32_t n_rec_layers;    /* recurrent-state layers */
 	uint32_t batch;           /* B of the scratch formula */
 	uint64_t kv_bytes;

@@ -10,7 +10,7 @@ int ns_cmsg_type(const void *buf, size_t len)
 {
 	int t = ns_zmsg_type(buf, len);
 
-	return t >= NS_CMSG_HELLO && t <= NS_CMSG_STEP ? t : -EPROTO;
+	return t >= NS_CMSG_HELLO && t <= NS_CMSG_SPEC ? t : -EPROTO;
 }
 
 /* --- sizes --- */
@@ -18,10 +18,21 @@ int ns_cmsg_type(const void *buf, size_t len)
 #define S_SAMPLING_BYTES (4 * 6 + 8)
 #define S_DONE_BYTES (5 * 4 + 9 * 8)
 #define S_EVAL_FIXED (5 * 4 + S_SAMPLING_BYTES)
+#define S_DRAFT_FIXED (4 * 4)
+#define S_SPEC_BYTES (4 * 4 + 2 * 8)
 
 size_t ns_cmsg_size_eval(uint32_t n_tokens, uint32_t n_stop)
 {
 	return NS_CMSG_HDR + S_EVAL_FIXED + 4 * ((size_t)n_tokens + n_stop);
+}
+
+size_t ns_cmsg_size_eval_msg(const struct ns_cmsg_eval *m)
+{
+	size_t n = ns_cmsg_size_eval(m->n_tokens, m->n_stop);
+
+	if (m->flags & NS_EVAL_DRAFT)
+		n += S_DRAFT_FIXED + 4 * (size_t)m->draft.n_oracle;
+	return n;
 }
 
 size_t ns_cmsg_size_logits(uint32_t n_vocab)
@@ -46,9 +57,10 @@ int ns_cmsg_enc_eval(const struct ns_cmsg_eval *m, void *buf, size_t cap)
 {
 	struct ns_wr w = { .p = buf, .cap = cap };
 
-	if (m->n_tokens == 0 || m->n_tokens > NS_CMSG_MAX_TOKENS || m->n_stop > NS_CMSG_MAX_STOP)
+	if (m->n_tokens == 0 || m->n_tokens > NS_CMSG_MAX_TOKENS || m->n_stop > NS_CMSG_MAX_STOP ||
+	    ((m->flags & NS_EVAL_DRAFT) && m->draft.n_oracle > NS_CMSG_MAX_TOKENS))
 		return -EINVAL;
-	ns_wr_envelope(&w, NS_CMSG_EVAL, ns_cmsg_size_eval(m->n_tokens, m->n_stop) - NS_CMSG_HDR);
+	ns_wr_envelope(&w, NS_CMSG_EVAL, ns_cmsg_size_eval_msg(m) - NS_CMSG_HDR);
 	ns_wr_u32(&w, m->flags);
 	ns_wr_u32(&w, m->n_predict);
 	ns_wr_u32(&w, m->keep);
@@ -64,6 +76,28 @@ int ns_cmsg_enc_eval(const struct ns_cmsg_eval *m, void *buf, size_t cap)
 	ns_wr_put(&w, m->tokens, 4 * (size_t)m->n_tokens);
 	if (m->n_stop)
 		ns_wr_put(&w, m->stop, 4 * (size_t)m->n_stop);
+	if (m->flags & NS_EVAL_DRAFT) {
+		ns_wr_u32(&w, m->draft.kind);
+		ns_wr_u32(&w, m->draft.max);
+		ns_wr_u32(&w, m->draft.min);
+		ns_wr_u32(&w, m->draft.n_oracle);
+		if (m->draft.n_oracle)
+			ns_wr_put(&w, m->draft.oracle, 4 * (size_t)m->draft.n_oracle);
+	}
+	return ns_wr_finish(&w);
+}
+
+int ns_cmsg_enc_spec(const struct ns_cmsg_spec *m, void *buf, size_t cap)
+{
+	struct ns_wr w = { .p = buf, .cap = cap };
+
+	ns_wr_envelope(&w, NS_CMSG_SPEC, S_SPEC_BYTES);
+	ns_wr_u32(&w, m->drafted);
+	ns_wr_u32(&w, m->accepted);
+	ns_wr_u32(&w, m->draft_passes);
+	ns_wr_u32(&w, m->k_last);
+	ns_wr_u64(&w, m->one_ns);
+	ns_wr_u64(&w, m->chunk_ns);
 	return ns_wr_finish(&w);
 }
 
@@ -159,6 +193,27 @@ static int s_ids(struct ns_rd *r, int32_t *out, uint32_t n, uint32_t n_vocab)
 	return r->bad ? -EPROTO : 0;
 }
 
+/* The draft block after an EVAL's stop ids (r stands there); its oracle ids into out (cap). */
+static int s_dec_draft(struct ns_rd *r, size_t len, uint32_t n_vocab, int32_t *out, uint32_t cap,
+		       struct ns_cmsg_eval *m)
+{
+	struct ns_cmsg_draft *d = &m->draft;
+
+	d->kind = ns_rd_u32(r);
+	d->max = ns_rd_u32(r);
+	d->min = ns_rd_u32(r);
+	d->n_oracle = ns_rd_u32(r);
+	if (r->bad || (d->kind != NS_DRAFT_NGRAM && d->kind != NS_DRAFT_ORACLE) ||
+	    d->min < 1 || d->min > d->max || d->max > NS_CMSG_MAX_DRAFT ||
+	    (d->kind != NS_DRAFT_ORACLE && d->n_oracle) || d->n_oracle > cap ||
+	    len != ns_cmsg_size_eval(m->n_tokens, m->n_stop) + S_DRAFT_FIXED + 4 * (size_t)d->n_oracle)
+		return -EPROTO;
+	if (s_ids(r, out, d->n_oracle, n_vocab))
+		return -EPROTO;
+	d->oracle = out;
+	return 0;
+}
+
 int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tokens_out,
 		     uint32_t n_tokens_cap, int32_t *stop_out, struct ns_cmsg_eval *m)
 {
@@ -180,12 +235,14 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 	m->n_tokens = ns_rd_u32(&r);
 	m->n_stop = ns_rd_u32(&r);
 	if (r.bad || (m->flags & ~(uint32_t)(NS_EVAL_RESET | NS_EVAL_LOGITS_ALL | NS_EVAL_FORCED |
-					   NS_EVAL_KEEP)) ||
+					   NS_EVAL_KEEP | NS_EVAL_DRAFT)) ||
 	    (!(m->flags & NS_EVAL_KEEP) && m->keep) ||
 	    ((m->flags & NS_EVAL_KEEP) && (m->flags & NS_EVAL_RESET)) ||
 	    ((m->flags & NS_EVAL_FORCED) && (m->n_predict == 0 || m->n_predict >= m->n_tokens)) ||
+	    ((m->flags & NS_EVAL_DRAFT) && (m->flags & (NS_EVAL_FORCED | NS_EVAL_LOGITS_ALL))) ||
 	    m->n_tokens == 0 || m->n_tokens > n_tokens_cap || m->n_tokens > NS_CMSG_MAX_TOKENS ||
-	    m->n_stop > NS_CMSG_MAX_STOP || len != ns_cmsg_size_eval(m->n_tokens, m->n_stop) ||
+	    m->n_stop > NS_CMSG_MAX_STOP || len < ns_cmsg_size_eval(m->n_tokens, m->n_stop) ||
+	    (!(m->flags & NS_EVAL_DRAFT) && len != ns_cmsg_size_eval(m->n_tokens, m->n_stop)) ||
 	    !isfinite(s->temperature) || !isfinite(s->top_p) || !isfinite(s->min_p) ||
 	    !isfinite(s->repeat_penalty) || s->repeat_penalty <= 0 || s->repeat_last_n < 0)
 		return -EPROTO;
@@ -193,7 +250,9 @@ int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tok
 		return -EPROTO;
 	m->tokens = tokens_out;
 	m->stop = stop_out;
-	return 0;
+	memset(&m->draft, 0, sizeof(m->draft));
+	return m->flags & NS_EVAL_DRAFT ? s_dec_draft(&r, len, n_vocab, tokens_out + m->n_tokens,
+						      n_tokens_cap - m->n_tokens, m) : 0;
 }
 
 int ns_cmsg_dec_token(const void *buf, size_t len, uint32_t n_vocab, struct ns_cmsg_token *m)
@@ -334,5 +393,22 @@ int ns_cmsg_dec_step(const void *buf, size_t len, uint32_t n_vocab, uint32_t n_s
 								  n_vocab))
 		return -EPROTO;
 	m->tokens = tokens_out;
+	return 0;
+}
+
+int ns_cmsg_dec_spec(const void *buf, size_t len, struct ns_cmsg_spec *m)
+{
+	struct ns_rd r;
+
+	if (ns_rd_open(&r, buf, len, NS_CMSG_SPEC) || len != NS_CMSG_HDR + S_SPEC_BYTES)
+		return -EPROTO;
+	m->drafted = ns_rd_u32(&r);
+	m->accepted = ns_rd_u32(&r);
+	m->draft_passes = ns_rd_u32(&r);
+	m->k_last = ns_rd_u32(&r);
+	m->one_ns = ns_rd_u64(&r);
+	m->chunk_ns = ns_rd_u64(&r);
+	if (r.bad || m->accepted > m->drafted || m->k_last > NS_CMSG_MAX_DRAFT)
+		return -EPROTO;
 	return 0;
 }

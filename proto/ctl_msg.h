@@ -16,6 +16,8 @@
  *                           logits of every evaluated position come back as LOGITS)
  *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
  *                    LOGITS per position (LOGITS_ALL only)
+ *                    SPEC   (EVAL with DRAFT and n_predict > 0) drafted and accepted
+ *                           tokens, passes
  *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
  *   ctl -> compute   STOP   (during a generation) stop after the current token: DONE
  *   ctl -> compute   QUIT   exit 0
@@ -51,6 +53,7 @@ enum ns_cmsg_type {
 	NS_CMSG_QUIT = NS_ZMSG_CTL_QUIT,
 	NS_CMSG_STOP = NS_ZMSG_CTL_STOP,
 	NS_CMSG_STEP = NS_ZMSG_CTL_STEP,
+	NS_CMSG_SPEC = NS_ZMSG_CTL_SPEC,
 };
 
 enum ns_eval_flags {
@@ -64,7 +67,20 @@ enum ns_eval_flags {
 	NS_EVAL_KEEP = 1u << 4,       /* keep only the first `keep` positions of the sequence
 				       * (keep <= its length; a cached prefix shared with the
 				       * new tokens), then append: RESET is KEEP 0 */
+	NS_EVAL_DRAFT = 1u << 5,      /* speculative generation: the message ends with a draft
+				       * block (struct ns_cmsg_draft); SPEC comes before DONE.
+				       * Not with LOGITS_ALL or FORCED */
 };
+
+/* How nscompute drafts tokens that one pass over the weights then verifies (compute_spec.c). */
+enum ns_draft_kind {
+	NS_DRAFT_NGRAM = 1,   /* prompt lookup: the continuation of the context's latest match */
+	NS_DRAFT_ORACLE = 2,  /* test and benchmark only: generated token i is proposed as
+			       * oracle[i] (a sequence the caller made, e.g. a perturbed greedy
+			       * pass), so acceptance is controlled */
+};
+
+#define NS_CMSG_MAX_DRAFT 64  /* draft tokens per pass at most (--draft-max) */
 
 enum ns_done_reason {
 	NS_DONE_PROMPT = 0,   /* n_predict was 0 */
@@ -87,6 +103,15 @@ struct ns_cmsg_sampling {
 	uint64_t seed;
 };
 
+/* The draft block of an EVAL with NS_EVAL_DRAFT: u32 kind, max, min, n_oracle, then n_oracle
+ * token ids (NS_DRAFT_ORACLE only; 0 otherwise). 1 <= min <= max <= NS_CMSG_MAX_DRAFT. */
+struct ns_cmsg_draft {
+	uint32_t kind;          /* enum ns_draft_kind */
+	uint32_t max, min;      /* tokens drafted per pass: at most max; fewer than min: none */
+	uint32_t n_oracle;
+	const int32_t *oracle;  /* (n_oracle) */
+};
+
 /* tokens and stop point into the decoded buffer (decode) or the caller's arrays (encode). */
 struct ns_cmsg_eval {
 	uint32_t flags;         /* enum ns_eval_flags */
@@ -97,6 +122,7 @@ struct ns_cmsg_eval {
 	uint32_t n_stop;        /* <= NS_CMSG_MAX_STOP */
 	const int32_t *tokens;
 	const int32_t *stop;
+	struct ns_cmsg_draft draft; /* NS_EVAL_DRAFT only (else zero) */
 };
 
 struct ns_cmsg_token {
@@ -134,6 +160,16 @@ struct ns_cmsg_step {
 	const int32_t *tokens; /* (sum of n_tokens <= NS_CMSG_MAX_TOKENS) */
 };
 
+/* SPEC: what speculative generation did in an EVAL (sent before its DONE). The DONE's n_decode
+ * and decode_ns then count every decode pass, one-token and drafted chunks alike. */
+struct ns_cmsg_spec {
+	uint32_t drafted;      /* draft tokens evaluated */
+	uint32_t accepted;     /* of them, accepted */
+	uint32_t draft_passes; /* decode passes that carried drafts (the rest were one-token) */
+	uint32_t k_last;       /* the adaptive draft length at the end */
+	uint64_t one_ns, chunk_ns; /* measured time of the one-token and the drafted passes */
+};
+
 struct ns_cmsg_error {
 	int32_t code;         /* negative errno */
 	char text[NS_CMSG_ERR_LEN];
@@ -145,6 +181,8 @@ int ns_cmsg_type(const void *buf, size_t len);
 /* Encoders: bytes written into buf (cap), or -ENOSPC / -EINVAL (counts over the limits).
  * ns_cmsg_size_* give the exact size to allocate. */
 size_t ns_cmsg_size_eval(uint32_t n_tokens, uint32_t n_stop);
+/* The size of m's encoding, its draft block included. */
+size_t ns_cmsg_size_eval_msg(const struct ns_cmsg_eval *m);
 size_t ns_cmsg_size_logits(uint32_t n_vocab);
 int ns_cmsg_enc_hello(const struct ns_cmsg_hello *m, void *buf, size_t cap);
 int ns_cmsg_enc_eval(const struct ns_cmsg_eval *m, void *buf, size_t cap);
@@ -154,13 +192,15 @@ int ns_cmsg_enc_done(const struct ns_cmsg_done *m, void *buf, size_t cap);
 int ns_cmsg_enc_error(const struct ns_cmsg_error *m, void *buf, size_t cap);
 int ns_cmsg_enc_quit(void *buf, size_t cap);
 int ns_cmsg_enc_stop(void *buf, size_t cap);
+int ns_cmsg_enc_spec(const struct ns_cmsg_spec *m, void *buf, size_t cap);
 /* STEP: ns_cmsg_size_step(n_seq, total tokens) bytes; -EINVAL for counts over the limits. */
 size_t ns_cmsg_size_step(uint32_t n_seq, uint64_t n_tokens);
 int ns_cmsg_enc_step(const struct ns_cmsg_step *m, void *buf, size_t cap);
 
 /* Decoders: 0 or -EPROTO. n_vocab bounds every token id (ids must be < n_vocab). The eval's
  * token and stop arrays are copied into caller storage of n_tokens_cap / NS_CMSG_MAX_STOP
- * entries (tokens_out, stop_out); more tokens than n_tokens_cap is -EPROTO. */
+ * entries (tokens_out, stop_out); more tokens than n_tokens_cap is -EPROTO. A draft block's
+ * oracle ids follow the tokens in tokens_out (n_tokens + n_oracle <= n_tokens_cap). */
 int ns_cmsg_dec_hello(const void *buf, size_t len, struct ns_cmsg_hello *m);
 int ns_cmsg_dec_eval(const void *buf, size_t len, uint32_t n_vocab, int32_t *tokens_out,
 		     uint32_t n_tokens_cap, int32_t *stop_out, struct ns_cmsg_eval *m);
@@ -174,5 +214,6 @@ int ns_cmsg_dec_done(const void *buf, size_t len, struct ns_cmsg_done *m);
 int ns_cmsg_dec_step(const void *buf, size_t len, uint32_t n_vocab, uint32_t n_slots,
 		     int32_t *tokens_out, uint32_t tokens_cap, struct ns_cmsg_step *m);
 int ns_cmsg_dec_error(const void *buf, size_t len, struct ns_cmsg_error *m);
+int ns_cmsg_dec_spec(const void *buf, size_t len, struct ns_cmsg_spec *m);
 
 #endif

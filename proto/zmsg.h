@@ -37,7 +37,8 @@ enum ns_zmsg_type {
 	NS_ZMSG_CTL_QUIT = 8,
 	NS_ZMSG_CTL_STOP = 9,
 	NS_ZMSG_CTL_STEP = 10,
-	NS_ZMSG_TYPE_MAX = 10,
+	NS_ZMSG_CTL_SPEC = 11,   /* speculative decoding's counters, before DONE (ctl_msg.h) */
+	NS_ZMSG_TYPE_MAX = 11,
 };
 
 struct ns_zrouter {

@@ -1,6 +1,7 @@
 /* chat.c - the chat formats of the families in chat.h, written out in C. Each renderer
  * follows its Jinja template statement by statement; comments quote the template logic. */
 #include "chat.h"
+#include "chat_lcpp.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -324,6 +325,71 @@ static int s_gemma(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool 
 	return 0;
 }
 
+/* ---- Gemma 4 ---- */
+
+/* An earlier model turn without its thinking: every "<|channel>...<channel|>" part dropped,
+ * then trimmed (the template's strip_thinking). */
+static void s_gemma4_strip_thinking(struct s_buf *b, const char *c)
+{
+	struct s_buf kept = { 0 };
+	const char *part = c, *end, *open;
+
+	for (;;) {
+		end = strstr(part, "<channel|>");
+		open = strstr(part, "<|channel>");
+		if (open && (!end || open < end)) /* keep what comes before the channel */
+			s_put(&kept, part, (size_t)(open - part));
+		else
+			s_put(&kept, part, end ? (size_t)(end - part) : strlen(part));
+		if (!end)
+			break;
+		part = end + strlen("<channel|>");
+	}
+	if (kept.oom)
+		b->oom = true;
+	else
+		s_put_trimmed(b, s_str(kept.p));
+	free(kept.p);
+}
+
+static void s_gemma4(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool gen,
+		     const struct ns_chat_opts *o)
+{
+	const bool sys = n && (s_is(&m[0], "system") || s_is(&m[0], "developer"));
+	const char *prev = NULL; /* role of the previous message */
+
+	s_puts(b, o->bos_text ? o->bos_text : "<bos>");
+	if (o->think_opt_in || sys) {
+		s_puts(b, "<|turn>system\n");
+		if (o->think_opt_in)
+			s_puts(b, "<|think|>\n");
+		if (sys)
+			s_put_trimmed(b, s_str(m[0].content));
+		s_puts(b, "<turn|>\n");
+	}
+	for (size_t i = sys ? 1 : 0; i < n; i++) {
+		const bool model = s_is(&m[i], "assistant");
+
+		/* consecutive assistant messages continue one model turn */
+		if (!(model && prev && !strcmp(prev, "assistant"))) {
+			s_puts(b, "<|turn>");
+			s_puts(b, model ? "model" : m[i].role);
+			s_puts(b, "\n");
+		}
+		if (model)
+			s_gemma4_strip_thinking(b, s_str(m[i].content));
+		else
+			s_put_trimmed(b, s_str(m[i].content));
+		s_puts(b, "<turn|>\n");
+		prev = m[i].role;
+	}
+	if (gen) {
+		s_puts(b, "<|turn>model\n");
+		if (!o->think_opt_in)
+			s_puts(b, "<|channel>thought\n<channel|>");
+	}
+}
+
 /* ---- gpt-oss (harmony) ---- */
 
 static int s_gptoss(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool gen,
@@ -417,6 +483,8 @@ enum ns_chat_family ns_chat_family_detect(const char *tpl)
 {
 	if (!tpl)
 		return NS_CHAT_UNKNOWN;
+	if (ns_chat_family_from_name(tpl) != NS_CHAT_UNKNOWN)
+		return ns_chat_family_from_name(tpl);
 	if (strstr(tpl, "<|start|>") && strstr(tpl, "<|channel|>") && strstr(tpl, "<|message|>"))
 		return NS_CHAT_GPTOSS;
 	if (strstr(tpl, "<|im_start|>") && strstr(tpl, "<think>") && strstr(tpl, "</think>"))
@@ -428,13 +496,24 @@ enum ns_chat_family ns_chat_family_detect(const char *tpl)
 	}
 	if (strstr(tpl, "<start_of_turn>") && strstr(tpl, "<end_of_turn>"))
 		return NS_CHAT_GEMMA;
-	return NS_CHAT_UNKNOWN;
+	if (strstr(tpl, "<|turn>") && strstr(tpl, "<turn|>"))
+		return NS_CHAT_GEMMA4;
+	return ns_chat_lcpp_detect(tpl);
 }
 
 static const char *const s_names[] = {
 	[NS_CHAT_UNKNOWN] = "unknown", [NS_CHAT_QWEN3] = "qwen3", [NS_CHAT_LLAMA3] = "llama3",
 	[NS_CHAT_GEMMA] = "gemma",     [NS_CHAT_GPTOSS] = "gptoss",  [NS_CHAT_LLAMA31] = "llama31",
-	[NS_CHAT_LLAMA32] = "llama32",
+	[NS_CHAT_LLAMA32] = "llama32", [NS_CHAT_GEMMA4] = "gemma4",
+	[NS_CHAT_CHATML] = "chatml", [NS_CHAT_PHI4] = "phi4", [NS_CHAT_MISTRAL_V1] = "mistral-v1",
+	[NS_CHAT_MISTRAL_V3] = "mistral-v3", [NS_CHAT_MISTRAL_V3_TEKKEN] = "mistral-v3-tekken",
+	[NS_CHAT_MISTRAL_V7] = "mistral-v7", [NS_CHAT_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
+	[NS_CHAT_LLAMA2] = "llama2", [NS_CHAT_LLAMA2_SYS] = "llama2-sys",
+	[NS_CHAT_LLAMA2_SYS_BOS] = "llama2-sys-bos", [NS_CHAT_LLAMA2_SYS_STRIP] = "llama2-sys-strip",
+	[NS_CHAT_PHI3] = "phi3", [NS_CHAT_ZEPHYR] = "zephyr", [NS_CHAT_VICUNA] = "vicuna",
+	[NS_CHAT_VICUNA_ORCA] = "vicuna-orca", [NS_CHAT_DEEPSEEK] = "deepseek",
+	[NS_CHAT_DEEPSEEK2] = "deepseek2", [NS_CHAT_DEEPSEEK3] = "deepseek3",
+	[NS_CHAT_COMMAND_R] = "command-r",
 };
 
 const char *ns_chat_family_name(enum ns_chat_family f)
@@ -488,6 +567,10 @@ int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t
 	case NS_CHAT_GEMMA:
 		rc = s_gemma(&b, msgs, n, gen, o, err, errlen);
 		break;
+	case NS_CHAT_GEMMA4:
+		s_gemma4(&b, msgs, n, gen, o);
+		rc = 0;
+		break;
 	case NS_CHAT_LLAMA31:
 		rc = s_llama31(&b, msgs, n, gen, o, "26 Jul 2024");
 		break;
@@ -501,10 +584,15 @@ int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t
 	case NS_CHAT_GPTOSS:
 		rc = s_gptoss(&b, msgs, n, gen, o, o->date ? o->date : today, err, errlen);
 		break;
-	default:
-		ns_errf(err, errlen, "chat: unknown chat template family");
-		rc = -EINVAL;
+	default: { /* llama.cpp's built-in families, or none */
+		char *t = NULL;
+
+		rc = ns_chat_lcpp_render(f, msgs, n, gen, &t, err, errlen);
+		if (rc == 0)
+			s_puts(&b, t);
+		free(t);
 		break;
+	}
 	}
 	if (!rc && b.oom) {
 		ns_errf(err, errlen, "chat: out of memory");

@@ -24,7 +24,7 @@ int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (!f->rows_ok || !kv || !kv->k) {
-		ns_errf(err, errlen, "forward: this backend evaluates one sequence at a time "
+		ns_errf(err, errlen, "forward: this pass (backend or architecture) evaluates one sequence at a time "
 			"(%u sequences asked for)", n_seq);
 		return -EINVAL;
 	}
@@ -62,6 +62,8 @@ uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq)
 
 int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past)
 {
+	if (seq == 0) /* ns_fwd_eval's sequence: its image offset too */
+		return ns_fwd_truncate(f, n_past);
 	if (seq >= ns_fwd_n_seq(f) || n_past > s_kv(f, seq)->n_past ||
 	    (f->recurrent && n_past && n_past != s_kv(f, seq)->n_past))
 		return -EINVAL;
@@ -76,6 +78,11 @@ static int s_check(struct ns_fwd *f, const struct ns_fwd_batch *b, uint32_t *cou
 	if (!b->n || (b->n_out && !b->logits)) {
 		ns_errf(f->err, sizeof(f->err), "forward: a batch of %u tokens, %u logits rows",
 			b->n, b->n_out);
+		return -EINVAL;
+	}
+	if (f->mm_end) { /* its M-RoPE offset is ns_fwd_eval's alone */
+		ns_errf(f->err, sizeof(f->err), "forward: sequence 0 holds an image: a batch does "
+			"not continue it (cut it back to 0 first)");
 		return -EINVAL;
 	}
 	for (uint32_t t = 0; t < b->n; t++) {

@@ -11,6 +11,7 @@
 static int (*const s_builders[])(struct ns_fwd *f, uint32_t ffn_rows, char *err,
 				 size_t errlen) = {
 	[NS_BUILD_LLAMA] = ns_llama_init,
+	[NS_BUILD_GEMMA] = ns_gemma_init,
 };
 
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
@@ -105,8 +106,21 @@ int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row
 	return rc;
 }
 
-int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
+int ns_fwd_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint64_t n, float *y)
 {
+	int rc = ns_weights_get_rows(f->w, tensor, ids, n, y);
+
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
+	return rc;
+}
+
+/* ns_fwd_eval and ns_fwd_eval_mm: the checks, then chunk by chunk (mm: that call's input) */
+static int s_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, const struct ns_fwd_mm *mm,
+		  float *logits, bool all)
+{
+	int rc = 0;
+
 	if (n == 0) {
 		ns_errf(f->err, sizeof(f->err), "forward: no tokens to evaluate");
 		return -EINVAL;
@@ -141,17 +155,63 @@ int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logi
 			f->row_pos[t] = f->kv->n_past + t;
 		}
 		f->n_out_rows = 0;
+		f->mm = mm;
+		f->mm_row0 = i0;
+		f->mm_n = n;
 		rc = f->eval_chunk(f, tokens + i0, nb, out, all);
+		f->mm = NULL;
 		if (rc < 0)
 			return rc;
 		f->kv->n_past += nb;
 	}
-	return 0;
+	return rc;
+}
+
+int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all)
+{
+	return s_eval(f, tokens, n, NULL, logits, all);
+}
+
+int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
+		   const struct ns_fwd_mm *mm, float *logits, bool all)
+{
+	const uint32_t n_ds = f->am->hp.n_deepstack, past = f->kv->n_past;
+	uint32_t end = 0; /* rows through the last image row */
+	int64_t top = -1;
+	int rc;
+
+	if (!f->mm_ok || !mm || !mm->pos || !mm->is_embd || !mm->embd ||
+	    (mm->deepstack ? mm->n_deepstack != n_ds : n_ds != 0)) {
+		ns_errf(f->err, sizeof(f->err), "forward: %s", !f->mm_ok ?
+			"this architecture takes no image input (M-RoPE)" : !mm || !mm->pos ||
+			!mm->is_embd || !mm->embd ? "an image call without positions or embeddings" :
+			"the image's DeepStack features do not match the model's layers");
+		return -EINVAL;
+	}
+	for (uint64_t i = 0; i < 3ull * n; i++) {
+		if (mm->pos[i] < 0 || mm->pos[i] >= INT32_MAX) {
+			ns_errf(f->err, sizeof(f->err), "forward: M-RoPE position %d of row %llu",
+				mm->pos[i], (unsigned long long)(i / 3));
+			return -EINVAL;
+		}
+		top = mm->pos[i] > top ? mm->pos[i] : top;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		end = mm->is_embd[i] ? i + 1 : end;
+	rc = s_eval(f, tokens, n, mm, logits, all);
+	if (rc == 0) { /* text after it: position = cache position + delta */
+		f->rope_delta = (int32_t)(top + 1 - (int64_t)f->kv->n_past);
+		if (end)
+			f->mm_end = past + end;
+	}
+	return rc;
 }
 
 void ns_fwd_reset(struct ns_fwd *f)
 {
 	f->kv->n_past = 0;
+	f->rope_delta = 0;
+	f->mm_end = 0;
 }
 
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
@@ -163,8 +223,29 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 			"position %u of %u (only to 0)", n_past, f->kv->n_past);
 		return -EINVAL;
 	}
+	if (n_past && n_past < f->mm_end) { /* the M-RoPE offset before it is not kept */
+		ns_errf(f->err, sizeof(f->err), "forward: a context with an image goes back "
+			"only to 0 or past the image (position %u of %u)", n_past, f->mm_end);
+		return -EINVAL;
+	}
+	if (!n_past) {
+		f->rope_delta = 0;
+		f->mm_end = 0;
+	}
 	f->kv->n_past = n_past; /* positions past it are written again before they are read */
 	return 0;
+}
+
+uint64_t ns_fwd_cache_bytes(const struct ns_fwd *f)
+{
+	uint64_t b = f->arch_cache_bytes;
+
+	for (uint32_t s = 0; s < ns_fwd_n_seq(f); s++) {
+		const struct ns_kvcache *c = s ? f->seq_kv[s] : f->kv;
+
+		b += c && c->k ? ns_kvcache_bytes(c) : 0;
+	}
+	return b;
 }
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f)

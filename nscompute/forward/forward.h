@@ -9,10 +9,14 @@
  * llama (llama 1/2/3, incl. llama3 rope_freqs factors), qwen3 (per-head q/k RMS norm, NeoX
  * RoPE), and the mixture-of-experts qwen3moe (qwen3 attention, softmax router, top-k
  * renormalised) and gpt-oss (biased projections, attention sinks, alternating sliding-window
- * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases), and the
+ * layers, YaRN, top-k-then-softmax router, clamped SwiGLU experts with biases), the
  * hybrid qwen35 / qwen35moe (Gated DeltaNet layers whose recurrent state and conv history are
  * per sequence and fixed in size, carried across calls and zeroed when a call starts at
- * position 0; gated full attention; a shared expert beside the routed ones). The pass reads
+ * position 0; gated full attention; a shared expert beside the routed ones), Qwen3-VL's text
+ * decoders qwen3vl / qwen3vlmoe on text (qwen3 / qwen3moe: at a text position every M-RoPE
+ * section has the same position, so the interleaved M-RoPE is NeoX's), and through
+ * gemma.h gemma3 and gemma4 (sliding and global layers of their own geometry and RoPE, KV-shared
+ * layers, per-layer inputs, sandwich norms, GELU(tanh), soft-capped logits). The pass reads
  * exactly the table's reads, in its order; what it refuses, ns_arch_check refuses first (the
  * same checks, without a weight read), with a clear line.
  *
@@ -74,6 +78,44 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
  * ns_fwd_error says why. After an error the sequence must be reset. */
 int ns_fwd_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits, bool all);
 
+/* A multimodal call (Qwen3-VL): rows whose input is an image embedding instead of a token,
+ * every row's M-RoPE position, and the DeepStack features. Rows are those of the call. */
+struct ns_fwd_mm {
+	const uint8_t *is_embd;  /* (n): row t takes embd's row t in place of tokens[t] */
+	const float *embd;       /* (n, n_embd); only the rows with is_embd are read */
+	const float *deepstack;  /* (n_deepstack, n, n_embd): added to the hidden state of the
+				  * rows with is_embd after text layer k < n_deepstack; NULL
+				  * only for a model without DeepStack layers */
+	uint32_t n_deepstack;    /* the model's n_deepstack_layers when deepstack is given */
+	const int32_t *pos;      /* (n, 3): M-RoPE positions (temporal, height, width) */
+};
+
+/* ns_fwd_eval with images (architectures with M-RoPE on the cpu builder: qwen3vl,
+ * qwen3vlmoe). Text evaluated later by ns_fwd_eval continues at M-RoPE position
+ * (largest position of this call + 1), as Transformers' rope deltas. Returns as ns_fwd_eval,
+ * or -EINVAL for an architecture without M-RoPE, a position below 0, or DeepStack features
+ * that do not match the model's. A sequence holding an image is cut back only to 0 or to a
+ * position past its last image (ns_fwd_truncate refuses others). */
+int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
+		   const struct ns_fwd_mm *mm, float *logits, bool all);
+
+/* One image of a multimodal prompt: the grid of tokens it becomes (frames, rows, columns,
+ * after the tower's merge). */
+struct ns_fwd_mm_grid {
+	uint32_t t, h, w;
+};
+
+/* M-RoPE positions of a prompt as Transformers' get_rope_index computes them: each maximal
+ * run of image_id in tokens stands for the next image (its length must be t * h * w); text
+ * row i gets (p, p, p) with p counting on from pos0, an image's row at (t, y, x) of its grid
+ * gets (p + t, p + y, p + x) and the text after it resumes at p + max(t, y, x) + 1.
+ * pos: (n, 3), is_embd: (n) 1 at image rows. *next: the position after the prompt. Returns
+ * 0, or -EINVAL with one line in err (a run of the wrong length, more or fewer runs than
+ * images, positions past 2^31). */
+int ns_fwd_mm_positions(const int32_t *tokens, uint32_t n, int32_t image_id,
+			const struct ns_fwd_mm_grid *grids, uint32_t n_images, int32_t pos0,
+			int32_t *pos, uint8_t *is_embd, int32_t *next, char *err, size_t errlen);
+
 /* Several sequences in one evaluation (nsctl serve's batched decoding): token t of the batch
  * goes to sequence seq[t] (< n_seq, each with its own KV cache) at that sequence's next
  * position; a sequence's tokens keep their order. Every weight is read once per chunk of
@@ -96,17 +138,21 @@ struct ns_fwd_batch {
  * batch must be cut back (ns_fwd_seq_truncate) before it is used again. */
 int ns_fwd_eval_batch(struct ns_fwd *f, const struct ns_fwd_batch *b);
 uint32_t ns_fwd_n_seq(const struct ns_fwd *f);
+/* Host bytes of the KV caches it allocated, every sequence's (0 for a pass whose caches live
+ * elsewhere); what nsplan's fixed set counts (nsplan/fixed_mem.h). */
+uint64_t ns_fwd_cache_bytes(const struct ns_fwd *f);
 /* Positions held by sequence seq (0: ns_fwd_n_past's). */
 uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq);
-/* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range, or
- * n_past past its end). */
+/* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range,
+ * n_past past its end, or a recurrent pass cut anywhere but 0 or its end). */
 int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past);
 
 /* Forget the sequence (n_past = 0). */
 void ns_fwd_reset(struct ns_fwd *f);
 
 /* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
- * or -EINVAL when n_past is past the sequence's end. */
+ * or -EINVAL when n_past is past the sequence's end (or, for a recurrent pass, neither 0
+ * nor the end). */
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);

@@ -38,6 +38,14 @@ struct ns_fwd {
 	bool recurrent;              /* recurrent layers (qwen35): their state is one sequence's
 				      * and cannot go back, so one sequence, truncated to 0 or
 				      * not at all */
+	/* ns_fwd_eval_mm: the call's multimodal input while it runs (row t of a chunk is row
+	 * mm_row0 + t of the call's mm_n), else NULL; mm_ok when the builder reads it */
+	const struct ns_fwd_mm *mm;
+	uint32_t mm_row0, mm_n;
+	bool mm_ok;
+	int32_t rope_delta;      /* sequence 0: M-RoPE position of its next text row minus its
+				  * cache position (0 without images) */
+	uint32_t mm_end;         /* sequence 0: cache positions through its last image call */
 	uint32_t n_ctx;
 	uint32_t n_batch;
 	uint32_t n_vocab;        /* logits per position */
@@ -48,6 +56,7 @@ struct ns_fwd {
 	uint32_t n_moe_layer;    /* MoE only: layers and experts per layer of expert_hits */
 	uint32_t n_expert;
 	uint64_t *expert_hits;   /* (n_moe_layer, n_expert) selection counts, owned; NULL dense */
+	uint64_t arch_cache_bytes; /* caches a builder keeps itself (gemma's per layer) */
 	char err[NS_ERR_LEN];
 };
 
@@ -63,14 +72,21 @@ int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
  * architecture). Returns 0, or -ENOMEM / -EINVAL (a pass without a host cache) with a line. */
 int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen);
 
-/* y (n_tok, ldy) = x (n_tok, cols) times rows [row0, row_end) of a weight, through the
- * provider; its error copied into f->err ("forward: ..."). */
+/* A builder's provider calls with the provider's error copied into f->err ("forward: ...").
+ * y (n_tok, ldy) = x (n_tok, cols) times rows [row0, row_end) of a weight; rows: the rows
+ * ids[0..n) of a row-read tensor, dequantized into y. Return as ns_weights_matmul /
+ * ns_weights_get_rows. */
 int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		  const float *x, uint64_t n_tok, float *y, uint64_t ldy);
+int ns_fwd_rows(struct ns_fwd *f, uint32_t tensor, const int64_t *ids, uint64_t n, float *y);
 
 /* llama.c: the NS_BUILD_LLAMA architectures (llama, qwen3, qwen3moe, gpt-oss; the MoE ones
  * through moe.h). Fills f->eval_chunk, arch, arch_destroy, held, kv, n_vocab, n_tok_rows
  * (MoE: n_moe_layer, n_expert, expert_hits). */
 int ns_llama_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
+
+/* gemma.c: the NS_BUILD_GEMMA architectures (gemma3, gemma4). Fills f->eval_chunk, arch,
+ * arch_destroy, held, kv (n_past only: each layer owns its cache), n_vocab, n_tok_rows. */
+int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen);
 
 #endif

@@ -57,6 +57,13 @@ int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_
 	return 0;
 }
 
+uint64_t ns_kvcache_bytes(const struct ns_kvcache *c)
+{
+	/* the sizes s_slab allocated without overflow */
+	return (uint64_t)c->n_layer * c->n_head_kv *
+	       (c->n_tile * c->k_tile_bytes + (uint64_t)c->n_ctx * c->v_row_bytes);
+}
+
 void ns_kvcache_destroy(struct ns_kvcache **c)
 {
 	if (!c || !*c)

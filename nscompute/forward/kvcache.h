@@ -46,6 +46,9 @@ int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_
 		   uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv, struct ns_kvcache **out);
 void ns_kvcache_destroy(struct ns_kvcache **c);
 
+/* Bytes of its K and V storage. */
+uint64_t ns_kvcache_bytes(const struct ns_kvcache *c);
+
 /* Store position pos (< n_ctx, the caller's) of layer l: k (n_head_kv, dk), v (n_head_kv, dv),
  * converted to the cache's types. */
 void ns_kvcache_store(struct ns_kvcache *c, uint32_t l, uint32_t pos, const float *k,

@@ -313,7 +313,12 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 				ns_rmsnorm(kt + (uint64_t)h * L->dk, kt + (uint64_t)h * L->dk,
 					   y->k_norm, L->dk, L->eps);
 		}
-		ns_rope_angles(&L->rope, (int64_t)f->row_pos[t], L->cs);
+		if (f->mm) /* an image call: every row's own (t, h, w) */
+			ns_rope_angles_mrope(&L->rope, f->mm->pos + 3ull * (f->mm_row0 + t),
+					     f->am->hp.rope_sections, L->cs);
+		else /* text: (t, t, t), past the images of sequence 0 */
+			ns_rope_angles(&L->rope, (int64_t)f->row_pos[t] +
+				       (f->row_kv[t] == f->kv ? f->rope_delta : 0), L->cs);
 		ns_rope_rotate(&L->rope, L->cs, qt, L->n_head, L->dk);
 		ns_rope_rotate(&L->rope, L->cs, kt, L->n_head_kv, L->dk);
 		/* into the cache of the row's own sequence */
@@ -357,6 +362,27 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 	return 0;
 }
 
+/* x[t] = (add ? x[t] + : ) src[mm_row0 + t] for the chunk's rows that are image rows
+ * (src: (mm_n, n_embd), the call's rows) */
+static void s_mm_rows(const struct ns_fwd *f, const struct ns_llama *L, uint32_t n,
+		      const float *src, float *x, bool add)
+{
+	for (uint32_t t = 0; t < n; t++) {
+		const uint64_t r = (uint64_t)f->mm_row0 + t;
+		const float *s = src + r * L->n_embd;
+		float *d = x + (uint64_t)t * L->n_embd;
+
+		if (!f->mm->is_embd[r])
+			continue;
+		if (!add) {
+			memcpy(d, s, (size_t)L->n_embd * sizeof(float));
+			continue;
+		}
+		for (uint32_t i = 0; i < L->n_embd; i++)
+			d[i] += s[i];
+	}
+}
+
 static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			bool all)
 {
@@ -372,9 +398,15 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
 		return rc;
 	}
+	if (f->mm) /* an image's rows: its embeddings instead */
+		s_mm_rows(f, L, n, f->mm->embd, L->x, false);
 	for (uint32_t l = 0; l < L->n_layer; l++) {
 		if ((rc = s_attention_block(f, L, l, n)) || (rc = s_ffn_block(f, L, l, n)))
 			return rc;
+		/* DeepStack: the tower's features of level l added after text layer l */
+		if (f->mm && f->mm->deepstack && l < f->mm->n_deepstack)
+			s_mm_rows(f, L, n, f->mm->deepstack + (uint64_t)l * f->mm_n * L->n_embd,
+				  L->x, true);
 	}
 	if (!logits)
 		return 0;
@@ -460,6 +492,8 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 		return 0;
 	}
 	f->recurrent = am->kinds & NS_LAYER_RECURRENT;
+	/* images (ns_fwd_eval_mm): M-RoPE with its sections in the file */
+	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
 	if (f->recurrent && (rc = ns_dnet_new(f, f->n_batch, &L->dnet, err, errlen)))
 		return rc;
 	rc = ns_kvcache_new(L->n_kv_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,

@@ -57,3 +57,10 @@ float ns_silu(float x)
 {
 	return x / (1.0f + expf(-x));
 }
+
+float ns_gelu_tanh(float x)
+{
+	const float sqrt_2_over_pi = 0.79788456080286535588f;
+
+	return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+}

@@ -18,4 +18,9 @@ void ns_softmax_sink(float *x, uint32_t n, float sink);
 /* x * sigmoid(x) */
 float ns_silu(float x);
 
+/* GELU, tanh approximation (Transformers' gelu_pytorch_tanh), evaluated in float with tanhf:
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Not ggml's f16 table, which moves gemma's
+ * logits by up to 4e-3. */
+float ns_gelu_tanh(float x);
+
 #endif

@@ -37,23 +37,45 @@ static void s_yarn(const struct ns_rope *r, float theta_extrap, uint32_t i, floa
 	*s = sinf(theta) * mscale;
 }
 
+/* cos and sin of pair i at unscaled angle theta (position times theta_scale^i) */
+static void s_pair(const struct ns_rope *r, float theta, uint32_t i, float *cs)
+{
+	const float ff = r->freq_factors ? r->freq_factors[i] : 1.0f;
+
+	if (r->ext_factor != 0.0f) {
+		s_yarn(r, theta / ff, i, &cs[2 * i + 0], &cs[2 * i + 1]);
+	} else {
+		const float th = r->freq_scale * (theta / ff);
+
+		cs[2 * i + 0] = cosf(th);
+		cs[2 * i + 1] = sinf(th);
+	}
+}
+
 void ns_rope_angles(const struct ns_rope *r, int64_t pos, float *cs)
 {
 	const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
 	float theta = (float)pos; /* p * theta_scale^i, built up as ggml builds it */
 
 	for (uint32_t i = 0; i < r->n_dims / 2; i++) {
-		const float ff = r->freq_factors ? r->freq_factors[i] : 1.0f;
-
-		if (r->ext_factor != 0.0f) {
-			s_yarn(r, theta / ff, i, &cs[2 * i + 0], &cs[2 * i + 1]);
-		} else {
-			const float th = r->freq_scale * (theta / ff);
-
-			cs[2 * i + 0] = cosf(th);
-			cs[2 * i + 1] = sinf(th);
-		}
+		s_pair(r, theta, i, cs);
 		theta *= theta_scale;
+	}
+}
+
+void ns_rope_angles_mrope(const struct ns_rope *r, const int32_t pos[3],
+			  const uint32_t sections[4], float *cs)
+{
+	const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_dims);
+	float theta[3] = { (float)pos[0], (float)pos[1], (float)pos[2] };
+
+	for (uint32_t i = 0; i < r->n_dims / 2; i++) {
+		const unsigned axis = i % 3 == 1 && i < 3 * sections[1] ? 1 :
+				      i % 3 == 2 && i < 3 * sections[2] ? 2 : 0;
+
+		s_pair(r, theta[axis], i, cs);
+		for (unsigned a = 0; a < 3; a++)
+			theta[a] *= theta_scale;
 	}
 }
 void ns_rope_rotate(const struct ns_rope *r, const float *cs, float *x, uint32_t n_heads,

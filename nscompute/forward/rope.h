@@ -38,6 +38,13 @@ void ns_rope_yarn_init(struct ns_rope *r, uint32_t n_ctx_orig, float beta_fast, 
 /* cs: (n_dims) as [cos_0, sin_0, cos_1, sin_1, ...] for position pos. */
 void ns_rope_angles(const struct ns_rope *r, int64_t pos, float *cs);
 
+/* Interleaved M-RoPE (Qwen3-VL; Transformers' apply_interleaved_mrope, llama.cpp's imrope):
+ * pair i rotates by the height position pos[1] when i % 3 == 1 and i < 3 * sections[1], by
+ * the width position pos[2] when i % 3 == 2 and i < 3 * sections[2], else by the temporal
+ * position pos[0]. With three equal positions this is ns_rope_angles. cs as there. */
+void ns_rope_angles_mrope(const struct ns_rope *r, const int32_t pos[3],
+			  const uint32_t sections[4], float *cs);
+
 /* Rotate x: (n_heads, head_dim) in place with the angles from ns_rope_angles. */
 void ns_rope_rotate(const struct ns_rope *r, const float *cs, float *x, uint32_t n_heads,
 		    uint32_t head_dim);

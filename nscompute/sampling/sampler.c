@@ -291,39 +291,93 @@ static size_t s_penalized(struct ns_sampler *s, const float *logits)
  * top-k selects straight from them; the penalties touch only the history's tokens. Draws and
  * choices are those of ns_sample_penalties, _top_k, _top_p, _min_p, _temp, _draw in turn on
  * all n_vocab candidates (tests/sampling/test_sampling.c checks it). */
-int32_t ns_sampler_sample(struct ns_sampler *s, const float *logits)
+static bool s_penalizes(const struct ns_sampler *s)
 {
 	const struct ns_sampler_params *p = &s->p;
-	struct ns_cands c = { .data = s->cands, .scratch = &s->sort_scratch };
-	const bool top_k_off = p->top_k <= 0 || (uint32_t)p->top_k >= s->n_vocab;
-	bool top_p_done = false;
-	size_t np = 0;
+
+	return s->hist_n && (p->repeat_penalty != 1.0f || p->freq_penalty != 0.0f ||
+			     p->presence_penalty != 0.0f);
+}
+
+/* Greedy: the argmax of the penalized logits. */
+static int32_t s_greedy(struct ns_sampler *s, const float *logits)
+{
+	size_t np = s_penalizes(s) ? s_penalized(s, logits) : 0;
 	float unused;
 
-	if (s->hist_n && (p->repeat_penalty != 1.0f || p->freq_penalty != 0.0f ||
-			  p->presence_penalty != 0.0f))
-		np = s_penalized(s, logits);
-	if (p->temperature <= 0.0f)
-		return s_argmax(logits, s->n_vocab, s->pen_id, s->pen_logit, np, &unused);
+	return s_argmax(logits, s->n_vocab, s->pen_id, s->pen_logit, np, &unused);
+}
+
+/* The chain up to the draw (temperature > 0): the survivors into *c, their logits tempered. */
+static void s_chain(struct ns_sampler *s, const float *logits, struct ns_cands *c)
+{
+	const struct ns_sampler_params *p = &s->p;
+	const bool top_k_off = p->top_k <= 0 || (uint32_t)p->top_k >= s->n_vocab;
+	bool top_p_done = false;
+	size_t np = s_penalizes(s) ? s_penalized(s, logits) : 0;
+
 	if (top_k_off && p->top_p >= 1.0f && p->min_p > 0.0f &&
-	    s_min_p_logits(&c, logits, s->n_vocab, p->min_p, s->pen_id, s->pen_logit, np)) {
+	    s_min_p_logits(c, logits, s->n_vocab, p->min_p, s->pen_id, s->pen_logit, np)) {
 		/* min-p alone (gpt-oss's settings): only its survivors become candidates */
 	} else if (top_k_off && p->top_p < 1.0f &&
-		   s_top_p_logits(&c, logits, s->n_vocab, p->top_p, s->pen_id, s->pen_logit,
+		   s_top_p_logits(c, logits, s->n_vocab, p->top_p, s->pen_id, s->pen_logit,
 				  np, s->fsum)) {
 		top_p_done = true; /* top-p alone: only the nucleus becomes candidates */
 	} else if (!top_k_off) {
-		s_top_k_logits(&c, logits, s->n_vocab, (size_t)p->top_k, s->pen_id, s->pen_logit,
+		s_top_k_logits(c, logits, s->n_vocab, (size_t)p->top_k, s->pen_id, s->pen_logit,
 			       np);
 	} else {
-		ns_cands_init(&c, logits, s->n_vocab);
+		ns_cands_init(c, logits, s->n_vocab);
 		for (size_t j = 0; j < np; j++)
-			c.data[s->pen_id[j]].logit = s->pen_logit[j];
+			c->data[s->pen_id[j]].logit = s->pen_logit[j];
 	}
 	if (!top_p_done)
-		ns_sample_top_p(&c, p->top_p, 1);
-	ns_sample_min_p(&c, p->min_p, 1); /* (after s_min_p_logits: cuts nothing more) */
-	ns_sample_temp(&c, p->temperature);
+		ns_sample_top_p(c, p->top_p, 1);
+	ns_sample_min_p(c, p->min_p, 1); /* (after s_min_p_logits: cuts nothing more) */
+	ns_sample_temp(c, p->temperature);
+}
+
+int32_t ns_sampler_sample(struct ns_sampler *s, const float *logits)
+{
+	struct ns_cands c = { .data = s->cands, .scratch = &s->sort_scratch };
+
+	if (s->p.temperature <= 0.0f)
+		return s_greedy(s, logits);
+	s_chain(s, logits, &c);
+	return ns_sample_draw(&c, &s->rng);
+}
+
+/* Speculative sampling for a deterministic drafter (its distribution q is one-hot on draft):
+ * accept with probability min(1, p(draft) / q(draft)) = p(draft); on a rejection draw from
+ * max(p - q, 0) renormalised, i.e. p without draft. Any token x then comes out with
+ * probability p(x) (draft: p(draft); another: (1 - p(draft)) p(x) / (1 - p(draft))). */
+int32_t ns_sampler_verify(struct ns_sampler *s, const float *logits, int32_t draft,
+			  bool *accepted)
+{
+	struct ns_cands c = { .data = s->cands, .scratch = &s->sort_scratch };
+	double p_draft = 0.0;
+	size_t at = SIZE_MAX;
+
+	if (s->p.temperature <= 0.0f) {
+		const int32_t id = s_greedy(s, logits);
+
+		*accepted = id == draft;
+		return id;
+	}
+	s_chain(s, logits, &c);
+	ns_cands_softmax(&c);
+	for (size_t i = 0; i < c.n; i++)
+		if (c.data[i].id == draft) {
+			p_draft = c.data[i].p;
+			at = i;
+		}
+	*accepted = ns_rng_uniform(&s->rng) < p_draft;
+	if (*accepted)
+		return draft;
+	if (at != SIZE_MAX) { /* the residual: the survivors without draft (still sorted) */
+		memmove(&c.data[at], &c.data[at + 1], (c.n - at - 1) * sizeof(c.data[0]));
+		c.n--;
+	}
 	return ns_sample_draw(&c, &s->rng);
 }
 

@@ -90,6 +90,13 @@ struct ns_sampler;
 int ns_sampler_new(const struct ns_sampler_params *p, uint32_t n_vocab, struct ns_sampler **out);
 /* Choose a token from logits (n_vocab); logits are not modified. Does not accept it. */
 int32_t ns_sampler_sample(struct ns_sampler *s, const float *logits);
+/* Verify a drafted token against logits with the same chain (speculative sampling, the
+ * drafter deterministic): greedy returns the argmax, *accepted when it is draft; sampling
+ * accepts draft with its probability after the chain, else draws from the chain's
+ * distribution without draft. The token returned is distributed exactly as
+ * ns_sampler_sample's. Does not accept it into the history. */
+int32_t ns_sampler_verify(struct ns_sampler *s, const float *logits, int32_t draft,
+			  bool *accepted);
 /* Record a token in the penalty history (prompt tokens and generated ones). */
 void ns_sampler_accept(struct ns_sampler *s, int32_t token);
 void ns_sampler_destroy(struct ns_sampler **s);

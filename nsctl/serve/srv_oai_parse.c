@@ -500,7 +500,8 @@ static int s_chat(const struct srv_model_info *mi, json_t *o, struct srv_params 
 		return s_oom(e);
 	if (rc < 0)
 		return srv_err(e, 400, S_INVALID, "invalid_value", "messages", "%s", err);
-	rc = ns_tok_encode(mi->tok, text, strlen(text), false, true, &p->prompt, &n_ids);
+	rc = ns_tok_encode(mi->tok, text, strlen(text), ns_chat_family_adds_bos(mi->fam), true,
+			   &p->prompt, &n_ids);
 	free(text);
 	if (rc < 0)
 		return s_oom(e);

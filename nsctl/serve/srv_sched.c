@@ -44,6 +44,7 @@ struct srv_sched {
 	const struct ns_tok *tok;
 	struct srv_sched_opts o;
 	uint32_t n_slots, n_vocab, n_ctx;
+	bool whole_prefix;        /* recurrent model: reuse a slot only whole (s_pick_slot) */
 	struct srv_slot *slots;
 	float *biased;            /* (n_vocab) logits + logit_bias */
 	struct srv_req *head, *tail;
@@ -128,7 +129,9 @@ static uint32_t s_lcp(const int32_t *a, uint32_t na, const int32_t *b, uint32_t 
 	return k;
 }
 
-/* The free slot for a prompt: longest shared prefix, then least recently used. */
+/* The free slot for a prompt: longest shared prefix, then least recently used. A recurrent
+ * model's state cannot be cut back: its slot's prefix counts only when it is all the slot
+ * holds and the prompt goes past it (else the prompt is evaluated whole, from position 0). */
 static int64_t s_pick_slot(struct srv_sched *s, const int32_t *prompt, uint32_t n,
 			   uint32_t *lcp)
 {
@@ -142,6 +145,8 @@ static int64_t s_pick_slot(struct srv_sched *s, const int32_t *prompt, uint32_t 
 		if (sl->busy)
 			continue;
 		k = s->o.no_reuse ? 0 : s_lcp(sl->toks, sl->n, prompt, n);
+		if (s->whole_prefix && (k < sl->n || k >= n))
+			k = 0;
 		if (best < 0 || k > best_lcp ||
 		    (k == best_lcp && sl->last_used < s->slots[best].last_used)) {
 			best = i;
@@ -513,6 +518,7 @@ int srv_sched_start(struct srv_engine *eng, const struct ns_tok *tok,
 	s->n_slots = srv_engine_n_slots(eng);
 	s->n_vocab = srv_engine_n_vocab(eng);
 	s->n_ctx = srv_engine_n_ctx(eng);
+	s->whole_prefix = ns_engine_is_recurrent(srv_engine_ns(eng));
 	s->slots = calloc(s->n_slots, sizeof(*s->slots));
 	s->biased = malloc((size_t)s->n_vocab * sizeof(float));
 	if (s->slots && s->biased) {

@@ -13,7 +13,7 @@ const uint32_t ct_types[14] = { NS_TYPE_F32, NS_TYPE_F16, NS_TYPE_BF16, NS_TYPE_
 const char *const ct_type_names[14] = { "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1",
 	"q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "mxfp4" };
 
-void ct_init(const char *test)
+int ct_init(const char *test)
 {
 	struct ns_cuda_devinfo di;
 	char err[256];
@@ -25,6 +25,7 @@ void ct_init(const char *test)
 	if (ns_cuda_init(0, err, sizeof(err)) || ns_cuda_device_info(0, &di, err, sizeof(err)))
 		CT_FAIL("%s", err);
 	printf("%s on %s (sm_%d%d, %d SMs)\n", test, di.name, di.cc_major, di.cc_minor, di.n_sm);
+	return di.n_sm;
 }
 
 void *ct_dev(size_t n)

@@ -14,8 +14,9 @@
 #define CT_CHECK(call) do { int rc_ = (call); if (rc_) \
 	CT_FAIL("%s = %d (%s)", #call, rc_, ns_cuda_last_error()); } while (0)
 
-/* Exit 77 without a device, else initialise device 0 and print its name. */
-void ct_init(const char *test);
+/* Exit 77 without a device, else initialise device 0, print its name and return its number
+ * of SMs. */
+int ct_init(const char *test);
 
 /* Device copy of n bytes of host memory (allocation failure fails the test). */
 void *ct_upload(const void *src, size_t n);

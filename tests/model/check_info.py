@@ -107,7 +107,8 @@ def main():
         # runnable exactly where our forward pass knows the architecture and the file has
         # weights (the oracle's models are consistent; vocabulary-only files are not models);
         # otherwise the reason names the architecture
-        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe"):
+        if arch in ("llama", "qwen3", "qwen3moe", "gpt-oss", "qwen35", "qwen35moe", "gemma3",
+                    "gemma4", "qwen3vl", "qwen3vlmoe"):
             if got.get("runnable") is not bool(meta["tensors"]):
                 fail(f"{rel}: {len(meta['tensors'])} tensors, runnable {got.get('runnable')}: "
                      f"{got.get('unrunnable_why')}")

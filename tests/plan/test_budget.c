@@ -185,22 +185,30 @@ static void s_split(void)
 }
 
 /* KV cache, by hand from tiny/README.md (f32 K and V, 4 bytes):
- *   qwen3: 2 layers, kv width 2*64 = 128:  2 * n_ctx * (128 + 128) * 4
- *   gpt-oss: layer 0 slides (window 8), layer 1 full
+ *   qwen3: 2 layers, kv width 2*64 = 128:  2 * (ceil16(n_ctx) + n_ctx) * 128 * 4 (K in tiles
+ *          of 16 positions)
+ *   gpt-oss: layer 0 slides (window 8), layer 1 full; every cache holds the whole context
  *   gemma3: layers 0-4 slide (window 8), layer 5 full
  *   gemma4: layers 0,1 slide, width 128; layer 2 full, 1 kv head of 128, V = K
  *   qwen35: only layer 3 has attention; layers 0-2 carry conv (3 * 512) and 64 * 256 state */
 static void s_fixed(void)
 {
-	static const struct { const char *rel; uint32_t ctx; uint64_t kv; uint32_t swa;
+	/* kk / kv: the f32 bytes of the K and of the V caches */
+	static const struct { const char *rel; uint32_t ctx; uint64_t kk, kv; uint32_t swa;
 			      uint64_t rec; } c[] = {
-		{ "tiny/tiny-qwen3-Q4_K_M.gguf", 256, 2ull * 256 * 256 * 4, 0, 0 },
-		{ "tiny/tiny-qwen3-Q4_K_M.gguf", 1000, 2ull * 1000 * 256 * 4, 0, 0 },
-		{ "tiny/tiny-gpt-oss-MXFP4_MOE.gguf", 256, (8ull + 256) * 256 * 4, 1, 0 },
-		{ "tiny/tiny-gpt-oss-MXFP4_MOE.gguf", 4, (4ull + 4) * 256 * 4, 1, 0 },
-		{ "tiny/tiny-gemma3-Q4_K_M.gguf", 256, (5ull * 8 + 256) * 256 * 4, 5, 0 },
-		{ "tiny/tiny-gemma4-Q4_K_M.gguf", 256, (2ull * 8 * 256 + 256 * 256) * 4, 2, 0 },
-		{ "tiny/tiny-qwen35-Q4_K_M.gguf", 256, 256ull * 256 * 4, 0,
+		{ "tiny/tiny-qwen3-Q4_K_M.gguf", 256, 2ull * 256 * 128 * 4, 2ull * 256 * 128 * 4,
+		  0, 0 },
+		{ "tiny/tiny-qwen3-Q4_K_M.gguf", 1000, 2ull * 1008 * 128 * 4, 2ull * 1000 * 128 * 4,
+		  0, 0 },
+		{ "tiny/tiny-gpt-oss-MXFP4_MOE.gguf", 256, 2ull * 256 * 128 * 4,
+		  2ull * 256 * 128 * 4, 1, 0 },
+		{ "tiny/tiny-gpt-oss-MXFP4_MOE.gguf", 4, 2ull * 16 * 128 * 4, 2ull * 4 * 128 * 4, 1,
+		  0 },
+		{ "tiny/tiny-gemma3-Q4_K_M.gguf", 256, 6ull * 256 * 128 * 4, 6ull * 256 * 128 * 4, 5,
+		  0 },
+		{ "tiny/tiny-gemma4-Q4_K_M.gguf", 256, 3ull * 256 * 128 * 4, 3ull * 256 * 128 * 4, 2,
+		  0 },
+		{ "tiny/tiny-qwen35-Q4_K_M.gguf", 256, 256ull * 128 * 4, 256ull * 128 * 4, 0,
 		  3ull * (3 * 512 + 64 * 256) * 4 },
 	};
 	char path[1024], err[NS_ERR_LEN];
@@ -218,11 +226,11 @@ static void s_fixed(void)
 			ns_model_close(&m);
 			continue;
 		}
-		CHECK(fx.kv_bytes == c[i].kv && fx.n_swa_layers == c[i].swa &&
+		CHECK(fx.kv_bytes == c[i].kk + c[i].kv && fx.n_swa_layers == c[i].swa &&
 		      fx.recurrent_bytes == c[i].rec, "%s ctx %u: kv %" PRIu64 " (want %" PRIu64
 		      "), swa %u (want %u), recurrent %" PRIu64 " (want %" PRIu64 ")", c[i].rel,
-		      c[i].ctx, fx.kv_bytes, c[i].kv, fx.n_swa_layers, c[i].swa, fx.recurrent_bytes,
-		      c[i].rec);
+		      c[i].ctx, fx.kv_bytes, c[i].kk + c[i].kv, fx.n_swa_layers, c[i].swa,
+		      fx.recurrent_bytes, c[i].rec);
 		CHECK(fx.margin_bytes == (fx.kv_bytes + fx.recurrent_bytes + fx.scratch_bytes + 777) /
 		      NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN &&
 		      fx.total == fx.kv_bytes + fx.recurrent_bytes + fx.scratch_bytes + 777 +
@@ -233,11 +241,11 @@ static void s_fixed(void)
 
 			CHECK(!nsplan_fixed_compute_kv(m, &hp, c[i].ctx, 64, 34, 777, &fh, err,
 						       sizeof(err)) &&
-			      fh.kv_bytes == c[i].kv / 2 / 2 + c[i].kv / 2 * 34 / 128 &&
+			      fh.kv_bytes == c[i].kk / 2 + c[i].kv * 34 / 128 &&
 			      fh.total == fh.kv_bytes + fh.recurrent_bytes + fh.scratch_bytes + 777 +
 			      fh.margin_bytes,
 			      "%s ctx %u: f16/q8_0 kv %" PRIu64 " (want %" PRIu64 ")", c[i].rel,
-			      c[i].ctx, fh.kv_bytes, c[i].kv / 4 + c[i].kv / 2 * 34 / 128);
+			      c[i].ctx, fh.kv_bytes, c[i].kk / 2 + c[i].kv * 34 / 128);
 		}
 		ns_model_close(&m);
 	}

@@ -7,6 +7,10 @@
 #include "gguf_write.h"
 #include "run_testlib.h"
 
+/* A Qwen3-style (ChatML) template: the library renders it as the qwen3 family. */
+#define RT_QWEN3_TEMPLATE "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}" \
+	"<|im_end|>\n{%- endfor %}<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
 /* Copy src to dst with tokenizer.chat_template set to tpl. Exits 1 on failure. */
 static inline void rt_copy_with_template(const char *src, const char *dst, const char *tpl)
 {

@@ -32,6 +32,98 @@ static int s_on_token(const char *piece, size_t len, int32_t id, void *user)
 	return a->stop_after && a->n >= a->stop_after;
 }
 
+/* The sampler chain on its own (neurostream.h): sampling from ns_engine_logits of the
+ * growing sequence, with the prompt and each chosen token accepted, chooses exactly the tokens
+ * ns_engine_generate chose with the same settings and seed (penalties on, so the history
+ * counts too); a bad setting is refused. */
+static void s_sampler_chain(struct ns_engine *e, const char *prompt)
+{
+	struct ns_gen_params g;
+	struct ns_sampler_chain *ch = NULL;
+	struct s_acc want = { 0 };
+	int32_t *ids = NULL, seq[MAX_TOK * 4];
+	size_t n = 0;
+	float *lg;
+
+	ns_gen_params_default(&g);
+	g.n_predict = 16;
+	g.seed = 42;
+	g.repeat_penalty = 1.3f;
+	g.repeat_last_n = 8;
+	g.no_stop = true;
+	RT_CHECK(ns_engine_generate(e, prompt, &g, s_on_token, &want) == 0 && want.n == 16,
+		 "sampled generate: %s", ns_engine_error(e));
+	RT_CHECK(ns_engine_tokenize(e, prompt, true, &ids, &n) == 0 && n + 16 < MAX_TOK * 4,
+		 "tokenize");
+	memcpy(seq, ids, n * sizeof(*ids));
+	RT_CHECK(ns_sampler_chain_new(&g, ns_engine_n_vocab(e), &ch) == 0, "chain");
+	for (size_t i = 0; i < n; i++)
+		ns_sampler_chain_accept(ch, seq[i]);
+	lg = malloc((n + 16) * ns_engine_n_vocab(e) * sizeof(float));
+	RT_CHECK(lg, "out of memory");
+	for (size_t k = 0; k < 16; k++) {
+		int32_t id;
+
+		RT_CHECK(ns_engine_logits(e, seq, (uint32_t)(n + k), lg) == 0, "logits: %s",
+			 ns_engine_error(e));
+		id = ns_sampler_chain_sample(ch, lg + (n + k - 1) * ns_engine_n_vocab(e));
+		RT_CHECK(id == want.ids[k], "chain token %zu: %d, generate chose %d", k, id,
+			 want.ids[k]);
+		ns_sampler_chain_accept(ch, id);
+		seq[n + k] = id;
+	}
+	ns_sampler_chain_free(&ch);
+	RT_CHECK(!ch, "free did not null");
+	ns_sampler_chain_free(&ch);
+	g.repeat_last_n = -1;
+	RT_CHECK(ns_sampler_chain_new(&g, 512, &ch) == -EINVAL && !ch, "negative history taken");
+	printf("sampler chain: 16 sampled tokens (seed 42, penalties over 8) = generate's\n");
+	free(lg);
+	free(ids);
+}
+
+/* Incremental evaluation: the context grown in pieces (a chunk with every row's logits, then
+ * token by token with the last row's), cut back and grown again, gives the logits of the
+ * whole sequence evaluated at once, bit for bit. */
+static void s_incremental(struct ns_engine *e, const int32_t *ids, uint32_t n)
+{
+	const uint32_t nv = ns_engine_n_vocab(e);
+	float *ref = malloc((size_t)n * nv * sizeof(float)), *got = malloc((size_t)n * nv * 4);
+	int32_t other[MAX_TOK];
+
+	RT_CHECK(ref && got && n > 6 && n < MAX_TOK, "setup");
+	RT_CHECK(ns_engine_logits(e, ids, n, ref) == 0, "logits: %s", ns_engine_error(e));
+	RT_CHECK(ns_engine_n_past(e) == 0, "logits leaves a context of %u", ns_engine_n_past(e));
+	RT_CHECK(ns_engine_eval(e, ids, 4, got, true) == 0, "eval: %s", ns_engine_error(e));
+	for (uint32_t i = 4; i < n; i++)
+		RT_CHECK(ns_engine_eval(e, ids + i, 1, got + (size_t)i * nv, false) == 0,
+			 "eval %u: %s", i, ns_engine_error(e));
+	RT_CHECK(!memcmp(got, ref, (size_t)n * nv * sizeof(float)) && ns_engine_n_past(e) == n,
+		 "4 then 1 by 1: logits differ from one call, or n_past %u", ns_engine_n_past(e));
+	/* back to 6, the same tail again in one call: the same rows */
+	RT_CHECK(ns_engine_rollback(e, 6) == 0 && ns_engine_n_past(e) == 6, "rollback 6");
+	RT_CHECK(ns_engine_eval(e, ids + 6, n - 6, got + 6 * nv, true) == 0 &&
+		 !memcmp(got, ref, (size_t)n * nv * sizeof(float)), "after rollback to 6: differ");
+	/* back to 3, another tail: the logits of that sequence from scratch */
+	memcpy(other, ids, 3 * sizeof(*ids));
+	for (uint32_t i = 3; i < n; i++)
+		other[i] = ids[n - 1 - (i - 3)];
+	RT_CHECK(ns_engine_logits(e, other, n, ref) == 0, "logits of the other sequence");
+	RT_CHECK(ns_engine_eval(e, ids, 3, NULL, false) == 0 && ns_engine_eval(e, ids + 3, 2,
+		 NULL, false) == 0 && ns_engine_rollback(e, 3) == 0 &&
+		 ns_engine_eval(e, other + 3, n - 3, got + 3 * nv, true) == 0 &&
+		 !memcmp(got + 3 * nv, ref + 3 * nv, (size_t)(n - 3) * nv * sizeof(float)),
+		 "3, 2 more, back to 3, another tail: differs from that sequence at once");
+	RT_CHECK(ns_engine_rollback(e, n + 1) == -EINVAL && ns_engine_n_past(e) == n,
+		 "a rollback past the end taken");
+	ns_engine_reset(e);
+	RT_CHECK(ns_engine_n_past(e) == 0, "reset leaves %u", ns_engine_n_past(e));
+	printf("incremental: %u tokens in pieces, rolled back to 6 and to 3: logits bit-identical "
+	       "to one call\n", n);
+	free(ref);
+	free(got);
+}
+
 int main(void)
 {
 	char path[PATH_MAX], model[PATH_MAX], err[512], id[32];
@@ -158,6 +250,10 @@ int main(void)
 	}
 	ids32[0] = 512;
 	RT_CHECK(ns_engine_logits(e, ids32, 1, lg) == -EINVAL, "token 512 accepted");
+	s_sampler_chain(e, prompt);
+	for (size_t i = 0; i < n_toks; i++)
+		ids32[i] = (int32_t)toks[i];
+	s_incremental(e, ids32, (uint32_t)n_toks);
 
 	ns_engine_free(&e); /* a child ending badly says "at shutdown" on stderr (log) */
 	RT_CHECK(!e, "free did not null");

@@ -236,6 +236,8 @@ def run_all(tmp):
           # refused from the model file, before any process starts (m: dense, llama template)
           row(NSCTL, ["run", m, "-p", "x", "--warmup", "hello"], 2, ["--warmup", "experts"]),
           row(NSCTL, ["run", m, "-p", "x", "--final-only"], 2, ["--final-only", "harmony"]),
+          row(NSCTL, ["run", m, "-p", "x", "--thinking"], 2, ["--thinking", "Gemma 4"]),
+          row(NSCTL, ["run", m, "--raw", "--thinking"], 2, ["--raw"]),
           row(NSCTL, ["run", m, "--reserve-vram", "1MB"], 2, ["--reserve-vram"]),
           row(NSCTL, ["run", m, "--mem-budget", "4KB"], 2, ["--mem-budget", "smallest"]),
           row(NSCTL, ["run", m, "--mem-budget", "4KB", "--no-plan"], 2, ["smallest"],

@@ -47,7 +47,8 @@ M = MODEL
 DEFAULTS = {"model": M, "prompt": "", "system": "", "n_predict": "128", "temp": "0.8",
             "top_k": "40", "top_p": "0.95", "min_p": "0.05", "repeat_penalty": "1",
             "repeat_last_n": "64", "seed": "random", "threads": "0", "ctx": "0",
-            "batch": "0", "ngl": "-1", "backend": "cpu", "mem_budget": "0", "ram_budget": "0",
+            "batch": "0", "ngl": "-1", "backend": "cpu", "mem_budget": "auto",
+            "ram_budget": "auto",
             "vram_budget": "0", "cache_type_k": "f32", "cache_type_v": "f32", "chat": "0",
             "json": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0"}
 

@@ -31,6 +31,7 @@ static int s_dec_any(const uint8_t *b, size_t n, uint32_t n_vocab)
 	struct ns_cmsg_token t;
 	struct ns_cmsg_done d;
 	struct ns_cmsg_error er;
+	struct ns_cmsg_spec sp;
 	int ok = 0;
 
 	ok += ns_cmsg_dec_eval(b, n, n_vocab, toks, 64, stop, &e) == 0;
@@ -39,7 +40,74 @@ static int s_dec_any(const uint8_t *b, size_t n, uint32_t n_vocab)
 	ok += ns_cmsg_dec_done(b, n, &d) == 0;
 	ok += ns_cmsg_dec_error(b, n, &er) == 0;
 	ok += ns_cmsg_dec_logits(b, n, 16, &pos, lg) == 0;
+	ok += ns_cmsg_dec_spec(b, n, &sp) == 0;
 	return ok;
+}
+
+/* EVAL's draft block and SPEC (speculative decoding): round trips, an old EVAL unchanged,
+ * every truncation and every bad draft field refused. */
+static int s_draft(void)
+{
+	int32_t toks[3] = { 1, 2, 3 }, oracle[4] = { 5, 6, 7, 8 }, out_t[64], out_s[64];
+	struct ns_cmsg_eval e = { .flags = NS_EVAL_RESET | NS_EVAL_DRAFT, .n_predict = 8,
+				  .n_tokens = 3, .tokens = toks,
+				  .sampling = { .repeat_penalty = 1.0f },
+				  .draft = { .kind = NS_DRAFT_ORACLE, .max = 4, .min = 2,
+					     .n_oracle = 4, .oracle = oracle } }, d;
+	struct ns_cmsg_spec sp = { .drafted = 9, .accepted = 7, .draft_passes = 3, .k_last = 4,
+				   .one_ns = 11, .chunk_ns = 22 }, sq;
+	uint8_t buf[512], bad[512];
+	int n = ns_cmsg_enc_eval(&e, buf, sizeof(buf));
+
+	CHECK(n == (int)ns_cmsg_size_eval_msg(&e) && n == (int)ns_cmsg_size_eval(3, 0) + 32,
+	      "draft eval size %d", n);
+	CHECK(ns_cmsg_dec_eval(buf, (size_t)n, 100, out_t, 64, out_s, &d) == 0 &&
+	      d.draft.kind == NS_DRAFT_ORACLE && d.draft.max == 4 && d.draft.min == 2 &&
+	      d.draft.n_oracle == 4 && !memcmp(d.draft.oracle, oracle, sizeof(oracle)) &&
+	      d.draft.oracle == out_t + 3, "draft eval round trip");
+	CHECK(ns_cmsg_dec_eval(buf, (size_t)n, 100, out_t, 6, out_s, &d) == -EPROTO,
+	      "tokens and oracle over the caller's room accepted");
+	for (int k = 0; k < n; k++)
+		CHECK(ns_cmsg_dec_eval(buf, (size_t)k, 100, out_t, 64, out_s, &d) == -EPROTO,
+		      "draft eval truncated to %d accepted", k);
+	CHECK(ns_cmsg_dec_eval(buf, (size_t)n, 8, out_t, 64, out_s, &d) == -EPROTO,
+	      "oracle id out of the vocabulary accepted");
+	/* each field of the block made bad: kind, max over the limit, min 0, min over max */
+	for (int f = 0; f < 5; f++) {
+		struct ns_cmsg_eval g = e;
+
+		if (f == 0)
+			g.draft.kind = 3;
+		else if (f == 1)
+			g.draft.max = NS_CMSG_MAX_DRAFT + 1;
+		else if (f == 2)
+			g.draft.min = 0;
+		else if (f == 3)
+			g.draft.min = 5;
+		else
+			g.flags |= NS_EVAL_LOGITS_ALL;
+		n = ns_cmsg_enc_eval(&g, bad, sizeof(bad));
+		CHECK(n > 0 && ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) ==
+		      -EPROTO, "bad draft block %d accepted", f);
+	}
+	e.draft.kind = NS_DRAFT_NGRAM; /* oracle ids with ngram */
+	n = ns_cmsg_enc_eval(&e, bad, sizeof(bad));
+	CHECK(ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == -EPROTO,
+	      "oracle ids with the ngram drafter accepted");
+	e.flags = NS_EVAL_RESET; /* no flag: the old message, no block */
+	n = ns_cmsg_enc_eval(&e, bad, sizeof(bad));
+	CHECK(n == (int)ns_cmsg_size_eval(3, 0) && ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t,
+	      64, out_s, &d) == 0 && d.draft.kind == 0, "an EVAL without a draft changed");
+	n = ns_cmsg_enc_spec(&sp, buf, sizeof(buf));
+	CHECK(n > 0 && ns_cmsg_type(buf, (size_t)n) == NS_CMSG_SPEC &&
+	      ns_cmsg_dec_spec(buf, (size_t)n, &sq) == 0 && !memcmp(&sp, &sq, sizeof(sp)),
+	      "spec round trip");
+	for (int k = 0; k < n; k++)
+		CHECK(ns_cmsg_dec_spec(buf, (size_t)k, &sq) == -EPROTO, "spec cut to %d accepted", k);
+	sp.accepted = 10;
+	n = ns_cmsg_enc_spec(&sp, buf, sizeof(buf));
+	CHECK(ns_cmsg_dec_spec(buf, (size_t)n, &sq) == -EPROTO, "more accepted than drafted");
+	return 0;
 }
 
 int main(void)
@@ -162,6 +230,8 @@ int main(void)
 		(void)s_dec_any(bad, len, 100);
 		trials++;
 	}
+	if (s_draft())
+		return 1;
 	printf("ctl_msg: round trips ok; %d malformed variants rejected; %d random payloads "
 	       "decoded without overrun\n", rejected, trials);
 	return 0;

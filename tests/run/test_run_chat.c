@@ -9,8 +9,7 @@
 #include "neurostream.h"
 #include "rt_template.h"
 
-#define TEMPLATE "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}" \
-	"<|im_end|>\n{%- endfor %}<|im_start|>assistant\n<think>\n\n</think>\n\n"
+#define TEMPLATE RT_QWEN3_TEMPLATE
 
 struct s_acc {
 	char text[8192];

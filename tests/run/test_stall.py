@@ -23,7 +23,9 @@ ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-qwen3moe-Q4_K_M.gguf")
 STALL = 2.0
 SLACK = 1.0
-ARGS = ["run", MODEL, "-p", "Once upon a time", "-n", "400", "--ignore-eos", "--temp", "0",
+# nsplan and nsrouter are off the hot path once the run is under way: the run must outlast
+# STALL + SLACK after the stop (400 tokens at ~200 tok/s once ended first: no line to see)
+ARGS = ["run", MODEL, "-p", "Once upon a time", "-n", "800", "--ignore-eos", "--temp", "0",
         "--mem-budget", "256KB", "--block-rows", "4", "--threads", "1",
         "--stall-timeout", "%d" % STALL]
 

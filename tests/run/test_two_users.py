@@ -53,9 +53,11 @@ def main():
     for what in ("arena", "plan", "ram"):
         names[what] = "ns-%s-%s-%s-%s" % (user, sid, key, what)
     try:
-        # the names are the ones the session uses: a chat run waits for input with its
+        # the names are the ones the session uses: a chat run (the model has no template:
+        # --chat-template, as --chat needs one) waits for input with its
         # pipeline up, every segment made
-        p = subprocess.Popen(base + ["--chat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        p = subprocess.Popen(base + ["--chat", "--chat-template", "chatml"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, env=env)
         seen = set()
         for _ in range(1000):

@@ -90,8 +90,11 @@ test('more requests than slots wait in order; past the queue 503 queue_full', as
   const { srv, client } = await serve(['--parallel', '1', '--queue', '2', '-c', '4096']);
   const s = await openStream(client, 3);
   const order = [];
-  const small = (tag) => client.completions.create({ model: q3.id, prompt: tag, max_tokens: 4,
-    temperature: 0 }).then((r) => { order.push(tag); return r; });
+  // one slot: the order of the answers is the order of the starts, when the later one takes
+  // long enough that the earlier answer's HTTP resumption cannot lag behind it (C: 48 tokens;
+  // with 4 each, C's answer once overtook B's under load although B ran first)
+  const small = (tag, n = 4) => client.completions.create({ model: q3.id, prompt: tag,
+    max_tokens: n, ignore_eos: true, temperature: 0 }).then((r) => { order.push(tag); return r; });
   // each request is sent once the one before it waits in the queue (a fixed pause let C
   // overtake B on a loaded machine)
   const waiting = async (n) => {
@@ -100,7 +103,7 @@ test('more requests than slots wait in order; past the queue 503 queue_full', as
   };
   const b = small('B');
   await waiting(1);
-  const c = small('C');
+  const c = small('C', 48);
   await waiting(2);
   const e = await failure(small('D'));
   assert.ok(e instanceof OpenAI.APIError);

@@ -1,0 +1,235 @@
+/* chat_repl.c - nsctl run --chat's loop (chat_repl.h). */
+#include "chat_repl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "chat_file.h"
+#include "line_input.h"
+#include "ns_util.h"
+#include "run_report.h"
+
+#define S_WHO "nsctl run"
+
+bool run_is_harmony(struct ns_engine *e)
+{
+	const char *f = ns_engine_chat_template(e);
+
+	return f && !strcmp(f, "gptoss");
+}
+
+int run_show_prompt(struct ns_engine *e, const struct ns_engine_msg *m, size_t n)
+{
+	char *text = NULL;
+	int rc = ns_engine_chat_prompt(e, m, n, &text);
+
+	if (rc == 0)
+		fprintf(stderr, "%s\n", text);
+	free(text);
+	return rc;
+}
+
+void run_out_end(struct ns_engine *e, struct ns_run_out *out, int32_t n_predict, int rc)
+{
+	struct ns_engine_stats st = { 0 };
+
+	if (rc == 0)
+		ns_engine_stats(e, &st);
+	ns_run_out_end(out, st.stop_reason, n_predict);
+}
+
+/* A template file's text (at most 1 MiB; templates are a few KiB): malloc'd, NULL on failure. */
+static char *s_read_text(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	size_t cap = 1 << 20;
+	char *t = f ? malloc(cap + 1) : NULL;
+
+	if (t) {
+		*len = fread(t, 1, cap + 1, f);
+		if (ferror(f) || *len > cap) {
+			free(t);
+			t = NULL;
+		} else {
+			t[*len] = 0;
+		}
+	}
+	if (f)
+		fclose(f);
+	return t;
+}
+
+int chat_template_arg(const char *who, const char *arg, const char **family)
+{
+	enum ns_chat_family f = ns_chat_family_from_name(arg);
+	size_t len = 0;
+	char *text;
+
+	if (f != NS_CHAT_UNKNOWN) {
+		*family = ns_chat_family_name(f);
+		return 0;
+	}
+	text = s_read_text(arg, &len);
+	if (!text) {
+		fprintf(stderr, "%s: --chat-template %s: neither a family name (chatml, llama2, "
+			"llama3, mistral-v7, phi3, qwen3, ...; see README) nor a file we can read\n",
+			who, arg);
+		return -EINVAL;
+	}
+	/* a file's text, trailing newline of an editor kept out of a bare family name */
+	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+		text[--len] = 0;
+	f = strlen(text) == len ? ns_chat_family_detect(text) : NS_CHAT_UNKNOWN;
+	free(text);
+	if (f == NS_CHAT_UNKNOWN) {
+		fprintf(stderr, "%s: --chat-template %s: a template of no family we know (we do not "
+			"run Jinja; the family is recognised from the text)\n", who, arg);
+		return -EINVAL;
+	}
+	*family = ns_chat_family_name(f);
+	return 0;
+}
+
+/* ns_run_out_piece, ended early when Ctrl-C asked to stop this reply. */
+struct s_reply {
+	struct ns_run_out out;
+	volatile sig_atomic_t *stop;
+};
+
+static int s_piece(const char *piece, size_t len, int32_t id, void *user)
+{
+	struct s_reply *r = user;
+
+	if (*r->stop)
+		return 1;
+	return ns_run_out_piece(piece, len, id, &r->out);
+}
+
+/* One turn: the user's text added, the reply streamed and added. */
+static int s_turn(struct ns_engine *e, const struct chat_repl_opts *o, struct ns_chat_log *log,
+		  const char *text)
+{
+	struct s_reply r = { .stop = o->stop_reply };
+	int rc = ns_chat_log_add(log, "user", text);
+
+	if (rc == 0 && o->print_prompt)
+		rc = run_show_prompt(e, log->msgs, log->n);
+	if (rc < 0 || (rc = ns_run_out_begin(&r.out, run_is_harmony(e), o->final_only, stdout,
+					     stderr)) < 0)
+		return rc;
+	*o->stop_reply = 0;
+	*o->replying = 1;
+	rc = ns_engine_chat(e, log->msgs, log->n, o->g, s_piece, &r);
+	*o->replying = 0;
+	run_out_end(e, &r.out, o->g->n_predict, rc);
+	if (rc == 0 && *o->stop_reply)
+		fprintf(stderr, "(reply stopped)\n");
+	*o->stop_reply = 0;
+	/* the history keeps what stdout got: for harmony the final channel only (the template
+	 * drops the analysis of earlier turns); a stopped reply as far as it went */
+	if (rc == 0)
+		rc = ns_chat_log_add(log, "assistant", r.out.content.buf ? r.out.content.buf : "");
+	if (rc == 0)
+		ns_run_report(e, o->json, &r.out.content, r.out.h ? &r.out.reasoning : NULL, stderr);
+	ns_run_out_free(&r.out);
+	return rc;
+}
+
+static int s_reset(struct ns_engine *e, const struct chat_repl_opts *o, struct ns_chat_log *log)
+{
+	ns_chat_log_clear(log);
+	ns_engine_reset(e);
+	return o->system ? ns_chat_log_add(log, "system", o->system) : 0;
+}
+
+/* The argument of "/cmd ARG" (NULL when line is not that command). */
+static const char *s_cmd(const char *line, const char *cmd)
+{
+	size_t n = strlen(cmd);
+
+	if (strncmp(line, cmd, n) || (line[n] && line[n] != ' '))
+		return NULL;
+	line += n;
+	while (*line == ' ')
+		line++;
+	return line;
+}
+
+/* A line starting with '/': 1 to quit, 0 to go on, < 0 to fail (out of memory). */
+static int s_command(struct ns_engine *e, const struct chat_repl_opts *o,
+		     struct ns_chat_log *log, const char *line)
+{
+	char err[512];
+	const char *arg;
+
+	if (s_cmd(line, "/quit") || s_cmd(line, "/exit"))
+		return 1;
+	if (s_cmd(line, "/reset")) {
+		if (s_reset(e, o, log) < 0)
+			return -ENOMEM;
+		fprintf(stderr, "(conversation reset)\n");
+	} else if ((arg = s_cmd(line, "/save")) && *arg) {
+		if (chat_file_save(arg, log, err, sizeof(err)) < 0)
+			fprintf(stderr, S_WHO ": /save: %s\n", err);
+		else
+			fprintf(stderr, "(%zu messages saved to %s)\n", log->n, arg);
+	} else if ((arg = s_cmd(line, "/load")) && *arg) {
+		if (chat_file_load(arg, log, err, sizeof(err)) < 0) {
+			fprintf(stderr, S_WHO ": /load: %s (conversation unchanged)\n", err);
+		} else {
+			ns_engine_reset(e); /* the next turn evaluates the loaded conversation */
+			fprintf(stderr, "(%zu messages loaded from %s)\n", log->n, arg);
+		}
+	} else if (s_cmd(line, "/help")) {
+		fprintf(stderr, "/reset  forget the conversation\n/save FILE  write it as JSON "
+			"messages\n/load FILE  continue one saved\n/quit  end (Ctrl-D too)\n"
+			"A line ending in \\ continues; \"\"\" opens and closes a block of lines. "
+			"Ctrl-C stops a reply.\n");
+	} else {
+		fprintf(stderr, "(unknown command %s; /help lists them)\n", line);
+	}
+	return 0;
+}
+
+int chat_repl(struct ns_engine *e, const struct chat_repl_opts *o)
+{
+	struct ns_chat_log log = { 0 };
+	struct line_input li;
+	char *text = NULL;
+	int rc;
+
+	if ((rc = line_input_open(&li, o->interrupted)) < 0)
+		return rc;
+	if (li.tty)
+		fprintf(stderr, "(/help: commands; Ctrl-D or /quit ends)\n");
+	if (o->system && (rc = ns_chat_log_add(&log, "system", o->system)) < 0)
+		goto out;
+	for (;;) {
+		rc = line_input_read(&li, &text);
+		if (*o->interrupted) {
+			rc = -ECANCELED;
+			break;
+		}
+		if (rc <= 0)
+			break;
+		rc = 0; /* an empty turn is skipped */
+		if (text[0] == '/')
+			rc = s_command(e, o, &log, text);
+		else if (text[0])
+			rc = s_turn(e, o, &log, text);
+		free(text);
+		text = NULL;
+		if (rc) {
+			rc = rc > 0 ? 0 : rc;
+			break;
+		}
+	}
+out:
+	free(text);
+	line_input_close(&li);
+	ns_chat_log_clear(&log);
+	return rc;
+}

@@ -1,0 +1,80 @@
+/* run_draft.c - see run_draft.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "arch.h"
+#include "ctl_msg.h"
+#include "engine_flags.h"
+#include "gguf.h"
+#include "model.h"
+#include "ns_util.h"
+#include "run_draft.h"
+
+#define S_WHO "nsctl run"
+
+int nsctl_draft_flag(struct ns_gen_params *g, const char *a, const char *v)
+{
+	uint64_t u = 0;
+	int rc;
+
+	if (strcmp(a, "--draft") && strcmp(a, "--draft-max") && strcmp(a, "--draft-min"))
+		return 0;
+	if (!v) {
+		fprintf(stderr, S_WHO ": %s needs a value\n", a);
+		return -EINVAL;
+	}
+	if (!strcmp(a, "--draft")) {
+		if (strcmp(v, "ngram")) {
+			fprintf(stderr, S_WHO ": --draft %s: the drafter is 'ngram' (prompt lookup); "
+				"a draft model is not supported yet\n", v);
+			return -EINVAL;
+		}
+		g->draft = NS_GEN_DRAFT_NGRAM;
+		return 2;
+	}
+	if ((rc = nsctl_arg_count(S_WHO, a, v, 1, NS_CMSG_MAX_DRAFT, &u)))
+		return rc;
+	if (!strcmp(a, "--draft-max"))
+		g->draft_max = (uint32_t)u;
+	else
+		g->draft_min = (uint32_t)u;
+	return 2;
+}
+
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend)
+{
+	struct ns_model *m = NULL;
+	struct ns_arch_model *am = NULL;
+	char err[NS_ERR_LEN];
+	uint32_t max = g->draft_max ? g->draft_max : 16, min = g->draft_min ? g->draft_min : 1;
+	int rc = 0;
+
+	if (!g->draft && (g->draft_max || g->draft_min)) {
+		fprintf(stderr, S_WHO ": --draft-max and --draft-min go with --draft\n");
+		return -EINVAL;
+	}
+	if (!g->draft)
+		return 0;
+	if (min > max) {
+		fprintf(stderr, S_WHO ": --draft-min %u is over --draft-max %u\n", min, max);
+		return -EINVAL;
+	}
+	if (backend && !strcmp(backend, "cuda")) {
+		fprintf(stderr, S_WHO ": --draft runs on the cpu backend only (not --backend "
+			"cuda)\n");
+		return -EINVAL;
+	}
+	if (ns_model_open(model, &m, err, sizeof(err)) < 0)
+		return 0;
+	if (ns_arch_bind(m, &am, err, sizeof(err)) == 0 && (am->kinds & NS_LAYER_RECURRENT)) {
+		fprintf(stderr, S_WHO ": --draft needs a KV cache that can be cut back past a "
+			"rejected draft; this model (%s) has a recurrent state\n",
+			ns_gguf_get_str(ns_model_meta(m), "general.architecture") ?
+			ns_gguf_get_str(ns_model_meta(m), "general.architecture") : "?");
+		rc = -EINVAL;
+	}
+	ns_arch_model_free(&am);
+	ns_model_close(&m);
+	return rc;
+}

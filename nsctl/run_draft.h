@@ -1,0 +1,18 @@
+/* run_draft.h - nsctl run's speculative decoding options (--draft, --draft-max, --draft-min)
+ * and the checks that refuse a drafter before any process starts. */
+#ifndef NSCTL_RUN_DRAFT_H
+#define NSCTL_RUN_DRAFT_H
+
+#include "neurostream.h"
+
+/* a is one of the draft options with value v (NULL: missing): sets g's draft fields and
+ * returns 2 (both consumed); 0 when a is not a draft option; -EINVAL with one line. */
+int nsctl_draft_flag(struct ns_gen_params *g, const char *a, const char *v);
+
+/* With a drafter: refused (one line, -EINVAL) for a model with a recurrent state (qwen35:
+ * its state goes back only to the start, so a rejected draft cannot be taken back), for the
+ * cuda backend, and draft lengths min > max. 0 otherwise, or for a model that does not open
+ * (the engine reports it). */
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend);
+
+#endif

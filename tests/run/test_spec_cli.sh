@@ -1,0 +1,56 @@
+#!/bin/sh
+# test_spec_cli.sh NSCTL ORACLE_DIR - nsctl run's drafter options (issue 26): a model with a
+# recurrent state (qwen35), --backend cuda, an unknown drafter, --draft-min over --draft-max
+# and --draft-max without --draft are refused with one line and exit 2 before any process
+# starts; --draft ngram prints its figures on the summary line and in --json, sampled too.
+set -u
+nsctl=$1
+oracle=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; cat "$tmp/err.txt"; exit 1; }
+for f in tiny/tiny-qwen35-Q4_K_M.gguf models/stories260K.gguf; do
+    if [ ! -f "$oracle/$f" ]; then
+        [ "${CI:-}" = true ] && { echo "FAIL: oracle model missing under CI: $f"; exit 1; }
+        echo "SKIP: oracle model missing: $f"; exit 77
+    fi
+done
+stories=$oracle/models/stories260K.gguf
+refused() { # refused WHAT LINE_PATTERN ARGS...
+    what=$1; pat=$2; shift 2
+    timeout 120 "$nsctl" run "$@" > "$tmp/out.txt" 2> "$tmp/err.txt"
+    rc=$?
+    [ "$rc" = 2 ] || fail "$what: exit $rc, expected 2"
+    [ "$(wc -l < "$tmp/err.txt")" = 1 ] || fail "$what: not one line"
+    grep -q "^nsctl run: $pat" "$tmp/err.txt" || fail "$what: no '$pat' line"
+    echo "ok: $what refused: $(cat "$tmp/err.txt")"
+}
+refused qwen35 "--draft needs a KV cache that can be cut back" \
+    "$oracle/tiny/tiny-qwen35-Q4_K_M.gguf" -p "hello" -n 4 --temp 0 --draft ngram
+refused "--backend cuda" "--draft runs on the cpu backend only" \
+    "$stories" -p "hello" -n 4 --draft ngram --backend cuda
+refused "a draft model" "--draft other.gguf: the drafter is 'ngram'" \
+    "$stories" -p "hello" -n 4 --draft other.gguf
+refused "min over max" "--draft-min 5 is over --draft-max 4" \
+    "$stories" -p "hello" -n 4 --draft ngram --draft-max 4 --draft-min 5
+refused "--draft-max alone" "--draft-max and --draft-min go with --draft" \
+    "$stories" -p "hello" -n 4 --draft-max 4
+refused "--draft-max 0" "--draft-max" "$stories" -p "hello" -n 4 --draft ngram --draft-max 0
+
+p="Once upon a time there was a little girl named Lily. She liked to play. Once upon a time"
+timeout 120 "$nsctl" run "$stories" -p "$p" -n 64 --temp 0 --draft ngram \
+    > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "--draft ngram: exit $?"
+grep -q "| draft [0-9]*, accepted [0-9]* ([0-9.]*%), [0-9.]* passes/token$" "$tmp/err.txt" ||
+    fail "no draft figures on the summary line"
+timeout 120 "$nsctl" run "$stories" -p "$p" -n 64 --temp 0.8 --seed 3 --draft ngram --json \
+    > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "--draft ngram sampled: exit $?"
+python3 -c '
+import json, sys
+o = json.loads(sys.stdin.read())
+d = o["draft"]
+assert o["n_gen"] == 64, o["n_gen"]
+assert 0 <= d["accepted"] <= d["drafted"] and d["drafted"] > 0, d
+assert abs(d["acceptance_rate"] - d["accepted"] / d["drafted"]) < 1e-9, d
+assert abs(d["passes_per_token"] - o["n_decode"] / 63) < 1e-9, (d, o["n_decode"])
+print("ok: --json draft", d)' < "$tmp/out.txt" || fail "--json draft object"
+echo "ok: drafter options refused in one line; figures on the summary line and in --json"
