@@ -167,6 +167,8 @@ static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 
 struct fill_ctx {
 	const struct tensor_gen *t;
+	const struct ns_synth_opts *o; /* its progress callback */
+	uint64_t total;                /* tensor bytes of the whole model */
 	uint8_t unit[512];
 };
 
@@ -175,6 +177,9 @@ static int s_fill(void *vctx, uint64_t off, void *dst, size_t n)
 	struct fill_ctx *c = vctx;
 	const struct tensor_gen *t = c->t;
 	uint8_t *out = dst;
+
+	if (c->o->progress)
+		c->o->progress(c->o->progress_user, n, c->total);
 
 	while (n) {
 		uint64_t u = off / t->unit_bytes, in = off % t->unit_bytes;
@@ -602,6 +607,8 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 			if (pl.t[i].shard != s)
 				continue;
 			ctx[i].t = &pl.t[i];
+			ctx[i].o = o;
+			ctx[i].total = total;
 			ret = ns_gguf_writer_add_tensor_lazy(w, pl.t[i].name, pl.t[i].type,
 							     pl.t[i].n_dims, pl.t[i].ne, s_fill, &ctx[i]);
 		}

@@ -35,6 +35,10 @@ struct ns_synth_opts {
 	 * every name, type rule and key stays the preset's. */
 	uint32_t max_vocab;
 	uint32_t max_experts;
+	/* Called as tensor bytes are made (n of total, every shard's), for a progress line;
+	 * NULL: none. */
+	void (*progress)(void *user, uint64_t n, uint64_t total);
+	void *progress_user;
 };
 
 /* Preset names, NULL-terminated, for usage messages. */

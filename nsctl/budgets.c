@@ -377,3 +377,57 @@ int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_
 	}
 	return 0;
 }
+
+/* Weight bytes of layers 0..ngl-1 ("blk.N." tensors) and of every tensor outside the layers;
+ * *n_layer: the layers the file has (the highest N + 1). */
+static uint64_t s_layer_bytes(const struct ns_model *m, int64_t ngl, uint32_t *n_layer)
+{
+	uint64_t sum = 0;
+
+	*n_layer = 0;
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct ns_model_tensor *t = &m->tensors[i];
+		unsigned layer;
+
+		if (sscanf(t->name, "blk.%u.", &layer) == 1) {
+			if (layer + 1 > *n_layer)
+				*n_layer = layer + 1;
+			if ((int64_t)layer >= ngl)
+				continue;
+		}
+		if (ns_add_u64_overflow(sum, t->n_bytes, &sum))
+			return UINT64_MAX;
+	}
+	return sum;
+}
+
+int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, int64_t ngl,
+		   uint64_t *vram)
+{
+	struct ns_model *m = NULL;
+	struct nsplan_gpu_need gn;
+	char err[NS_ERR_LEN], s[32];
+	uint32_t n_layer = 0;
+	uint64_t w = 0;
+	int ret;
+
+	ret = ns_model_open(model, &m, err, sizeof(err));
+	if (!ret)
+		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, 0, 0, &gn, err, sizeof(err));
+	if (!ret)
+		w = s_layer_bytes(m, ngl, &n_layer);
+	ns_model_close(&m);
+	if (ret) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return ret == -ENOMEM ? 1 : 2;
+	}
+	if (ns_add_u64_overflow(w, gn.total, vram)) {
+		fprintf(stderr, "%s: -ngl: the VRAM budget overflows\n", who);
+		return 2;
+	}
+	fprintf(stderr, "%s: -ngl %lld: --backend cuda --vram-budget %s = %" PRIu64 " bytes (%s%u of %u layers' weights, "
+		"the others outside the layers, and the cuda pass's needs)\n", who,
+		ngl >= n_layer ? -1LL : (long long)ngl, ns_format_bytes(*vram, s, sizeof(s)), *vram,
+		ngl >= n_layer ? "all " : "", ngl >= n_layer ? n_layer : (uint32_t)ngl, n_layer);
+	return 0;
+}

@@ -6,14 +6,18 @@
 #include <string.h>
 
 #include "commands.h"
+#include "ns_opt.h"
+#include "ns_progress.h"
 #include "ns_util.h"
 #include "synth.h"
 
 static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl mkmodel --preset NAME -o FILE.gguf [--layers N] "
-		   "[--quant f32|f16|q8_0|q4_0|q4_k_m|mxfp4] [--seed S] [--split N] [--force]\n"
-		   "an existing FILE is refused unless --force (which replaces it)\npresets:");
+		   "[--quant f32|f16|q8_0|q4_0|q4_k_m|mxfp4] [-s|--seed S] [--split N] [--force]\n"
+		   "       [-q|--quiet]\n"
+		   "an existing FILE is refused unless --force (which replaces it); a progress line\n"
+		   "shows on a terminal (not with --quiet)\npresets:");
 	for (const char *const *p = ns_synth_presets; *p; p++)
 		fprintf(f, " %s", *p);
 	fprintf(f, "\n");
@@ -30,71 +34,115 @@ static int s_parse_u64(const char *opt, const char *v, uint64_t min, uint64_t ma
 	return 0;
 }
 
+enum { O_HELP = 1, O_FORCE, O_PRESET, O_OUTPUT, O_LAYERS, O_SEED, O_SPLIT, O_QUANT, O_QUIET };
+
+static const struct ns_opt s_opts[] = {
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	{ "force", NULL, NS_OPT_SWITCH, O_FORCE },
+	{ "preset", NULL, NS_OPT_VALUE, O_PRESET },
+	{ "output", "-o", NS_OPT_VALUE, O_OUTPUT },
+	{ "layers", NULL, NS_OPT_VALUE, O_LAYERS },
+	{ "seed", "-s", NS_OPT_VALUE, O_SEED },
+	{ "split", NULL, NS_OPT_VALUE, O_SPLIT },
+	{ "quant", NULL, NS_OPT_VALUE, O_QUANT },
+	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
+};
+
+struct s_args {
+	struct ns_synth_opts o;
+	const char *out;
+	bool force, quiet, help;
+	struct ns_progress prog; /* "writing FILE", on a terminal */
+};
+
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
+{
+	struct s_args *a = user;
+	uint64_t u;
+
+	if (!opt) {
+		fprintf(stderr, "nsctl mkmodel: unknown argument '%s' (try --help)\n", v);
+		return -EINVAL;
+	}
+	switch (opt->id) {
+	case O_HELP:
+		a->help = true;
+		return 0;
+	case O_FORCE:
+		a->force = true;
+		return 0;
+	case O_QUIET:
+		a->quiet = true;
+		return 0;
+	case O_PRESET:
+		a->o.preset = v;
+		return 0;
+	case O_OUTPUT:
+		a->out = v;
+		return 0;
+	case O_LAYERS:
+		if (s_parse_u64(f, v, 1, 100000, &u))
+			return -EINVAL;
+		a->o.layers = (uint32_t)u;
+		return 0;
+	case O_SEED:
+		return s_parse_u64(f, v, 0, UINT64_MAX, &a->o.seed) ? -EINVAL : 0;
+	case O_SPLIT:
+		if (s_parse_u64(f, v, 1, 9999, &u))
+			return -EINVAL;
+		a->o.split = (uint32_t)u;
+		return 0;
+	case O_QUANT:
+		if (ns_synth_parse_quant(v, &a->o.quant)) {
+			fprintf(stderr, "nsctl mkmodel: unknown --quant '%s'\n", v);
+			return -EINVAL;
+		}
+		a->o.quant_set = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* ns_synth_opts.progress: the line starts with the first bytes made (the total is known). */
+static void s_progress(void *user, uint64_t n, uint64_t total)
+{
+	struct s_args *a = user;
+
+	if (!a->prog.total && !a->prog.done) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "writing %s", a->o.preset);
+		ns_progress_begin(&a->prog, ns_progress_wanted(a->quiet), name, NULL, total, 0);
+	}
+	ns_progress_add(&a->prog, n);
+}
+
 int cmd_mkmodel(int argc, char **argv)
 {
-	struct ns_synth_opts o = { .preset = NULL, .seed = 1 };
-	const char *out = NULL;
+	struct s_args a = { .o = { .preset = NULL, .seed = 1 } };
 	char err[NS_ERR_LEN];
-	uint64_t v, t0;
-	bool force = false;
+	uint64_t t0;
 	int rc;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			return 0;
-		}
-		if (!strcmp(a, "--force")) {
-			force = true;
-			continue;
-		}
-		if (strcmp(a, "--preset") && strcmp(a, "-o") && strcmp(a, "--output") &&
-		    strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--split") &&
-		    strcmp(a, "--quant")) {
-			fprintf(stderr, "nsctl mkmodel: unknown %s '%s' (try --help)\n",
-				a[0] == '-' ? "option" : "argument", a);
-			return 2;
-		}
-		if (!val) {
-			fprintf(stderr, "nsctl mkmodel: %s needs a value\n", a);
-			return 2;
-		}
-		i++;
-		if (!strcmp(a, "--preset")) {
-			o.preset = val;
-		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-			out = val;
-		} else if (!strcmp(a, "--layers")) {
-			if (s_parse_u64(a, val, 1, 100000, &v))
-				return 2;
-			o.layers = (uint32_t)v;
-		} else if (!strcmp(a, "--seed")) {
-			if (s_parse_u64(a, val, 0, UINT64_MAX, &o.seed))
-				return 2;
-		} else if (!strcmp(a, "--split")) {
-			if (s_parse_u64(a, val, 1, 9999, &v))
-				return 2;
-			o.split = (uint32_t)v;
-		} else if (!strcmp(a, "--quant")) {
-			if (ns_synth_parse_quant(val, &o.quant)) {
-				fprintf(stderr, "nsctl mkmodel: unknown --quant '%s'\n", val);
-				return 2;
-			}
-			o.quant_set = true;
-		}
+	if (ns_opt_parse("nsctl mkmodel", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt,
+			 &a) < 0)
+		return 2;
+	if (a.help) {
+		s_usage(stdout);
+		return 0;
 	}
-	if (!o.preset || !out) {
+	if (!a.o.preset || !a.out) {
 		fprintf(stderr, "nsctl mkmodel: %s is required (usage: nsctl mkmodel --preset NAME "
 			"-o FILE.gguf [options]; --help lists them and the presets)\n",
-			!o.preset ? "--preset NAME" : "-o FILE");
+			!a.o.preset ? "--preset NAME" : "-o FILE");
 		return 2;
 	}
 	t0 = ns_now_ns();
-	o.no_replace = !force;
-	rc = ns_synth_write(&o, out, err, sizeof(err));
+	a.o.no_replace = !a.force;
+	a.o.progress = s_progress;
+	a.o.progress_user = &a;
+	rc = ns_synth_write(&a.o, a.out, err, sizeof(err));
+	ns_progress_end(&a.prog);
 	if (rc == -EEXIST) {
 		fprintf(stderr, "nsctl mkmodel: %s (--force replaces it)\n", err);
 		return 2;
@@ -103,7 +151,7 @@ int cmd_mkmodel(int argc, char **argv)
 		fprintf(stderr, "nsctl mkmodel: %s\n", err);
 		return rc == -EINVAL ? 2 : 1; /* a bad preset, layer count or split: usage */
 	}
-	fprintf(stderr, "nsctl mkmodel: wrote %s (%s) in %.2f s\n", out, o.preset,
+	fprintf(stderr, "nsctl mkmodel: wrote %s (%s) in %.2f s\n", a.out, a.o.preset,
 		(double)(ns_now_ns() - t0) / 1e9);
 	return 0;
 }

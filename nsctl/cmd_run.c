@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "chat.h"
@@ -46,6 +47,12 @@ static void s_on_signal(int sig)
 
 struct s_opts {
 	const char *model, *prompt, *system;
+	const char *prompt_file;  /* -f: the prompt is this file's text */
+	char *prompt_buf;         /* owned: -f's text or -p's with -e's escapes replaced */
+	bool escape;              /* -e: \n \t ... in the prompt */
+	bool seed_given;          /* else a random seed, printed */
+	bool print_args;          /* print the parsed values and exit (the flag tests) */
+	bool stdout_closed;       /* a write to stdout failed: the run stopped (exit 1) */
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
 	const char *warmup;       /* --warmup: prompt whose expert hits pin experts in RAM */
@@ -57,18 +64,23 @@ struct s_opts {
 static void s_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: nsctl run MODEL [-p PROMPT | --chat] [options]\n"
-		"  Streams the generated text to stdout; a summary line goes to stderr.\n"
+		"usage: nsctl run MODEL [-p PROMPT | --chat] [options]   (or -m MODEL)\n"
+		"  Streams the generated text to stdout; a summary line goes to stderr. Options\n"
+		"  take --opt=value or --opt value; short ones bundle (-n5 -t4); llama.cpp's\n"
+		"  names are accepted where the meaning is ours too.\n"
 		"generation:\n"
+		"  -m, --model FILE      the model (instead of the MODEL argument)\n"
 		"  -p, --prompt TEXT     prompt (BOS added as the vocabulary asks); default empty\n"
-		"  -n N                  tokens to generate at most (-1: until the context is full;\n"
-		"                        default 128); also stops at end-of-generation tokens\n"
+		"  -f, --file FILE       the prompt is FILE's text\n"
+		"  -e, --escape          replace \\n \\r \\t \\' \\\" \\\\ in the prompt\n"
+		"  -n, --n-predict, --predict N  tokens to generate at most (-1: until the context\n"
+		"                        is full; default 128); also stops at end-of-generation\n"
 		"  --ignore-eos          do not stop at end-of-generation tokens\n"
 		"  --chat                interactive conversation on stdin with the model's chat\n"
 		"                        template: line editing and history on a terminal,\n"
 		"                        /reset, /save FILE, /load FILE, /quit (README: Chat)\n"
-
-		"  --system TEXT         system message for --chat (and for -p with a harmony model)\n"
+		"  -sys, --system, --system-prompt TEXT  system message for --chat (and for -p\n"
+		"                        with a harmony model)\n"
 		"harmony (gpt-oss chat template): -p is sent as a user message with the template;\n"
 		"  the final channel goes to stdout, the analysis and commentary channels to stderr\n"
 		"  as '[analysis] ...' blocks (2>/dev/null keeps only the answer)\n"
@@ -78,9 +90,11 @@ static void s_usage(FILE *f)
 		"                        off by default, as the template)\n"
 		"  --raw                 send -p as plain text (no template, no channel split)\n"
 		"  --print-prompt        print the text the model is given on stderr first\n"
-		"  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N\n"
-		"  --seed S              sampling as llama.cpp (defaults 0.8 40 0.95 0.05 1.0 64 0);\n"
-		"                        --temp 0 is greedy\n"
+		"sampling (as llama.cpp; --temp 0 is greedy):\n"
+		"  --temp T (0.8)  --top-k K (40)  --top-p P (0.95)  --min-p P (0.05)\n"
+		"  --repeat-penalty R (1.0)  --repeat-last-n N (64)\n"
+		"  -s, --seed S          sampler seed; default (or -1) a random one, printed on\n"
+		"                        stderr (\"seed S\") so that -s S repeats the run\n"
 		"  --draft ngram         speculative decoding: prompt lookup drafts tokens, one pass\n"
 		"                        over the weights verifies them (same greedy output, same\n"
 		"                        sampling distribution); cpu backend, not qwen35\n"
@@ -91,110 +105,278 @@ static void s_usage(FILE *f)
 		"                        run uses one), then re-plan so the experts it routed to\n"
 		"                        most are pinned in the --ram-budget; the context is then\n"
 		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
-		"  --json                the summary as one JSON object on stderr, with the\n"
-		"                        generated text in \"content\" (what stdout got) and, for\n"
-		"                        harmony models, \"reasoning\" (analysis and commentary)\n",
+		"output:\n"
+		"  --json                stdout gets one JSON object and nothing else: the\n"
+		"                        summary's figures, the generated text in \"content\" and,\n"
+		"                        for harmony models, \"reasoning\"; \"stop_reason\" is\n"
+		"                        \"length\" (-n), \"eos\", \"context\" (full), \"stop\"\n"
+		"                        (stopped: stdout closed, Ctrl-C) or \"none\"\n"
+		"                        (with --chat: one object per reply on stderr)\n"
+		"exit status: 0 done, 1 failed or stdout closed (the reader went away: generation\n"
+		"  stops at the next token, the session is removed), 2 bad usage, 130 interrupted\n",
 		nsctl_engine_usage);
+}
+
+/* The whole of a file (-f), NUL-terminated, in *out (caller frees). 0 or negative errno. */
+static int s_read_file(const char *path, char **out)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int rc = 0;
+
+	if (!f)
+		return -errno;
+	errno = 0;
+	for (;;) {
+		size_t got;
+
+		if (cap - len < 4096) {
+			char *b = cap > ((size_t)1 << 30) ? NULL : realloc(buf, cap + 65536);
+
+			if (!b) {
+				rc = cap > ((size_t)1 << 30) ? -EFBIG : -ENOMEM;
+				break;
+			}
+			buf = b;
+			cap += 65536;
+		}
+		got = fread(buf + len, 1, cap - len - 1, f);
+		len += got;
+		if (got == 0) {
+			rc = ferror(f) ? (errno ? -errno : -EIO) : 0; /* EISDIR: a directory */
+			break;
+		}
+	}
+	fclose(f);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[len] = 0;
+	*out = buf;
+	return 0;
+}
+
+/* -e: llama.cpp's escapes (\n \r \t \' \" \\) replaced in place; others kept as written. */
+static void s_unescape(char *s)
+{
+	static const char from[] = "nrt'\"\\", to[] = "\n\r\t'\"\\";
+	char *w = s;
+
+	for (; *s; s++) {
+		const char *k = s[0] == '\\' && s[1] ? strchr(from, s[1]) : NULL;
+
+		if (k) {
+			*w++ = to[k - from];
+			s++;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = 0;
+}
+
+/* The prompt's text after -f and -e. 0, or -EINVAL after one line. */
+static int s_prompt_text(struct s_opts *o)
+{
+	int rc;
+
+	if (o->prompt_file) {
+		rc = s_read_file(o->prompt_file, &o->prompt_buf);
+		if (rc < 0) {
+			fprintf(stderr, "nsctl run: -f %s: %s\n", o->prompt_file, strerror(-rc));
+			return -EINVAL;
+		}
+	} else if (o->escape && !(o->prompt_buf = strdup(o->prompt))) {
+		fprintf(stderr, "nsctl run: out of memory\n");
+		return -ENOMEM;
+	}
+	if (o->prompt_buf && o->escape)
+		s_unescape(o->prompt_buf);
+	if (o->prompt_buf)
+		o->prompt = o->prompt_buf;
+	return 0;
 }
 
 #define S_WHO "nsctl run"
 
+enum {
+	O_HELP = 1, O_MODEL, O_PROMPT, O_FILE, O_ESCAPE, O_SYSTEM, O_WARMUP, O_N, O_TEMP, O_TOP_K,
+	O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N, O_SEED, O_CHAT, O_JSON, O_FINAL_ONLY,
+	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_PRINT_ARGS, O_THINKING, O_DRAFT, O_DRAFT_MAX,
+	O_DRAFT_MIN,
+};
+
+/* run's own options (llama.cpp's spellings as aliases); the pipeline's come from
+ * nsctl_engine_opts. */
+static const struct ns_opt s_run_opts[] = {
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	{ "prompt", "-p", NS_OPT_VALUE, O_PROMPT },
+	{ "file", "-f", NS_OPT_VALUE, O_FILE },
+	{ "escape", "-e", NS_OPT_SWITCH, O_ESCAPE },
+	{ "system", "-sys --system-prompt", NS_OPT_VALUE, O_SYSTEM },
+	{ "warmup", NULL, NS_OPT_VALUE, O_WARMUP },
+	{ "n-predict", "-n --predict", NS_OPT_VALUE, O_N },
+	{ "temp", "--temperature", NS_OPT_VALUE, O_TEMP },
+	{ "top-k", NULL, NS_OPT_VALUE, O_TOP_K },
+	{ "top-p", NULL, NS_OPT_VALUE, O_TOP_P },
+	{ "min-p", NULL, NS_OPT_VALUE, O_MIN_P },
+	{ "repeat-penalty", NULL, NS_OPT_VALUE, O_REPEAT_PENALTY },
+	{ "repeat-last-n", NULL, NS_OPT_VALUE, O_REPEAT_LAST_N },
+	{ "seed", "-s", NS_OPT_VALUE, O_SEED },
+	{ "chat", NULL, NS_OPT_SWITCH, O_CHAT },
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "final-only", NULL, NS_OPT_SWITCH, O_FINAL_ONLY },
+	{ "raw", NULL, NS_OPT_SWITCH, O_RAW },
+	{ "print-prompt", NULL, NS_OPT_SWITCH, O_PRINT_PROMPT },
+	{ "ignore-eos", NULL, NS_OPT_SWITCH, O_IGNORE_EOS },
+	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
+	{ "thinking", NULL, NS_OPT_SWITCH, O_THINKING },
+	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
+	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
+	{ "draft-min", NULL, NS_OPT_VALUE, O_DRAFT_MIN },
+};
+
+/* The sampling options' values. */
+static int s_sampling(struct s_opts *o, int id, const char *f, const char *v)
+{
+	double x = 0;
+	uint64_t u = 0;
+	int rc = 0;
+
+	switch (id) {
+	case O_N: /* -1: until the context is full */
+		if (strcmp(v, "-1"))
+			rc = nsctl_arg_count(S_WHO, f, v, 0, 1 << 24, &u);
+		o->g.n_predict = strcmp(v, "-1") ? (int32_t)u : -1;
+		break;
+	case O_TEMP:
+		rc = nsctl_arg_num(S_WHO, f, v, 0, 100, &x);
+		o->g.temperature = (float)x;
+		break;
+	case O_TOP_K:
+		rc = nsctl_arg_count(S_WHO, f, v, 0, 1 << 30, &u);
+		o->g.top_k = (int32_t)u;
+		break;
+	case O_TOP_P:
+		rc = nsctl_arg_num(S_WHO, f, v, 0, 1, &x);
+		o->g.top_p = (float)x;
+		break;
+	case O_MIN_P:
+		rc = nsctl_arg_num(S_WHO, f, v, 0, 1, &x);
+		o->g.min_p = (float)x;
+		break;
+	case O_REPEAT_PENALTY:
+		rc = nsctl_arg_num(S_WHO, f, v, 0.01, 100, &x);
+		o->g.repeat_penalty = (float)x;
+		break;
+	case O_REPEAT_LAST_N:
+		rc = nsctl_arg_count(S_WHO, f, v, 0, 1 << 20, &u);
+		o->g.repeat_last_n = (int32_t)u;
+		break;
+	case O_SEED: /* -1: random, as llama.cpp */
+		o->seed_given = strcmp(v, "-1") != 0;
+		if (o->seed_given)
+			rc = nsctl_arg_count(S_WHO, f, v, 0, UINT64_MAX, &o->g.seed);
+		break;
+	}
+	return rc;
+}
+
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
+{
+	struct s_opts *o = user;
+
+	if (!opt) { /* the model: one non-option */
+		if (o->model) {
+			fprintf(stderr, "nsctl run: unexpected argument '%s' (prompt: -p)\n", v);
+			return -EINVAL;
+		}
+		o->model = v;
+		return 0;
+	}
+	if (opt->id >= NSE_O_MEM) /* budgets, backend, context, ... (shared with nsctl serve) */
+		return nsctl_engine_opt(&o->ea, S_WHO, opt, f, v);
+	switch (opt->id) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_MODEL:
+		if (o->model) {
+			fprintf(stderr, "nsctl run: %s '%s': a model was given already ('%s')\n", f,
+				v, o->model);
+			return -EINVAL;
+		}
+		o->model = v;
+		return 0;
+	case O_PROMPT:
+		o->prompt = v;
+		o->prompt_file = NULL;
+		return 0;
+	case O_FILE:
+		o->prompt_file = v;
+		return 0;
+	case O_ESCAPE:
+		o->escape = true;
+		return 0;
+	case O_SYSTEM:
+		o->system = v;
+		return 0;
+	case O_WARMUP:
+		o->warmup = v;
+		return 0;
+	case O_CHAT:
+		o->chat = true;
+		return 0;
+	case O_JSON:
+		o->json = true;
+		return 0;
+	case O_FINAL_ONLY:
+		o->final_only = true;
+		return 0;
+	case O_RAW:
+		o->raw = true;
+		return 0;
+	case O_PRINT_PROMPT:
+		o->print_prompt = true;
+		return 0;
+	case O_IGNORE_EOS:
+		o->g.no_stop = true;
+		return 0;
+	case O_PRINT_ARGS:
+		o->print_args = true;
+		return 0;
+	case O_THINKING:
+		o->ea.eo.thinking = true;
+		return 0;
+	case O_DRAFT:
+	case O_DRAFT_MAX:
+	case O_DRAFT_MIN: { /* run_draft.c: 2 taken, or < 0 after one line */
+		int rc = nsctl_draft_flag(&o->g, opt->id == O_DRAFT ? "--draft" :
+					  opt->id == O_DRAFT_MAX ? "--draft-max" : "--draft-min", v);
+
+		return rc < 0 ? rc : 0;
+	}
+	}
+	return s_sampling(o, opt->id, f, v);
+}
+
 static int s_parse(struct s_opts *o, int argc, char **argv)
 {
+	struct ns_opt t[NS_ARRAY_LEN(s_run_opts) + NSCTL_ENGINE_N_OPTS];
+	int rc;
+
 	nsctl_engine_args_init(&o->ea);
 	ns_gen_params_default(&o->g);
 	o->g.n_predict = 128;
 	o->prompt = "";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		double x = 0;
-		uint64_t u = 0;
-		int rc = 0;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		} else if (!strcmp(a, "--chat")) {
-			o->chat = true;
-			continue;
-		} else if (!strcmp(a, "--json")) {
-			o->json = true;
-			continue;
-		} else if (!strcmp(a, "--final-only")) {
-			o->final_only = true;
-			continue;
-		} else if (!strcmp(a, "--thinking")) {
-			o->ea.eo.thinking = true;
-			continue;
-		} else if (!strcmp(a, "--raw")) {
-			o->raw = true;
-			continue;
-		} else if (!strcmp(a, "--print-prompt")) {
-			o->print_prompt = true;
-			continue;
-		} else if (!strcmp(a, "--ignore-eos")) {
-			o->g.no_stop = true;
-			continue;
-		} else if (a[0] != '-' || !a[1]) {
-			if (o->model) {
-				fprintf(stderr, "nsctl run: unexpected argument '%s' (prompt: -p)\n", a);
-				return -EINVAL;
-			}
-			o->model = a;
-			continue;
-		}
-		/* budgets, backend, context, ... (shared with nsctl serve); drafting */
-		rc = nsctl_engine_flag(&o->ea, S_WHO, a, v);
-		if (rc == 0)
-			rc = nsctl_draft_flag(&o->g, a, v);
-		if (rc < 0)
-			return rc;
-		if (rc) {
-			i += rc - 1;
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, "nsctl run: unknown option or missing value: %s\n", a);
-			return -EINVAL;
-		}
-		i++;
-		if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-			o->prompt = v;
-		} else if (!strcmp(a, "--system")) {
-			o->system = v;
-		} else if (!strcmp(a, "--warmup")) {
-			o->warmup = v;
-		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-			if (strcmp(v, "-1"))
-				rc = nsctl_arg_count(S_WHO, a, v, 0, 1 << 24, &u);
-			o->g.n_predict = strcmp(v, "-1") ? (int32_t)u : -1;
-		} else if (!strcmp(a, "--temp")) {
-			rc = nsctl_arg_num(S_WHO, a, v, 0, 100, &x);
-			o->g.temperature = (float)x;
-		} else if (!strcmp(a, "--top-k")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 0, 1 << 30, &u);
-			o->g.top_k = (int32_t)u;
-		} else if (!strcmp(a, "--top-p")) {
-			rc = nsctl_arg_num(S_WHO, a, v, 0, 1, &x);
-			o->g.top_p = (float)x;
-		} else if (!strcmp(a, "--min-p")) {
-			rc = nsctl_arg_num(S_WHO, a, v, 0, 1, &x);
-			o->g.min_p = (float)x;
-		} else if (!strcmp(a, "--repeat-penalty")) {
-			rc = nsctl_arg_num(S_WHO, a, v, 0.01, 100, &x);
-			o->g.repeat_penalty = (float)x;
-		} else if (!strcmp(a, "--repeat-last-n")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 0, 1 << 20, &u);
-			o->g.repeat_last_n = (int32_t)u;
-		} else if (!strcmp(a, "--seed")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 0, UINT64_MAX, &o->g.seed);
-		} else {
-			fprintf(stderr, "nsctl run: unknown option %s\n", a);
-			rc = -EINVAL;
-		}
-		if (rc)
-			return rc;
-	}
+	memcpy(t, s_run_opts, sizeof(s_run_opts));
+	memcpy(t + NS_ARRAY_LEN(s_run_opts), nsctl_engine_opts, sizeof(nsctl_engine_opts));
+	rc = ns_opt_parse(S_WHO, t, NS_ARRAY_LEN(t), argc, argv, s_on_opt, o);
+	if (rc < 0)
+		return rc;
 	if (!o->model) {
 		fprintf(stderr, "nsctl run: no MODEL given (usage: nsctl run MODEL [-p PROMPT | "
 			"--chat] [options]; --help lists them)\n");
@@ -207,7 +389,40 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			"--chat, --final-only, --reasoning or --thinking\n");
 		return -EINVAL;
 	}
-	return 0;
+	return s_prompt_text(o);
+}
+
+/* --print-args: what was parsed, one "name=value" per line on stdout (the flag tests). */
+static void s_print_args(const struct s_opts *o)
+{
+	const struct ns_engine_opts *eo = &o->ea.eo;
+	const struct ns_gen_params *g = &o->g;
+
+	printf("model=%s\nprompt=%s\nsystem=%s\nn_predict=%d\ntemp=%g\ntop_k=%d\n"
+	       "top_p=%g\nmin_p=%g\nrepeat_penalty=%g\nrepeat_last_n=%d\n", o->model, o->prompt,
+	       o->system ? o->system : "", g->n_predict, g->temperature, g->top_k, g->top_p,
+	       g->min_p, g->repeat_penalty, g->repeat_last_n);
+	if (o->seed_given)
+		printf("seed=%" PRIu64 "\n", g->seed);
+	else
+		printf("seed=random\n");
+	/* budgets not named: NS_BUDGET_AUTO until the picker runs */
+	for (int i = 0; i < 2; i++) {
+		const uint64_t b = i ? eo->ram_budget : eo->mem_budget;
+
+		if (b == NS_BUDGET_AUTO)
+			printf("%s_budget=auto\n", i ? "ram" : "mem");
+		else
+			printf("%s_budget=%" PRIu64 "\n", i ? "ram" : "mem", b);
+	}
+	printf("threads=%d\nctx=%u\nbatch=%u\nngl=%lld\nbackend=%s\n"
+	       "vram_budget=%" PRIu64 "\ncache_type_k=%s\n"
+	       "cache_type_v=%s\nchat=%d\njson=%d\nignore_eos=%d\nno_warmup=%d\n"
+	       "verbose=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
+	       eo->backend ? eo->backend : "cpu", eo->vram_budget,
+	       eo->cache_type_k ? eo->cache_type_k : "f32",
+	       eo->cache_type_v ? eo->cache_type_v : "f32", o->chat, o->json,
+	       g->no_stop, o->ea.no_warmup, eo->verbose);
 }
 
 /* --warmup: the warm-up text formatted as the run formats its prompts (the chat template for
@@ -228,7 +443,7 @@ static int s_warmup(struct ns_engine *e, const struct s_opts *o)
 }
 
 /* -p: plain text, or (harmony model, no --raw) one user message with the template. */
-static int s_single(struct ns_engine *e, const struct s_opts *o)
+static int s_single(struct ns_engine *e, struct s_opts *o)
 {
 	bool harmony = !o->raw && run_is_harmony(e);
 	struct ns_engine_msg m[2];
@@ -243,7 +458,9 @@ static int s_single(struct ns_engine *e, const struct s_opts *o)
 		return rc;
 	if (o->print_prompt && !harmony)
 		fprintf(stderr, "%s\n", o->prompt);
-	if ((rc = ns_run_out_begin(&out, harmony, o->final_only, stdout, stderr)) < 0)
+	/* --json: the object alone on stdout, the text inside it */
+	if ((rc = ns_run_out_begin(&out, harmony, o->final_only, o->json ? NULL : stdout,
+				   stderr)) < 0)
 		return rc;
 	if (harmony)
 		rc = ns_engine_chat(e, m, n, &o->g, ns_run_out_piece, &out);
@@ -251,7 +468,14 @@ static int s_single(struct ns_engine *e, const struct s_opts *o)
 		rc = ns_engine_generate(e, o->prompt, &o->g, ns_run_out_piece, &out);
 	run_out_end(e, &out, o->g.n_predict, rc);
 	if (rc == 0)
-		ns_run_report(e, o->json, &out.content, out.h ? &out.reasoning : NULL, stderr);
+		ns_run_report(e, o->json, &out.content, out.h ? &out.reasoning : NULL,
+			      o->json ? stdout : stderr);
+	/* the reader went away: generation stopped at its first failed write (the engine's own
+	 * -EPIPE means a dead child, not this) */
+	o->stdout_closed = out.out_closed || (rc == 0 && o->json &&
+					      (fflush(stdout) || ferror(stdout)));
+	if (rc == 0 && o->stdout_closed)
+		rc = -EPIPE;
 	ns_run_out_free(&out);
 	return rc;
 }
@@ -327,45 +551,74 @@ static int s_check_model(const struct s_opts *o)
 	return rc;
 }
 
+/* Without -s: a seed from getrandom, printed so the run can be repeated. */
+static int s_seed(struct s_opts *o)
+{
+	if (o->seed_given)
+		return 0;
+	if (getrandom(&o->g.seed, sizeof(o->g.seed), 0) != (ssize_t)sizeof(o->g.seed)) {
+		fprintf(stderr, "nsctl run: getrandom: %s\n", strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+static int s_run(struct s_opts *o, int argc, char **argv);
+
 int cmd_run(int argc, char **argv)
 {
-	struct sigaction sa = { .sa_handler = s_on_signal };
-	struct ns_engine *e = NULL;
 	struct s_opts o;
-	char err[512], pulled[4096];
 	int rc;
 
 	memset(&o, 0, sizeof(o));
-	if (s_parse(&o, argc, argv) < 0)
-		return 2;
-	if ((rc = nsctl_model_arg("nsctl run", &o.model, pulled, sizeof(pulled))))
+	rc = s_run(&o, argc, argv);
+	free(o.prompt_buf);
+	return rc;
+}
+
+static int s_run(struct s_opts *op, int argc, char **argv)
+{
+	struct sigaction sa = { .sa_handler = s_on_signal };
+	struct ns_engine *e = NULL;
+	char err[512], pulled[4096];
+	int rc;
+
+	if ((rc = s_parse(op, argc, argv)) < 0)
+		return rc == -ENOMEM ? 1 : 2;
+	if (op->print_args) {
+		s_print_args(op);
+		return 0;
+	}
+	if ((rc = nsctl_model_arg("nsctl run", &op->model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
-	if (s_check_model(&o) < 0 || nsctl_draft_check(&o.g, o.model, o.ea.eo.backend) < 0)
+	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model, op->ea.eo.backend) < 0)
 		return 2;
+	if (s_seed(op) < 0)
+		return 1;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	o.ea.eo.cancel = &s_interrupted;
-	rc = nsctl_engine_budgets(&o.ea, S_WHO, o.model);
+	op->ea.eo.cancel = &s_interrupted;
+	rc = nsctl_engine_budgets(&op->ea, S_WHO, op->model);
 	if (rc)
 		return rc;
-	if (o.warmup && !o.ea.eo.expert_stats) { /* nsrouter writes hits there, nsplan reads them */
+	if (op->warmup && !op->ea.eo.expert_stats) { /* nsrouter writes hits there, nsplan reads them */
 		int fd;
 
-		snprintf(o.stats_tmp, sizeof(o.stats_tmp), "/tmp/nsctl-hits-XXXXXX");
-		fd = mkstemp(o.stats_tmp);
+		snprintf(op->stats_tmp, sizeof(op->stats_tmp), "/tmp/nsctl-hits-XXXXXX");
+		fd = mkstemp(op->stats_tmp);
 		if (fd < 0) {
 			fprintf(stderr, "nsctl run: --warmup: cannot make a statistics file: %s\n",
 				strerror(errno));
 			return 1;
 		}
 		close(fd);
-		o.ea.eo.expert_stats = o.stats_tmp;
+		op->ea.eo.expert_stats = op->stats_tmp;
 	}
-	rc = ns_engine_load(o.model, &o.ea.eo, &e, err, sizeof(err));
+	rc = ns_engine_load(op->model, &op->ea.eo, &e, err, sizeof(err));
 	if (rc < 0)
-		s_stats_rm(&o);
+		s_stats_rm(op);
 	if (rc < 0) {
 		if (s_interrupted) {
 			fprintf(stderr, "nsctl run: interrupted; session removed\n");
@@ -381,28 +634,33 @@ int cmd_run(int argc, char **argv)
 	if (ns_engine_pid(e, NS_PROC_NSROUTER))
 		fprintf(stderr, ", nsrouter pid %d", ns_engine_pid(e, NS_PROC_NSROUTER));
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
-	if (o.final_only && !run_is_harmony(e)) {
+	fprintf(stderr, "nsctl run: seed %" PRIu64 "%s\n", op->g.seed,
+		op->seed_given ? "" : " (random; -s repeats it)");
+	if (op->final_only && !run_is_harmony(e)) {
 		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "
 			"chat template; this model's is %s\n", ns_engine_chat_template(e) ?
 			ns_engine_chat_template(e) : "missing");
 		ns_engine_free(&e);
 		return 2;
 	}
-	rc = o.warmup ? s_warmup(e, &o) : 0;
-	if (rc == 0 && o.chat) {
-		struct chat_repl_opts co = { .system = o.system, .print_prompt = o.print_prompt,
-					     .final_only = o.final_only, .json = o.json, .g = &o.g,
-					     .replying = &s_replying, .stop_reply = &s_stop_reply,
+	rc = op->warmup ? s_warmup(e, op) : 0;
+	if (rc == 0 && op->chat) {
+		struct chat_repl_opts co = { .system = op->system, .print_prompt = op->print_prompt,
+					     .final_only = op->final_only, .json = op->json,
+					     .g = &op->g, .replying = &s_replying,
+					     .stop_reply = &s_stop_reply,
 					     .interrupted = &s_interrupted };
 
 		rc = chat_repl(e, &co);
 	}
 	else if (rc == 0)
-		rc = s_single(e, &o);
-	if (rc < 0 && !s_interrupted)
+		rc = s_single(e, op);
+	if (op->stdout_closed)
+		fprintf(stderr, "nsctl run: stdout closed; generation stopped, session removed\n");
+	else if (rc < 0 && !s_interrupted)
 		fprintf(stderr, "nsctl run: %s\n", ns_engine_error(e));
 	ns_engine_free(&e);
-	s_stats_rm(&o);
+	s_stats_rm(op);
 	if (s_interrupted) {
 		fprintf(stderr, "nsctl run: interrupted; children stopped, session removed\n");
 		return 130;

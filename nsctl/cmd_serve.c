@@ -23,6 +23,7 @@
 #include "engine_flags.h"
 #include "gguf.h"
 #include "model.h"
+#include "ns_opt.h"
 #include "ns_util.h"
 #include "session.h"
 #include "srv_engine.h"
@@ -48,14 +49,15 @@ struct s_opts {
 	uint16_t port;
 	uint32_t parallel, queue, prefill_chunk, grace_s, max_conns;
 	uint64_t max_body;
-	bool no_reuse;
+	bool no_reuse, print_args;
 	struct nsctl_engine_args ea;
 };
 
 static void s_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: nsctl serve MODEL [options]\n"
+		"usage: nsctl serve MODEL [options]   (or -m MODEL; --opt=value and llama-server's\n"
+		"       -a/--alias, -np/--parallel, -c/--ctx-size, -t/--threads, -ngl work too)\n"
 		"  An OpenAI-compatible server: POST /v1/chat/completions, POST /v1/completions\n"
 		"  (whole or streamed), GET /v1/models, GET /health.\n"
 		"server:\n"
@@ -101,8 +103,118 @@ static int s_key_file(struct s_opts *o, const char *path)
 	return 0;
 }
 
+enum {
+	O_HELP = 1, O_MODEL, O_NO_REUSE, O_HOST, O_PORT, O_API_KEY, O_API_KEY_FILE, O_ALIAS,
+	O_PARALLEL, O_QUEUE, O_PREFILL_CHUNK, O_GRACE, O_MAX_BODY, O_PRINT_ARGS,
+};
+
+/* serve's own options (llama-server's spellings as aliases); the pipeline's come from
+ * nsctl_engine_opts. */
+static const struct ns_opt s_serve_opts[] = {
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	{ "no-prompt-reuse", NULL, NS_OPT_SWITCH, O_NO_REUSE },
+	{ "host", NULL, NS_OPT_VALUE, O_HOST },
+	{ "port", NULL, NS_OPT_VALUE, O_PORT },
+	{ "api-key", NULL, NS_OPT_VALUE, O_API_KEY },
+	{ "api-key-file", NULL, NS_OPT_VALUE, O_API_KEY_FILE },
+	{ "alias", "-a", NS_OPT_VALUE, O_ALIAS },
+	{ "parallel", "-np", NS_OPT_VALUE, O_PARALLEL },
+	{ "queue", NULL, NS_OPT_VALUE, O_QUEUE },
+	{ "prefill-chunk", NULL, NS_OPT_VALUE, O_PREFILL_CHUNK },
+	{ "grace", NULL, NS_OPT_VALUE, O_GRACE },
+	{ "max-body", NULL, NS_OPT_VALUE, O_MAX_BODY },
+	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
+};
+
+/* A count option of serve into *out (lo..hi). */
+static int s_count(const char *f, const char *v, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+	uint64_t u = 0;
+	int rc = nsctl_arg_count(S_WHO, f, v, lo, hi, &u);
+
+	*out = (uint32_t)u;
+	return rc;
+}
+
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
+{
+	struct s_opts *o = user;
+	uint32_t port = 0;
+	int rc = 0;
+
+	if (!opt || opt->id == O_MODEL) {
+		if (o->model) {
+			fprintf(stderr, S_WHO ": unexpected argument '%s'\n", v);
+			return -EINVAL;
+		}
+		o->model = v;
+		return 0;
+	}
+	if (opt->id >= NSE_O_MEM) /* budgets, backend, context, ... (as nsctl run) */
+		return nsctl_engine_opt(&o->ea, S_WHO, opt, f, v);
+	switch (opt->id) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_PRINT_ARGS:
+		o->print_args = true;
+		break;
+	case O_NO_REUSE:
+		o->no_reuse = true;
+		break;
+	case O_HOST:
+		o->host = v;
+		break;
+	case O_PORT:
+		rc = s_count(f, v, 0, 65535, &port);
+		o->port = (uint16_t)port;
+		break;
+	case O_API_KEY:
+		o->api_key = v;
+		if (!*v) {
+			fprintf(stderr, S_WHO ": --api-key: the key is empty\n");
+			rc = -EINVAL;
+		}
+		break;
+	case O_API_KEY_FILE:
+		rc = s_key_file(o, v);
+		break;
+	case O_ALIAS:
+		o->alias = v;
+		if (!*v || strlen(v) > 256) {
+			fprintf(stderr, S_WHO ": --alias: 1 to 256 bytes\n");
+			rc = -EINVAL;
+		}
+		break;
+	case O_PARALLEL:
+		rc = s_count(f, v, 1, 64, &o->parallel);
+		break;
+	case O_QUEUE:
+		rc = s_count(f, v, 0, 100000, &o->queue);
+		break;
+	case O_PREFILL_CHUNK:
+		rc = s_count(f, v, 1, 1u << 20, &o->prefill_chunk);
+		break;
+	case O_GRACE:
+		rc = s_count(f, v, 0, 86400, &o->grace_s);
+		break;
+	case O_MAX_BODY:
+		rc = nsctl_arg_size(S_WHO, f, v, &o->max_body);
+		if (rc == 0 && (o->max_body < 1024 || o->max_body > (1ull << 30))) {
+			fprintf(stderr, S_WHO ": --max-body: 1KB to 1GB\n");
+			rc = -EINVAL;
+		}
+		break;
+	}
+	return rc;
+}
+
 static int s_parse(struct s_opts *o, int argc, char **argv)
 {
+	struct ns_opt t[NS_ARRAY_LEN(s_serve_opts) + NSCTL_ENGINE_N_OPTS];
+	int rc;
+
 	nsctl_engine_args_init(&o->ea);
 	o->host = "127.0.0.1";
 	o->port = 8080;
@@ -111,81 +223,11 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	o->prefill_chunk = 256;
 	o->grace_s = 10;
 	o->max_body = 8ull << 20;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t u = 0;
-		int rc;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		} else if (!strcmp(a, "--no-prompt-reuse")) {
-			o->no_reuse = true;
-			continue;
-		} else if (a[0] != '-' || !a[1]) {
-			if (o->model) {
-				fprintf(stderr, S_WHO ": unexpected argument '%s'\n", a);
-				return -EINVAL;
-			}
-			o->model = a;
-			continue;
-		}
-		rc = nsctl_engine_flag(&o->ea, S_WHO, a, v);
-		if (rc < 0)
-			return rc;
-		if (rc) {
-			i += rc - 1;
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, S_WHO ": unknown option or missing value: %s\n", a);
-			return -EINVAL;
-		}
-		i++;
-		if (!strcmp(a, "--host")) {
-			o->host = v;
-		} else if (!strcmp(a, "--port")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 0, 65535, &u);
-			o->port = (uint16_t)u;
-		} else if (!strcmp(a, "--api-key")) {
-			o->api_key = v;
-			if (!*v) {
-				fprintf(stderr, S_WHO ": --api-key: the key is empty\n");
-				rc = -EINVAL;
-			}
-		} else if (!strcmp(a, "--api-key-file")) {
-			rc = s_key_file(o, v);
-		} else if (!strcmp(a, "--alias")) {
-			o->alias = v;
-			if (!*v || strlen(v) > 256) {
-				fprintf(stderr, S_WHO ": --alias: 1 to 256 bytes\n");
-				rc = -EINVAL;
-			}
-		} else if (!strcmp(a, "--parallel")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 1, 64, &u);
-			o->parallel = (uint32_t)u;
-		} else if (!strcmp(a, "--queue")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 0, 100000, &u);
-			o->queue = (uint32_t)u;
-		} else if (!strcmp(a, "--prefill-chunk")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 1, 1u << 20, &u);
-			o->prefill_chunk = (uint32_t)u;
-		} else if (!strcmp(a, "--grace")) {
-			rc = nsctl_arg_count(S_WHO, a, v, 0, 86400, &u);
-			o->grace_s = (uint32_t)u;
-		} else if (!strcmp(a, "--max-body")) {
-			rc = nsctl_arg_size(S_WHO, a, v, &o->max_body);
-			if (rc == 0 && (o->max_body < 1024 || o->max_body > (1ull << 30))) {
-				fprintf(stderr, S_WHO ": --max-body: 1KB to 1GB\n");
-				rc = -EINVAL;
-			}
-		} else {
-			fprintf(stderr, S_WHO ": unknown option %s\n", a);
-			rc = -EINVAL;
-		}
-		if (rc)
-			return rc;
-	}
+	memcpy(t, s_serve_opts, sizeof(s_serve_opts));
+	memcpy(t + NS_ARRAY_LEN(s_serve_opts), nsctl_engine_opts, sizeof(nsctl_engine_opts));
+	rc = ns_opt_parse(S_WHO, t, NS_ARRAY_LEN(t), argc, argv, s_on_opt, o);
+	if (rc < 0)
+		return rc;
 	if (!o->model) {
 		fprintf(stderr, S_WHO ": no MODEL given (usage: nsctl serve MODEL [options]; --help "
 			"lists them)\n");
@@ -194,6 +236,18 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	o->ea.n_seq = o->parallel;
 	o->max_conns = o->parallel + o->queue + 16;
 	return nsctl_engine_args_check(&o->ea, S_WHO);
+}
+
+/* --print-args: what was parsed, "name=value" lines on stdout (the flag tests). */
+static void s_print_args(const struct s_opts *o)
+{
+	const struct ns_engine_opts *eo = &o->ea.eo;
+
+	printf("model=%s\nhost=%s\nport=%u\nalias=%s\nparallel=%u\nqueue=%u\nprefill_chunk=%u\n"
+	       "grace=%u\nmax_body=%" PRIu64 "\nno_prompt_reuse=%d\nthreads=%d\nctx=%u\n"
+	       "ngl=%lld\nbackend=%s\n", o->model, o->host, o->port, o->alias ? o->alias : "",
+	       o->parallel, o->queue, o->prefill_chunk, o->grace_s, o->max_body, o->no_reuse,
+	       eo->threads, eo->n_ctx, (long long)o->ea.ngl, eo->backend ? eo->backend : "cpu");
 }
 
 /* The model's API name: --alias, else the file name without ".gguf". */
@@ -324,6 +378,10 @@ int cmd_serve(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	if (s_parse(&o, argc, argv) < 0)
 		return 2;
+	if (o.print_args) {
+		s_print_args(&o);
+		return 0;
+	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

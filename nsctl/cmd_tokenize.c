@@ -24,6 +24,30 @@
 #include "ns_util.h"
 #include "tokenizer.h"
 
+static const char s_tokenize_usage[] =
+	"usage: nsctl tokenize MODEL [options] [--] TEXT   (TEXT \"-\": standard input)\n"
+	"  Prints one line per token (\"   id -> 'piece'\"), as llama-tokenize does.\n"
+	"  --ids                 the id list only\n"
+	"  --json                one JSON object\n"
+	"  --add-special         add BOS/EOS as the vocabulary asks\n"
+	"  --parse-special       special-token text in TEXT becomes those tokens\n"
+	"  --chat                TEXT is a user message, rendered with the model's template\n"
+	"  --system S            a system message first (with --chat)\n"
+	"  --no-think            the template's no-thinking variant (with --chat)\n"
+	"  --thinking            Gemma 4's template: let the model think (with --chat)\n"
+	"  --chat-date D         the date a template shows (YYYY-MM-DD)\n"
+	"  --reasoning[-effort] low|medium|high  gpt-oss's reasoning effort\n"
+	"  --chat-template FAMILY  a template family instead of the model's own\n"
+	"  --print-prompt        print the rendered prompt instead of tokens\n";
+
+static const char s_detokenize_usage[] =
+	"usage: nsctl detokenize MODEL [options] [--] IDS...   (IDS \"-\": standard input)\n"
+	"  Prints the text the ids decode to; ids separated by spaces, commas or newlines,\n"
+	"  optionally in [brackets].\n"
+	"  --json                one JSON object\n"
+	"  --remove-special      drop a leading BOS and a trailing EOS (as llama.cpp)\n"
+	"  --hide-special        special tokens print as nothing, not as their text\n";
+
 /* All of standard input, NUL-terminated (may hold other NULs: trust *len). */
 static char *s_read_stdin(size_t *len)
 {
@@ -161,20 +185,6 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 	return out;
 }
 
-static void s_tokenize_usage(FILE *f)
-{
-	fprintf(f, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] "
-		"[--chat [--system S] [--no-think] [--thinking] [--chat-date YYYY-MM-DD] "
-		"[--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt]] [--] TEXT   "
-		"(TEXT - reads standard input)\n");
-}
-
-static void s_detokenize_usage(FILE *f)
-{
-	fprintf(f, "usage: nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] "
-		"[--] IDS...   (IDS - reads standard input)\n");
-}
-
 int cmd_tokenize(int argc, char **argv)
 {
 	bool json = false, ids_only = false, add_special = false, parse_special = false;
@@ -189,7 +199,7 @@ int cmd_tokenize(int argc, char **argv)
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			s_tokenize_usage(stdout);
+			fputs(s_tokenize_usage, stdout);
 			return 0;
 		} else if (!strcmp(argv[i], "--")) {
 			first_text = i + 1;
@@ -246,8 +256,11 @@ int cmd_tokenize(int argc, char **argv)
 		fprintf(stderr, "nsctl tokenize: --json and --ids do not go together\n");
 		return 2;
 	}
-	if (!model || first_text < 0 || first_text >= argc) {
-		s_tokenize_usage(stderr);
+	if (!model || first_text < 0 || first_text >= argc) { /* one line */
+		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
+			"[--parse-special] [--chat [--system S] [--no-think] [--thinking] "
+			"[--chat-date YYYY-MM-DD] [--reasoning[-effort] E] [--chat-template FAMILY] "
+			"[--print-prompt]] [--] TEXT   (TEXT - reads standard input)\n");
 		return 2;
 	}
 	if (first_text == argc - 1 && !strcmp(argv[first_text], "-")) {
@@ -400,7 +413,7 @@ int cmd_detokenize(int argc, char **argv)
 	for (i = 1; i < argc && !rc; i++) {
 		if (!dash && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
 			free(ids);
-			s_detokenize_usage(stdout);
+			fputs(s_detokenize_usage, stdout);
 			return 0;
 		} else if (!dash && !strcmp(argv[i], "--")) {
 			dash = true;
@@ -446,7 +459,8 @@ int cmd_detokenize(int argc, char **argv)
 			fprintf(stderr, "nsctl detokenize: bad ids '%s': ids are integers 0..%d\n",
 				bad, INT32_MAX);
 		else
-			s_detokenize_usage(stderr);
+			fprintf(stderr, "usage: nsctl detokenize MODEL [--json] [--remove-special] "
+				"[--hide-special] [--] IDS...   (IDS - reads standard input)\n");
 		free(ids);
 		return 2;
 	}

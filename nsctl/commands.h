@@ -56,6 +56,14 @@ int nsctl_check_budgets(const char *who, const char *model, uint32_t n_ctx, uint
 int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
 		     uint64_t reserve);
 
+/* llama.cpp's -ngl N as a VRAM budget: the weights of layers 0..N-1 (all of them when N is at
+ * least the model's layer count) and of the tensors outside the layers, plus what the cuda
+ * pass keeps at n_ctx (the --reserve-vram default); one line on stderr says so. nsplan still
+ * chooses which weights the budget holds. Returns 0, or an exit code (2; 1 out of memory)
+ * after one line. */
+int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, int64_t ngl,
+		   uint64_t *vram);
+
 /* KV cache types (kv_opts.c): -ctk/--cache-type-k and -ctv/--cache-type-v, llama.cpp's
  * names. nsctl_kv_set stores the type's static name in *k or *v, or prints one line prefixed
  * with who and returns -EINVAL for a name other than f32, f16, q8_0. nsctl_kv_enum: the enum

@@ -9,6 +9,7 @@
 #include "chat_repl.h"
 #include "commands.h"
 #include "engine_flags.h"
+#include "ns_opt.h"
 #include "ns_util.h"
 
 const char nsctl_engine_usage[] =
@@ -21,11 +22,20 @@ const char nsctl_engine_usage[] =
 	"  --vram-budget SIZE    GPU budget (cuda backend): nsplan puts weights in VRAM\n"
 	"  --reserve-vram SIZE   the part of it kept for KV cache, scratch and staging\n"
 	"                        (default: exactly what the cuda pass needs)\n"
+	"  -ngl, --n-gpu-layers N  llama.cpp's layer count as a VRAM plan: 0 is --backend\n"
+	"                        cpu; N > 0 is --backend cuda with a --vram-budget of N\n"
+	"                        layers' weights + the other weights + what the cuda pass\n"
+	"                        needs (-1, all, or N >= the layer count: the whole model);\n"
+	"                        nsplan still chooses which weights go in it; a\n"
+	"                        --vram-budget given wins\n"
 	"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
 	"  --lookahead N         blocks in flight after the one being multiplied (4)\n"
 	"  --backend cpu|cuda    compute process: nscompute, or nscompute-cuda when built\n"
-	"  -c, --ctx N           context positions (4096)\n"
-	"  --threads N           compute threads (0: all CPUs)\n"
+	"  -c, --ctx-size, --ctx N  context positions (4096)\n"
+	"  -b, --batch-size N    accepted for llama.cpp's command lines; no effect: the whole\n"
+	"                        prompt is one batch, each streamed weight block is used for\n"
+	"                        every prompt token before it is dropped\n"
+	"  -t, --threads N       compute threads (0: all CPUs)\n"
 	"  --act f32|q8          kernels' activations: f32 (default, exact weights) or q8\n"
 	"                        (int8 per 32 as llama.cpp: faster 4-bit kernels; cuda:\n"
 	"                        decode GEMVs of quantized weights, prefill stays f16/f32)\n"
@@ -40,6 +50,8 @@ const char nsctl_engine_usage[] =
 	"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
 	"                        of the forward pass (default: on for dense models)\n"
 	"  --no-plan             do not start nsplan\n"
+	"  --no-warmup           accepted for llama.cpp's command lines: we never run its\n"
+	"                        empty warm-up evaluation (our --warmup is another thing)\n"
 	"  --expert-stats FILE   expert hit counts (nsplan's format) nsrouter keeps up to\n"
 	"                        date; FILE.plan gets the warm-up's, which nsplan plans\n"
 	"                        from (default with --warmup: temporary files)\n"
@@ -52,6 +64,7 @@ void nsctl_engine_args_init(struct nsctl_engine_args *a)
 {
 	memset(a, 0, sizeof(*a));
 	ns_engine_opts_default(&a->eo);
+	a->ngl = NSCTL_NGL_UNSET;
 	a->n_seq = 1;
 }
 
@@ -111,99 +124,182 @@ static int s_wrap(struct nsctl_engine_args *a, const char *who, const char *v)
 	return -EINVAL;
 }
 
-/* Flags without a value: 1, or 0 when f is none of them. */
-static int s_switch(struct nsctl_engine_args *a, const char *f)
+const struct ns_opt nsctl_engine_opts[NSCTL_ENGINE_N_OPTS] = {
+	{ "mem-budget", NULL, NS_OPT_VALUE, NSE_O_MEM },
+	{ "ram-budget", NULL, NS_OPT_VALUE, NSE_O_RAM },
+	{ "vram-budget", NULL, NS_OPT_VALUE, NSE_O_VRAM },
+	{ "reserve-vram", NULL, NS_OPT_VALUE, NSE_O_RESERVE },
+	{ "n-gpu-layers", "-ngl --gpu-layers", NS_OPT_VALUE, NSE_O_NGL },
+	{ "block-rows", NULL, NS_OPT_VALUE, NSE_O_BLOCK_ROWS },
+	{ "lookahead", NULL, NS_OPT_VALUE, NSE_O_LOOKAHEAD },
+	{ "backend", NULL, NS_OPT_VALUE, NSE_O_BACKEND },
+	{ "ctx-size", "-c --ctx", NS_OPT_VALUE, NSE_O_CTX },
+	{ "batch-size", "-b", NS_OPT_VALUE, NSE_O_BATCH },
+	{ "act", NULL, NS_OPT_VALUE, NSE_O_ACT },
+	{ "cache-type-k", "-ctk", NS_OPT_VALUE, NSE_O_CTK },
+	{ "cache-type-v", "-ctv", NS_OPT_VALUE, NSE_O_CTV },
+	{ "threads", "-t", NS_OPT_VALUE, NSE_O_THREADS },
+	{ "stall-timeout", NULL, NS_OPT_VALUE, NSE_O_STALL },
+	{ "wrap", NULL, NS_OPT_VALUE, NSE_O_WRAP },
+	{ "expert-stats", NULL, NS_OPT_VALUE, NSE_O_STATS },
+	{ "reasoning", NULL, NS_OPT_VALUE, NSE_O_REASONING },
+	{ "run-ahead", NULL, NS_OPT_SWITCH, NSE_O_RUN_AHEAD },
+	{ "no-run-ahead", NULL, NS_OPT_SWITCH, NSE_O_NO_RUN_AHEAD },
+	{ "no-plan", NULL, NS_OPT_SWITCH, NSE_O_NO_PLAN },
+	{ "no-warmup", NULL, NS_OPT_SWITCH, NSE_O_NO_WARMUP },
+	{ "verbose", NULL, NS_OPT_SWITCH, NSE_O_VERBOSE },
+	{ "chat-template", NULL, NS_OPT_VALUE, NSE_O_CHAT_TEMPLATE },
+};
+
+/* A one-word choice among list ("cpu", "cuda", NULL): 0, or -EINVAL after one line. */
+static int s_choice(const char *who, const char *flag, const char *v, const char *const *list)
 {
-	if (!strcmp(f, "--run-ahead"))
-		a->eo.run_ahead = 1;
-	else if (!strcmp(f, "--no-run-ahead"))
-		a->eo.run_ahead = 0;
-	else if (!strcmp(f, "--no-plan"))
-		a->eo.no_plan = true;
-	else if (!strcmp(f, "--verbose"))
-		a->eo.verbose = true;
-	else
-		return 0;
-	return 1;
+	char all[64] = "";
+
+	for (size_t i = 0; list[i]; i++) {
+		if (!strcmp(v, list[i]))
+			return 0;
+		snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", i ? "|" : "",
+			 list[i]);
+	}
+	fprintf(stderr, "%s: %s %s (got '%s')\n", who, flag, all, v);
+	return -EINVAL;
 }
 
-int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *f,
-		      const char *v)
+/* -ngl N: llama.cpp's layer count, kept as a count; nsctl_engine_budgets turns it into the
+ * backend and a VRAM budget (-1 or "all": every layer). */
+static int s_ngl(struct nsctl_engine_args *a, const char *who, const char *f, const char *v)
 {
+	uint64_t u = 0;
+
+	if (!strcmp(v, "-1") || !strcmp(v, "all") || !strcmp(v, "auto")) {
+		a->ngl = NSCTL_NGL_ALL;
+		return 0;
+	}
+	if (nsctl_arg_count(who, f, v, 0, NSCTL_NGL_ALL - 1, &u) < 0)
+		return -EINVAL;
+	a->ngl = (int64_t)u;
+	return 0;
+}
+
+int nsctl_engine_opt(struct nsctl_engine_args *a, const char *who, const struct ns_opt *o,
+		     const char *f, const char *v)
+{
+	static const char *const backends[] = { "cpu", "cuda", NULL };
+	static const char *const acts[] = { "f32", "q8", NULL };
+	static const char *const efforts[] = { "low", "medium", "high", NULL };
 	struct ns_engine_opts *eo = &a->eo;
 	uint64_t u = 0;
 	int rc = 0;
 
-	if (s_switch(a, f))
-		return 1;
-	if (strcmp(f, "--mem-budget") && strcmp(f, "--ram-budget") && strcmp(f, "--vram-budget") &&
-	    strcmp(f, "--reserve-vram") && strcmp(f, "--block-rows") && strcmp(f, "--lookahead") &&
-	    strcmp(f, "--backend") && strcmp(f, "-c") && strcmp(f, "--ctx") && strcmp(f, "--act") &&
-	    strcmp(f, "--threads") && strcmp(f, "--wrap") && strcmp(f, "--expert-stats") &&
-	    strcmp(f, "--reasoning") && strcmp(f, "--stall-timeout") &&
-	    strcmp(f, "--chat-template") && !nsctl_kv_is_flag(f))
-		return 0;
-	if (!v) {
-		fprintf(stderr, "%s: unknown option or missing value: %s\n", who, f);
-		return -EINVAL;
-	}
-	if (!strcmp(f, "--mem-budget")) {
+	switch (o->id) {
+	case NSE_O_RUN_AHEAD:
+		eo->run_ahead = 1;
+		break;
+	case NSE_O_NO_RUN_AHEAD:
+		eo->run_ahead = 0;
+		break;
+	case NSE_O_NO_PLAN:
+		eo->no_plan = true;
+		break;
+	case NSE_O_NO_WARMUP: /* llama.cpp's empty warm-up evaluation: we never run one */
+		a->no_warmup = true;
+		break;
+	case NSE_O_VERBOSE:
+		eo->verbose = true;
+		break;
+	case NSE_O_MEM:
 		rc = nsctl_arg_size(who, f, v, &eo->mem_budget);
 		a->mem_given = true;
-	} else if (!strcmp(f, "--ram-budget")) {
+		break;
+	case NSE_O_RAM:
 		rc = nsctl_arg_size(who, f, v, &eo->ram_budget);
 		a->ram_given = true;
-	} else if (!strcmp(f, "--vram-budget")) {
+		break;
+	case NSE_O_VRAM:
 		rc = nsctl_arg_size(who, f, v, &eo->vram_budget);
-	} else if (!strcmp(f, "--reserve-vram")) {
+		break;
+	case NSE_O_RESERVE:
 		rc = nsctl_arg_size(who, f, v, &eo->reserve_vram);
-	} else if (!strcmp(f, "--block-rows")) {
+		break;
+	case NSE_O_NGL:
+		rc = s_ngl(a, who, f, v);
+		break;
+	case NSE_O_BLOCK_ROWS:
 		rc = nsctl_arg_count(who, f, v, 0, UINT32_MAX, &eo->block_rows);
-	} else if (!strcmp(f, "--lookahead")) {
+		break;
+	case NSE_O_LOOKAHEAD:
 		rc = nsctl_arg_count(who, f, v, 0, 1024, &u);
 		eo->lookahead = (int32_t)u;
-	} else if (!strcmp(f, "--backend")) {
-		if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-			fprintf(stderr, "%s: --backend cpu|cuda (got '%s')\n", who, v);
-			rc = -EINVAL;
-		}
+		break;
+	case NSE_O_BACKEND:
+		rc = s_choice(who, f, v, backends);
 		eo->backend = v;
-	} else if (!strcmp(f, "-c") || !strcmp(f, "--ctx")) {
+		a->backend_given = true;
+		break;
+	case NSE_O_CTX:
 		rc = nsctl_arg_count(who, f, v, 1, 1 << 24, &u);
 		eo->n_ctx = (uint32_t)u;
-	} else if (!strcmp(f, "--act")) {
-		if (strcmp(v, "f32") && strcmp(v, "q8")) {
-			fprintf(stderr, "%s: --act f32|q8 (got '%s')\n", who, v);
-			rc = -EINVAL;
-		}
+		break;
+	case NSE_O_BATCH: /* checked, kept for --print-args; prefill is one batch (usage) */
+		rc = nsctl_arg_count(who, f, v, 1, 1 << 24, &u);
+		a->batch = (uint32_t)u;
+		break;
+	case NSE_O_ACT:
+		rc = s_choice(who, f, v, acts);
 		eo->act_q8 = !strcmp(v, "q8");
-	} else if (nsctl_kv_is_flag(f)) {
-		rc = nsctl_kv_set(who, f, v, &eo->cache_type_k, &eo->cache_type_v);
-	} else if (!strcmp(f, "--threads")) {
+		break;
+	case NSE_O_CTK:
+	case NSE_O_CTV:
+		/* f may be an abbreviation getopt_long took ("--cache-type-k" is meant) */
+		rc = nsctl_kv_set(who, nsctl_kv_is_flag(f) ? f : o->id == NSE_O_CTK ?
+				  "--cache-type-k" : "--cache-type-v", v, &eo->cache_type_k,
+				  &eo->cache_type_v);
+		break;
+	case NSE_O_THREADS:
 		rc = nsctl_arg_count(who, f, v, 0, 1024, &u);
 		eo->threads = (int)u;
-	} else if (!strcmp(f, "--stall-timeout")) {
+		break;
+	case NSE_O_STALL:
 		rc = nsctl_arg_count(who, f, v, 1, 3600, &u);
 		eo->stall_ms = (uint32_t)u * 1000u;
-	} else if (!strcmp(f, "--wrap")) {
+		break;
+	case NSE_O_WRAP:
 		rc = s_wrap(a, who, v);
-	} else if (!strcmp(f, "--expert-stats")) {
+		break;
+	case NSE_O_STATS:
 		eo->expert_stats = v;
-	} else if (!strcmp(f, "--chat-template")) { /* NAME|FILE -> a family name */
+		break;
+	case NSE_O_CHAT_TEMPLATE: /* NAME|FILE -> a family name */
 		rc = chat_template_arg(who, v, &eo->chat_template);
-	} else { /* --reasoning */
-		if (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")) {
-			fprintf(stderr, "%s: --reasoning low|medium|high (got '%s')\n", who, v);
-			rc = -EINVAL;
-		}
+		break;
+	case NSE_O_REASONING:
+		rc = s_choice(who, f, v, efforts);
 		eo->reasoning_effort = v;
+		break;
+	default:
+		return -EINVAL;
 	}
-	return rc < 0 ? rc : 2;
+	return rc;
 }
 
 int nsctl_engine_args_check(struct nsctl_engine_args *a, const char *who)
 {
-	if (a->eo.reserve_vram && !a->eo.vram_budget) {
+	if (a->ngl > 0 && a->backend_given && strcmp(a->eo.backend, "cuda")) {
+		fprintf(stderr, "%s: -ngl puts layers on the GPU: it needs the cuda backend, not "
+			"--backend %s\n", who, a->eo.backend);
+		return -EINVAL;
+	}
+	if (a->ngl == 0 && a->eo.vram_budget) {
+		fprintf(stderr, "%s: -ngl 0 is the cpu backend; it does not go with --vram-budget\n",
+			who);
+		return -EINVAL;
+	}
+	if (a->ngl == 0 && !a->backend_given)
+		a->eo.backend = "cpu";
+	if (a->ngl > 0 && !a->backend_given)
+		a->eo.backend = "cuda";
+	if (a->eo.reserve_vram && !a->eo.vram_budget && a->ngl <= 0) {
 		fprintf(stderr, "%s: --reserve-vram needs a --vram-budget\n", who);
 		return -EINVAL;
 	}
@@ -215,6 +311,11 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	struct ns_engine_opts *eo = &a->eo;
 	int rc;
 
+	if (a->ngl > 0 && !eo->vram_budget) { /* -ngl N: N layers' worth of VRAM */
+		rc = nsctl_ngl_vram(who, model, eo->n_ctx, a->ngl, &eo->vram_budget);
+		if (rc)
+			return rc;
+	}
 	if (eo->vram_budget) {
 		rc = nsctl_check_vram(who, model, eo->n_ctx, eo->vram_budget, eo->reserve_vram);
 		if (rc)

@@ -9,24 +9,43 @@
 #include <stdint.h>
 
 #include "neurostream.h"
+#include "ns_opt.h"
+
+#define NSCTL_NGL_UNSET (-1)
+#define NSCTL_NGL_ALL ((int64_t)1 << 31) /* -ngl -1 / all: every layer */
 
 struct nsctl_engine_args {
 	struct ns_engine_opts eo;
 	bool mem_given, ram_given; /* else nsctl plan's defaults fill them */
+	bool backend_given;
+	bool no_warmup;            /* llama.cpp's --no-warmup: accepted, we never warm up so */
+	uint32_t batch;            /* llama.cpp's -b: checked, no effect (0: not given) */
+	int64_t ngl;               /* llama.cpp's -ngl: layers' worth of VRAM, NSCTL_NGL_UNSET
+				    * or NSCTL_NGL_ALL; nsctl_engine_budgets applies it */
 	uint32_t n_seq;            /* sequences whose KV caches the fixed set holds (serve's
 				    * --parallel; 1 for run) */
 };
+
+/* The pipeline's options as an ns_opt table (ids NSE_O_*), appended to run's and serve's own
+ * tables for ns_opt_parse: their callback hands these ids to nsctl_engine_opt. */
+enum {
+	NSE_O_MEM = 1000, NSE_O_RAM, NSE_O_VRAM, NSE_O_RESERVE, NSE_O_NGL, NSE_O_BLOCK_ROWS,
+	NSE_O_LOOKAHEAD, NSE_O_BACKEND, NSE_O_CTX, NSE_O_BATCH, NSE_O_ACT, NSE_O_CTK, NSE_O_CTV,
+	NSE_O_THREADS, NSE_O_STALL, NSE_O_WRAP, NSE_O_STATS, NSE_O_REASONING, NSE_O_RUN_AHEAD,
+	NSE_O_NO_RUN_AHEAD, NSE_O_NO_PLAN, NSE_O_NO_WARMUP, NSE_O_VERBOSE, NSE_O_CHAT_TEMPLATE,
+};
+#define NSCTL_ENGINE_N_OPTS 24
+extern const struct ns_opt nsctl_engine_opts[NSCTL_ENGINE_N_OPTS];
+
+/* One option of that table: its value v (NULL for a switch) as the user spelled it (f, for
+ * messages). 0, or -EINVAL after one line on stderr. */
+int nsctl_engine_opt(struct nsctl_engine_args *a, const char *who, const struct ns_opt *o,
+		     const char *f, const char *v);
 
 void nsctl_engine_args_init(struct nsctl_engine_args *a);
 
 /* The usage text of these flags (lines of "  --flag ...  what"). */
 extern const char nsctl_engine_usage[];
-
-/* One flag: returns 1 when flag is one of the pipeline's without a value, 2 when it is one
- * with a value (v, which may be NULL: then -EINVAL, "missing value"), 0 when it is none of
- * them, -EINVAL after one line on stderr for a bad value. */
-int nsctl_engine_flag(struct nsctl_engine_args *a, const char *who, const char *flag,
-		      const char *v);
 
 /* The checks after every flag is read (--reserve-vram needs --vram-budget). Returns 0 or
  * -EINVAL after one line. */

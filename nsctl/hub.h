@@ -9,7 +9,6 @@
  *   hub_hash.c     the hub's checksums: sha256 (LFS files) and git blob ids (small files)
  *   hub_http.c     libcurl: small answers, resolve's metadata (HEAD), ranged GETs
  *   hub_fetch.c    one file: reuse, resume, verify, give it its final name
- *   hub_progress.c the progress line on a terminal
  *   hub_model.c    MODEL arguments of the other commands: a path, or REPO:QUANT from the cache
  *
  * Functions return 0 or a negative errno with one line in err (NS_ERR_LEN bytes): -EINVAL
@@ -22,6 +21,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ns_progress.h"
 
 #define HUB_REPO_MAX 96     /* huggingface_hub's limit on a repo id */
 #define HUB_QUANT_MAX 64
@@ -200,25 +201,6 @@ void hub_hash_free(struct hub_hash **h);
 bool hub_oid_valid(const char *oid);
 /* Hash the first `bytes` bytes of fd from offset 0 into h. */
 int hub_hash_fd(struct hub_hash *h, int fd, uint64_t bytes);
-
-/* ---- hub_progress.c ---- */
-
-/* One redrawn line on stderr: name, bytes done of total, percent, rate, ETA. Off when stderr
- * is not a terminal or the user asked for quiet. */
-struct hub_progress {
-	bool on;
-	char name[48];
-	uint64_t total, done, resumed_from;
-	uint64_t t0_ns, last_ns;
-};
-void hub_progress_begin(struct hub_progress *p, bool on, const char *name, uint64_t total,
-			uint64_t already);
-void hub_progress_add(struct hub_progress *p, uint64_t n);
-/* Back to zero: the server sent the whole file where a range was asked. */
-void hub_progress_restart(struct hub_progress *p);
-void hub_progress_end(struct hub_progress *p);
-/* "1:02:03", "4:05" from seconds. */
-char *hub_format_eta(double seconds, char *buf, size_t len);
 
 /* ---- hub_http.c ---- */
 

@@ -21,7 +21,7 @@ struct s_writer {
 	int fd;
 	const char *path;
 	struct hub_hash *hash;
-	struct hub_progress *prog;
+	struct ns_progress *prog;
 	uint64_t pos, fetched;
 	char *err;
 	size_t errlen;
@@ -43,7 +43,7 @@ static int s_start(void *arg, uint64_t offset)
 	w->pos = 0;
 	if ((rc = hub_hash_reset(w->hash)))
 		return rc;
-	hub_progress_restart(w->prog);
+	ns_progress_restart(w->prog);
 	return 0;
 }
 
@@ -69,7 +69,7 @@ static int s_data(void *arg, const char *buf, size_t n)
 		return rc;
 	w->pos += n;
 	w->fetched += n;
-	hub_progress_add(w->prog, n);
+	ns_progress_add(w->prog, n);
 	return 0;
 }
 
@@ -142,7 +142,7 @@ static int s_download(struct hub_client *c, const struct hub_paths *p, const str
 		      const char *name, bool progress, uint64_t *resumed_at, uint64_t *fetched,
 		      char *err, size_t errlen)
 {
-	struct hub_progress prog;
+	struct ns_progress prog;
 	struct s_writer w = { .fd = -1, .path = p->partial, .prog = &prog, .err = err,
 			      .errlen = errlen };
 	char hex[HUB_OID_MAX + 1], dir[4096];
@@ -176,14 +176,14 @@ static int s_download(struct hub_client *c, const struct hub_paths *p, const str
 		ns_errf(err, errlen, "cannot read %s: %s", p->partial, strerror(-rc));
 		goto out;
 	}
-	hub_progress_begin(&prog, progress, name, m->size, w.pos);
+	ns_progress_begin(&prog, progress, name, NULL, m->size, w.pos);
 	if (w.pos < m->size) {
 		struct hub_sink sink = { .start = s_start, .data = s_data, .arg = &w, .err = err,
 					 .errlen = errlen };
 
 		rc = hub_get(c, m->url, w.pos, m->size, &sink, err, errlen);
 	}
-	hub_progress_end(&prog);
+	ns_progress_end(&prog);
 	*fetched = w.fetched;
 	if (rc)
 		goto out; /* the partial stays: the next pull continues it */

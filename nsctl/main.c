@@ -29,7 +29,8 @@ static const struct command s_commands[] = {
 
 static void s_usage(FILE *f)
 {
-	fprintf(f, "usage: nsctl COMMAND [ARGS]\n\ncommands:\n");
+	fprintf(f, "usage: nsctl COMMAND [ARGS]   (nsctl COMMAND --help: its options)\n"
+		"       nsctl -v | --version\n\ncommands:\n");
 	for (size_t i = 0; i < NS_ARRAY_LEN(s_commands); i++)
 		fprintf(f, "  %-11s %s\n", s_commands[i].name, s_commands[i].summary);
 }
@@ -42,6 +43,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		s_usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--version")) {
+		printf("nsctl (neurostream) %s\n", NS_VERSION);
 		return 0;
 	}
 	for (size_t i = 0; i < NS_ARRAY_LEN(s_commands); i++)

@@ -17,6 +17,20 @@ int ns_run_out_begin(struct ns_run_out *o, bool harmony, bool final_only, FILE *
 	return 0;
 }
 
+/* The answer's text to out as it comes (nowhere when out is NULL: --json keeps it for the
+ * object). A failed write or flush (EPIPE: the reader of stdout went away) is -EPIPE, noted
+ * in out_closed; the stream buffer would otherwise hide it until the end. */
+static int s_write(struct ns_run_out *o, const char *text, size_t len)
+{
+	if (!o->out)
+		return 0;
+	if (o->out_closed || (len && fwrite(text, 1, len, o->out) != len) || fflush(o->out)) {
+		o->out_closed = true;
+		return -EPIPE;
+	}
+	return 0;
+}
+
 static void s_block_close(struct ns_run_out *o)
 {
 	if (o->block_open)
@@ -32,9 +46,8 @@ static int s_on_channel(enum ns_harmony_channel ch, const char *text, size_t len
 	if (ch == NS_HARMONY_FINAL || ch == NS_HARMONY_NONE) {
 		s_block_close(o);
 		o->final_seen |= ch == NS_HARMONY_FINAL;
-		if (fwrite(text, 1, len, o->out) != len)
+		if (s_write(o, text, len) < 0)
 			return 1; /* stdout closed: stop */
-		fflush(o->out);
 		return ns_text_append(&o->content, text, len) < 0;
 	}
 	if ((o->reasoning.len && msg != o->reasoning_msg &&
@@ -63,9 +76,8 @@ int ns_run_out_piece(const char *piece, size_t len, int32_t id, void *user)
 	(void)id;
 	if (o->h)
 		return ns_harmony_feed(o->h, piece, len, s_on_channel, o) != 0;
-	if (len && fwrite(piece, 1, len, o->out) != len)
+	if (s_write(o, piece, len) < 0)
 		return 1; /* stdout closed: stop */
-	fflush(o->out);
 	return ns_text_append(&o->content, piece, len) < 0;
 }
 
@@ -76,8 +88,7 @@ void ns_run_out_end(struct ns_run_out *o, uint32_t stop_reason, int32_t n_predic
 	if (o->h)
 		ns_harmony_finish(o->h, s_on_channel, o);
 	s_block_close(o);
-	fputc('\n', o->out);
-	fflush(o->out);
+	s_write(o, "\n", 1);
 	if (!o->h || o->final_seen || (stop_reason != 1 && stop_reason != 3))
 		return;
 	if (!o->reasoning.len && !o->content.len) { /* still in the first header */

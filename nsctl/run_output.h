@@ -16,7 +16,8 @@
 #include "run_report.h"
 
 struct ns_run_out {
-	FILE *out, *err;          /* not owned */
+	FILE *out, *err;          /* not owned; out NULL: the answer is only kept (--json) */
+	bool out_closed;          /* a write to out failed (EPIPE): generation was stopped */
 	struct ns_harmony *h;     /* NULL: plain text; owned */
 	bool final_only;
 	bool block_open;          /* a "[channel] " block on err awaits its newline */
@@ -30,7 +31,8 @@ struct ns_run_out {
 
 /* harmony: the prompt ended with the template's "<|start|>assistant". Returns 0 or -ENOMEM. */
 int ns_run_out_begin(struct ns_run_out *o, bool harmony, bool final_only, FILE *out, FILE *err);
-/* An ns_token_fn (user: the ns_run_out): non-zero when out is closed or memory ran out. */
+/* An ns_token_fn (user: the ns_run_out): non-zero when out is closed (a write or its flush
+ * failed: out_closed) or memory ran out. */
 int ns_run_out_piece(const char *piece, size_t len, int32_t id, void *user);
 /* End of the reply: flush the parser, end the lines. When the generation stopped by length
  * (stop_reason 1: "-n N reached inside the analysis channel; ...") or a full context (3)

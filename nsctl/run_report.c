@@ -7,6 +7,13 @@
 #include "ns_util.h"
 #include "run_report.h"
 
+const char *ns_stop_reason_name(uint32_t reason)
+{
+	static const char *const names[] = { "none", "length", "eos", "context", "stop" };
+
+	return reason < NS_ARRAY_LEN(names) ? names[reason] : "unknown";
+}
+
 void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *content,
 		   const struct ns_text *reasoning, FILE *f)
 {
@@ -16,7 +23,7 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 	ns_engine_stats(e, &s);
 	if (json) { /* one object on one line (jansson; keys in this order) */
 		json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, "
-				      "s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:I}",
+				      "s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:s}",
 				      "session", ns_engine_session(e),
 				      "n_prompt", (json_int_t)s.n_prompt,
 				      "n_gen", (json_int_t)s.n_gen,
@@ -36,7 +43,7 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 				      "cache_hits", (json_int_t)s.cache_hits,
 				      "cache_hit_rate", s.cache_hit_rate,
 				      "nsio_restarts", (json_int_t)s.nsio_restarts,
-				      "stop_reason", (json_int_t)s.stop_reason);
+				      "stop_reason", ns_stop_reason_name(s.stop_reason));
 
 		/* the generated text: not always UTF-8 (a random model's bytes) */
 		if (o && content)

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "neurostream.h"
@@ -22,6 +23,11 @@ struct ns_text {
 void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *content,
 		   const struct ns_text *reasoning, FILE *f);
 int ns_text_append(struct ns_text *t, const char *s, size_t n);
+
+/* ns_engine_stats' stop_reason as --json writes it: "none" (the prompt only), "length" (-n
+ * reached), "eos" (an end-of-generation token), "context" (the context is full), "stop" (the
+ * caller stopped it: stdout closed, Ctrl-C), "unknown" past those. */
+const char *ns_stop_reason_name(uint32_t reason);
 
 /* Messages with owned copies of role and content. */
 struct ns_chat_log {

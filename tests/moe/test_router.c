@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../run/run_testlib.h"
 #include "hparams.h"
 #include "model.h"
 #include "ns_test.h"
@@ -127,6 +128,7 @@ static void s_run(const char *nsctl, const char *model, const char *block_rows, 
 	close(fe);
 	r->text = ns_test_read_text(out);
 	r->json = ns_test_read_text(err);
+	rt_json_split(&r->text, &r->json); /* the --json object from stdout */
 	unlink(out);
 	unlink(err);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nsctl run failed (%d): %s", st, r->json);

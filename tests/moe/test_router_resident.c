@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../run/run_testlib.h"
 #include "hparams.h"
 #include "model.h"
 #include "ns_test.h"
@@ -141,6 +142,7 @@ static void s_run(const char *nsctl, const char *model, const char *ram, const c
 
 	memset(r, 0, sizeof(*r));
 	rc = s_exec(argv, router, &r->text, &r->json);
+	rt_json_split(&r->text, &r->json); /* the --json object from stdout */
 	CHECK(rc == 0, "nsctl run --ram-budget %s: exit %d: %s", ram, rc, r->json);
 	r->req_decode = ns_test_json_u64(strstr(r->json, "{\"session\""),
 					 "bytes_requested_decode");

@@ -295,7 +295,7 @@ def check_run_defaults(path):
         return
     if "nsctl run: budgets from" not in r.stderr:
         fail("run without budgets did not print the budgets it chose")
-    summary = json.loads(r.stderr.strip().splitlines()[-1])
+    summary = json.loads(r.stdout)  # --json: the object alone on stdout
     if summary["arena_budget"] != b["mem"]:
         fail(f"run's arena {summary['arena_budget']} != plan's default --mem-budget {b['mem']}")
     per_tok = summary["bytes_requested_decode"] / summary["n_decode"]

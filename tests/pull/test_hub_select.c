@@ -303,10 +303,10 @@ static void s_test_hashes(void)
 	      "oid validity");
 
 	char b[32];
-	CHECK(!strcmp(hub_format_eta(0, b, sizeof(b)), "0:00") &&
-		      !strcmp(hub_format_eta(61.4, b, sizeof(b)), "1:01") &&
-		      !strcmp(hub_format_eta(3725, b, sizeof(b)), "1:02:05") &&
-		      !strcmp(hub_format_eta(-1, b, sizeof(b)), "--:--"),
+	CHECK(!strcmp(ns_format_eta(0, b, sizeof(b)), "0:00") &&
+		      !strcmp(ns_format_eta(61.4, b, sizeof(b)), "1:01") &&
+		      !strcmp(ns_format_eta(3725, b, sizeof(b)), "1:02:05") &&
+		      !strcmp(ns_format_eta(-1, b, sizeof(b)), "--:--"),
 	      "eta %s", b);
 }
 

@@ -178,6 +178,7 @@ int main(int argc, char **argv)
 		}
 		text = ns_test_read_file(out, &len);
 		res = ns_test_read_file(errf, &len);
+		rt_json_split(&text, &res); /* the --json object from stdout */
 		if (rc != 0)
 			fprintf(stderr, "--- nsctl run stderr ---\n%s------\n", res ? res : "");
 		RT_CHECK(rc == 0 && text && res, "nsctl run --ram-budget %s: exit %d", rb, rc);

@@ -56,6 +56,7 @@ static char *s_run(const char *nsctl, const char *model, const char *mem, const 
 	char *text = ns_test_read_file(out, &len);
 
 	*err_text = ns_test_read_file(errf, &len);
+	rt_json_split(&text, err_text); /* the --json object from stdout */
 	RT_CHECK(rc == 0 && text && *err_text, "nsctl run --ram-budget %s: exit %d: %s", ram, rc,
 		 *err_text ? *err_text : "");
 	return text;

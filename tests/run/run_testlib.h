@@ -100,6 +100,32 @@ static inline char *rt_json_str(const char *json, const char *key)
 	return out;
 }
 
+/* nsctl run --json puts the object alone on stdout. For tests written when it went to stderr
+ * after the text on stdout: *text (stdout, the object) becomes its "content" plus the final
+ * newline, and the object is appended to *err. false (both left as they were) when stdout is
+ * not such an object. */
+static inline bool rt_json_split(char **text, char **err)
+{
+	char *content, *both;
+	size_t n;
+
+	if (!*text || !*err || strncmp(*text, "{\"session\"", 10) ||
+	    !(content = rt_json_str(*text, "content")))
+		return false;
+	n = strlen(*err) + strlen(*text) + 1;
+	if (!(both = malloc(n)))
+		abort(); /* a test's few bytes */
+	snprintf(both, n, "%s%s", *err, *text);
+	free(*text);
+	if (!(*text = malloc(strlen(content) + 2)))
+		abort();
+	snprintf(*text, strlen(content) + 2, "%s\n", content);
+	free(content);
+	free(*err);
+	*err = both;
+	return true;
+}
+
 /* The session id nsctl run printed on stderr ("session ID:"), into id (17 bytes). */
 static inline bool rt_session_id(const char *err_file, char *id, size_t n)
 {

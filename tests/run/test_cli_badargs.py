@@ -31,8 +31,8 @@ ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")
 TIMEOUT = 10
 SANITIZER = ("runtime error", "AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer")
-COMMANDS = {"info", "logits", "bench", "run", "ps", "mkmodel", "plan", "tensor", "tokenize",
-            "detokenize"}
+COMMANDS = {"info", "logits", "bench", "run", "serve", "ps", "mkmodel", "plan", "tensor",
+            "tokenize", "detokenize"}
 
 require_model(MODEL)
 
@@ -251,7 +251,56 @@ def run_all(tmp):
     R += [row(NSCTL, ["run", m, "-n", v], 2, ["-n"]) for v in bad_ints if v != "-1"]
     for opt in ("--top-k", "--repeat-last-n", "--seed", "--block-rows", "--lookahead",
                 "-c", "--threads"):
-        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in bad_ints]
+        # --seed -1 is llama.cpp's "a random seed" (tests/run/test_cli_flags.py)
+        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in bad_ints
+              if not (opt == "--seed" and v == "-1")]
+    # the same refusals through llama.cpp's spellings, "=" forms and bundles (ns_opt.c):
+    # the message names the option as it was typed
+    for opt in ("-s", "-t", "--ctx-size", "-b", "--batch-size", "-ngl", "--n-gpu-layers",
+                "--n-predict", "--predict"):
+        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in bad_ints
+              if not (v == "-1" and opt in ("-s", "-ngl", "--n-gpu-layers", "--n-predict",
+                                            "--predict"))]
+    R += [row(NSCTL, ["run", m, "--%s=%s" % (opt, v)], 2, ["--" + opt])
+          for opt in ("temp", "top-k", "ctx-size", "threads", "seed", "mem-budget")
+          for v in ("abc", "", "12abc")]
+    R += [row(NSCTL, ["run", m, "-n" + v], 2, ["-n"]) for v in ("abc", "-2", "1.5", "5x")]
+    R += [row(NSCTL, ["run", m, "-t" + v], 2, ["-t"]) for v in ("abc", "1025", "-1")]
+    R += [row(NSCTL, ["run", m, "-c0"], 2, ["-c"]),
+          row(NSCTL, ["run", m, "-s"], 2, ["-s", "missing value"]),
+          row(NSCTL, ["run", m, "-ngl"], 2, ["-ngl", "missing value"]),
+          row(NSCTL, ["run", m, "--ctx-size"], 2, ["--ctx-size", "missing value"]),
+          row(NSCTL, ["run", m, "--json=1"], 2, ["--json", "no value"]),
+          row(NSCTL, ["run", m, "--no-warmup=yes"], 2, ["--no-warmup", "no value"]),
+          row(NSCTL, ["run", m, "-X"], 2, ["unknown option -X"]),
+          row(NSCTL, ["run", m, "-eX"], 2, ["unknown option -X"]),
+          row(NSCTL, ["run", m, "--bogus=1"], 2, ["unknown option --bogus"]),
+          row(NSCTL, ["run", m, "-m", m], 2, ["-m", "already"]),
+          row(NSCTL, ["run", "-m", m, m], 2, ["unexpected", "prompt"]),
+          row(NSCTL, ["run", m, "-f", nofile], 2, ["-f", "nonexistent", "No such file"]),
+          row(NSCTL, ["run", m, "-f", adir], 2, ["-f", "adir.gguf"]),
+          row(NSCTL, ["run", m, "--file"], 2, ["--file", "missing value"]),
+          row(NSCTL, ["run", m, "-ngl", "all", "--backend", "cpu"], 2, ["-ngl", "cpu"]),
+          row(NSCTL, ["run", m, "--temp=-1"], 2, ["--temp"]),
+          row(NSCTL, ["run", m, "--", "-p"], 2, ["unexpected", "-p"])]
+    # serve's command line (the same parser; nothing starts for these)
+    R += [row(NSCTL, ["serve"], 2, ["MODEL"]),
+          row(NSCTL, ["serve", m, "--bogus"], 2, ["unknown option --bogus"]),
+          row(NSCTL, ["serve", m, m], 2, ["unexpected"]),
+          row(NSCTL, ["serve", "-m", m, m], 2, ["unexpected"]),
+          row(NSCTL, ["serve", m, "--port"], 2, ["--port", "missing value"]),
+          row(NSCTL, ["serve", m, "--port=65536"], 2, ["--port"]),
+          row(NSCTL, ["serve", m, "-np", "0"], 2, ["-np"]),
+          row(NSCTL, ["serve", m, "--parallel=65"], 2, ["--parallel"]),
+          row(NSCTL, ["serve", m, "-a", ""], 2, ["--alias"]),
+          row(NSCTL, ["serve", m, "--api-key="], 2, ["--api-key", "empty"]),
+          row(NSCTL, ["serve", m, "--api-key-file", nofile], 2, ["--api-key-file"]),
+          row(NSCTL, ["serve", m, "--max-body=1B"], 2, ["--max-body"]),
+          row(NSCTL, ["serve", m, "--no-prompt-reuse=1"], 2, ["no value"]),
+          row(NSCTL, ["serve", m, "-c", "0"], 2, ["-c"]),
+          row(NSCTL, ["serve", m, "-t", "1025"], 2, ["-t"])]
+    R += [row(NSCTL, ["serve", m, opt, v], 2, [opt]) for v in bad_ints
+          for opt in ("--port", "--queue", "--grace", "--prefill-chunk")]
     for opt in ("--temp", "--top-p"):
         R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in ("abc", "", "0.5x", "1e99")]
     for opt in ("--mem-budget", "--ram-budget", "--vram-budget"):

@@ -41,7 +41,7 @@ run = subprocess.run([NSCTL, "run", MODEL, "-p", "hello world", "-n", "6", "--te
 if run.returncode != 0:
     fail(f"nsctl run: exit {run.returncode}: {run.stderr[-2000:]}")
     sys.exit(1)
-summary = json.loads(run.stderr.strip().splitlines()[-1])
+summary = json.loads(run.stdout)  # --json: the object alone on stdout
 n_decode = summary["n_decode"]
 got = summary["bytes_requested_decode"]
 print(f"{n_decode} decoded tokens requested {got} bytes: {got / max(n_decode, 1):.1f} per token, "

@@ -1,6 +1,6 @@
 /* test_run_e2e: `nsctl run` as a user runs it, on stories260K.gguf: greedy, -n 32, the prompt
- * of golden/stories260K__once.json; stdout must be the golden greedy_text (plus the final
- * newline), under a memory budget far smaller than the model; the --json summary must show
+ * of golden/stories260K__once.json; --json's "content" on stdout must be the golden
+ * greedy_text, under a memory budget far smaller than the model; the --json summary must show
  * the arena ceiling held; nothing may be left in /dev/shm or the runtime directory, and every
  * child must be gone. Also: bad usage exits 2 with one line. */
 #include "run_testlib.h"
@@ -39,16 +39,22 @@ int main(int argc, char **argv)
 	RT_CHECK(rc == 0, "nsctl run: exit %d", rc);
 	RT_CHECK(err && !strstr(err, "at shutdown") && !strstr(err, "Sanitizer"),
 		 "a child did not end cleanly");
-	RT_CHECK(got && strlen(got) == strlen(want) + 1 && !strncmp(got, want, strlen(want)) &&
-		 got[strlen(want)] == '\n', "text differs:\n got: '%s'\nwant: '%s'", got ? got : "",
-		 want);
+	{ /* --json: stdout is the object alone, the text in its "content" */
+		char *content = got ? rt_json_str(got, "content") : NULL;
+
+		RT_CHECK(got && got[0] == '{' && strchr(got, '\n') == got + strlen(got) - 1,
+			 "--json: stdout is not one object on one line: '%s'", got ? got : "");
+		RT_CHECK(content && !strcmp(content, want), "text differs:\n got: '%s'\nwant: '%s'",
+			 content ? content : "", want);
+		free(content);
+	}
 	printf("nsctl run stories260K greedy -n 32 at a 64 KiB budget: text equals the golden "
 	       "greedy_text\n");
-	RT_CHECK(err && (p = strstr(err, "\"arena_peak\":")) && sscanf(p + 13, "%llu", &peak) == 1,
+	RT_CHECK((p = strstr(got, "\"arena_peak\":")) && sscanf(p + 13, "%llu", &peak) == 1,
 		 "no arena_peak in the --json summary");
-	RT_CHECK((p = strstr(err, "\"arena_budget\":")) && sscanf(p + 15, "%llu", &budget) == 1,
+	RT_CHECK((p = strstr(got, "\"arena_budget\":")) && sscanf(p + 15, "%llu", &budget) == 1,
 		 "no arena_budget");
-	RT_CHECK((p = strstr(err, "\"bytes_requested_decode\":")) &&
+	RT_CHECK((p = strstr(got, "\"bytes_requested_decode\":")) &&
 		 sscanf(p + 25, "%llu", &req) == 1, "no bytes_requested_decode");
 	RT_CHECK(budget == 64 * 1024 && peak > 0 && peak <= budget, "arena peak %llu of %llu",
 		 peak, budget);

@@ -149,9 +149,11 @@ int main(int argc, char **argv)
 			 err ? err : "");
 		RT_CHECK(s_has_rendering(err, "vocab-hf/chat/gptoss-sys_user-low.txt", "high", day0,
 					 day1, NULL), "prompt with Reasoning: high:\n%s", err);
-		j = strstr(err, "{\"session\":");
-		RT_CHECK(j && strstr(j, "\"content\":\"") && strstr(j, "\"reasoning\":\""),
-			 "--json without content/reasoning:\n%s", err);
+		free(err);
+		err = ns_test_read_file(f.out, &len); /* --json: the object on stdout */
+		j = err ? strstr(err, "{\"session\":") : NULL;
+		RT_CHECK(j == err && strstr(j, "\"content\":\"") && strstr(j, "\"reasoning\":\""),
+			 "--json without content/reasoning on stdout:\n%s", err ? err : "");
 		free(err);
 	}
 	printf("nsctl run -p --reasoning high: the oracle's rendering with Reasoning: high\n");

@@ -204,10 +204,10 @@ test('reasoning: a harmony model\'s analysis is reasoning_content, as nsctl run 
   const prompt = 'Describe the sea.';
   const r = await gclient.chat.completions.create({ model: go.id, ...greedy, max_tokens: 400,
     messages: [{ role: 'user', content: prompt }] });
-  // nsctl run --json prints its summary object on stderr: read it through a shell
-  const summary = JSON.parse(execFileSync('sh', ['-c', `"$0" run "$1" -p "$2" -n 400 --temp 0 \
-    -c 1024 --no-plan --threads 1 --json 2>&1 >/dev/null | grep '^{"session"'`, NSCTL, go.path,
-  prompt]).toString());
+  // nsctl run --json: its summary object alone on stdout
+  const summary = JSON.parse(execFileSync(NSCTL, ['run', go.path, '-p', prompt, '-n', '400',
+    '--temp', '0', '-c', '1024', '--no-plan', '--threads', '1', '--json'],
+  { stdio: ['ignore', 'pipe', 'ignore'] }).toString());
   const m = r.choices[0].message;
   assert.ok(m.content.length > 0 && m.reasoning_content.length > 0,
     `both parts expected: ${JSON.stringify(m)}`);

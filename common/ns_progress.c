@@ -1,15 +1,19 @@
-/* hub_progress.c - a download's progress line on a terminal: name, bytes of total, percent,
- * rate and ETA, redrawn in place at most ten times a second. The rate counts only what came
- * over the network in this run (a resumed file starts from its partial bytes). */
+/* ns_progress.c - see ns_progress.h. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "hub.h"
+#include "ns_progress.h"
 #include "ns_util.h"
 
 #define S_REDRAW_NS 100000000ull /* 0.1 s */
 
-char *hub_format_eta(double seconds, char *buf, size_t len)
+bool ns_progress_wanted(bool quiet)
+{
+	return !quiet && isatty(STDERR_FILENO);
+}
+
+char *ns_format_eta(double seconds, char *buf, size_t len)
 {
 	unsigned long long s;
 
@@ -25,31 +29,43 @@ char *hub_format_eta(double seconds, char *buf, size_t len)
 	return buf;
 }
 
-static void s_draw(struct hub_progress *p, uint64_t now)
+/* An amount in the line's unit: "1.50 MiB" for bytes, "1234" for counts. */
+static char *s_amount(const struct ns_progress *p, double v, char *buf, size_t len)
+{
+	if (!p->unit)
+		return ns_format_bytes((uint64_t)v, buf, len);
+	snprintf(buf, len, v >= 100 || v == (double)(uint64_t)v ? "%.0f" : "%.1f", v);
+	return buf;
+}
+
+static void s_draw(struct ns_progress *p, uint64_t now)
 {
 	double secs = (double)(now - p->t0_ns) / 1e9;
 	double rate = secs > 0 ? (double)(p->done - p->resumed_from) / secs : 0;
 	char done[32], total[32], speed[32], eta[32];
 	unsigned pct = p->total ? (unsigned)(100.0 * (double)p->done / (double)p->total) : 100;
+	const char *unit = p->unit ? p->unit : "";
 
-	ns_format_bytes(p->done, done, sizeof(done));
-	ns_format_bytes(p->total, total, sizeof(total));
-	ns_format_bytes((uint64_t)rate, speed, sizeof(speed));
-	hub_format_eta(rate > 0 ? (double)(p->total - p->done) / rate : -1, eta, sizeof(eta));
+	s_amount(p, (double)p->done, done, sizeof(done));
+	s_amount(p, (double)p->total, total, sizeof(total));
+	s_amount(p, rate, speed, sizeof(speed));
+	ns_format_eta(rate > 0 && p->total > p->done ? (double)(p->total - p->done) / rate :
+		      p->total <= p->done ? 0 : -1, eta, sizeof(eta));
 	/* \r and erase-to-end-of-line: the line is rewritten where it stands */
-	fprintf(stderr, "\r\033[K%s  %s / %s  %3u%%  %s/s  ETA %s", p->name, done, total,
-		pct > 100 ? 100 : pct, speed, eta);
+	fprintf(stderr, "\r\033[K%s  %s / %s%s%s  %3u%%  %s%s%s/s  ETA %s", p->name, done, total,
+		*unit ? " " : "", unit, pct > 100 ? 100 : pct, speed, *unit ? " " : "", unit, eta);
 	fflush(stderr);
 	p->last_ns = now;
 }
 
-void hub_progress_begin(struct hub_progress *p, bool on, const char *name, uint64_t total,
-			uint64_t already)
+void ns_progress_begin(struct ns_progress *p, bool on, const char *name, const char *unit,
+		       uint64_t total, uint64_t already)
 {
 	size_t n = strlen(name);
 
 	memset(p, 0, sizeof(*p));
 	p->on = on;
+	p->unit = unit;
 	/* a long name keeps its end, where the quantization and shard number are */
 	if (n < sizeof(p->name))
 		snprintf(p->name, sizeof(p->name), "%s", name);
@@ -62,17 +78,17 @@ void hub_progress_begin(struct hub_progress *p, bool on, const char *name, uint6
 		s_draw(p, p->t0_ns);
 }
 
-void hub_progress_restart(struct hub_progress *p)
+void ns_progress_restart(struct ns_progress *p)
 {
 	p->done = p->resumed_from = 0;
 	p->t0_ns = ns_now_ns();
 }
 
-void hub_progress_add(struct hub_progress *p, uint64_t n)
+void ns_progress_set(struct ns_progress *p, uint64_t done)
 {
 	uint64_t now;
 
-	p->done += n;
+	p->done = done;
 	if (!p->on)
 		return;
 	now = ns_now_ns();
@@ -80,7 +96,12 @@ void hub_progress_add(struct hub_progress *p, uint64_t n)
 		s_draw(p, now);
 }
 
-void hub_progress_end(struct hub_progress *p)
+void ns_progress_add(struct ns_progress *p, uint64_t n)
+{
+	ns_progress_set(p, p->done + n);
+}
+
+void ns_progress_end(struct ns_progress *p)
 {
 	if (!p->on)
 		return;
