@@ -6,6 +6,7 @@
  * the run, for nscompute): a stopped or stuck process is found, not only a dead one. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,13 +465,17 @@ int nse_send(struct ns_engine *e, const void *buf, int n)
 }
 
 /* A child that did not exit 0 when asked to stop says something is wrong (a sanitizer
- * report, a crash in teardown): one line (nse_log). */
+ * report, a crash in teardown): one line (nse_log). Dying of the SIGTERM nse_stop sent is
+ * what was asked: a child still starting (a short run's nsrouter on a loaded machine) has
+ * not installed its handler yet, and the default action ends it. */
 static void s_report_exit(enum ns_engine_proc p, int st)
 {
 	char why[128];
 
 	if (st == -1 || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
 		return; /* -1: nse_stop said it already */
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM)
+		return;
 	nse_status_text(st, why, sizeof(why));
 	nse_log(NS_LOG_WARN, "%s ended with %s at shutdown", nse_name(p), why);
 }
