@@ -108,6 +108,7 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 	*out = NULL;
 	if (!e)
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
+	e->think = -1;
 	if (o)
 		e->o = *o;
 	else
@@ -538,8 +539,12 @@ int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_
 int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 			  char **out)
 {
-	struct ns_chat_opts co = { .enable_thinking = !e->no_think, /* on: the templates' default */
-				   .think_opt_in = e->o.thinking,
+	/* thinking: ns_engine_set_thinking's word when it was said; else Qwen3 thinks (its
+	 * template's default), Qwen3.5 and Gemma 4 only with opts.thinking (Qwen3.5's template
+	 * would think: a long thought before every reply is not what -p or --chat expect) */
+	bool think = e->think >= 0 ? e->think > 0 : e->fam == NS_CHAT_QWEN35 ? e->o.thinking : true;
+	struct ns_chat_opts co = { .enable_thinking = think,
+				   .think_opt_in = e->think >= 0 ? e->think > 0 : e->o.thinking,
 				   .reasoning_effort = e->o.reasoning_effort };
 	struct ns_chat_msg *cm;
 	int rc;

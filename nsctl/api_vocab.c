@@ -110,7 +110,7 @@ void ns_engine_get_opts(const struct ns_engine *e, struct ns_engine_opts *out)
 
 void ns_engine_set_thinking(struct ns_engine *e, bool on)
 {
-	e->no_think = !on;
+	e->think = on;
 }
 
 int ns_parse_size(const char *text, uint64_t *out)

@@ -14,11 +14,64 @@
 
 #define S_WHO "nsctl run"
 
-bool run_is_harmony(struct ns_engine *e)
+static bool s_family(struct ns_engine *e, const char *name)
 {
 	const char *f = ns_engine_chat_template(e);
 
-	return f && !strcmp(f, "gptoss");
+	return f && !strcmp(f, name);
+}
+
+bool run_is_harmony(struct ns_engine *e)
+{
+	return s_family(e, "gptoss");
+}
+
+bool run_prompt_templated(struct ns_engine *e)
+{
+	return s_family(e, "gptoss") || s_family(e, "qwen35");
+}
+
+bool run_splits_reasoning(struct ns_engine *e)
+{
+	return s_family(e, "gptoss") || s_family(e, "qwen3") || s_family(e, "qwen35");
+}
+
+bool run_thinks_on_request(struct ns_engine *e)
+{
+	return s_family(e, "gemma4") || s_family(e, "qwen35");
+}
+
+/* The marker's id when its text is one token, else -1. */
+static int32_t s_marker(struct ns_engine *e, const char *text)
+{
+	int32_t *ids = NULL, id = -1;
+	size_t n = 0;
+
+	if (ns_engine_tokenize(e, text, false, &ids, &n) == 0 && n == 1)
+		id = ids[0];
+	free(ids);
+	return id;
+}
+
+int run_out_begin(struct ns_engine *e, struct ns_run_out *out, bool templated, bool final_only,
+		  FILE *answer)
+{
+	struct ns_engine_opts eo;
+	enum ns_run_split split = NS_RUN_PLAIN;
+	int rc;
+
+	ns_engine_get_opts(e, &eo);
+	if (templated && s_family(e, "gptoss"))
+		split = NS_RUN_HARMONY;
+	else if (templated && s_family(e, "qwen3"))
+		split = NS_RUN_THINK;
+	else if (templated && s_family(e, "qwen35"))
+		split = eo.thinking ? NS_RUN_THINK_OPEN : NS_RUN_THINK;
+	if ((rc = ns_run_out_begin(out, split, final_only, answer, stderr)) < 0)
+		return rc;
+	if (split == NS_RUN_THINK || split == NS_RUN_THINK_OPEN)
+		ns_run_out_markers(out, s_marker(e, "<think>"), s_marker(e, "</think>"));
+	return 0;
 }
 
 int run_show_prompt(struct ns_engine *e, const struct ns_engine_msg *m, size_t n)
@@ -117,8 +170,7 @@ static int s_turn(struct ns_engine *e, const struct chat_repl_opts *o, struct ns
 
 	if (rc == 0 && o->print_prompt)
 		rc = run_show_prompt(e, log->msgs, log->n);
-	if (rc < 0 || (rc = ns_run_out_begin(&r.out, run_is_harmony(e), o->final_only, stdout,
-					     stderr)) < 0)
+	if (rc < 0 || (rc = run_out_begin(e, &r.out, true, o->final_only, stdout)) < 0)
 		return rc;
 	*o->stop_reply = 0;
 	*o->replying = 1;
@@ -128,12 +180,14 @@ static int s_turn(struct ns_engine *e, const struct chat_repl_opts *o, struct ns
 	if (rc == 0 && *o->stop_reply)
 		fprintf(stderr, "(reply stopped)\n");
 	*o->stop_reply = 0;
-	/* the history keeps what stdout got: for harmony the final channel only (the template
-	 * drops the analysis of earlier turns); a stopped reply as far as it went */
+	/* the history keeps what stdout got: for harmony the final channel only, for Qwen the
+	 * answer after the think block (the templates drop earlier turns' reasoning); a stopped
+	 * reply as far as it went */
 	if (rc == 0)
 		rc = ns_chat_log_add(log, "assistant", r.out.content.buf ? r.out.content.buf : "");
 	if (rc == 0)
-		ns_run_report(e, o->json, &r.out.content, r.out.h ? &r.out.reasoning : NULL, stderr);
+		ns_run_report(e, o->json, &r.out.content,
+			      r.out.split != NS_RUN_PLAIN ? &r.out.reasoning : NULL, stderr);
 	ns_run_out_free(&r.out);
 	return rc;
 }

@@ -29,10 +29,20 @@ int chat_repl(struct ns_engine *e, const struct chat_repl_opts *o);
  * family's name (static). 0, or -EINVAL after one line on stderr starting with who. */
 int chat_template_arg(const char *who, const char *arg, const char **family);
 
-/* nsctl run's pieces shared with its -p path: the model's template is harmony (gpt-oss); the
- * rendered conversation on stderr (--print-prompt); the end of one reply (the -n line needs
- * the call's stop reason). */
+/* nsctl run's pieces shared with its -p path: the model's template is harmony (gpt-oss); -p
+ * goes through the template (harmony, Qwen3.5: chat models whose raw completion is not what
+ * a prompt means); the replies carry reasoning (harmony, Qwen3, Qwen3.5:
+ * --final-only); the template thinks only when asked (--thinking: Gemma 4, Qwen3.5); one
+ * reply's output begun as its format divides it (templated: the prompt was rendered with
+ * the template; run_output.h), answer on `answer` (NULL: kept only), reasoning on stderr;
+ * the rendered conversation on stderr (--print-prompt); the end of one reply (the -n line
+ * needs the call's stop reason). */
 bool run_is_harmony(struct ns_engine *e);
+bool run_prompt_templated(struct ns_engine *e);
+bool run_splits_reasoning(struct ns_engine *e);
+bool run_thinks_on_request(struct ns_engine *e);
+int run_out_begin(struct ns_engine *e, struct ns_run_out *out, bool templated, bool final_only,
+		  FILE *answer);
 int run_show_prompt(struct ns_engine *e, const struct ns_engine_msg *m, size_t n);
 void run_out_end(struct ns_engine *e, struct ns_run_out *out, int32_t n_predict, int rc);
 

@@ -5,10 +5,10 @@
  * line (or --json) on stderr. Ctrl-C / SIGTERM: children stopped, shm and runtime dir removed,
  * exit 130.
  *
- * Harmony (a model whose chat template is gpt-oss's): -p is sent as one user message rendered
- * with the template (--system, --reasoning), and the generated stream is split into channels
- * by modelfile/tokenizer/harmony.h: the final channel on stdout, analysis and commentary on
- * stderr as "[analysis] ..." blocks (none with --final-only). */
+ * Harmony and Qwen3.5 (chat models): -p is sent as one user message rendered with the
+ * template (--system, --reasoning, --thinking). The generated stream is split by its format
+ * (run_output.h): the answer on stdout, harmony's analysis and commentary and a Qwen <think>
+ * block on stderr as "[analysis] ..." / "[thinking] ..." blocks (none with --final-only). */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -80,14 +80,15 @@ static void s_usage(FILE *f)
 		"                        template: line editing and history on a terminal,\n"
 		"                        /reset, /save FILE, /load FILE, /quit (README: Chat)\n"
 		"  -sys, --system, --system-prompt TEXT  system message for --chat (and for -p\n"
-		"                        with a harmony model)\n"
-		"harmony (gpt-oss chat template): -p is sent as a user message with the template;\n"
-		"  the final channel goes to stdout, the analysis and commentary channels to stderr\n"
-		"  as '[analysis] ...' blocks (2>/dev/null keeps only the answer)\n"
-		"  --reasoning low|medium|high  the system message's reasoning effort (medium)\n"
-		"  --final-only          do not show the analysis and commentary channels\n"
-		"  --thinking            Gemma 4 chat template: let the model think first (<|think|>;\n"
-		"                        off by default, as the template)\n"
+		"                        with a harmony or Qwen3.5 model)\n"
+		"reasoning: with the harmony (gpt-oss) or Qwen3.5 chat template -p is sent as a user\n"
+		"  message with the template; the answer goes to stdout, the reasoning to stderr:\n"
+		"  harmony's analysis and commentary as '[analysis] ...' blocks, a Qwen3/Qwen3.5\n"
+		"  <think> block (also in --chat) as '[thinking] ...' (2>/dev/null: the answer only)\n"
+		"  --reasoning low|medium|high  harmony: the system message's reasoning effort\n"
+		"  --final-only          do not show the reasoning on stderr\n"
+		"  --thinking            Gemma 4, Qwen3.5 chat templates: let the model think first\n"
+		"                        (off by default; Qwen3 thinks unless told /no_think)\n"
 		"  --raw                 send -p as plain text (no template, no channel split)\n"
 		"  --print-prompt        print the text the model is given on stderr first\n"
 		"sampling (as llama.cpp; --temp 0 is greedy):\n"
@@ -429,7 +430,7 @@ static void s_print_args(const struct s_opts *o)
  * --chat and harmony models, else plain); its expert hits pin experts in RAM. */
 static int s_warmup(struct ns_engine *e, const struct s_opts *o)
 {
-	bool tpl = o->chat || (!o->raw && run_is_harmony(e));
+	bool tpl = o->chat || (!o->raw && run_prompt_templated(e));
 	struct ns_warmup_report w;
 	int rc = ns_engine_warmup(e, o->warmup, tpl, o->system, 60000, &w);
 
@@ -442,33 +443,34 @@ static int s_warmup(struct ns_engine *e, const struct s_opts *o)
 	return 0;
 }
 
-/* -p: plain text, or (harmony model, no --raw) one user message with the template. */
+/* -p: plain text, or (harmony or Qwen3.5 model, no --raw) one user message with the
+ * template. */
 static int s_single(struct ns_engine *e, struct s_opts *o)
 {
-	bool harmony = !o->raw && run_is_harmony(e);
+	bool tpl = !o->raw && run_prompt_templated(e);
 	struct ns_engine_msg m[2];
 	struct ns_run_out out;
 	size_t n = 0;
 	int rc;
 
-	if (harmony && o->system)
+	if (tpl && o->system)
 		m[n++] = (struct ns_engine_msg){ .role = "system", .content = o->system };
 	m[n++] = (struct ns_engine_msg){ .role = "user", .content = o->prompt };
-	if (o->print_prompt && harmony && (rc = run_show_prompt(e, m, n)) < 0)
+	if (o->print_prompt && tpl && (rc = run_show_prompt(e, m, n)) < 0)
 		return rc;
-	if (o->print_prompt && !harmony)
+	if (o->print_prompt && !tpl)
 		fprintf(stderr, "%s\n", o->prompt);
 	/* --json: the object alone on stdout, the text inside it */
-	if ((rc = ns_run_out_begin(&out, harmony, o->final_only, o->json ? NULL : stdout,
-				   stderr)) < 0)
+	if ((rc = run_out_begin(e, &out, tpl, o->final_only, o->json ? NULL : stdout)) < 0)
 		return rc;
-	if (harmony)
+	if (tpl)
 		rc = ns_engine_chat(e, m, n, &o->g, ns_run_out_piece, &out);
 	else
 		rc = ns_engine_generate(e, o->prompt, &o->g, ns_run_out_piece, &out);
 	run_out_end(e, &out, o->g.n_predict, rc);
 	if (rc == 0)
-		ns_run_report(e, o->json, &out.content, out.h ? &out.reasoning : NULL,
+		ns_run_report(e, o->json, &out.content,
+			      out.split != NS_RUN_PLAIN ? &out.reasoning : NULL,
 			      o->json ? stdout : stderr);
 	/* the reader went away: generation stopped at its first failed write (the engine's own
 	 * -EPIPE means a dead child, not this) */
@@ -509,9 +511,10 @@ static int s_need_template(const struct ns_model *m, enum ns_chat_family want,
 }
 
 /* Options the model file rules out, refused before any process starts: --warmup on a model
- * without experts, --final-only on a model without the harmony (gpt-oss) chat template,
- * --thinking on one without the Gemma 4 template (the one that thinks only when asked),
- * --chat on a model without a chat template we know (and no --chat-template). A
+ * without experts, --final-only on a model whose replies carry no reasoning (harmony, Qwen3,
+ * Qwen3.5), --thinking on one whose template thinks unprompted or not at all (not Gemma 4
+ * or Qwen3.5), --chat on a model without a chat template we know (and no --chat-template).
+ * With --chat-template the last two are checked on the engine's family after the load. A
  * model that does not open or whose hyperparameters do not load is left to the engine, which
  * reports it. Returns 0 or -EINVAL (one line on stderr). */
 static int s_check_model(const struct s_opts *o)
@@ -530,12 +533,20 @@ static int s_check_model(const struct s_opts *o)
 		fprintf(stderr, "nsctl run: --warmup pins experts in RAM; this model has no experts "
 			"(a dense %s model)\n", hp.arch);
 		rc = -EINVAL;
-	} else if (o->ea.eo.thinking) {
-		rc = s_need_template(m, NS_CHAT_GEMMA4, "--thinking", "the Gemma 4 chat template "
-				     "(thinking off unless asked)");
-	} else if (o->final_only) {
-		rc = s_need_template(m, NS_CHAT_GPTOSS, "--final-only", "the harmony (gpt-oss) "
-				     "chat template");
+	} else if (o->ea.eo.thinking && !o->ea.eo.chat_template) {
+		enum ns_chat_family f = ns_chat_family_detect(ns_gguf_get_str(ns_model_meta(m),
+							      "tokenizer.chat_template"));
+
+		if (f != NS_CHAT_QWEN35)
+			rc = s_need_template(m, NS_CHAT_GEMMA4, "--thinking", "the Gemma 4 or "
+					     "Qwen3.5 chat template (thinking off unless asked)");
+	} else if (o->final_only && !o->ea.eo.chat_template) {
+		enum ns_chat_family f = ns_chat_family_detect(ns_gguf_get_str(ns_model_meta(m),
+							      "tokenizer.chat_template"));
+
+		if (f != NS_CHAT_QWEN3 && f != NS_CHAT_QWEN35)
+			rc = s_need_template(m, NS_CHAT_GPTOSS, "--final-only", "the harmony "
+					     "(gpt-oss), Qwen3 or Qwen3.5 chat template");
 	}
 	if (!rc && o->chat && !o->ea.eo.chat_template) {
 		const char *tpl = ns_gguf_get_str(ns_model_meta(m), "tokenizer.chat_template");
@@ -636,10 +647,17 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	fprintf(stderr, " (nsctl ps shows their counters)\n");
 	fprintf(stderr, "nsctl run: seed %" PRIu64 "%s\n", op->g.seed,
 		op->seed_given ? "" : " (random; -s repeats it)");
-	if (op->final_only && !run_is_harmony(e)) {
-		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss) "
-			"chat template; this model's is %s\n", ns_engine_chat_template(e) ?
+	if (op->final_only && !run_splits_reasoning(e)) {
+		fprintf(stderr, "nsctl run: --final-only is for models with the harmony (gpt-oss), "
+			"Qwen3 or Qwen3.5 chat template; this model's is %s\n", ns_engine_chat_template(e) ?
 			ns_engine_chat_template(e) : "missing");
+		ns_engine_free(&e);
+		return 2;
+	}
+	if (op->ea.eo.thinking && !run_thinks_on_request(e)) { /* --chat-template named it */
+		fprintf(stderr, "nsctl run: --thinking is for models with the Gemma 4 or Qwen3.5 "
+			"chat template (thinking off unless asked); this model's is %s\n",
+			ns_engine_chat_template(e) ? ns_engine_chat_template(e) : "missing");
 		ns_engine_free(&e);
 		return 2;
 	}

@@ -75,7 +75,8 @@ struct ns_engine {
 				       * the next evaluation of slot 0 keeps n_hist (NS_EVAL_KEEP) */
 	struct ns_engine_stats st;
 	volatile sig_atomic_t cancelled;
-	bool no_think;                /* chat: the template's thinking switched off */
+	int think;                    /* ns_engine_set_thinking: 1 on, 0 off, -1 not said (the
+				       * engine's default: chat_opts_of in api.c) */
 	uint64_t rejected;            /* malformed messages from nscompute */
 	bool ctl_broken;              /* a message was lost or malformed: the control stream is
 				       * out of step, every later request refused (-EPIPE) */

@@ -104,8 +104,10 @@ struct ns_engine_opts {
 				* beat every 100 ms, nscompute at every weight block, token and
 				* wait, so only a single product running longer than this would
 				* be mistaken for a hang */
-	bool thinking;                /* Gemma 4 chat template: <|think|> in the system turn (its
-				       * default is off) */
+	bool thinking;                /* chat templates that think only when asked: Gemma 4
+				       * (<|think|> in the system turn) and Qwen3.5 (the prompt
+				       * opens the think block; without it the block is closed
+				       * empty, though the template's own default would think) */
 	const char *reasoning_effort; /* harmony (gpt-oss) chat template: "low", "medium" or
 				       * "high" on the system message's "Reasoning:" line; NULL:
 				       * medium. Any other value, or a model whose chat template is
@@ -408,9 +410,10 @@ uint64_t ns_engine_meta_count(const struct ns_engine *e);
 const char *ns_engine_meta_key(const struct ns_engine *e, uint64_t i);
 int ns_engine_meta_str(const struct ns_engine *e, const char *key, char *buf, size_t len);
 
-/* Chat templates with a thinking switch (Qwen3's enable_thinking): off makes
- * ns_engine_chat and ns_engine_chat_prompt render the empty think block, so the model
- * answers directly. On by default, as the templates are. */
+/* Chat templates with a thinking switch (Qwen3's and Qwen3.5's enable_thinking, Gemma 4's
+ * <|think|>): off makes ns_engine_chat and ns_engine_chat_prompt render the empty think
+ * block, so the model answers directly; on lets it think first. Until it is called: on for
+ * Qwen3 (its template's default), opts.thinking for Qwen3.5 and Gemma 4. */
 void ns_engine_set_thinking(struct ns_engine *e, bool on);
 
 /* Parse a size as nsctl's options do ("512MB", "6GB", "1.5GiB", "4096"; binary units: 1MB =

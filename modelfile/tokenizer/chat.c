@@ -221,6 +221,134 @@ static int s_qwen3(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool 
 	return 0;
 }
 
+/* ---- Qwen3.5 ---- */
+
+/* s without leading/trailing whitespace (Jinja's trim), malloc'd; NULL when out of memory. */
+static char *s_trimmed(const char *s)
+{
+	size_t lo = 0, hi = strlen(s);
+	char *t;
+
+	s_trim(s, &lo, &hi);
+	if (!(t = malloc(hi - lo + 1)))
+		return NULL;
+	memcpy(t, s + lo, hi - lo);
+	t[hi - lo] = '\0';
+	return t;
+}
+
+/* One assistant turn: reasoning from m->reasoning or else from a "</think>" in the content
+ * (content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n'); the
+ * content becomes content.split('</think>')[-1].lstrip('\n')), trimmed; after the last
+ * user query the turn carries its think block, empty or not. */
+static void s_qwen35_assistant(struct s_buf *b, const struct ns_chat_msg *m, const char *c,
+			       bool after_query)
+{
+	const char *cb = c, *rb = "", *re = rb;
+
+	if (m->reasoning) {
+		rb = m->reasoning;
+		re = rb + strlen(rb);
+	} else if (strstr(c, "</think>")) {
+		cb = s_last_strstr(c, "</think>") + strlen("</think>");
+		while (*cb == '\n')
+			cb++;
+		re = strstr(c, "</think>");
+		while (re > c && re[-1] == '\n')
+			re--;
+		rb = c;
+		for (const char *q = c; q + 7 <= re; q++)
+			if (!strncmp(q, "<think>", 7))
+				rb = q + 7;
+		while (rb < re && *rb == '\n')
+			rb++;
+	}
+	s_puts(b, "<|im_start|>assistant\n");
+	if (after_query) {
+		size_t lo = 0, hi = (size_t)(re - rb);
+
+		s_trim(rb, &lo, &hi);
+		s_puts(b, "<think>\n");
+		s_put(b, rb + lo, hi - lo);
+		s_puts(b, "\n</think>\n\n");
+	}
+	s_puts(b, cb);
+	s_puts(b, "<|im_end|>\n");
+}
+
+/* Qwen3.5's template (chat_template.jinja of the Qwen3.5 releases) without tools: every
+ * message's content trimmed; the system message only first; an assistant turn after the
+ * last user query always with its think block; tool results wrapped as Qwen3's; the
+ * generation prompt "<|im_start|>assistant\n<think>\n" (the model thinks) or, with
+ * enable_thinking false, the empty block. A conversation without a user query is refused as
+ * the template refuses it. */
+static int s_qwen35(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool gen,
+		    const struct ns_chat_opts *o, char *err, size_t errlen)
+{
+	size_t last_query = SIZE_MAX;
+	int rc = 0;
+
+	if (!n) {
+		ns_errf(err, errlen, "qwen35 chat: no messages");
+		return -EINVAL;
+	}
+	/* the last user message that is not a wrapped tool response (content trimmed) */
+	for (size_t k = n; k-- > 0 && last_query == SIZE_MAX;) {
+		char *c;
+
+		if (!s_is(&m[k], "user"))
+			continue;
+		if (!(c = s_trimmed(s_str(m[k].content))))
+			return -ENOMEM;
+		if (!(s_starts(c, "<tool_response>") && s_ends(c, "</tool_response>")))
+			last_query = k;
+		free(c);
+	}
+	if (last_query == SIZE_MAX) {
+		ns_errf(err, errlen, "qwen35 chat: no user query in the messages");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		char *c = s_trimmed(s_str(m[i].content));
+
+		if (!c)
+			return -ENOMEM;
+		if (s_is(&m[i], "system")) {
+			if (i > 0) {
+				ns_errf(err, errlen, "qwen35 chat: a system message must come first");
+				rc = -EINVAL;
+			} else {
+				s_puts(b, "<|im_start|>system\n");
+				s_puts(b, c);
+				s_puts(b, "<|im_end|>\n");
+			}
+		} else if (s_is(&m[i], "user")) {
+			s_puts(b, "<|im_start|>user\n");
+			s_puts(b, c);
+			s_puts(b, "<|im_end|>\n");
+		} else if (s_is(&m[i], "assistant")) {
+			s_qwen35_assistant(b, &m[i], c, i > last_query);
+		} else if (s_is(&m[i], "tool")) {
+			/* loop.previtem: none for the first message */
+			if (i > 0 && !s_is(&m[i - 1], "tool"))
+				s_puts(b, "<|im_start|>user");
+			s_puts(b, "\n<tool_response>\n");
+			s_puts(b, c);
+			s_puts(b, "\n</tool_response>");
+			if (i == n - 1 || !s_is(&m[i + 1], "tool"))
+				s_puts(b, "<|im_end|>\n");
+		} else {
+			ns_errf(err, errlen, "qwen35 chat: unknown role '%s'", m[i].role);
+			rc = -EINVAL;
+		}
+		free(c);
+	}
+	if (!rc && gen)
+		s_puts(b, o->enable_thinking ? "<|im_start|>assistant\n<think>\n" :
+			  "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+	return rc;
+}
+
 /* ---- Llama 3 ---- */
 
 static int s_llama3(struct s_buf *b, const struct ns_chat_msg *m, size_t n,
@@ -487,6 +615,11 @@ enum ns_chat_family ns_chat_family_detect(const char *tpl)
 		return ns_chat_family_from_name(tpl);
 	if (strstr(tpl, "<|start|>") && strstr(tpl, "<|channel|>") && strstr(tpl, "<|message|>"))
 		return NS_CHAT_GPTOSS;
+	/* Qwen3.5 before Qwen3: its generation prompt opens the think block ('<think>\n' }}),
+	 * and its messages go through a render_content macro */
+	if (strstr(tpl, "<|im_start|>") && strstr(tpl, "<think>") &&
+	    (strstr(tpl, "{{- '<think>\\n' }}") || strstr(tpl, "macro render_content")))
+		return NS_CHAT_QWEN35;
 	if (strstr(tpl, "<|im_start|>") && strstr(tpl, "<think>") && strstr(tpl, "</think>"))
 		return NS_CHAT_QWEN3;
 	if (strstr(tpl, "<|start_header_id|>") && strstr(tpl, "<|eot_id|>")) {
@@ -505,6 +638,7 @@ static const char *const s_names[] = {
 	[NS_CHAT_UNKNOWN] = "unknown", [NS_CHAT_QWEN3] = "qwen3", [NS_CHAT_LLAMA3] = "llama3",
 	[NS_CHAT_GEMMA] = "gemma",     [NS_CHAT_GPTOSS] = "gptoss",  [NS_CHAT_LLAMA31] = "llama31",
 	[NS_CHAT_LLAMA32] = "llama32", [NS_CHAT_GEMMA4] = "gemma4",
+	[NS_CHAT_QWEN35] = "qwen35",
 	[NS_CHAT_CHATML] = "chatml", [NS_CHAT_PHI4] = "phi4", [NS_CHAT_MISTRAL_V1] = "mistral-v1",
 	[NS_CHAT_MISTRAL_V3] = "mistral-v3", [NS_CHAT_MISTRAL_V3_TEKKEN] = "mistral-v3-tekken",
 	[NS_CHAT_MISTRAL_V7] = "mistral-v7", [NS_CHAT_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
@@ -560,6 +694,9 @@ int ns_chat_render(enum ns_chat_family f, const struct ns_chat_msg *msgs, size_t
 	switch (f) {
 	case NS_CHAT_QWEN3:
 		rc = s_qwen3(&b, msgs, n, gen, o, err, errlen);
+		break;
+	case NS_CHAT_QWEN35:
+		rc = s_qwen35(&b, msgs, n, gen, o, err, errlen);
 		break;
 	case NS_CHAT_LLAMA3:
 		rc = s_llama3(&b, msgs, n, o);

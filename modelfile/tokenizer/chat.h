@@ -21,6 +21,8 @@ enum ns_chat_family {
 	NS_CHAT_LLAMA32, /* Llama 3.2: the same header with today's date (strftime_now) */
 	NS_CHAT_GEMMA4, /* <|turn>user ... <turn|> (Gemma 4): the system turn first, thinking only
 			 * when asked (think_opt_in) */
+	NS_CHAT_QWEN35, /* Qwen3.5: ChatML with trimmed messages; the generation prompt opens the
+			 * think block unless enable_thinking is false */
 	/* llama.cpp's built-in families (chat_lcpp.h), rendered as llama.cpp renders them,
 	 * without BOS text (ns_chat_family_adds_bos) */
 	NS_CHAT_CHATML,            /* <|im_start|>role\n...<|im_end|>\n */
@@ -51,7 +53,8 @@ struct ns_chat_msg {
 };
 
 struct ns_chat_opts {
-	bool enable_thinking;         /* Qwen3: false adds the empty <think></think> block */
+	bool enable_thinking;         /* Qwen3, Qwen3.5: false adds the empty <think></think>
+				       * block (Qwen3.5: true opens the block, "<think>\n") */
 	bool think_opt_in;            /* Gemma 4, whose template thinks only when asked: true
 					 puts <|think|> in the system turn; false (the default)
 					 closes an empty thought channel before the reply */

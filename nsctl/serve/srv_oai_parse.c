@@ -506,8 +506,12 @@ static int s_chat(const struct srv_model_info *mi, json_t *o, struct srv_params 
 	if (rc < 0)
 		return s_oom(e);
 	p->n_prompt = (uint32_t)n_ids;
+	/* Qwen3.5's prompt opens the think block unless enable_thinking is false (the template's
+	 * default, which serve keeps, as llama-server does) */
 	p->split = mi->fam == NS_CHAT_GPTOSS ? SRV_SPLIT_HARMONY :
-		   mi->fam == NS_CHAT_QWEN3 ? SRV_SPLIT_THINK : SRV_SPLIT_NONE;
+		   mi->fam == NS_CHAT_QWEN3 ? SRV_SPLIT_THINK :
+		   mi->fam == NS_CHAT_QWEN35 ? (co.enable_thinking ? SRV_SPLIT_THINK_OPEN :
+						SRV_SPLIT_THINK) : SRV_SPLIT_NONE;
 	return 0;
 }
 

@@ -13,6 +13,10 @@ int srv_text_init(struct srv_text *t, const struct ns_tok *tok, enum srv_split s
 	t->tok = tok;
 	t->split = split;
 	t->think_open = t->think_close = -1;
+	if (split == SRV_SPLIT_THINK_OPEN) {
+		t->split = split = SRV_SPLIT_THINK;
+		t->think.state = SRV_THINK_IN;
+	}
 	if (split == SRV_SPLIT_THINK) {
 		t->think_open = ns_tok_find(tok, "<think>", 7);
 		t->think_close = ns_tok_find(tok, "</think>", 8);

@@ -7,6 +7,7 @@
  *                      analysis and commentary are reasoning, messages joined by '\n' (as
  *                      nsctl run shows them; modelfile/tokenizer/harmony.h)
  *   SRV_SPLIT_THINK    a leading <think> block is reasoning (srv_think.h)
+ *   SRV_SPLIT_THINK_OPEN  the prompt opened the block: the reply is reasoning until </think>
  *
  * Stop strings apply to the answer only (what a client shows as the reply).
  *
@@ -28,6 +29,8 @@ enum srv_split {
 	SRV_SPLIT_NONE = 0,
 	SRV_SPLIT_HARMONY,
 	SRV_SPLIT_THINK,
+	SRV_SPLIT_THINK_OPEN, /* the prompt opened the block (Qwen3.5 thinking): reasoning until
+			       * </think>; srv_text_init makes it SRV_SPLIT_THINK inside the block */
 };
 
 struct srv_text {

@@ -282,8 +282,9 @@ class NeuroStream:
              repeat_last_n: int = 64, seed: int = 0) -> Iterator[str]:
         """The assistant's reply to messages ([{"role": "system"|"user"|"assistant",
         "content": str}, ...]) rendered with the model's chat template: an iterator of text
-        pieces. thinking: let templates with a thinking switch (Qwen3) think first; False
-        renders the empty think block. What the previous chat call left in the context is
+        pieces. thinking: let templates with a thinking switch (Qwen3, Qwen3.5, Gemma 4)
+        think first; False renders the empty think block (the text comes as the model
+        writes it, a <think> block included). What the previous chat call left in the context is
         kept when the new conversation starts with it. NeuroStreamError (-EINVAL) when the
         model has no chat template the library knows."""
         self._engine()

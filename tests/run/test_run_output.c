@@ -1,4 +1,5 @@
-/* test_run_output: what nsctl run shows of a harmony stream (nsctl/run_output.h), fed the
+/* test_run_output: what nsctl run shows of a harmony stream and of a Qwen think block
+ * (nsctl/run_output.h; the think cases at s_think), fed the
  * pieces the engine's callback gets: a transcript tokenized with the real gpt-oss vocabulary
  * (vocab-hf/hf-gptoss-vocab.gguf) and with the tiny gpt-oss oracle model's (channel names are
  * several tokens there; <|end|> is an end-of-generation token decoding to nothing, as
@@ -108,7 +109,7 @@ static int s_vocab(const char *rel)
 		struct s_cap c;
 
 		s_cap_open(&c);
-		NS_REQUIRE(ns_run_out_begin(&o, true, final_only, c.fo, c.fe) == 0, "begin");
+		NS_REQUIRE(ns_run_out_begin(&o, NS_RUN_HARMONY, final_only, c.fo, c.fe) == 0, "begin");
 		s_run(&o, t, ids, n, 2, 100);
 		s_cap_close(&c);
 		fails += s_eq("stdout", c.out, "Done: 4.\n");
@@ -127,7 +128,7 @@ static int s_vocab(const char *rel)
 		bool want_line;
 
 		s_cap_open(&c);
-		NS_REQUIRE(ns_run_out_begin(&o, true, false, c.fo, c.fe) == 0, "begin");
+		NS_REQUIRE(ns_run_out_begin(&o, NS_RUN_HARMONY, false, c.fo, c.fe) == 0, "begin");
 		s_run(&o, t, ids, k, 1, (int32_t)k);
 		s_cap_close(&c);
 		/* no answer text */
@@ -170,7 +171,7 @@ static int s_vocab(const char *rel)
 
 		for (uint32_t reason = 2; reason <= 3; reason++) {
 			s_cap_open(&c);
-			NS_REQUIRE(ns_run_out_begin(&o, true, false, c.fo, c.fe) == 0, "begin");
+			NS_REQUIRE(ns_run_out_begin(&o, NS_RUN_HARMONY, false, c.fo, c.fe) == 0, "begin");
 			s_run(&o, t, ids, n_analysis, reason, 9);
 			s_cap_close(&c);
 			fails += s_eq(reason == 2 ? "eog stop" : "context full", c.err,
@@ -187,7 +188,7 @@ static int s_vocab(const char *rel)
 		struct s_cap c;
 
 		s_cap_open(&c);
-		NS_REQUIRE(ns_run_out_begin(&o, false, false, c.fo, c.fe) == 0, "begin");
+		NS_REQUIRE(ns_run_out_begin(&o, NS_RUN_PLAIN, false, c.fo, c.fe) == 0, "begin");
 		NS_REQUIRE(ns_run_out_piece("a <|x", 5, 1, &o) == 0 &&
 			   ns_run_out_piece("|>b", 3, 2, &o) == 0, "piece");
 		ns_run_out_end(&o, 1, 2);
@@ -205,16 +206,80 @@ static int s_vocab(const char *rel)
 	return fails;
 }
 
+/* A Qwen reply through the think split: pieces as the engine hands them (id -1: text; a
+ * marker id with no text: a CONTROL "</think>"), the stop reason, and what stdout, stderr,
+ * the kept answer and reasoning must be. */
+struct s_think_case {
+	const char *name;
+	enum ns_run_split split;
+	bool final_only;
+	const char *pieces[8];
+	int32_t ids[8];
+	uint32_t stop_reason;
+	const char *out, *err, *content, *reasoning;
+};
+
+static int s_think(void)
+{
+	static const struct s_think_case cases[] = {
+		{ "thinking: the open block to stderr", NS_RUN_THINK_OPEN, false,
+		  { "Let me", " see.\n", "</th", "ink>\n\n", "Paris." }, { 0 }, 2,
+		  "Paris.\n", "[thinking] Let me see.\n", "Paris.", "Let me see." },
+		{ "--final-only: no thinking shown", NS_RUN_THINK_OPEN, true,
+		  { "Let me", " see.\n", "</think>", "\n\nParis." }, { 0 }, 2,
+		  "Paris.\n", "", "Paris.", "Let me see." },
+		{ "a block opening the reply", NS_RUN_THINK, false,
+		  { "\n<thi", "nk>\nhmm\n</think>\n\n", "OK" }, { 0 }, 2,
+		  "OK\n", "[thinking] hmm\n", "OK", "hmm" },
+		{ "no block: all answer", NS_RUN_THINK, false,
+		  { "Hello <think>", " x</think>" }, { 0 }, 2,
+		  "Hello <think> x</think>\n", "", "Hello <think> x</think>", "" },
+		{ "a CONTROL marker fed as its text", NS_RUN_THINK_OPEN, false,
+		  { "x", "", "\n\ny" }, { -1, 8, -1 }, 2, "y\n", "[thinking] x\n", "y", "x" },
+		{ "-n inside the thinking", NS_RUN_THINK_OPEN, false,
+		  { "a", "b" }, { 0 }, 1, "\n", "[thinking] ab\nnsctl run: -n 2 reached inside the "
+		  "thinking; no answer yet (raise -n, or leave out --thinking)\n", "", "ab" },
+		{ "the context full inside the thinking", NS_RUN_THINK, false,
+		  { "<think>", "a" }, { 0 }, 3, "\n", "[thinking] a\nnsctl run: the context filled "
+		  "up inside the thinking; no answer (raise -c)\n", "", "a" },
+	};
+	int fails = 0;
+
+	for (size_t k = 0; k < NS_ARRAY_LEN(cases); k++) {
+		const struct s_think_case *tc = &cases[k];
+		struct ns_run_out o;
+		struct s_cap c;
+		size_t n = 0;
+
+		s_cap_open(&c);
+		NS_REQUIRE(ns_run_out_begin(&o, tc->split, tc->final_only, c.fo, c.fe) == 0, "begin");
+		ns_run_out_markers(&o, 7, 8);
+		for (; n < NS_ARRAY_LEN(tc->pieces) && tc->pieces[n]; n++)
+			NS_REQUIRE(ns_run_out_piece(tc->pieces[n], strlen(tc->pieces[n]),
+						    tc->ids[n] ? tc->ids[n] : -1, &o) == 0, "piece");
+		ns_run_out_end(&o, tc->stop_reason, (int32_t)n);
+		s_cap_close(&c);
+		fails += s_eq(tc->name, c.out, tc->out) + s_eq(tc->name, c.err, tc->err) +
+			 s_eq(tc->name, o.content.buf ? o.content.buf : "", tc->content) +
+			 s_eq(tc->name, o.reasoning.buf ? o.reasoning.buf : "", tc->reasoning);
+		ns_run_out_free(&o);
+		s_cap_free(&c);
+	}
+	return fails;
+}
+
 int main(void)
 {
 	int fails;
 
 	ns_test_require_oracle();
-	fails = s_vocab("vocab-hf/hf-gptoss-vocab.gguf") + s_vocab("tiny/tiny-gpt-oss-F32.gguf");
+	fails = s_vocab("vocab-hf/hf-gptoss-vocab.gguf") + s_vocab("tiny/tiny-gpt-oss-F32.gguf") +
+		s_think();
 	if (fails) {
 		fprintf(stderr, "%d failure(s)\n", fails);
 		return 1;
 	}
-	printf("run_output: channels to stdout/stderr, --final-only, -n cut at every token\n");
+	printf("run_output: channels to stdout/stderr, --final-only, -n cut at every token; "
+	       "think blocks to stderr\n");
 	return 0;
 }

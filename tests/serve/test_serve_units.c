@@ -228,6 +228,12 @@ static void s_test_text(void)
 	CHECK(r.buf && !strcmp(r.buf, "hmm") && a.buf && !strcmp(a.buf, "ok"),
 	      "think tokens: reasoning '%s' answer '%s'", r.buf, a.buf);
 	r.len = a.len = 0;
+	/* Qwen3.5 thinking: the prompt opened the block */
+	s_text_of(q3, SRV_SPLIT_THINK_OPEN, "hmm\n</think>\n\nok", NULL, 0, &r, &a, &stopped,
+		  false);
+	CHECK(r.buf && !strcmp(r.buf, "hmm") && a.buf && !strcmp(a.buf, "ok"),
+	      "think open: reasoning '%s' answer '%s'", r.buf, a.buf);
+	r.len = a.len = 0;
 	s_text_of(q3, SRV_SPLIT_NONE, "<think>\nhmm\n</think>\n\nok", NULL, 0, &r, &a, &stopped,
 		  false);
 	CHECK(!r.len && a.buf && !strcmp(a.buf, "\nhmm\n\n\nok"), "no split: '%s'", a.buf);
@@ -339,6 +345,32 @@ static void s_test_parse(void)
 	free(ids);
 	free(want_text);
 	srv_params_free(&p);
+
+	/* Qwen3.5: the template's default thinks (the prompt opens the block); enable_thinking
+	 * false closes it empty */
+	for (int think = 0; think < 2; think++) {
+		struct srv_model_info m35 = mi;
+		char body[256];
+
+		m35.fam = NS_CHAT_QWEN35;
+		co.enable_thinking = think;
+		snprintf(body, sizeof(body), "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+			 "\"content\":\"hi\"}]%s}", think ? "" :
+			 ",\"chat_template_kwargs\":{\"enable_thinking\":false}");
+		CHECK(srv_oai_parse(&m35, SRV_CHAT, body, strlen(body), &p, &e) == 0, "qwen35: %s",
+		      e.message);
+		CHECK(p.split == (think ? SRV_SPLIT_THINK_OPEN : SRV_SPLIT_THINK), "qwen35 split %d",
+		      (int)p.split);
+		CHECK(ns_chat_render(NS_CHAT_QWEN35, &cm, 1, true, &co, &want_text, err,
+				     sizeof(err)) == 0 &&
+		      ns_tok_encode(tok, want_text, strlen(want_text), false, true, &ids, &n) == 0,
+		      "render");
+		CHECK(p.n_prompt == n && !memcmp(p.prompt, ids, n * sizeof(*ids)),
+		      "qwen35 prompt tokens (thinking %d)", think);
+		free(ids);
+		free(want_text);
+		srv_params_free(&p);
+	}
 
 	s_parse_case(&mi, SRV_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\"}", 0, NULL, NULL);
 	s_parse_case(&mi, SRV_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,2,3],\"logprobs\":5}", 0,
