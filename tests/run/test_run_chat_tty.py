@@ -22,6 +22,7 @@ import os
 import re
 import pty
 import select
+import signal
 import shutil
 import subprocess
 import sys
@@ -98,8 +99,19 @@ class Tty:
             if p:
                 self.code = os.waitstatus_to_exitcode(st)
                 break
-        if self.code is None:
-            p, st = os.waitpid(self.pid, 0)
+        while self.code is None and time.time() < end:  # the pty closed: exiting
+            p, st = os.waitpid(self.pid, os.WNOHANG)
+            if p:
+                self.code = os.waitstatus_to_exitcode(st)
+            else:
+                time.sleep(0.02)
+        if self.code is None:  # still running after timeout s: say so, never hang the suite
+            p, st = os.waitpid(self.pid, os.WNOHANG)
+            if not p:
+                rt.fail("nsctl run --chat did not exit within %d s of %r; transcript ends %r"
+                        % (timeout, keys, self.buf[-400:]))
+                os.kill(self.pid, signal.SIGKILL)
+                p, st = os.waitpid(self.pid, 0)
             self.code = os.waitstatus_to_exitcode(st)
         os.close(self.fd)
         with open(self.out, "rb") as f:
