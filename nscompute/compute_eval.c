@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "client.h"
+#include "compute_draft_model.h"
 #include "compute_eval.h"
 #include "ctl_msg.h"
 #include "forward.h"
@@ -446,6 +447,7 @@ void nsc_proc_free(struct nsc_proc *p)
 		zmq_close(p->sock);
 	if (p->zctx)
 		zmq_ctx_term(p->zctx);
+	nsc_dmodel_free(&p->dm);
 	ns_fwd_destroy(&p->f);
 	ns_weights_destroy(&p->w);
 	ns_client_close(&p->c);
