@@ -91,9 +91,9 @@ int nsctl_draft_compatible(const char *model, const char *draft, char *err, size
 		rc = rc == -ENOMEM ? rc : -EINVAL;
 	}
 	if (rc == 0)
-		rc = s_runnable(d, draft, err, errlen);
-	if (rc == 0)
 		rc = s_same_vocab(m, d, draft, err, errlen);
+	if (rc == 0)
+		rc = s_runnable(d, draft, err, errlen);
 	ns_model_close(&d);
 	ns_model_close(&m);
 	return rc;
