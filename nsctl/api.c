@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "draft_model.h"
 #include "engine_internal.h"
 #include "gguf.h"
 #include "kv_type.h"
@@ -176,6 +177,10 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			rc = -EINVAL;
 		if (rc == 0 && e->o.run_ahead < 0) /* dense: read ahead; MoE: nsrouter does */
 			e->o.run_ahead = ns_model_find(e->m, "blk.0.ffn_gate_exps.weight") == NULL;
+		/* a draft model nscompute would refuse, or one of another vocabulary: now */
+		if (rc == 0 && e->o.draft_model)
+			rc = nsctl_draft_compatible(e->model_path, e->o.draft_model, e->err,
+						    sizeof(e->err));
 		if (rc == 0)
 			rc = nse_budgets_resolve(e, n_ctx_asked);
 		if (rc == 0 && !e->o.mem_budget) {
