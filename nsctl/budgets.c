@@ -292,7 +292,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft, ui
 	struct nsplan_mem_probe probe;
 	struct nsplan_default_out dflt;
 	bool probed = false, defaulted = false;
-	char err[NS_ERR_LEN], s[4][32];
+	char err[NS_ERR_LEN], s[5][32];
 	int ret;
 
 	a.b.mem = mem_given ? *mem : 0;
@@ -324,15 +324,21 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft, ui
 		goto out;
 	*mem = mem_given ? *mem : a.b.mem;
 	*ram = a.b.ram;
-	if (defaulted)
+	if (defaulted) {
+		char dr[64] = "";
+
+		if (fx.draft_bytes) /* counted in the fixed set: the RAM cache makes room */
+			snprintf(dr, sizeof(dr), " (draft model %s)",
+				 ns_format_bytes(fx.draft_bytes, s[4], 32));
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
-			 "--ram-budget %s, fixed %s at -c %u%s", who,
+			 "--ram-budget %s, fixed %s%s at -c %u%s", who,
 			 ns_format_bytes(probe.available, s[0], 32),
 			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
 								  : "MemAvailable",
 			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
-			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx,
+			 ns_format_bytes(fx.total, s[3], 32), dr, fx.n_ctx,
 			 n_seq > 1 ? " per sequence" : "");
+	}
 out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);

@@ -71,11 +71,13 @@ for budget in resident streamed; do
         same "$k-fixed" "$k-base" 0
     done
 done
-# the summary line carries the model drafter's figures
+# the summary line carries the model drafter's figures, the budgets' line its bytes
 timeout 120 "$nsctl" run "$stories" -p "$p" -n 16 --temp 0 --draft "$stories" \
     > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "summary: exit $?"
 grep -q "| draft [0-9]*, accepted [0-9]* ([0-9.]*%), [0-9.]* passes/token$" "$tmp/err.txt" ||
     fail "no draft figures on the summary line"
+grep -q "budgets from .*, fixed .* (draft model [0-9.]* [KMG]iB) at -c" "$tmp/err.txt" ||
+    fail "the budgets' line does not count the draft model"
 
 refused() { # refused WHAT LINE_PATTERN ARGS...
     what=$1; pat=$2; shift 2
