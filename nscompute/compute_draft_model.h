@@ -27,9 +27,9 @@ int nsc_dmodel_open(const char *path, uint32_t n_ctx, int threads, bool act_q8,
 void nsc_dmodel_free(struct nsc_dmodel **d);
 
 /* A request of the target: its sequence is `keep` positions it held before, then tokens (n).
- * The drafter's own record of those keep positions is used when it has one (the previous
- * requests drafted on this sequence); otherwise its record starts at tokens (a context lost,
- * acceptance may suffer). */
+ * The drafter's own record of those keep positions is used when it has one (it was given
+ * every request and emitted token since the sequence started: compute_eval.c does); otherwise
+ * its record starts at tokens (a context lost, acceptance may suffer). */
 void nsc_dmodel_begin(struct nsc_dmodel *d, uint32_t keep, const int32_t *tokens, uint32_t n);
 
 /* The target emitted id (accepted draft, or its own token): it follows the sequence. */

@@ -218,9 +218,7 @@ int nsc_spec_generate(struct nsc_proc *p, const struct ns_cmsg_eval *e, struct n
 			return nsc_send_error(p, -EINVAL, "no draft model: nscompute was started "
 					      "without --draft-model");
 		}
-		/* the sequence: what it held before this request, then the request's tokens */
-		s.dm = p->dm;
-		nsc_dmodel_begin(s.dm, ns_fwd_n_past(p->f) - e->n_tokens, e->tokens, e->n_tokens);
+		s.dm = p->dm; /* following the sequence: compute_eval.c gave it the request */
 	}
 	if (cap > UINT32_MAX || !(s.ctx = malloc((size_t)cap * sizeof(*s.ctx))) ||
 	    nsc_logits_room(p, 1 + (uint64_t)e->draft.max) < 0) {
