@@ -227,7 +227,8 @@ static int s_attach(struct nsc_proc *p)
 		rc = nsc_dmodel_open(p->draft_path, ns_fwd_n_ctx(p->f), p->threads, p->act_q8,
 				     ns_fwd_n_vocab(p->f), &p->dm, derr, sizeof(derr));
 		if (rc < 0)
-			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path, derr);
+			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
+				 derr);
 	}
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);

@@ -279,9 +279,9 @@ static int s_fixed_for_seqs(struct nsplan_fixed *fx, uint32_t n_seq, char *err, 
 }
 
 int nsctl_pick_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
-		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
-		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *errbuf,
-		       size_t errlen)
+		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
+		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
+		       char *errbuf, size_t errlen)
 {
 	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given,
 				      .err = errbuf, .errlen = errlen };

@@ -34,9 +34,9 @@ int cmd_serve(int argc, char **argv);
  * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who, or in err
  * (errlen bytes, no prefix) when err is not NULL (the library, api_budgets.c). */
 int nsctl_pick_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
-		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
-		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *err,
-		       size_t errlen);
+		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
+		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
+		       char *err, size_t errlen);
 
 /* Budgets the user named, checked before anything starts, for each pair (mem[i], ram[i]),
  * i < n, with one read of the model's headers and of the memory available: an arena (mem, 0:

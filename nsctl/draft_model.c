@@ -35,6 +35,7 @@ static int s_same_vocab(const struct ns_model *a, const struct ns_model *b, cons
 			char *err, size_t errlen)
 {
 	const struct ns_gguf_value *ta = s_tokens(a), *tb = s_tokens(b);
+	const struct ns_gguf_str *sa, *sb;
 	uint64_t i;
 
 	if (!ta || !tb)
@@ -46,11 +47,13 @@ static int s_same_vocab(const struct ns_model *a, const struct ns_model *b, cons
 			       "%llu tokens, the model %llu", draft,
 			       (unsigned long long)tb->v.arr.n, (unsigned long long)ta->v.arr.n),
 		       -EINVAL;
-	if ((i = s_first_diff(ta, tb, ta->v.arr.n)) < ta->v.arr.n)
+	i = s_first_diff(ta, tb, ta->v.arr.n);
+	sa = ta->v.arr.items;
+	sb = tb->v.arr.items;
+	if (i < ta->v.arr.n)
 		return ns_errf(err, errlen, "--draft %s: vocabulary mismatch: token %llu is '%.40s' "
 			       "in the draft model, '%.40s' in the model", draft,
-			       (unsigned long long)i, ((const struct ns_gguf_str *)tb->v.arr.items)[i].s,
-			       ((const struct ns_gguf_str *)ta->v.arr.items)[i].s), -EINVAL;
+			       (unsigned long long)i, sb[i].s, sa[i].s), -EINVAL;
 	return 0;
 }
 
