@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "client.h"
+#include "compute_draft_model.h"
 #include "compute_eval.h"
 #include "ctl_msg.h"
 #include "forward.h"
@@ -200,6 +201,10 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 		return nsc_send_error(p, -EINVAL, "teacher forcing needs a prompt token");
 	if (nsc_logits_room(p, all ? n_prompt : 1) < 0)
 		return nsc_send_error(p, -ENOMEM, "out of memory for the logits");
+	/* the draft model follows the sequence through every request, drafted or not, so a
+	 * later drafted one finds the kept prefix in its record (compute_draft_model.h) */
+	if (p->dm)
+		nsc_dmodel_begin(p->dm, ns_fwd_n_past(p->f), e->tokens, e->n_tokens);
 	ns_sampler_params_default(&sp);
 	sp.temperature = e->sampling.temperature;
 	sp.top_k = e->sampling.top_k;
@@ -270,6 +275,8 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 			goto out;
 		}
 		ns_sampler_accept(smp, id);
+		if (p->dm)
+			nsc_dmodel_accept(p->dm, id);
 		d.n_gen++;
 		tk = (struct ns_cmsg_token){ .id = id, .n_past = ns_fwd_n_past(p->f) };
 		if ((rc = nsc_send(p, buf, ns_cmsg_enc_token(&tk, buf, sizeof(buf)))) < 0)
@@ -360,6 +367,8 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 			return nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
 					    "back only to the start: keep 0 or all the slot holds");
 		}
+		if (q->slot == 0 && p->dm) /* EVAL's sequence: the draft model follows it */
+			nsc_dmodel_begin(p->dm, q->keep, st->tokens + n, q->n_tokens);
 		for (uint32_t k = 0; k < q->n_tokens; k++)
 			seq[n++] = q->slot;
 		if (q->want_logits) {
@@ -446,6 +455,7 @@ void nsc_proc_free(struct nsc_proc *p)
 		zmq_close(p->sock);
 	if (p->zctx)
 		zmq_ctx_term(p->zctx);
+	nsc_dmodel_free(&p->dm);
 	ns_fwd_destroy(&p->f);
 	ns_weights_destroy(&p->w);
 	ns_client_close(&p->c);

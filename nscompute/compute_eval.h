@@ -10,6 +10,7 @@ struct ns_model;
 struct ns_client;
 struct ns_weights;
 struct ns_fwd;
+struct nsc_dmodel;
 
 /* One process, one struct: owns everything below (nsc_proc_free). */
 struct nsc_proc {
@@ -31,6 +32,8 @@ struct nsc_proc {
 	struct ns_client *c;
 	struct ns_weights *w;
 	struct ns_fwd *f;
+	const char *draft_path;    /* --draft-model: the drafter of NS_DRAFT_MODEL (cpu only) */
+	struct nsc_dmodel *dm;     /* its resident model (compute_draft_model.h), or NULL */
 	void *zctx, *sock;
 	void *route_sock;           /* PUB of router decisions (route_pub.c), or NULL */
 	uint64_t route_sent, route_dropped;

@@ -1,5 +1,6 @@
 /* compute_spec.c - speculative generation (EVAL with NS_EVAL_DRAFT): the pending token (sampled,
- * not yet evaluated) and up to k drafted tokens (compute_draft.h) go through the model as one
+ * not yet evaluated) and up to k drafted tokens (compute_draft.h, or the draft model's:
+ * compute_draft_model.h) go through the model as one
  * chunk, so the weights are read once for up to k + 1 tokens; the logits of every position of
  * the chunk verify the drafts in order (ns_sampler_verify: under greedy decoding the agreeing
  * prefix, under sampling the speculative sampling rule), the first rejection is replaced by
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "compute_draft.h"
+#include "compute_draft_model.h"
 #include "compute_eval.h"
 #include "ctl_msg.h"
 #include "forward.h"
@@ -29,6 +31,7 @@ struct s_spec {
 	uint32_t n, cap;
 	uint32_t logical;  /* positions before the last emitted token: the n_past the one-token
 			    * loop has when it emits that token */
+	struct nsc_dmodel *dm; /* NS_DRAFT_MODEL: the resident drafter (follows every token) */
 };
 
 /* Emit generated token id, which follows `logical` positions: history, TOKEN, the end tests of
@@ -40,6 +43,8 @@ static int s_emit(struct s_spec *s, int32_t id, uint32_t logical)
 	int rc;
 
 	ns_sampler_accept(s->smp, id);
+	if (s->dm)
+		nsc_dmodel_accept(s->dm, id);
 	s->d->n_gen++;
 	s->logical = logical;
 	if (s->n < s->cap)
@@ -117,6 +122,25 @@ static int s_verify(struct s_spec *s, const int32_t *chunk, uint32_t n, uint64_t
 	return rc;
 }
 
+/* Up to k drafts after s->ctx into out, *nd of them (fewer than the drafter's min: none).
+ * 0; the drafter failed: -1 after ERROR was sent, -EPIPE when it could not be. */
+static int s_propose(struct s_spec *s, uint32_t k, int32_t *out, uint32_t *nd)
+{
+	char err[NS_ERR_LEN];
+	int got;
+
+	if (!s->dm) {
+		*nd = nsc_draft_propose(&s->dr, s->ctx, s->n, s->d->n_gen - 1, k, out);
+		return 0;
+	}
+	got = nsc_dmodel_propose(s->dm, k, out, err, sizeof(err));
+	if (got < 0)
+		return nsc_send_error(s->p, got, err) < 0 ? -EPIPE : -1;
+	/* fewer than min count as none, as nsc_draft_propose's */
+	*nd = (uint32_t)got >= (k < s->dr.min ? k : s->dr.min) ? (uint32_t)got : 0;
+	return 0;
+}
+
 /* Emit id and what the passes after it yield until the generation ends. Returns as
  * nsc_spec_generate. */
 static int s_loop(struct s_spec *s, int32_t id, bool *failed)
@@ -128,7 +152,7 @@ static int s_loop(struct s_spec *s, int32_t id, bool *failed)
 
 	for (;;) {
 		uint32_t room, k, nd, acc, base;
-		uint64_t before;
+		uint64_t before, t_draft;
 
 		if (id < 0) {
 			*failed = true;
@@ -152,7 +176,12 @@ static int s_loop(struct s_spec *s, int32_t id, bool *failed)
 		k = k < room ? k : room;
 		k = k < s->e->n_predict - s->d->n_gen ? k : s->e->n_predict - s->d->n_gen;
 		chunk[0] = id;
-		nd = nsc_draft_propose(&s->dr, s->ctx, s->n, s->d->n_gen - 1, k, chunk + 1);
+		t_draft = ns_now_ns();
+		if ((rc = s_propose(s, k, chunk + 1, &nd)) < 0) {
+			*failed = true;
+			return rc == -EPIPE ? rc : 0;
+		}
+		t_draft = ns_now_ns() - t_draft;
 		before = s->d->decode_ns;
 		base = s->logical;
 		if ((rc = s_pass(s, chunk, 1 + nd, failed)) < 0 || *failed)
@@ -163,7 +192,9 @@ static int s_loop(struct s_spec *s, int32_t id, bool *failed)
 			at = base + 1;
 			continue;
 		}
-		if ((rc = s_verify(s, chunk, nd, s->d->decode_ns - before, &id, &acc)) != 0)
+		/* a drafter's own time is part of what a longer draft costs */
+		if ((rc = s_verify(s, chunk, nd, s->d->decode_ns - before + t_draft, &id,
+				   &acc)) != 0)
 			return rc < 0 ? rc : 0;
 		at = base + 1 + acc;
 	}
@@ -181,6 +212,14 @@ int nsc_spec_generate(struct nsc_proc *p, const struct ns_cmsg_eval *e, struct n
 
 	nsc_draft_init(&s.dr, e->draft.kind, e->draft.max, e->draft.min, e->draft.oracle,
 		       e->draft.n_oracle);
+	if (e->draft.kind == NS_DRAFT_MODEL) {
+		if (!p->dm) {
+			*failed = true;
+			return nsc_send_error(p, -EINVAL, "no draft model: nscompute was started "
+					      "without --draft-model");
+		}
+		s.dm = p->dm; /* following the sequence: compute_eval.c gave it the request */
+	}
 	if (cap > UINT32_MAX || !(s.ctx = malloc((size_t)cap * sizeof(*s.ctx))) ||
 	    nsc_logits_room(p, 1 + (uint64_t)e->draft.max) < 0) {
 		free(s.ctx);

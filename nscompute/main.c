@@ -4,13 +4,19 @@
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
  *             [--parallel N] [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
+ *             [--draft-model PATH]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
  * and the rest streamed through nsio (cfwd.h, cuda_attach.c) - and serves nsctl over one ZeroMQ PAIR socket (proto/ctl_msg.h;
  * default endpoint ipc://RUNDIR/compute.sock). Malformed messages are counted and dropped.
  * SIGTERM/SIGINT, QUIT, or the death of the parent (nsctl): exit. Exit codes: 0 ok, 1 runtime
- * failure, 2 bad usage or input. */
+ * failure, 2 bad usage or input.
+ *
+ * --draft-model: a small model of the same vocabulary read wholly into this process's RAM, with
+ * its own pass and KV cache of -c positions: the drafter of speculative generation
+ * (NS_DRAFT_MODEL, compute_draft_model.h). It lives here, beside the pass that verifies its
+ * drafts, so drafting costs no message or copy per token (docs/decisions.md). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -22,6 +28,7 @@
 #include <zmq.h>
 
 #include "client.h"
+#include "compute_draft_model.h"
 #include "compute_eval.h"
 #include "ctl_msg.h"
 #include "forward.h"
@@ -54,7 +61,7 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
 		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N] [--cache-type-k T] "
-		   "[--cache-type-v T]\n"
+		   "[--cache-type-v T] [--draft-model PATH]\n"
 		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
@@ -88,6 +95,8 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			p->session = v;
 		} else if (!strcmp(o, "--model")) {
 			p->model_path = v;
+		} else if (!strcmp(o, "--draft-model")) {
+			p->draft_path = v;
 		} else if (!strcmp(o, "--ctl")) {
 			p->endpoint = v;
 		} else if (!strcmp(o, "--backend")) {
@@ -143,6 +152,10 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 	if (p->cuda && p->n_seq > 1) {
 		fprintf(stderr, "nscompute: --parallel %u: the cuda backend evaluates one sequence "
 			"at a time\n", p->n_seq);
+		return -EINVAL;
+	}
+	if (p->cuda && p->draft_path) { /* its pass is the cpu one (weights_fused.h) */
+		fprintf(stderr, "nscompute: --draft-model runs on the cpu backend only\n");
 		return -EINVAL;
 	}
 	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */
@@ -207,6 +220,15 @@ static int s_attach(struct nsc_proc *p)
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
+	}
+	if (rc == 0 && p->draft_path) { /* resident: every tensor read now, once */
+		char derr[NS_ERR_LEN];
+
+		rc = nsc_dmodel_open(p->draft_path, ns_fwd_n_ctx(p->f), p->threads, p->act_q8,
+				     ns_fwd_n_vocab(p->f), &p->dm, derr, sizeof(derr));
+		if (rc < 0)
+			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
+				 derr);
 	}
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "draft_model.h"
 #include "engine_internal.h"
 #include "gguf.h"
 #include "kv_type.h"
@@ -154,6 +155,18 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			*name = ns_kv_type_name(t); /* a static string */
 		}
 	}
+	if (rc == 0 && e->o.draft_model && !strcmp(e->o.backend, "cuda")) {
+		ns_errf(err, errlen, "a draft model runs on the cpu backend only");
+		rc = -EINVAL;
+	}
+	if (rc == 0 && e->o.draft_model) {
+		if ((rc = s_abs_path(e->o.draft_model, e->draft_path, sizeof(e->draft_path)))) {
+			ns_errf(err, errlen, "draft model %s: %s", e->o.draft_model, strerror(-rc));
+			if (rc != -ENOMEM && rc != -EIO)
+				rc = -EINVAL;
+		}
+		e->o.draft_model = e->draft_path;
+	}
 	if (rc == 0 && (rc = s_abs_path(model, e->model_path, sizeof(e->model_path)))) {
 		ns_errf(err, errlen, "%s: %s", model, strerror(-rc));
 		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */
@@ -165,6 +178,10 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			rc = -EINVAL;
 		if (rc == 0 && e->o.run_ahead < 0) /* dense: read ahead; MoE: nsrouter does */
 			e->o.run_ahead = ns_model_find(e->m, "blk.0.ffn_gate_exps.weight") == NULL;
+		/* a draft model nscompute would refuse, or one of another vocabulary: now */
+		if (rc == 0 && e->o.draft_model)
+			rc = nsctl_draft_compatible(e->model_path, e->o.draft_model, e->err,
+						    sizeof(e->err));
 		if (rc == 0)
 			rc = nse_budgets_resolve(e, n_ctx_asked);
 		if (rc == 0 && !e->o.mem_budget) {
@@ -304,10 +321,14 @@ static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
 	d->max = g->draft_max ? g->draft_max : 16;
 	d->min = g->draft_min ? g->draft_min : 1;
 	d->kind = g->draft == NS_GEN_DRAFT_NGRAM ? NS_DRAFT_NGRAM :
-		  g->draft == NS_GEN_DRAFT_ORACLE ? NS_DRAFT_ORACLE : 0;
+		  g->draft == NS_GEN_DRAFT_ORACLE ? NS_DRAFT_ORACLE :
+		  g->draft == NS_GEN_DRAFT_MODEL ? NS_DRAFT_MODEL : 0;
 	if (!d->kind)
 		return ns_errf(e->err, sizeof(e->err), "unknown drafter %d", (int)g->draft),
 		       -EINVAL;
+	if (d->kind == NS_DRAFT_MODEL && !e->o.draft_model)
+		return ns_errf(e->err, sizeof(e->err), "the draft model drafter needs the engine "
+			       "loaded with a draft model (ns_engine_opts.draft_model)"), -EINVAL;
 	if (d->max > NS_CMSG_MAX_DRAFT || d->min > d->max)
 		return ns_errf(e->err, sizeof(e->err), "draft lengths %u..%u: 1 <= min <= max <= "
 			       "%d", d->min, d->max, NS_CMSG_MAX_DRAFT), -EINVAL;

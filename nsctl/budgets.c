@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "arch.h"
+#include "draft_model.h"
 #include "gpu_need.h"
 #include "kv_type.h"
 #include "ns_util.h"
@@ -51,6 +52,23 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 					      s_b32(ctv), overhead ? *overhead :
 					      nsplan_process_overhead(m), fx, err, errlen);
 	return ret;
+}
+
+int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
+			  size_t errlen)
+{
+	uint64_t b;
+	int rc;
+
+	if (!draft)
+		return 0;
+	if ((rc = nsctl_draft_bytes(draft, fx->n_ctx, &b, err, errlen)) < 0)
+		return rc;
+	if (ns_add_u64_overflow(fx->total, b, &fx->total))
+		return ns_errf(err, errlen, "--draft %s: the fixed set overflows", draft),
+		       -EOVERFLOW;
+	fx->draft_bytes = b;
+	return 0;
 }
 
 uint64_t nsctl_cacheable_bytes(const struct ns_model *m, const struct ns_hparams *hp, bool embd)
@@ -116,7 +134,7 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 	uint64_t fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
 	uint64_t avail = probe->available;
 	bool cg = probe->cgroup_limit < probe->mem_available;
-	char s[11][32], fix[160];
+	char s[12][32], fix[160], draft[64] = "";
 
 	if (avail > mem && avail - mem > fx->total)
 		snprintf(fix, sizeof(fix), "lower --ram-budget to %" PRIu64 " or less",
@@ -127,8 +145,11 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 	else
 		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c (or -ctk/-ctv "
 			 "f16|q8_0)");
+	if (fx->draft_bytes)
+		snprintf(draft, sizeof(draft), ", draft model %s",
+			 ns_format_bytes(fx->draft_bytes, s[11], 32));
 	s_refuse(a, "--mem-budget %s + --ram-budget %s (%s of it for this model's %s) + "
-		 "the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s at -c %u) = %s "
+		 "the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s%s at -c %u) = %s "
 		 "exceed the %s of memory available (%s%s%s); %s",
 		ns_format_bytes(mem, s[0], 32), ns_format_bytes(ram, s[1], 32),
 		ns_format_bytes(fill, s[2], 32), ns_format_bytes(m->total_tensor_bytes, s[3], 32),
@@ -136,7 +157,7 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 		ns_format_bytes(fx->kv_bytes + fx->recurrent_bytes, s[5], 32),
 		ns_format_bytes(fx->scratch_bytes, s[6], 32),
 		ns_format_bytes(fx->overhead_bytes, s[7], 32),
-		ns_format_bytes(fx->margin_bytes, s[8], 32), fx->n_ctx,
+		ns_format_bytes(fx->margin_bytes, s[8], 32), draft, fx->n_ctx,
 		need == UINT64_MAX ? "more than 2^64 bytes" : ns_format_bytes(need, s[9], 32),
 		ns_format_bytes(avail, s[10], 32), cg ? "the cgroup's limit" : "MemAvailable",
 		cg && probe->cgroup_file[0] ? ", " : "", cg ? probe->cgroup_file : "", fix);
@@ -191,6 +212,23 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		return 2;
 	}
 	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
+	if (*probed && fx->draft_bytes) { /* the draft first: its own line, what to drop */
+		uint64_t arena = a->mem_given ? a->b.mem : sum->min_mem_budget;
+
+		if (fx->total > probe->available || arena > probe->available - fx->total) {
+			s_refuse(a, "the draft model's %s (weights, KV cache and scratch at -c %u) does "
+				 "not fit: with the fixed set %s and the arena %s it exceeds the %s "
+				 "of memory available (%s); use a smaller draft, lower -c, or drop "
+				 "--draft",
+				 ns_format_bytes(fx->draft_bytes, s[0], 32), fx->n_ctx,
+				 ns_format_bytes(fx->total - fx->draft_bytes, s[1], 32),
+				 ns_format_bytes(arena, s[2], 32),
+				 ns_format_bytes(probe->available, s[3], 32),
+				 probe->cgroup_limit < probe->mem_available ? "the cgroup's limit"
+									     : "MemAvailable");
+			return 2;
+		}
+	}
 	if (a->ram_given && a->mem_given) {
 		if (*probed && nsctl_host_total(m, a->b.mem, a->b.ram, fx) > probe->available) {
 			s_say_over(a, m, a->b.mem, a->b.ram, fx, probe);
@@ -240,10 +278,10 @@ static int s_fixed_for_seqs(struct nsplan_fixed *fx, uint32_t n_seq, char *err, 
 	return 0;
 }
 
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
-		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
-		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *errbuf,
-		       size_t errlen)
+int nsctl_pick_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
+		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
+		       char *errbuf, size_t errlen)
 {
 	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given,
 				      .err = errbuf, .errlen = errlen };
@@ -254,7 +292,7 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint3
 	struct nsplan_mem_probe probe;
 	struct nsplan_default_out dflt;
 	bool probed = false, defaulted = false;
-	char err[NS_ERR_LEN], s[4][32];
+	char err[NS_ERR_LEN], s[5][32];
 	int ret;
 
 	a.b.mem = mem_given ? *mem : 0;
@@ -268,6 +306,8 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint3
 					  sizeof(err));
 	if (!ret)
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
+	if (!ret)
+		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
 	if (ret) {
 		s_refuse(&a, "%s", err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -284,22 +324,29 @@ int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint3
 		goto out;
 	*mem = mem_given ? *mem : a.b.mem;
 	*ram = a.b.ram;
-	if (defaulted)
+	if (defaulted) {
+		char dr[64] = "";
+
+		if (fx.draft_bytes) /* counted in the fixed set: the RAM cache makes room */
+			snprintf(dr, sizeof(dr), " (draft model %s)",
+				 ns_format_bytes(fx.draft_bytes, s[4], 32));
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
-			 "--ram-budget %s, fixed %s at -c %u%s", who,
+			 "--ram-budget %s, fixed %s%s at -c %u%s", who,
 			 ns_format_bytes(probe.available, s[0], 32),
 			 probe.cgroup_limit < probe.mem_available ? "the cgroup's limit"
 								  : "MemAvailable",
 			 ns_format_bytes(a.b.mem, s[1], 32), ns_format_bytes(a.b.ram, s[2], 32),
-			 ns_format_bytes(fx.total, s[3], 32), fx.n_ctx,
+			 ns_format_bytes(fx.total, s[3], 32), dr, fx.n_ctx,
 			 n_seq > 1 ? " per sequence" : "");
+	}
 out:
 	ns_summary_free(&sum);
 	ns_model_close(&m);
 	return ret;
 }
 
-int nsctl_check_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
+int nsctl_check_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+			uint32_t n_seq,
 			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
 			size_t n)
 {
@@ -318,6 +365,8 @@ int nsctl_check_budgets(const char *who, const char *model, uint32_t n_ctx, uint
 					  sizeof(err));
 	if (!ret)
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
+	if (!ret)
+		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;

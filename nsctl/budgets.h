@@ -34,6 +34,12 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
 			char *err, size_t errlen);
 
+/* A draft model (--draft PATH; NULL: none) resident beside the model: its tensors, KV cache
+ * at fx->n_ctx and scratch (draft_model.h) added to the fixed set as fx->draft_bytes. 0, or
+ * -errno with one line in err. */
+int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
+			  size_t errlen);
+
 /* Host memory a session of model m takes at most with arena mem and RAM budget ram: what the
  * RAM tier can fill (ram, at most the model's bytes), the arena and the fixed set fx
  * (`nsctl plan`'s host_total), rounded up to a 4 KiB page; UINT64_MAX on overflow. */

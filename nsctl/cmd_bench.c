@@ -259,8 +259,9 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.n_ctx, 1, o.ctk, o.ctv, false,
-					     &mem, false, &ram, line, sizeof(line), NULL, 0)))
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, NULL, o.n_ctx, 1, o.ctk,
+					     o.ctv, false, &mem, false, &ram, line, sizeof(line),
+					     NULL, 0)))
 			return rc;
 		fprintf(stderr, "%s\n", line);
 		o.budgets = (struct bench_list){ .v = { mem }, .n = 1 };
@@ -282,8 +283,8 @@ int cmd_bench(int argc, char **argv)
 			mems[i] = cfg[i].mem;
 			rams[i] = cfg[i].ram;
 		}
-		rc = nsctl_check_budgets("nsctl bench", o.model, o.n_ctx, 1, o.ctk, o.ctv, mems,
-					 rams, nc);
+		rc = nsctl_check_budgets("nsctl bench", o.model, NULL, o.n_ctx, 1, o.ctk, o.ctv,
+					 mems, rams, nc);
 		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
 			if (o.vram.v[i])
 				rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, o.vram.v[i], 0);

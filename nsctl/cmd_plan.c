@@ -30,6 +30,7 @@ struct s_args {
 	uint64_t overhead;
 	const char *stats_path;
 	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
+	const char *draft;     /* --draft MODEL: a draft model counted in the fixed set */
 };
 
 /* Everything the outputs print, gathered once. */
@@ -50,7 +51,8 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
 		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
-		   "[-ctk T] [-ctv T]\n"
+		   "[-ctk T] [-ctv T] [--draft MODEL]\n"
+		   "  --draft: a draft model (nsctl run --draft) counted in the fixed set\n"
 		   "  -ctk/--cache-type-k, -ctv/--cache-type-v: KV cache types counted (f32, f16, "
 		   "q8_0)\n"
 		   "  --stats: expert hit counts ('tokens LAYER N' and 'LAYER EXPERT HITS' lines)\n"
@@ -78,6 +80,7 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 			     !strcmp(o, "-c") || !strcmp(o, "--ctx") || !strcmp(o, "--overhead") ||
 			     !strcmp(o, "--meminfo") || !strcmp(o, "--cgroup-file") ||
 			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats") ||
+			     !strcmp(o, "--draft") ||
 			     nsctl_kv_is_flag(o);
 
 		if (takes && !v) {
@@ -127,6 +130,8 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 			a->q.paths.self_cgroup = v;
 		} else if (!strcmp(o, "--cgroup-root")) {
 			a->q.paths.cgroup_root = v;
+		} else if (!strcmp(o, "--draft")) {
+			a->draft = v;
 		} else if (!strcmp(o, "--stats")) {
 			a->stats_path = v;
 		} else if (!strcmp(o, "--json")) {
@@ -238,6 +243,10 @@ static void s_print_text(const struct s_report *r)
 	printf("  margin      %12" PRIu64 " bytes %11s  1/%u of the above + %s\n", fx->margin_bytes,
 	       ns_format_bytes(fx->margin_bytes, s[0], 32), NSPLAN_MARGIN_DIV,
 	       ns_format_bytes(NSPLAN_MARGIN_MIN, s[1], 32));
+	if (fx->draft_bytes)
+		printf("  draft       %12" PRIu64 " bytes %11s  --draft %s: weights, f32 KV cache, "
+		       "scratch (resident in nscompute)\n", fx->draft_bytes,
+		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft);
 	printf("  total       %12" PRIu64 " bytes %11s\n", fx->total,
 	       ns_format_bytes(fx->total, s[0], 32));
 	printf("host memory:  %s = RAM cache (what this model fills) + arena + fixed set: the "
@@ -342,6 +351,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "batch"); jo_u64(&j, fx->batch);
 	jo_key(&j, "overhead_bytes"); jo_u64(&j, fx->overhead_bytes);
 	jo_key(&j, "margin_bytes"); jo_u64(&j, fx->margin_bytes);
+	jo_key(&j, "draft_bytes"); jo_u64(&j, fx->draft_bytes);
 	jo_key(&j, "total"); jo_u64(&j, fx->total);
 	jo_end_obj(&j);
 	jo_key(&j, "host_total"); jo_u64(&j, r->host_total);
@@ -439,6 +449,8 @@ int cmd_plan(int argc, char **argv)
 	/* a plan for a model whose tables contradict each other would be a promise run breaks */
 	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? &a.overhead : NULL,
 				  false, &hp, &sum, &fx, err, sizeof(err));
+	if (!ret)
+		ret = nsctl_fixed_add_draft(&fx, a.draft, err, sizeof(err));
 	if (!ret)
 		a.n_ctx = fx.n_ctx;
 	if (ret) {

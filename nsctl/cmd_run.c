@@ -99,6 +99,8 @@ static void s_usage(FILE *f)
 		"  --draft ngram         speculative decoding: prompt lookup drafts tokens, one pass\n"
 		"                        over the weights verifies them (same greedy output, same\n"
 		"                        sampling distribution); cpu backend, not qwen35\n"
+		"  --draft DRAFT.gguf    the same, drafted by a small model of the same vocabulary\n"
+		"                        held in RAM (counted in the budgets)\n"
 		"  --draft-max N --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
 		"                        (defaults 16 and 1)\n"
 		"pipeline:\n%s"
@@ -355,7 +357,8 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	case O_DRAFT:
 	case O_DRAFT_MAX:
 	case O_DRAFT_MIN: { /* run_draft.c: 2 taken, or < 0 after one line */
-		int rc = nsctl_draft_flag(&o->g, opt->id == O_DRAFT ? "--draft" :
+		int rc = nsctl_draft_flag(&o->g, &o->ea.eo.draft_model,
+					  opt->id == O_DRAFT ? "--draft" :
 					  opt->id == O_DRAFT_MAX ? "--draft-max" : "--draft-min", v);
 
 		return rc < 0 ? rc : 0;
@@ -602,7 +605,8 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	}
 	if ((rc = nsctl_model_arg("nsctl run", &op->model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
-	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model, op->ea.eo.backend) < 0)
+	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model, op->ea.eo.backend,
+							    op->ea.eo.draft_model) < 0)
 		return 2;
 	if (s_seed(op) < 0)
 		return 1;

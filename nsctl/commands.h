@@ -27,25 +27,28 @@ int cmd_serve(int argc, char **argv);
 /* The budgets a run takes when the user names some or none: what `nsctl plan` would choose for
  * the same model, context (0: the plan's default), n_seq KV caches (nsctl serve's sequences;
  * 1 otherwise), KV cache types (ctk / ctv names as nsctl_kv_set stores them, NULL: f32) and
- * given budgets (from MemAvailable and the cgroup limit, budget_defaults.h). mem / ram:
+ * given budgets (from MemAvailable and the cgroup limit, budget_defaults.h), a draft model
+ * (--draft PATH, NULL: none) counted in the fixed set (nsctl_fixed_add_draft). mem / ram:
  * in: the given figures, out: the chosen ones.
  * Returns 0 (line: a description of the defaults, "" when all were given), or an exit code
  * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who, or in err
  * (errlen bytes, no prefix) when err is not NULL (the library, api_budgets.c). */
-int nsctl_pick_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
-		       const char *ctk, const char *ctv, bool mem_given, uint64_t *mem,
-		       bool ram_given, uint64_t *ram, char *line, size_t linelen, char *err,
-		       size_t errlen);
+int nsctl_pick_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
+		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
+		       char *err, size_t errlen);
 
 /* Budgets the user named, checked before anything starts, for each pair (mem[i], ram[i]),
  * i < n, with one read of the model's headers and of the memory available: an arena (mem, 0:
  * the engine's own) not under the smallest workable one, and the session's whole host memory
  * (nsctl_host_total: what the RAM tier can fill, the arena and the fixed set at n_ctx, 0: the
- * plan's default, KV types ctk / ctv, and n_seq sequences' caches (serve --parallel)) within the memory available (MemAvailable, the
+ * plan's default, KV types ctk / ctv, n_seq sequences' caches (serve --parallel) and a draft
+ * model, NULL: none) within the memory available (MemAvailable, the
  * cgroup's memory.max / memory.high). Returns 0, or an exit code (2; 1 when out of memory)
  * after one line prefixed with who, naming the figures and what to lower, for the first pair
  * refused. */
-int nsctl_check_budgets(const char *who, const char *model, uint32_t n_ctx, uint32_t n_seq,
+int nsctl_check_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+			uint32_t n_seq,
 			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
 			size_t n);
 

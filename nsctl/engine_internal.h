@@ -52,6 +52,7 @@ struct ns_engine {
 	struct ns_engine_opts o;      /* copy; wrap[] point into wrap_copy */
 	char *wrap_copy[NS_PROC_COUNT];
 	char model_path[PATH_MAX];
+	char draft_path[PATH_MAX];    /* o.draft_model made absolute (o.draft_model points here) */
 	struct ns_model *m;           /* metadata (tokenizer, chat template) */
 	struct ns_tok *tok;
 	bool recurrent;               /* recurrent layers (qwen35): nscompute cannot cut the

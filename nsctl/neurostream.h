@@ -127,6 +127,12 @@ struct ns_engine_opts {
 	/* Checked while waiting; when it becomes non-zero the call in progress returns
 	 * -ECANCELED (e.g. a flag a SIGINT handler sets). May be NULL. */
 	volatile sig_atomic_t *cancel;
+	/* Speculative decoding's draft model (ns_gen_params.draft = NS_GEN_DRAFT_MODEL): a GGUF
+	 * with the model's vocabulary, read wholly into nscompute's RAM at load with its own KV
+	 * cache of n_ctx positions; the budgets the library picks leave room for it
+	 * (NS_BUDGET_AUTO). cpu backend only; a file that does not open or runs no pass, or
+	 * another vocabulary size, fails the load (-EINVAL). NULL: none. */
+	const char *draft_model;
 };
 
 void ns_engine_opts_default(struct ns_engine_opts *o);
@@ -165,6 +171,8 @@ struct ns_gen_params {
 					  * followed it */
 		NS_GEN_DRAFT_ORACLE = 2, /* tests and benchmarks only: generated token i is
 					  * proposed as draft_oracle[i] (acceptance controlled) */
+		NS_GEN_DRAFT_MODEL = 3,  /* the engine's draft model (ns_engine_opts.draft_model):
+					  * its greedy continuation; -EINVAL without one */
 	} draft;
 	uint32_t draft_max;    /* 1..64; 0: 16 */
 	uint32_t draft_min;    /* 1..draft_max; 0: 1 */

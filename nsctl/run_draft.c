@@ -5,6 +5,7 @@
 
 #include "arch.h"
 #include "ctl_msg.h"
+#include "draft_model.h"
 #include "engine_flags.h"
 #include "gguf.h"
 #include "model.h"
@@ -13,7 +14,8 @@
 
 #define S_WHO "nsctl run"
 
-int nsctl_draft_flag(struct ns_gen_params *g, const char *a, const char *v)
+int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const char *a,
+		     const char *v)
 {
 	uint64_t u = 0;
 	int rc;
@@ -24,13 +26,13 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char *a, const char *v)
 		fprintf(stderr, S_WHO ": %s needs a value\n", a);
 		return -EINVAL;
 	}
-	if (!strcmp(a, "--draft")) {
-		if (strcmp(v, "ngram")) {
-			fprintf(stderr, S_WHO ": --draft %s: the drafter is 'ngram' (prompt lookup); "
-				"a draft model is not supported yet\n", v);
+	if (!strcmp(a, "--draft")) { /* 'ngram', else a draft model's path */
+		g->draft = strcmp(v, "ngram") ? NS_GEN_DRAFT_MODEL : NS_GEN_DRAFT_NGRAM;
+		*draft_model = g->draft == NS_GEN_DRAFT_MODEL ? v : NULL;
+		if (!*v) {
+			fprintf(stderr, S_WHO ": --draft needs 'ngram' or a draft model's path\n");
 			return -EINVAL;
 		}
-		g->draft = NS_GEN_DRAFT_NGRAM;
 		return 2;
 	}
 	if ((rc = nsctl_arg_count(S_WHO, a, v, 1, NS_CMSG_MAX_DRAFT, &u)))
@@ -42,7 +44,8 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char *a, const char *v)
 	return 2;
 }
 
-int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend)
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend,
+		      const char *draft_model)
 {
 	struct ns_model *m = NULL;
 	struct ns_arch_model *am = NULL;
@@ -63,6 +66,10 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 	if (backend && !strcmp(backend, "cuda")) {
 		fprintf(stderr, S_WHO ": --draft runs on the cpu backend only (not --backend "
 			"cuda)\n");
+		return -EINVAL;
+	}
+	if (draft_model && nsctl_draft_compatible(model, draft_model, err, sizeof(err)) < 0) {
+		fprintf(stderr, S_WHO ": %s\n", err);
 		return -EINVAL;
 	}
 	if (ns_model_open(model, &m, err, sizeof(err)) < 0)

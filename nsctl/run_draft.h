@@ -5,14 +5,19 @@
 
 #include "neurostream.h"
 
-/* a is one of the draft options with value v (NULL: missing): sets g's draft fields and
+/* a is one of the draft options with value v (NULL: missing): sets g's draft fields (--draft
+ * ngram: prompt lookup; --draft PATH: the draft model PATH, into *draft_model, else NULL) and
  * returns 2 (both consumed); 0 when a is not a draft option; -EINVAL with one line. */
-int nsctl_draft_flag(struct ns_gen_params *g, const char *a, const char *v);
+int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const char *a,
+		     const char *v);
 
 /* With a drafter: refused (one line, -EINVAL) for a model with a recurrent state (qwen35:
  * its state goes back only to the start, so a rejected draft cannot be taken back), for the
- * cuda backend, and draft lengths min > max. 0 otherwise, or for a model that does not open
- * (the engine reports it). */
-int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend);
+ * cuda backend, draft lengths min > max, and a draft model (draft_model, NULL: none) that
+ * does not open, runs no cpu pass with a KV cache to cut back, or has another vocabulary
+ * (nsctl_draft_compatible). 0 otherwise, or for a model that does not open (the engine
+ * reports it). */
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend,
+		      const char *draft_model);
 
 #endif

@@ -86,7 +86,9 @@ struct nsplan_fixed {
 	uint64_t scratch_bytes;
 	uint64_t overhead_bytes;  /* as passed in */
 	uint64_t margin_bytes;    /* the sum of the four / NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN */
-	uint64_t total;           /* the sum of the four and the margin */
+	uint64_t total;           /* the sum of the four and the margin (and draft_bytes) */
+	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
+				   * here; nsctl adds it to total (budgets.c) */
 };
 
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */

@@ -78,6 +78,9 @@ enum ns_draft_kind {
 	NS_DRAFT_ORACLE = 2,  /* test and benchmark only: generated token i is proposed as
 			       * oracle[i] (a sequence the caller made, e.g. a perturbed greedy
 			       * pass), so acceptance is controlled */
+	NS_DRAFT_MODEL = 3,   /* the draft model nscompute was started with (--draft-model PATH,
+			       * resident in its RAM): greedy proposals from its own KV cache;
+			       * an ERROR when it was started without one */
 };
 
 #define NS_CMSG_MAX_DRAFT 64  /* draft tokens per pass at most (--draft-max) */

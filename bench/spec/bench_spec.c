@@ -4,11 +4,14 @@
  *
  *   bench_spec MODEL [--mem-budget 256MB] [--ram-budget 0] [--block-rows N] [-n 64] [-r 3]
  *              [--alphas 0.5,0.7,0.8,0.9] [--draft-max 8] [--draft-min 1] [--no-disk]
+ *              [--draft DRAFT.gguf]
  *
  * A first greedy pass gives the target's tokens; for each alpha the test-only oracle drafter
  * (NS_GEN_DRAFT_ORACLE, neurostream.h) proposes those tokens, each replaced by another at rate
  * 1 - alpha (fixed seed), so a draft agrees with the target at rate alpha. Every drafted run
- * must give the first pass's tokens (greedy), else the bench fails. Medians over -r repeats,
+ * must give the first pass's tokens (greedy), else the bench fails. --draft: one more row, a
+ * real drafter: DRAFT.gguf (same vocabulary) resident in nscompute (NS_GEN_DRAFT_MODEL); its
+ * agreement is whatever that model's greedy continuation gives. Medians over -r repeats,
  * the configurations interleaved. The roofline: the drive's O_DIRECT read bandwidth on the
  * model file (bench/diskbw.h) / the one-token decode's bytes read per token. Prints a
  * markdown table; "GB read / token" is what nsio read from the device per generated token.
@@ -43,7 +46,7 @@ static int s_tok(const char *piece, size_t len, int32_t id, void *user)
 }
 
 struct s_opts {
-	const char *model;
+	const char *model, *draft; /* draft: a draft model's row (NULL: none) */
 	uint64_t mem, ram, rows;
 	uint32_t n, reps, n_alpha, dmax, dmin;
 	double alpha[S_MAX_ALPHA];
@@ -79,6 +82,8 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 		if (!strcmp(a, "--mem-budget") || !strcmp(a, "--ram-budget")) {
 			if (ns_parse_bytes(v, a[2] == 'm' ? &o->mem : &o->ram))
 				return fprintf(stderr, "bench_spec: %s %s: a size\n", a, v), -EINVAL;
+		} else if (!strcmp(a, "--draft")) {
+			o->draft = v;
 		} else if (!strcmp(a, "--block-rows")) {
 			o->rows = strtoull(v, NULL, 10);
 		} else if (!strcmp(a, "-n")) {
@@ -163,7 +168,7 @@ static double s_med(const double *x, uint32_t n)
 
 int main(int argc, char **argv)
 {
-	static struct s_row rows[1 + S_MAX_ALPHA];
+	static struct s_row rows[2 + S_MAX_ALPHA]; /* one-token, alphas, the draft model */
 	struct s_opts o = { 0 };
 	struct ns_engine_opts eo;
 	struct ns_engine *e = NULL;
@@ -191,6 +196,7 @@ int main(int argc, char **argv)
 	eo.ram_budget = o.ram;
 	eo.block_rows = o.rows;
 	eo.n_ctx = 512 + o.n;
+	eo.draft_model = o.draft;
 	base.cap = out.cap = o.n;
 	base.v = calloc(o.n, sizeof(int32_t));
 	out.v = calloc(o.n, sizeof(int32_t));
@@ -231,20 +237,26 @@ int main(int argc, char **argv)
 			if (s_run(e, &d, &out, &base, &rows[1 + a], r) < 0)
 				goto out;
 		}
+		d.draft = NS_GEN_DRAFT_MODEL;
+		d.draft_oracle = NULL;
+		d.n_draft_oracle = 0;
+		if (o.draft && s_run(e, &d, &out, &base, &rows[1 + o.n_alpha], r) < 0)
+			goto out;
 	}
 	one_tok_s = s_med(rows[0].tok_s, o.reps);
 	one_gb = s_med(rows[0].gb, o.reps);
 	if (!o.no_disk && one_gb > 0)
 		roof = bw.median_bps / (one_gb * 1e9);
 	printf("model %s, --mem-budget %llu MiB --ram-budget %llu MiB, -n %u, %u repeats, "
-	       "draft %u..%u\n", o.model, (unsigned long long)(o.mem >> 20),
-	       (unsigned long long)(o.ram >> 20), o.n, o.reps, o.dmin, o.dmax);
+	       "draft %u..%u%s%s\n", o.model, (unsigned long long)(o.mem >> 20),
+	       (unsigned long long)(o.ram >> 20), o.n, o.reps, o.dmin, o.dmax,
+	       o.draft ? ", draft model " : "", o.draft ? o.draft : "");
 	if (!o.no_disk)
 		printf("drive: %.2f GB/s O_DIRECT on the model file; one-token roofline %.2f tok/s\n",
 		       bw.median_bps / 1e9, roof);
 	printf("\n| decode | agreement | tok/s | GB read / token | accepted | passes / token | "
 	       "x one-token | x roofline |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-	for (uint32_t a = 0; a <= o.n_alpha; a++) {
+	for (uint32_t a = 0; a <= o.n_alpha + (o.draft != NULL); a++) {
 		double t = s_med(rows[a].tok_s, o.reps);
 		char x_roof[32] = "n/a";
 
@@ -252,6 +264,8 @@ int main(int argc, char **argv)
 			snprintf(x_roof, sizeof(x_roof), "%.2f", t / roof);
 		if (a == 0)
 			printf("| one-token | - ");
+		else if (a > o.n_alpha)
+			printf("| draft model | - ");
 		else
 			printf("| drafted | %.2f ", o.alpha[a - 1]);
 		printf("| %.2f | %.4f | %.2f | %.3f | %.2f | %s |\n", t, s_med(rows[a].gb, o.reps),

@@ -115,6 +115,7 @@ class NeuroStream:
         self._lock = threading.Lock()
         self._worker: Optional[threading.Thread] = None
         self._last_ids: List[int] = []
+        self._draft_model = False  # loaded with a draft model (generate(draft="model"))
 
     # ---- life -------------------------------------------------------------------------
 
@@ -123,14 +124,16 @@ class NeuroStream:
              ram_budget: Budget = None, vram_budget: Budget = None, backend: str = "cpu",
              n_ctx: int = 0, threads: int = 0, cache_type_k: Optional[str] = None,
              cache_type_v: Optional[str] = None, act_q8: bool = False,
-             reasoning_effort: Optional[str] = None) -> "NeuroStream":
+             reasoning_effort: Optional[str] = None,
+             draft_model: Optional[Union[str, os.PathLike]] = None) -> "NeuroStream":
         """Open the model at path (a GGUF file, a split GGUF's first shard or a Hugging Face
         checkpoint folder) and start the engine.
 
         mem_budget: the streaming arena; ram_budget: the RAM cache; vram_budget: GPU memory
         (backend "cuda"). Ints are bytes; strings as nsctl's options ("512MB"). None: the
         library's default. n_ctx: context positions (0: 4096); threads: compute threads (0:
-        all CPUs). Raises NeuroStreamError with the library's message when the model, a
+        all CPUs). draft_model: a GGUF of the same vocabulary held in RAM as the drafter of
+        generate(draft="model"). Raises NeuroStreamError with the library's message when the model, a
         budget or an option cannot be used; nothing is left running then."""
         lib = _lib()
         o = L.EngineOpts()
@@ -148,6 +151,8 @@ class NeuroStream:
         o.cache_type_k = cache_type_k.encode() if cache_type_k else None
         o.cache_type_v = cache_type_v.encode() if cache_type_v else None
         o.reasoning_effort = reasoning_effort.encode() if reasoning_effort else None
+        draft = os.fsencode(os.fspath(draft_model)) if draft_model is not None else None
+        o.draft_model = draft  # (the library copies the path at load)
         e = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)
         p = os.fspath(path)
@@ -155,7 +160,9 @@ class NeuroStream:
                                 len(err))
         if rc < 0:
             raise NeuroStreamError(rc, err.value.decode("utf-8", "replace"))
-        return cls(e, p)
+        ns = cls(e, p)
+        ns._draft_model = draft is not None
+        return ns
 
     def close(self) -> None:
         """Stop the engine's processes and remove its shared memory (idempotent). A call in
@@ -264,14 +271,18 @@ class NeuroStream:
         ("".join(...) for the whole text). temperature <= 0 is greedy; top_k <= 0, top_p >= 1,
         min_p <= 0 and repeat_penalty 1 are off; max_tokens < 0: until the context is full.
         Stops at end-of-generation tokens unless stop_at_eog is False. Leaving the loop
-        early stops the generation. draft="ngram": speculative decoding with prompt lookup
-        (draft_max/draft_min bound the adaptive draft length; greedy output unchanged)."""
+        early stops the generation. draft="ngram": speculative decoding with prompt lookup,
+        draft="model": with the draft model given to load() (draft_max/draft_min bound the
+        adaptive draft length; greedy output unchanged)."""
         g = self._params(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
                          repeat_last_n, seed, stop_at_eog)
-        if draft not in (None, "ngram"):
-            raise NeuroStreamError(-errno.EINVAL, "draft %r: only 'ngram' (or None)" % draft)
+        if draft not in (None, "ngram", "model"):
+            raise NeuroStreamError(-errno.EINVAL, "draft %r: 'ngram', 'model' (or None)" % draft)
+        if draft == "model" and not self._draft_model:
+            raise NeuroStreamError(-errno.EINVAL, "draft 'model': load() was given no draft_model")
         if draft:
-            g.draft, g.draft_max, g.draft_min = 1, int(draft_max), int(draft_min)
+            g.draft = 1 if draft == "ngram" else 3  # enum ns_gen_draft
+            g.draft_max, g.draft_min = int(draft_max), int(draft_min)
         data = prompt.encode()
         return self._stream(lambda e, cb: _lib().ns_engine_generate(e, data, ctypes.byref(g),
                                                                     cb, None))

@@ -101,8 +101,25 @@ class Stories(unittest.TestCase):
         st = self.ns.stats()
         self.assertTrue(st["draft"])
         self.assertGreater(st["drafted"], 0)
-        with self.assertRaises(NeuroStreamError):
+        with self.assertRaises(NeuroStreamError):  # loaded without a draft model
             self.ns.generate(p, draft="model")
+        with self.assertRaises(NeuroStreamError):
+            self.ns.generate(p, draft="mtp")
+
+    def test_draft_model_keeps_greedy_text(self):
+        p = self.gold["prompt_text"]
+        plain = "".join(self.ns.generate(p, max_tokens=48, temperature=0, stop_at_eog=False))
+        # the model drafting for itself: the same text, nearly every draft kept
+        with NeuroStream.load(STORIES, draft_model=STORIES) as ns:
+            drafted = "".join(ns.generate(p, max_tokens=48, temperature=0, stop_at_eog=False,
+                                          draft="model"))
+            st = ns.stats()
+        self.assertEqual(drafted, plain)
+        self.assertTrue(st["draft"])
+        self.assertGreater(st["drafted"], 0)
+        self.assertGreaterEqual(st["accepted"], 0.9 * st["drafted"])
+        with self.assertRaises(NeuroStreamError):  # another vocabulary: refused at load
+            NeuroStream.load(STORIES, draft_model=os.path.join(ORACLE, "vocab/ggml-vocab-gpt-2.gguf"))
 
     def test_sampling_is_seeded(self):
         p = self.gold["prompt_text"]

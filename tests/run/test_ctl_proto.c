@@ -77,7 +77,7 @@ static int s_draft(void)
 		struct ns_cmsg_eval g = e;
 
 		if (f == 0)
-			g.draft.kind = 3;
+			g.draft.kind = NS_DRAFT_MODEL + 1; /* no such drafter */
 		else if (f == 1)
 			g.draft.max = NS_CMSG_MAX_DRAFT + 1;
 		else if (f == 2)
@@ -94,6 +94,20 @@ static int s_draft(void)
 	n = ns_cmsg_enc_eval(&e, bad, sizeof(bad));
 	CHECK(ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == -EPROTO,
 	      "oracle ids with the ngram drafter accepted");
+	e.draft.kind = NS_DRAFT_MODEL; /* oracle ids with the draft model, then without */
+	n = ns_cmsg_enc_eval(&e, bad, sizeof(bad));
+	CHECK(ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == -EPROTO,
+	      "oracle ids with the draft model accepted");
+	{
+		struct ns_cmsg_eval g = e;
+
+		g.draft.n_oracle = 0;
+		g.draft.oracle = NULL;
+		n = ns_cmsg_enc_eval(&g, bad, sizeof(bad));
+		CHECK(n > 0 && ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == 0 &&
+		      d.draft.kind == NS_DRAFT_MODEL && d.draft.n_oracle == 0,
+		      "a draft-model block does not round-trip");
+	}
 	e.flags = NS_EVAL_RESET; /* no flag: the old message, no block */
 	n = ns_cmsg_enc_eval(&e, bad, sizeof(bad));
 	CHECK(n == (int)ns_cmsg_size_eval(3, 0) && ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t,

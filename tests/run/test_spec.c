@@ -2,7 +2,8 @@
  * and streamed (--mem-budget 256KB --block-rows 4 or 16): greedy output with a drafter is the
  * output without one, token for token, for the ngram drafter (adaptive and fixed lengths) and
  * the test-only oracle drafter fed the greedy tokens perturbed at rate 0.3 (so drafts are
- * both accepted and rejected), with a repetition penalty (the sampler's history across
+ * both accepted and rejected), the model as its own draft model (NS_GEN_DRAFT_MODEL: nearly
+ * every draft kept), with a repetition penalty (the sampler's history across
  * rejections), until the context is full, and stopped by the callback; afterwards the KV cache
  * holds exactly the positions the one-token loop leaves. With a fixed draft
  * length the oracle drafter's drafted / accepted / pass counts are exactly those a
@@ -119,6 +120,7 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 	o.n_ctx = S_CTX;
 	o.mem_budget = budget;
 	o.block_rows = rows;
+	o.draft_model = model; /* NS_GEN_DRAFT_MODEL: the model drafting for itself */
 	RT_CHECK(ns_engine_load(model, &o, &e, err, sizeof(err)) == 0, "load: %s", err);
 	nv = ns_engine_n_vocab(e);
 	ns_gen_params_default(&g);
@@ -143,6 +145,21 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 		printf("ok %s: %u drafted, %u accepted, %.3f passes/token\n", what, st.drafted,
 		       st.accepted, st.passes_per_token);
 	}
+
+	/* the model as its own draft model (resident in nscompute): its greedy drafts are the
+	 * target's, so nearly all are kept (chunked and one-token passes may round apart on
+	 * a near tie) */
+	d = g;
+	d.draft = NS_GEN_DRAFT_MODEL;
+	snprintf(what, sizeof(what), "%s budget %llu rows %llu draft model", model,
+		 (unsigned long long)budget, (unsigned long long)rows);
+	s_gen(e, &d, &out, &st, what);
+	s_same(&base, &out, what);
+	RT_CHECK(st.draft && st.drafted > 0 && st.accepted * 10 >= st.drafted * 9,
+		 "%s: %u of %u drafts accepted", what, st.accepted, st.drafted);
+	s_cache_check(e, out.n, what);
+	printf("ok %s: %u drafted, %u accepted, %.3f passes/token\n", what, st.drafted,
+	       st.accepted, st.passes_per_token);
 
 	/* oracle: the greedy tokens, each replaced by another at rate 0.3 */
 	for (size_t i = 0; i < base.n; i++) {
@@ -192,6 +209,14 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 	s_gen(e, &d, &out, &st, "oracle with a penalty");
 	s_same(&pen_base, &out, "oracle with a penalty");
 	RT_CHECK(st.accepted > 0, "oracle with a penalty: nothing accepted");
+	/* the draft model knows no penalty: drafts rejected, its cache cut back */
+	d.draft = NS_GEN_DRAFT_MODEL;
+	d.draft_min = d.draft_max = 0;
+	s_gen(e, &d, &out, &st, "draft model with a penalty");
+	s_same(&pen_base, &out, "draft model with a penalty");
+	s_cache_check(e, out.n, "draft model with a penalty");
+	printf("ok draft model with a penalty: %u drafted, %u accepted\n", st.drafted,
+	       st.accepted);
 	g.repeat_penalty = 1.0f;
 
 	/* until the context is full; then a callback that stops at 10 tokens */
@@ -206,6 +231,12 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 	s_same(&base, &out, "ngram to the full context");
 	RT_CHECK(st.stop_reason == 3, "ngram to the full context: stop reason %u",
 		 st.stop_reason);
+	d.draft = NS_GEN_DRAFT_MODEL;
+	s_gen(e, &d, &out, &st, "draft model to the full context");
+	s_same(&base, &out, "draft model to the full context");
+	RT_CHECK(st.stop_reason == 3, "draft model to the full context: stop reason %u",
+		 st.stop_reason);
+	d.draft = NS_GEN_DRAFT_NGRAM;
 	out.stop_after = 10;
 	s_gen(e, &d, &out, &st, "ngram stopped by the callback");
 	out.stop_after = 0;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_spec_cli.sh NSCTL ORACLE_DIR - nsctl run's drafter options (issue 26): a model with a
-# recurrent state (qwen35), --backend cuda, an unknown drafter, --draft-min over --draft-max
+# recurrent state (qwen35), --backend cuda, a draft model that is not there, --draft-min over --draft-max
 # and --draft-max without --draft are refused with one line and exit 2 before any process
 # starts; --draft ngram prints its figures on the summary line and in --json, sampled too.
 set -u
@@ -29,7 +29,7 @@ refused qwen35 "--draft needs a KV cache that can be cut back" \
     "$oracle/tiny/tiny-qwen35-Q4_K_M.gguf" -p "hello" -n 4 --temp 0 --draft ngram
 refused "--backend cuda" "--draft runs on the cpu backend only" \
     "$stories" -p "hello" -n 4 --draft ngram --backend cuda
-refused "a draft model" "--draft other.gguf: the drafter is 'ngram'" \
+refused "a draft model that is not there" "--draft other.gguf: other.gguf: cannot open" \
     "$stories" -p "hello" -n 4 --draft other.gguf
 refused "min over max" "--draft-min 5 is over --draft-max 4" \
     "$stories" -p "hello" -n 4 --draft ngram --draft-max 4 --draft-min 5

@@ -1,0 +1,22 @@
+/* draft_model.h - a draft model for speculative decoding (--draft MODEL), judged before any
+ * process starts: can nscompute run it beside the model, and what it holds in memory. */
+#ifndef NSCTL_DRAFT_MODEL_H
+#define NSCTL_DRAFT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 0 when draft can draft for model: it opens, its architecture has a cpu pass with a KV cache
+ * that can be cut back (no recurrent state, no vision input), and its vocabulary is model's
+ * (the same number of tokens and the same text for every id of tokenizer.ggml.tokens). Else
+ * -EINVAL (-ENOMEM, -EIO) with one line in err. A model that does not open is not judged
+ * here (0: its own checks report it). */
+int nsctl_draft_compatible(const char *model, const char *draft, char *err, size_t errlen);
+
+/* What the draft keeps resident in nscompute with a context of n_ctx positions: its tensors,
+ * its f32 KV cache and its pass's scratch (nsplan's fixed-set formulas). 0 with *bytes, or
+ * -errno with one line in err. */
+int nsctl_draft_bytes(const char *draft, uint32_t n_ctx, uint64_t *bytes, char *err,
+		      size_t errlen);
+
+#endif
