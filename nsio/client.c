@@ -11,6 +11,7 @@
 #include "ns_util.h"
 #include "proto_all.h"
 #include "ring.h"
+#include "ring_fault.h"
 #include "session.h"
 
 #define S_WAIT_NS 100000000ull /* futex timeout: nsio death is checked at least this often */
@@ -46,6 +47,10 @@ struct ns_client {
 	struct s_out *out;
 	uint32_t n_out;
 	uint64_t dead_since;
+	struct ns_ring_fault fault; /* test hook NS_FAULT_RING=req:N */
+	int broken;                 /* -EPROTO once a record between us and nsio was malformed:
+				     * a lost completion or lease cannot be recovered, so every
+				     * later request and wait fails instead of waiting forever */
 };
 
 static bool s_nsio_live(struct ns_client *c)
@@ -71,6 +76,15 @@ static int s_check_dead(struct ns_client *c)
 static int s_push(struct ns_client *c, const struct ns_req_rec *r)
 {
 	struct ns_client_slot *s = c->slot;
+	struct ns_req_rec bad;
+
+	if (c->broken)
+		return c->broken;
+	if (ns_ring_fault_hit(&c->fault, program_invocation_short_name)) {
+		bad = *r;
+		bad.version ^= 0xffff;
+		r = &bad;
+	}
 
 	for (;;) {
 		uint32_t h;
@@ -145,8 +159,11 @@ static void s_drain(struct ns_client *c)
 		    (t && cpl.status == 0 && (cpl.tensor != e->tensor || cpl.row0 != e->row0 ||
 					      cpl.nrows != e->nrows))) {
 			atomic_fetch_add(&c->ctl->stats.rejected, 1);
+			c->broken = -EPROTO; /* whose block or lease it was is not known */
 			continue;
 		}
+		if (cpl.op == NS_CPL_ERROR && cpl.status == -EPROTO)
+			c->broken = -EPROTO; /* nsio could not read a record of ours */
 		if (cpl.op != NS_CPL_BLOCK || !t) {
 			/* error for a retire, or a block nobody waits for: give its lease back */
 			if (cpl.op == NS_CPL_BLOCK && cpl.status == 0)
@@ -296,6 +313,7 @@ int ns_client_open(const char *session, const struct ns_client_opts *o, struct n
 	c->o.dead_timeout_ms = o && o->dead_timeout_ms ? o->dead_timeout_ms : 15000;
 	c->o.beat_role = o ? o->beat_role : 0;
 	c->o.cancel = o ? o->cancel : NULL;
+	ns_ring_fault_init(&c->fault, "req");
 	/* the session may still be being created (by nsio itself): retry until the timeout */
 	for (uint64_t t0 = ns_now_ns();;) {
 		rc = ns_session_attach(session, false, &c->sess, err, errlen);
@@ -513,6 +531,8 @@ int ns_client_wait(struct ns_client *c, uint64_t ticket, struct ns_block *b)
 		s_drain(c);
 		if (e->state == S_DONE)
 			break;
+		if (c->broken)
+			return c->broken;
 		if (!t0)
 			t0 = ns_now_ns();
 		atomic_store(&s->cpl_waiting, 1);

@@ -43,6 +43,7 @@ int main(int argc, char **argv)
 	s.stop = &s_stop;
 	s.dump = &s_dump;
 	s.no_plan = &s_no_plan;
+	ns_ring_fault_init(&s.fault, "cpl");
 	/* 1. options */
 	rc = nsio_parse_options(argc, argv, &s.o);
 	if (rc)

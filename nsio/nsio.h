@@ -22,6 +22,7 @@
 #include "model.h"
 #include "proto_all.h"
 #include "ramcache.h"
+#include "ring_fault.h"
 #include "session.h"
 
 struct nsio_opts {
@@ -84,6 +85,7 @@ struct nsio {
 	bool direct;            /* O_DIRECT on every shard */
 	enum { NSIO_FAULT_NONE, NSIO_FAULT_UNALIGNED, NSIO_FAULT_TINY }
 		fault_short_read; /* test hook NS_NSIO_FAULT_SHORT_READ (uring.c), read at open */
+	struct ns_ring_fault fault; /* test hook NS_FAULT_RING=cpl:N (ring_fault.h) */
 	bool fixed_files, fixed_bufs;
 	uint64_t fixed_buf_span; /* bytes per registered buffer */
 	struct io_uring ring;

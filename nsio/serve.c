@@ -41,10 +41,16 @@ static bool s_push_cpl(struct nsio *s, uint32_t client, const struct ns_cpl_rec 
 	uint32_t n = s->ctl->ring_slots;
 	uint32_t t = atomic_load(&cs->cpl_tail), h = atomic_load(&cs->cpl_head);
 	int64_t cnt = ns_ring_count(h, t, n);
+	struct ns_cpl_rec bad;
 
 	if (cnt < 0 || cnt >= (int64_t)n) {
 		atomic_fetch_add(&s->ctl->stats.rejected, 1);
 		return false;
+	}
+	if (ns_ring_fault_hit(&s->fault, "nsio")) {
+		bad = *rec;
+		bad.version ^= 0xffff;
+		rec = &bad;
 	}
 	memcpy(&ns_slot_cpl(s->ctl, cs)[t & (n - 1)], rec, sizeof(*rec));
 	if (lease) {

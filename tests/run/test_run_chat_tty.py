@@ -108,8 +108,17 @@ class Tty:
         if self.code is None:  # still running after timeout s: say so, never hang the suite
             p, st = os.waitpid(self.pid, os.WNOHANG)
             if not p:
-                rt.fail("nsctl run --chat did not exit within %d s of %r; transcript ends %r"
-                        % (timeout, keys, self.buf[-400:]))
+                known = {(self.pid, 0): "nsctl"}
+                rt.descendants(self.pid, known)
+                where = []
+                for (pid, _), comm in sorted(known.items()):
+                    try:
+                        with open("/proc/%d/wchan" % pid) as f:
+                            where.append("%s %d in %s" % (comm, pid, f.read().strip()))
+                    except OSError:
+                        pass
+                rt.fail("nsctl run --chat did not exit within %d s of %r (%s); transcript "
+                        "ends %r" % (timeout, keys, ", ".join(where), self.buf[-400:]))
                 os.kill(self.pid, signal.SIGKILL)
                 p, st = os.waitpid(self.pid, 0)
             self.code = os.waitstatus_to_exitcode(st)
