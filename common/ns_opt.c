@@ -184,6 +184,12 @@ static int s_run(struct s_parser *p, const char *who, const struct ns_opt *t, in
 
 		if (c == 1) { /* a non-option, in order */
 			rc = fn(user, NULL, NULL, optarg);
+			if (rc == NS_OPT_REST) { /* the rest as typed (not rewritten), "--" too */
+				rc = 0;
+				for (int i = optind; rc == 0 && i < argc; i++)
+					rc = fn(user, NULL, NULL, p->orig[i]);
+				return rc;
+			}
 			continue;
 		}
 		if (c == '?' || c == ':')
