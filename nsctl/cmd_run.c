@@ -20,6 +20,7 @@
 
 #include "chat.h"
 #include "chat_repl.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "gguf.h"
@@ -211,8 +212,8 @@ enum {
 /* run's own options (llama.cpp's spellings as aliases); the pipeline's come from
  * nsctl_engine_opts. */
 static const struct ns_opt s_run_opts[] = {
-	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
-	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
 	{ "prompt", "-p", NS_OPT_VALUE, O_PROMPT },
 	{ "file", "-f", NS_OPT_VALUE, O_FILE },
 	{ "escape", "-e", NS_OPT_SWITCH, O_ESCAPE },
@@ -232,7 +233,7 @@ static const struct ns_opt s_run_opts[] = {
 	{ "raw", NULL, NS_OPT_SWITCH, O_RAW },
 	{ "print-prompt", NULL, NS_OPT_SWITCH, O_PRINT_PROMPT },
 	{ "ignore-eos", NULL, NS_OPT_SWITCH, O_IGNORE_EOS },
-	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
+	NSCTL_OPT_PRINT_ARGS(O_PRINT_ARGS),
 	{ "thinking", NULL, NS_OPT_SWITCH, O_THINKING },
 	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
 	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
