@@ -187,6 +187,9 @@ static int s_attach(struct nsc_proc *p)
 			.act = p->act_q8 ? NS_ACT_Q8 : NS_ACT_F32,
 			.lookahead = p->lookahead_given ? p->lookahead
 							: ns_client_default_lookahead(p->c) };
+		wo.on_window = nsc_on_window; /* the prompt's PROGRESS */
+		wo.on_window_ctx = p;
+		p->n_layers = nsc_layers(p->m);
 #ifdef NS_WITH_CUDA
 		if (p->cuda) { /* page-locked, its rows go to the device by DMA */
 			wo.on_ram_map = nsc_cuda_ram_map;

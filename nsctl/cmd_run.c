@@ -28,6 +28,7 @@
 #include "hub.h"
 #include "model.h"
 #include "neurostream.h"
+#include "ns_progress.h"
 #include "ns_util.h"
 #include "run_draft.h"
 #include "run_output.h"
@@ -53,6 +54,8 @@ struct s_opts {
 	bool escape;              /* -e: \n \t ... in the prompt */
 	bool seed_given;          /* else a random seed, printed */
 	bool print_args;          /* print the parsed values and exit (the flag tests) */
+	bool quiet;               /* -q: no progress line on a terminal */
+	struct ns_progress pf;    /* the prompt's progress line (s_on_prefill) */
 	bool stdout_closed;       /* a write to stdout failed: the run stopped (exit 1) */
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
@@ -107,6 +110,8 @@ static void s_usage(FILE *f)
 		"                        most are pinned in the --ram-budget; the context is then\n"
 		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
 		"output:\n"
+		"  -q, --quiet           no progress line: the prompt's evaluation (tokens and\n"
+		"                        tok/s) is drawn on stderr only when it is a terminal\n"
 		"  --json                stdout gets one JSON object and nothing else: the\n"
 		"                        summary's figures, the generated text in \"content\" and,\n"
 		"                        for harmony models, \"reasoning\"; \"stop_reason\" is\n"
@@ -207,6 +212,7 @@ enum {
 	O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N, O_SEED, O_CHAT, O_JSON, O_FINAL_ONLY,
 	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_PRINT_ARGS, O_THINKING, O_DRAFT, O_DRAFT_MAX,
 	O_DRAFT_MIN,
+	O_QUIET,
 };
 
 /* run's own options (llama.cpp's spellings as aliases); the pipeline's come from
@@ -238,6 +244,7 @@ static const struct ns_opt s_run_opts[] = {
 	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
 	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
 	{ "draft-min", NULL, NS_OPT_VALUE, O_DRAFT_MIN },
+	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
 };
 
 /* The sampling options' values. */
@@ -349,6 +356,9 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	case O_PRINT_ARGS:
 		o->print_args = true;
 		return 0;
+	case O_QUIET:
+		o->quiet = true;
+		return 0;
 	case O_THINKING:
 		o->ea.eo.thinking = true;
 		return 0;
@@ -393,6 +403,22 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	return s_prompt_text(o);
 }
 
+/* The prompt's evaluation as a progress line on a terminal (ns_engine_set_progress): drawn
+ * from its start, erased when it ends, before the first token is printed. */
+static void s_on_prefill(uint64_t done, uint64_t total, double elapsed_s, void *user)
+{
+	struct ns_progress *pf = user;
+
+	(void)elapsed_s;
+	if (done == 0) {
+		ns_progress_begin(pf, true, "prefill", "tok", total, 0);
+		return;
+	}
+	ns_progress_set(pf, done);
+	if (done >= total)
+		ns_progress_end(pf);
+}
+
 /* --print-args: what was parsed, one "name=value" per line on stdout (the flag tests). */
 static void s_print_args(const struct s_opts *o)
 {
@@ -419,11 +445,11 @@ static void s_print_args(const struct s_opts *o)
 	printf("threads=%d\nctx=%u\nbatch=%u\nngl=%lld\nbackend=%s\n"
 	       "vram_budget=%" PRIu64 "\ncache_type_k=%s\n"
 	       "cache_type_v=%s\nchat=%d\njson=%d\nignore_eos=%d\nno_warmup=%d\n"
-	       "verbose=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
+	       "verbose=%d\nquiet=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
 	       eo->backend ? eo->backend : "cpu", eo->vram_budget,
 	       eo->cache_type_k ? eo->cache_type_k : "f32",
 	       eo->cache_type_v ? eo->cache_type_v : "f32", o->chat, o->json,
-	       g->no_stop, o->ea.no_warmup, eo->verbose);
+	       g->no_stop, o->ea.no_warmup, eo->verbose, o->quiet);
 }
 
 /* --warmup: the warm-up text formatted as the run formats its prompts (the chat template for
@@ -620,6 +646,8 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	rc = ns_engine_load(op->model, &op->ea.eo, &e, err, sizeof(err));
 	if (rc < 0)
 		s_stats_rm(op);
+	if (rc == 0 && ns_progress_wanted(op->quiet))
+		ns_engine_set_progress(e, s_on_prefill, &op->pf);
 	if (rc < 0) {
 		if (s_interrupted) {
 			fprintf(stderr, "nsctl run: interrupted; session removed\n");

@@ -50,6 +50,8 @@ struct nse_keeper {
 
 struct ns_engine {
 	struct ns_engine_opts o;      /* copy; wrap[] point into wrap_copy */
+	ns_progress_fn progress;      /* ns_engine_set_progress, or NULL */
+	void *progress_user;
 	char *wrap_copy[NS_PROC_COUNT];
 	char model_path[PATH_MAX];
 	struct ns_model *m;           /* metadata (tokenizer, chat template) */

@@ -203,6 +203,17 @@ typedef int (*ns_token_fn)(const char *piece, size_t len, int32_t id, void *user
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user);
 
+/* Prompt evaluation's progress, for a progress line: called with done 0 when a prompt of
+ * total >= 2 tokens is sent to nscompute, with 0 < done < total as nscompute reports its pass
+ * over the layers (done: tokens' worth of the work, total x layers finished / layers: the
+ * whole prompt goes through each layer together), and once with done == total when the
+ * prompt's evaluation ends (the first token, the end of the call or its failure). elapsed_s:
+ * since the prompt was sent. From ns_engine_generate, ns_engine_chat and ns_engine_eval. */
+typedef void (*ns_progress_fn)(uint64_t done, uint64_t total, double elapsed_s, void *user);
+
+/* Set (or, with fn NULL, clear) the engine's progress callback. */
+void ns_engine_set_progress(struct ns_engine *e, ns_progress_fn fn, void *user);
+
 struct ns_engine_msg {
 	const char *role;    /* "system", "user", "assistant" */
 	const char *content;

@@ -22,7 +22,9 @@
    name the spelling typed.
 8. Progress (common/ns_progress.c) through a pseudo-terminal: `nsctl mkmodel` draws its line
    ("writing demo ... %", redrawn with \r and erase-line) when stderr is a terminal, and
-   nothing of it when stderr is a pipe or with --quiet.
+   nothing of it when stderr is a pipe or with --quiet; `nsctl run` draws the prompt's
+   evaluation ("prefill  K / N tok ... tok/s": 0 first, nscompute's PROGRESS between, N at the
+   end, erased before the summary), nothing with -q or on a pipe.
 argv: NSCTL VERSION NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
 missing outside CI)."""
 import json
@@ -53,7 +55,7 @@ DEFAULTS = {"model": M, "prompt": "", "system": "", "n_predict": "128", "temp": 
             "batch": "0", "ngl": "-1", "backend": "cpu", "mem_budget": "auto",
             "ram_budget": "auto",
             "vram_budget": "0", "cache_type_k": "f32", "cache_type_v": "f32", "chat": "0",
-            "json": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0"}
+            "json": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0", "quiet": "0"}
 
 # (argv after "run", the values that differ from DEFAULTS)
 TABLE = [
@@ -96,6 +98,9 @@ TABLE = [
     (["--gpu-layers", "all", M], {"ngl": str(1 << 31), "backend": "cuda"}),
     (["-ngl", "-1", M], {"ngl": str(1 << 31), "backend": "cuda"}),
     (["--no-warmup", M], {"no_warmup": "1"}),
+    (["-q", M], {"quiet": "1"}),
+    (["-qn5", M], {"quiet": "1", "n_predict": "5"}),
+    (["--quiet", M], {"quiet": "1"}),
     (["-p", "hello world", M], {"prompt": "hello world"}),
     (["--prompt=a=b", M], {"prompt": "a=b"}),
     (["-phi", M], {"prompt": "hi"}),
@@ -443,6 +448,27 @@ def check_progress(tmp):
         fail("mkmodel with stderr a pipe: exit %d, %r" % (p.returncode, p.stderr[-300:]))
     print("progress: mkmodel's line on a terminal (%d bytes of it), none with --quiet or on a "
           "pipe" % len(tty))
+    # run: the prompt's evaluation, nscompute's PROGRESS drawn as tokens' worth of work;
+    # a long prompt streamed in one-row blocks takes long enough for reports between its
+    # start and its end (at most ten a second)
+    run = ["run", M, "-p", "Once upon a time " * 150, "-n", "2", "--mem-budget", "8MB",
+           "--ram-budget", "0", "--block-rows", "1", "-t", "1"]
+    rc, tty = stderr_on_pty(run)
+    drawn = re.findall(r"\x1b\[Kprefill  (\d+) / (\d+) tok +\d+%  [\d.]+ tok/s", tty)
+    mid = [d for d, t in drawn if 0 < int(d) < int(t)]
+    if rc != 0 or not drawn or drawn[0][0] != "0" or drawn[-1][0] != drawn[-1][1] or not mid:
+        fail("run on a terminal: exit %d, prefill lines %s: %r" % (rc, drawn, tty[-600:]))
+    if not re.search(r"\x1b\[Knsctl run: prefill \d+ tok", tty):
+        fail("run on a terminal: the progress line is not erased before the summary: %r" %
+             tty[-400:])
+    rc, quiet = stderr_on_pty(run + ["-q"])
+    if rc != 0 or "\x1b[K" in quiet or "nsctl run: prefill" not in quiet:
+        fail("run -q on a terminal: exit %d, %r" % (rc, quiet[-400:]))
+    p = nsctl(run, text=True)
+    if p.returncode != 0 or "\x1b" in p.stderr or "nsctl run: prefill" not in p.stderr:
+        fail("run with stderr a pipe: exit %d, %r" % (p.returncode, p.stderr[-400:]))
+    print("progress: run's prefill line on a terminal (%s ... %s of %s tok), none with -q or "
+          "on a pipe" % (drawn[0][0] if drawn else "?", mid, drawn[-1][1] if drawn else "?"))
 
 
 def same_output(what, variants, binary=False):
