@@ -563,6 +563,22 @@ def check_other_commands(tmp):
                         (["tokenize", "-m", M, "-m", M, "x"], ["already"]),
                         (["ps", "-q"], ["unknown option -q"])):
         refused(args, words)
+    # the daemons on the same parser: "=" forms and -m reach the value checks
+    nsio, nsplan, nsrouter, nscompute = DAEMONS
+    for argv, words in (([nsio, "-m", M, "--queue-depth=0"], ["nsio", "--queue-depth"]),
+                        ([nsplan, "--session=0123456789abcdef", M, "-c0"], ["nsplan", "-c"]),
+                        ([nsplan, "--session=bad-id!", M], ["nsplan", "bad-id!"]),
+                        ([nsrouter, "--session=0123456789abcdef", "-m", M, "--lookahead=1025"],
+                         ["nsrouter", "--lookahead"]),
+                        ([nscompute, "--session=0123456789abcdef", "--model=" + M, "-c0"],
+                         ["nscompute", "-c", "bad value"]),
+                        ([nscompute, "--session", "0123456789abcdef", "-m", M, "-t1025"],
+                         ["nscompute", "-t", "bad value"])):
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30)
+        first = (p.stderr.strip().split("\n") or [""])[0]
+        if p.returncode != 2 or not all(w in first for w in words):
+            fail("%s: exit %d, %r (want exit 2 and %s)" % (argv, p.returncode, first, words))
     print("info, plan, tokenize, detokenize, tensor, logits, bench: aliases, = forms and "
           "bundles give the canonical spelling's output; refusals name the spelling typed")
 
