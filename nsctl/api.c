@@ -343,20 +343,15 @@ static int s_out_of_step(struct ns_engine *e, size_t len, int type)
 	return -EPROTO;
 }
 
-void ns_engine_set_progress(struct ns_engine *e, ns_progress_fn fn, void *user)
-{
-	e->progress = fn;
-	e->progress_user = user;
-}
-
 /* The prompt's progress: done of r's n tokens (done == n: its evaluation ended, said once). */
 static void s_progress(struct ns_engine *e, bool *open, uint64_t done, uint64_t n, uint64_t t0)
 {
-	if (!*open || !e->progress)
+	if (!*open || !e->o.progress)
 		return;
 	if (done >= n)
-		*open = false;
-	e->progress(done, n, (double)(ns_now_ns() - t0) / 1e9, e->progress_user);
+		*open = e->ram_watch = false;
+	e->o.progress(NS_PROGRESS_PREFILL, done, n, (double)(ns_now_ns() - t0) / 1e9,
+		      e->o.progress_user);
 }
 
 static int s_run(struct ns_engine *e, struct s_run *r)
@@ -419,6 +414,9 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		return rc;
 	pf_t0 = ns_now_ns();
 	s_progress(e, &pf_open, 0, r->n, pf_t0);
+	e->ram_watch = pf_open && e->o.progress && !e->ram_done; /* nse_recv: the RAM fill */
+	e->t_ram = 0;
+	e->t_ram0 = pf_t0;
 	if (r->flags & NS_EVAL_RESET)
 		e->n_hist = 0;
 	if (r->flags & (NS_EVAL_RESET | NS_EVAL_KEEP))

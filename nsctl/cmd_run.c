@@ -55,7 +55,8 @@ struct s_opts {
 	bool seed_given;          /* else a random seed, printed */
 	bool print_args;          /* print the parsed values and exit (the flag tests) */
 	bool quiet;               /* -q: no progress line on a terminal */
-	struct ns_progress pf;    /* the prompt's progress line (s_on_prefill) */
+	struct ns_progress pf;    /* the prompt's progress line (s_on_progress) */
+	struct ns_progress ram;   /* the RAM cache's fill while the load waits for it */
 	bool stdout_closed;       /* a write to stdout failed: the run stopped (exit 1) */
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
@@ -110,8 +111,8 @@ static void s_usage(FILE *f)
 		"                        most are pinned in the --ram-budget; the context is then\n"
 		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
 		"output:\n"
-		"  -q, --quiet           no progress line: the prompt's evaluation (tokens and\n"
-		"                        tok/s) is drawn on stderr only when it is a terminal\n"
+		"  -q, --quiet           no progress lines: the RAM cache's fill and the prompt's\n"
+		"                        evaluation (tokens, tok/s) are drawn on a terminal only\n"
 		"  --json                stdout gets one JSON object and nothing else: the\n"
 		"                        summary's figures, the generated text in \"content\" and,\n"
 		"                        for harmony models, \"reasoning\"; \"stop_reason\" is\n"
@@ -403,13 +404,34 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	return s_prompt_text(o);
 }
 
-/* The prompt's evaluation as a progress line on a terminal (ns_engine_set_progress): drawn
- * from its start, erased when it ends, before the first token is printed. */
-static void s_on_prefill(uint64_t done, uint64_t total, double elapsed_s, void *user)
+/* Progress lines on a terminal (ns_engine_opts.progress): the RAM cache's fill while the
+ * load waits for it, then each prompt's evaluation (drawn from its start, erased when it ends,
+ * before the first token is printed); a fill still going on then is said in its name. */
+static void s_on_progress(enum ns_progress_kind kind, uint64_t done, uint64_t total,
+			  double elapsed_s, void *user)
 {
-	struct ns_progress *pf = user;
+	struct s_opts *o = user;
+	struct ns_progress *pf = &o->pf;
 
 	(void)elapsed_s;
+	if (kind == NS_PROGRESS_RAM_FILL && !pf->on) { /* a line of its own */
+		if (!o->ram.on && done < total)
+			ns_progress_begin(&o->ram, true, "RAM cache", NULL, total, done);
+		ns_progress_set(&o->ram, done);
+		if (done >= total)
+			ns_progress_end(&o->ram);
+		return;
+	}
+	if (kind == NS_PROGRESS_RAM_FILL) {
+		if (done < total)
+			snprintf(pf->name, sizeof(pf->name), "prefill (RAM cache %.0f%%)",
+				 100.0 * (double)done / (double)total);
+		else
+			snprintf(pf->name, sizeof(pf->name), "prefill");
+		ns_progress_set(pf, pf->done);
+		return;
+	}
+	ns_progress_end(&o->ram); /* (nothing when it is not drawn) */
 	if (done == 0) {
 		ns_progress_begin(pf, true, "prefill", "tok", total, 0);
 		return;
@@ -643,11 +665,15 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		close(fd);
 		op->ea.eo.expert_stats = op->stats_tmp;
 	}
+	if (ns_progress_wanted(op->quiet)) { /* the RAM cache's fill, each prompt's evaluation */
+		op->ea.eo.progress = s_on_progress;
+		op->ea.eo.progress_user = op;
+	}
 	rc = ns_engine_load(op->model, &op->ea.eo, &e, err, sizeof(err));
+	ns_progress_end(&op->ram); /* a load that failed while it was drawn */
 	if (rc < 0)
 		s_stats_rm(op);
-	if (rc == 0 && ns_progress_wanted(op->quiet))
-		ns_engine_set_progress(e, s_on_prefill, &op->pf);
+
 	if (rc < 0) {
 		if (s_interrupted) {
 			fprintf(stderr, "nsctl run: interrupted; session removed\n");

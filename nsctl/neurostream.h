@@ -65,6 +65,23 @@ enum ns_engine_proc {
  * ns_engine_opts_default sets. With no_plan: the arena as for 0, no RAM cache. */
 #define NS_BUDGET_AUTO UINT64_MAX
 
+/* Progress for a progress line (ns_engine_opts.progress). NS_PROGRESS_PREFILL: called with
+ * done 0 when a prompt of total >= 2 tokens is sent to nscompute, with 0 < done < total as
+ * nscompute reports its pass over the layers (done: tokens' worth of the work, total x layers
+ * finished / layers: the whole prompt goes through each layer together), and once with
+ * done == total when the prompt's evaluation ends (the first token, the end of the call or
+ * its failure). NS_PROGRESS_RAM_FILL: about ten times a second while nsio fills the RAM
+ * cache (ram_budget), which ns_engine_load waits for (and, for later plan generations, a
+ * prompt's evaluation): done of total bytes of the plan's RAM windows loaded (done == total
+ * once, at the end). elapsed_s: since the load or the prompt began. From ns_engine_load,
+ * ns_engine_generate, ns_engine_chat and ns_engine_eval, on the calling thread. */
+enum ns_progress_kind {
+	NS_PROGRESS_PREFILL = 0,
+	NS_PROGRESS_RAM_FILL = 1,
+};
+typedef void (*ns_progress_fn)(enum ns_progress_kind kind, uint64_t done, uint64_t total,
+			       double elapsed_s, void *user);
+
 struct ns_engine_opts {
 	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
 				* most 512 MiB; NS_BUDGET_AUTO: as nsctl run */
@@ -125,6 +142,9 @@ struct ns_engine_opts {
 	/* Checked while waiting; when it becomes non-zero the call in progress returns
 	 * -ECANCELED (e.g. a flag a SIGINT handler sets). May be NULL. */
 	volatile sig_atomic_t *cancel;
+	/* Told of the RAM cache's fill and each prompt's evaluation (above). May be NULL. */
+	ns_progress_fn progress;
+	void *progress_user;
 };
 
 void ns_engine_opts_default(struct ns_engine_opts *o);
@@ -202,17 +222,6 @@ typedef int (*ns_token_fn)(const char *piece, size_t len, int32_t id, void *user
  * reason in ns_engine_error. */
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user);
-
-/* Prompt evaluation's progress, for a progress line: called with done 0 when a prompt of
- * total >= 2 tokens is sent to nscompute, with 0 < done < total as nscompute reports its pass
- * over the layers (done: tokens' worth of the work, total x layers finished / layers: the
- * whole prompt goes through each layer together), and once with done == total when the
- * prompt's evaluation ends (the first token, the end of the call or its failure). elapsed_s:
- * since the prompt was sent. From ns_engine_generate, ns_engine_chat and ns_engine_eval. */
-typedef void (*ns_progress_fn)(uint64_t done, uint64_t total, double elapsed_s, void *user);
-
-/* Set (or, with fn NULL, clear) the engine's progress callback. */
-void ns_engine_set_progress(struct ns_engine *e, ns_progress_fn fn, void *user);
 
 struct ns_engine_msg {
 	const char *role;    /* "system", "user", "assistant" */

@@ -38,6 +38,8 @@ class EngineOpts(ctypes.Structure):
         ("expert_stats", ctypes.c_char_p),
         ("wrap", ctypes.c_char_p * NS_PROC_COUNT),
         ("cancel", ctypes.c_void_p),
+        ("progress", ctypes.c_void_p),
+        ("progress_user", ctypes.c_void_p),
     ]
 
 
