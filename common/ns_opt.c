@@ -184,6 +184,12 @@ static int s_run(struct s_parser *p, const char *who, const struct ns_opt *t, in
 
 		if (c == 1) { /* a non-option, in order */
 			rc = fn(user, NULL, NULL, optarg);
+			if (rc == NS_OPT_REST) { /* the rest as typed (not rewritten), "--" too */
+				rc = 0;
+				for (int i = optind; rc >= 0 && i < argc; i++)
+					rc = fn(user, NULL, NULL, p->orig[i]);
+				return rc < 0 ? rc : 0;
+			}
 			continue;
 		}
 		if (c == '?' || c == ':')
@@ -201,9 +207,9 @@ static int s_run(struct s_parser *p, const char *who, const struct ns_opt *t, in
 		rc = fn(user, &t[ix], spelled, t[ix].kind == NS_OPT_VALUE ? optarg : NULL);
 		li = -1;
 	}
-	for (int i = optind; rc == 0 && i < argc; i++) /* after "--" */
+	for (int i = optind; rc >= 0 && i < argc; i++) /* after "--" (NS_OPT_REST: as 0) */
 		rc = fn(user, NULL, NULL, p->argv[i]);
-	return rc;
+	return rc < 0 ? rc : 0;
 }
 
 int ns_opt_parse(const char *who, const struct ns_opt *t, size_t n, int argc, char **argv,

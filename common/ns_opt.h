@@ -33,7 +33,10 @@ struct ns_opt {
 
 /* Called once per option (o, its value or NULL for a switch, and the spelling the user
  * typed, for messages) and once per non-option (o NULL, v the argument). Returns 0 to go on
- * or a negative errno to stop (after its own line on stderr). */
+ * or a negative errno to stop (after its own line on stderr). For a non-option it may return
+ * NS_OPT_REST: every argument after it is a non-option too, handed over as typed ("nsctl
+ * tokenize MODEL TEXT...": the text's words may look like options). */
+#define NS_OPT_REST 1
 typedef int (*ns_opt_fn)(void *user, const struct ns_opt *o, const char *spelled,
 			 const char *v);
 

@@ -176,6 +176,56 @@ static int s_decode_step(struct nsc_proc *p, int32_t id, struct ns_cmsg_done *d,
 	return 0;
 }
 
+/* The layer of a tensor named "blk.N.*", or UINT32_MAX. */
+static uint32_t s_layer_of(const char *name)
+{
+	unsigned long l;
+	char *end;
+
+	if (strncmp(name, "blk.", 4) || name[4] < '0' || name[4] > '9')
+		return UINT32_MAX;
+	l = strtoul(name + 4, &end, 10);
+	return *end == '.' && l < NS_CMSG_MAX_LAYERS ? (uint32_t)l : UINT32_MAX;
+}
+
+uint32_t nsc_layers(const struct ns_model *m)
+{
+	uint32_t n = 0;
+
+	for (uint64_t t = 0; t < m->n_tensors; t++) {
+		uint32_t l = s_layer_of(m->tensors[t].name);
+
+		if (l != UINT32_MAX && l + 1 > n)
+			n = l + 1;
+	}
+	return n;
+}
+
+#define S_PROGRESS_NS 100000000ull /* at most ten PROGRESS a second */
+
+void nsc_on_window(void *ctx, uint32_t tensor)
+{
+	struct nsc_proc *p = ctx;
+	struct ns_cmsg_progress m;
+	uint8_t buf[64];
+	uint32_t l;
+	uint64_t now;
+
+	if (!p->pf_on || tensor >= p->m->n_tensors)
+		return;
+	l = s_layer_of(p->m->tensors[tensor].name); /* the layers before it are done */
+	now = ns_now_ns();
+	if (l == UINT32_MAX || l <= p->pf_done || l > p->n_layers ||
+	    now - p->pf_last < S_PROGRESS_NS)
+		return;
+	p->pf_done = l;
+	p->pf_last = now;
+	m = (struct ns_cmsg_progress){ .n_tokens = p->pf_tokens, .layers_done = l,
+				       .n_layers = p->n_layers, .elapsed_ns = now - p->pf_t0 };
+	/* a failed send is seen again by the DONE or ERROR that ends the request */
+	(void)nsc_send(p, buf, ns_cmsg_enc_progress(&m, buf, sizeof(buf)));
+}
+
 /* Evaluate, then generate. Returns 0 (DONE or ERROR sent) or -EPIPE (socket gone). */
 static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 {
@@ -219,7 +269,12 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	ns_weights_stream_stats(p->w, &w0);
 	s_io(p, &r0, &v0);
 	t0 = ns_now_ns();
+	p->pf_on = n_prompt >= 2 && p->n_layers; /* PROGRESS during it (nsc_on_window) */
+	p->pf_tokens = n_prompt;
+	p->pf_done = 0;
+	p->pf_t0 = p->pf_last = t0;
 	rc = ns_fwd_eval(p->f, e->tokens, n_prompt, p->logits, all);
+	p->pf_on = false;
 	d.prefill_ns = ns_now_ns() - t0;
 	s_io(p, &r1, &v1);
 	if (rc < 0) {

@@ -44,6 +44,11 @@ struct nsc_proc {
 	float *logits;             /* (n_tok or 1, n_vocab), page-aligned */
 	uint64_t logits_cap;       /* floats */
 	const void *logits_pinned; /* cuda: p->logits, page-locked; NULL when not */
+	/* the prompt's pass, reported as PROGRESS (nsc_on_window): layers are "blk.N." */
+	uint32_t n_layers;         /* 0: no layers named so, no reports */
+	bool pf_on;                /* a prompt of >= 2 tokens is being evaluated */
+	uint32_t pf_tokens, pf_done;
+	uint64_t pf_t0, pf_last;
 };
 
 int nsc_send_hello(struct nsc_proc *p);
@@ -54,6 +59,12 @@ struct ns_cmsg_done;
 struct ns_sampler;
 /* Send n bytes of buf (an encoder's result: negative is returned as is); 0 or -EPIPE. */
 int nsc_send(struct nsc_proc *p, const void *buf, int n);
+
+/* The weights provider's window hook (ns_weights_stream_opts.on_window, ctx p): during a
+ * prompt's evaluation, a PROGRESS when the pass entered a later layer, at most ten a second.
+ * nsc_layers: the model's layer count from its tensor names ("blk.N."), for p->n_layers. */
+void nsc_on_window(void *ctx, uint32_t tensor);
+uint32_t nsc_layers(const struct ns_model *m);
 /* ERROR with code and text; 0 or -EPIPE. */
 int nsc_send_error(struct nsc_proc *p, int code, const char *text);
 /* Room for rows of logits in p->logits (contents not kept); 0 or -ENOMEM. */

@@ -35,6 +35,7 @@
 #include "gemv.h"
 #include "kvcache.h"
 #include "model.h"
+#include "ns_opt.h"
 #include "ns_util.h"
 #include "session.h"
 #include "weights_stream.h"
@@ -75,80 +76,119 @@ static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, ui
 	return 0;
 }
 
+enum {
+	O_HELP = 1, O_SESSION, O_MODEL, O_CTL, O_BACKEND, O_ACT, O_CTK, O_CTV, O_VRAM, O_THREADS,
+	O_ROWS, O_LOOKAHEAD, O_PARALLEL, O_CTX, O_DRAFT_MODEL,
+};
+
+/* The spellings nsctl passes (engine_args.c), and llama.cpp's where they mean the same. */
+static const struct ns_opt s_opts[] = {
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
+	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	{ "draft-model", NULL, NS_OPT_VALUE, O_DRAFT_MODEL },
+	{ "ctl", NULL, NS_OPT_VALUE, O_CTL },
+	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
+	{ "act", NULL, NS_OPT_VALUE, O_ACT },
+	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
+	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
+	{ "vram-budget", NULL, NS_OPT_VALUE, O_VRAM },
+	{ "threads", "-t", NS_OPT_VALUE, O_THREADS },
+	{ "block-rows", NULL, NS_OPT_VALUE, O_ROWS },
+	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
+	{ "parallel", "-np", NS_OPT_VALUE, O_PARALLEL },
+	{ "ctx-size", "-c --ctx", NS_OPT_VALUE, O_CTX },
+};
+
+/* One option (opt NULL: an argument, refused) spelled o: 0, or -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const char *v)
+{
+	struct nsc_proc *p = user;
+	enum ns_kv_type t;
+	uint64_t x = 0;
+	int rc = 0;
+
+	if (!opt) {
+		fprintf(stderr, "nscompute: unexpected argument '%s' (try --help)\n", v);
+		return -EINVAL;
+	}
+	switch (opt->id) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_SESSION:
+		p->session = v;
+		break;
+	case O_MODEL:
+		p->model_path = v;
+		break;
+	case O_DRAFT_MODEL:
+		p->draft_path = v;
+		break;
+	case O_CTL:
+		p->endpoint = v;
+		break;
+	case O_BACKEND:
+#ifdef NS_WITH_CUDA
+		p->cuda = !strcmp(v, "cuda");
+#endif
+		if (strcmp(v, "cpu") && !p->cuda) {
+			fprintf(stderr, "nscompute: backend '%s' is not built into this "
+				"executable (%s)\n", v, S_BACKENDS);
+			return -EINVAL;
+		}
+		break;
+	case O_ACT:
+		if (strcmp(v, "f32") && strcmp(v, "q8")) {
+			fprintf(stderr, "nscompute: %s f32|q8 (got '%s')\n", o, v);
+			return -EINVAL;
+		}
+		p->act_q8 = !strcmp(v, "q8");
+		break;
+	case O_CTK:
+	case O_CTV:
+		if (ns_kv_type_parse(v, &t)) {
+			fprintf(stderr, "nscompute: %s f32|f16|q8_0 (got '%s')\n", o, v);
+			return -EINVAL;
+		}
+		*(opt->id == O_CTK ? &p->kv_k : &p->kv_v) = (int)t;
+		break;
+	case O_VRAM:
+		if (ns_parse_bytes(v, &p->vram_budget) < 0) {
+			fprintf(stderr, "nscompute: %s: bad size '%s'\n", o, v);
+			return -EINVAL;
+		}
+		break;
+	case O_THREADS:
+		rc = s_u64(o, v, 0, 1024, &x);
+		p->threads = (int)x;
+		break;
+	case O_ROWS:
+		rc = s_u64(o, v, 0, UINT32_MAX, &p->block_rows);
+		break;
+	case O_LOOKAHEAD:
+		rc = s_u64(o, v, 0, 1024, &x);
+		p->lookahead = (uint32_t)x;
+		p->lookahead_given = true;
+		break;
+	case O_PARALLEL:
+		rc = s_u64(o, v, 1, NS_CMSG_MAX_SEQ, &x);
+		p->n_seq = (uint32_t)x;
+		break;
+	case O_CTX:
+		rc = s_u64(o, v, 1, 1u << 24, &x);
+		p->n_ctx = (uint32_t)x;
+		break;
+	}
+	return rc;
+}
+
 static int s_parse(struct nsc_proc *p, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t x = 0;
-		int rc = 0;
+	int rc = ns_opt_parse("nscompute", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, p);
 
-		if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		}
-		if (!v) {
-			fprintf(stderr, "nscompute: unknown option or missing value: %s\n", o);
-			return -EINVAL;
-		}
-		i++;
-		if (!strcmp(o, "--session")) {
-			p->session = v;
-		} else if (!strcmp(o, "--model")) {
-			p->model_path = v;
-		} else if (!strcmp(o, "--draft-model")) {
-			p->draft_path = v;
-		} else if (!strcmp(o, "--ctl")) {
-			p->endpoint = v;
-		} else if (!strcmp(o, "--backend")) {
-#ifdef NS_WITH_CUDA
-			p->cuda = !strcmp(v, "cuda");
-#endif
-			if (strcmp(v, "cpu") && !p->cuda) {
-				fprintf(stderr, "nscompute: backend '%s' is not built into this "
-					"executable (%s)\n", v, S_BACKENDS);
-				return -EINVAL;
-			}
-		} else if (!strcmp(o, "--act")) {
-			if (strcmp(v, "f32") && strcmp(v, "q8")) {
-				fprintf(stderr, "nscompute: --act f32|q8 (got '%s')\n", v);
-				return -EINVAL;
-			}
-			p->act_q8 = !strcmp(v, "q8");
-		} else if (!strcmp(o, "--cache-type-k") || !strcmp(o, "--cache-type-v")) {
-			enum ns_kv_type t;
-
-			if (ns_kv_type_parse(v, &t)) {
-				fprintf(stderr, "nscompute: %s f32|f16|q8_0 (got '%s')\n", o, v);
-				return -EINVAL;
-			}
-			*(!strcmp(o, "--cache-type-k") ? &p->kv_k : &p->kv_v) = (int)t;
-		} else if (!strcmp(o, "--vram-budget")) {
-			if (ns_parse_bytes(v, &p->vram_budget) < 0) {
-				fprintf(stderr, "nscompute: --vram-budget: bad size '%s'\n", v);
-				return -EINVAL;
-			}
-		} else if (!strcmp(o, "--threads")) {
-			rc = s_u64(o, v, 0, 1024, &x);
-			p->threads = (int)x;
-		} else if (!strcmp(o, "--block-rows")) {
-			rc = s_u64(o, v, 0, UINT32_MAX, &p->block_rows);
-		} else if (!strcmp(o, "--lookahead")) {
-			rc = s_u64(o, v, 0, 1024, &x);
-			p->lookahead = (uint32_t)x;
-			p->lookahead_given = true;
-		} else if (!strcmp(o, "--parallel")) {
-			rc = s_u64(o, v, 1, NS_CMSG_MAX_SEQ, &x);
-			p->n_seq = (uint32_t)x;
-		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			rc = s_u64(o, v, 1, 1u << 24, &x);
-			p->n_ctx = (uint32_t)x;
-		} else {
-			fprintf(stderr, "nscompute: unknown option %s\n", o);
-			return -EINVAL;
-		}
-		if (rc)
-			return rc;
-	}
+	if (rc < 0)
+		return rc;
 	if (p->cuda && p->n_seq > 1) {
 		fprintf(stderr, "nscompute: --parallel %u: the cuda backend evaluates one sequence "
 			"at a time\n", p->n_seq);
@@ -200,6 +240,9 @@ static int s_attach(struct nsc_proc *p)
 			.act = p->act_q8 ? NS_ACT_Q8 : NS_ACT_F32,
 			.lookahead = p->lookahead_given ? p->lookahead
 							: ns_client_default_lookahead(p->c) };
+		wo.on_window = nsc_on_window; /* the prompt's PROGRESS */
+		wo.on_window_ctx = p;
+		p->n_layers = nsc_layers(p->m);
 #ifdef NS_WITH_CUDA
 		if (p->cuda) { /* page-locked, its rows go to the device by DMA */
 			wo.on_ram_map = nsc_cuda_ram_map;

@@ -365,6 +365,17 @@ static int s_out_of_step(struct ns_engine *e, size_t len, int type)
 	return -EPROTO;
 }
 
+/* The prompt's progress: done of r's n tokens (done == n: its evaluation ended, said once). */
+static void s_progress(struct ns_engine *e, bool *open, uint64_t done, uint64_t n, uint64_t t0)
+{
+	if (!*open || !e->o.progress)
+		return;
+	if (done >= n)
+		*open = e->ram_watch = false;
+	e->o.progress(NS_PROGRESS_PREFILL, done, n, (double)(ns_now_ns() - t0) / 1e9,
+		      e->o.progress_user);
+}
+
 static int s_run(struct ns_engine *e, struct s_run *r)
 {
 	struct ns_cmsg_eval ev = { .flags = r->flags, .keep = r->keep, .n_tokens = r->n,
@@ -376,6 +387,8 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	uint8_t *buf;
 	size_t sz;
 	bool stopped = false, got_spec = false;
+	bool pf_open = r->n >= 2 && !r->n_forced; /* the prompt's progress (s_progress) */
+	uint64_t pf_t0 = 0;
 	int32_t last = -1;
 	uint32_t got_logits = 0;
 	int rc;
@@ -421,6 +434,11 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	free(buf);
 	if (rc < 0)
 		return rc;
+	pf_t0 = ns_now_ns();
+	s_progress(e, &pf_open, 0, r->n, pf_t0);
+	e->ram_watch = pf_open && e->o.progress && !e->ram_done; /* nse_recv: the RAM fill */
+	e->t_ram = 0;
+	e->t_ram0 = pf_t0;
 	if (r->flags & NS_EVAL_RESET)
 		e->n_hist = 0;
 	if (r->flags & (NS_EVAL_RESET | NS_EVAL_KEEP))
@@ -442,7 +460,22 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		p = zmq_msg_data(&msg);
 		len = zmq_msg_size(&msg);
 		type = ns_cmsg_type(p, len);
-		if (type == NS_CMSG_TOKEN) {
+		if (type != NS_CMSG_PROGRESS)
+			s_progress(e, &pf_open, r->n, r->n, pf_t0); /* the prompt is evaluated */
+		if (type == NS_CMSG_PROGRESS) {
+			struct ns_cmsg_progress pg;
+
+			if (ns_cmsg_dec_progress(p, len, &pg) == 0 && pg.n_tokens == r->n &&
+			    !r->n_forced) {
+				/* tokens' worth of the work, short of the whole until the end */
+				uint64_t done = (uint64_t)r->n * pg.layers_done / pg.n_layers;
+
+				if (pf_open && done < r->n)
+					s_progress(e, &pf_open, done, r->n, pf_t0);
+				zmq_msg_close(&msg);
+				continue;
+			}
+		} else if (type == NS_CMSG_TOKEN) {
 			struct ns_cmsg_token t;
 
 			if (ns_cmsg_dec_token(p, len, e->n_vocab, &t) == 0) {
@@ -508,6 +541,7 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		rc = s_out_of_step(e, len, type);
 		break;
 	}
+	s_progress(e, &pf_open, r->n, r->n, pf_t0); /* a failure ends it too */
 	if (dt && rc == 0) {
 		const char *txt;
 		size_t tl;

@@ -45,6 +45,7 @@ struct bench_opts {
 	int run_ahead;       /* -1 engine default (dense: on), 0 --no-run-ahead, 1 --run-ahead */
 	struct bench_list depths; /* -d: context filled before each tg test (0 = empty) */
 	const char *ctk, *ctv;    /* -ctk / -ctv: KV cache types, NULL = f32 */
+	bool quiet;               /* -q: no progress line on a terminal */
 };
 
 struct bench_config {

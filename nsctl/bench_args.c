@@ -7,6 +7,7 @@
 
 #include "bench.h"
 #include "budgets.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "diskbw.h"
 #include "ns_util.h"
@@ -15,10 +16,11 @@ static void s_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nsctl bench MODEL [options]\n"
-		"  -p N                  prompt tokens of the pp test (512; 0: no pp test)\n"
-		"  -n N                  generated tokens of the tg test (128; 0: no tg test)\n"
-		"  -r N                  repeats (5)\n"
-		"  -o md|json|csv        output format (md)\n"
+		"  -m, --model MODEL     the model (or as the first argument)\n"
+		"  -p, --n-prompt N      prompt tokens of the pp test (512; 0: no pp test)\n"
+		"  -n, --n-gen N         generated tokens of the tg test (128; 0: no tg test)\n"
+		"  -r, --repetitions N   repeats (5)\n"
+		"  -o, --output md|json|csv  output format (md)\n"
 		"  --budgets LIST        streaming arena sizes, e.g. 64MB,256MB,1GB\n"
 		"  --ram-budgets LIST    RAM cache budgets (0: none). With neither list, one\n"
 		"                        configuration with the budgets nsctl run and nsctl plan\n"
@@ -32,8 +34,8 @@ static void s_usage(FILE *f)
 		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --block-rows LIST     rows per streamed block (0: whole tensors)\n"
 		"  --lookahead LIST      blocks in flight after the current one\n"
-		"  --threads N           compute threads (0: all CPUs)\n"
-		"  -c, --ctx N           context positions (4096)\n"
+		"  -t, --threads N       compute threads (0: all CPUs)\n"
+		"  -c, --ctx-size, --ctx N  context positions (4096)\n"
 		"  -d, --n-depth LIST    decode (tg) after this many tokens in the context, as\n"
 		"                        llama-bench's -d (default 0; pp is measured from an empty\n"
 		"                        context)\n"
@@ -42,6 +44,7 @@ static void s_usage(FILE *f)
 		"  --no-plan             do not start nsplan\n"
 		"  --run-ahead, --no-run-ahead  nsio reads the token's next matrices ahead\n"
 		"                        (default: on for dense models)\n"
+		"  -q, --quiet           no progress line (drawn only when stderr is a terminal)\n"
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
 
@@ -98,107 +101,147 @@ static int s_list(const char *flag, const char *v, bool sizes, uint64_t max, str
 	return 0;
 }
 
-int bench_parse(struct bench_opts *o, int argc, char **argv)
+enum {
+	O_HELP = 1, O_MODEL, O_NO_DISK, O_NO_PLAN, O_RUN_AHEAD, O_NO_RUN_AHEAD, O_PROMPT, O_GEN,
+	O_REPEATS, O_DISK_REPEATS, O_OUTPUT, O_BUDGETS, O_RAM, O_VRAM, O_ACT, O_BACKEND, O_ROWS,
+	O_LOOKAHEAD, O_THREADS, O_CTX, O_DEPTH, O_CTK, O_CTV, O_QUIET,
+};
+
+/* llama-bench's spellings where the meaning is the same (-p/--n-prompt, -n/--n-gen,
+ * -r/--repetitions, -o/--output, -t/--threads, -d/--n-depth). */
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "no-disk", NULL, NS_OPT_SWITCH, O_NO_DISK },
+	{ "no-plan", NULL, NS_OPT_SWITCH, O_NO_PLAN },
+	{ "run-ahead", NULL, NS_OPT_SWITCH, O_RUN_AHEAD },
+	{ "no-run-ahead", NULL, NS_OPT_SWITCH, O_NO_RUN_AHEAD },
+	{ "n-prompt", "-p", NS_OPT_VALUE, O_PROMPT },
+	{ "n-gen", "-n", NS_OPT_VALUE, O_GEN },
+	{ "repetitions", "-r", NS_OPT_VALUE, O_REPEATS },
+	{ "disk-repeats", NULL, NS_OPT_VALUE, O_DISK_REPEATS },
+	{ "output", "-o", NS_OPT_VALUE, O_OUTPUT },
+	{ "budgets", "--mem-budget --mem-budgets", NS_OPT_VALUE, O_BUDGETS },
+	{ "ram-budgets", "--ram-budget", NS_OPT_VALUE, O_RAM },
+	{ "vram-budgets", "--vram-budget", NS_OPT_VALUE, O_VRAM },
+	{ "act", NULL, NS_OPT_VALUE, O_ACT },
+	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
+	{ "block-rows", NULL, NS_OPT_VALUE, O_ROWS },
+	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
+	{ "threads", "-t", NS_OPT_VALUE, O_THREADS },
+	{ "ctx-size", "-c --ctx", NS_OPT_VALUE, O_CTX },
+	{ "n-depth", "-d", NS_OPT_VALUE, O_DEPTH },
+	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
+	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
+	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
+};
+
+/* One option (opt NULL: the model) spelled f: 0, or -1 after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
 {
+	struct bench_opts *o = user;
 	uint64_t x;
 
+	switch (opt ? opt->id : O_MODEL) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_NO_DISK:
+		o->no_disk = true;
+		return 0;
+	case O_NO_PLAN:
+		o->no_plan = true;
+		return 0;
+	case O_RUN_AHEAD:
+	case O_NO_RUN_AHEAD:
+		o->run_ahead = opt->id == O_RUN_AHEAD;
+		return 0;
+	case O_QUIET:
+		o->quiet = true;
+		return 0;
+	case O_MODEL:
+		if (o->model) {
+			fprintf(stderr, "nsctl bench: one model only ('%s')\n", v);
+			return -1;
+		}
+		o->model = v;
+		return 0;
+	case O_PROMPT:
+		if (s_u64(f, v, 0, 65536, &x))
+			return -1;
+		o->n_prompt = (uint32_t)x;
+		return 0;
+	case O_GEN:
+		if (s_u64(f, v, 0, 65536, &x))
+			return -1;
+		o->n_gen = (uint32_t)x;
+		return 0;
+	case O_REPEATS:
+		if (s_u64(f, v, 1, NS_BENCH_MAX_SAMPLES, &x))
+			return -1;
+		o->repeats = (uint32_t)x;
+		return 0;
+	case O_DISK_REPEATS:
+		if (s_u64(f, v, 1, NS_DISKBW_MAX_REPEATS, &x))
+			return -1;
+		o->disk_repeats = (uint32_t)x;
+		return 0;
+	case O_OUTPUT:
+		if (ns_table_parse_fmt(v, &o->fmt)) {
+			fprintf(stderr, "nsctl bench: %s expects md, json or csv, got '%s'\n", f, v);
+			return -1;
+		}
+		return 0;
+	case O_BUDGETS:
+		return s_list(f, v, true, 0, &o->budgets);
+	case O_RAM:
+		return s_list(f, v, true, 0, &o->ram);
+	case O_VRAM:
+		return s_list(f, v, true, 0, &o->vram);
+	case O_ACT:
+		if (strcmp(v, "f32") && strcmp(v, "q8")) {
+			fprintf(stderr, "nsctl bench: %s f32|q8 (got '%s')\n", f, v);
+			return -1;
+		}
+		o->act_q8 = !strcmp(v, "q8");
+		return 0;
+	case O_BACKEND:
+		if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+			fprintf(stderr, "nsctl bench: %s cpu|cuda (got '%s')\n", f, v);
+			return -1;
+		}
+		o->backend = v;
+		return 0;
+	case O_ROWS:
+		return s_list(f, v, false, UINT32_MAX, &o->rows);
+	case O_LOOKAHEAD:
+		return s_list(f, v, false, 1024, &o->lookahead);
+	case O_THREADS:
+		if (s_u64(f, v, 0, 1024, &x))
+			return -1;
+		o->threads = (int)x;
+		return 0;
+	case O_CTX:
+		if (s_u64(f, v, 1, 1u << 24, &x))
+			return -1;
+		o->n_ctx = (uint32_t)x;
+		return 0;
+	case O_DEPTH:
+		return s_list(f, v, false, 1u << 24, &o->depths);
+	case O_CTK:
+	case O_CTV: /* f may be an abbreviation getopt_long took: name the flag meant */
+		return nsctl_kv_set("nsctl bench", nsctl_kv_is_flag(f) ? f : opt->id == O_CTK ?
+				    "--cache-type-k" : "--cache-type-v", v, &o->ctk, &o->ctv) ? -1 : 0;
+	}
+	return -1;
+}
+
+int bench_parse(struct bench_opts *o, int argc, char **argv)
+{
 	*o = (struct bench_opts){ .n_prompt = 512, .n_gen = 128, .repeats = 5, .disk_repeats = 3,
 			      .fmt = NS_TABLE_MD, .run_ahead = -1 };
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		} else if (!strcmp(a, "--no-disk")) {
-			o->no_disk = true;
-			continue;
-		} else if (!strcmp(a, "--no-plan")) {
-			o->no_plan = true;
-			continue;
-		} else if (!strcmp(a, "--run-ahead") || !strcmp(a, "--no-run-ahead")) {
-			o->run_ahead = !strcmp(a, "--run-ahead");
-			continue;
-		} else if (a[0] != '-' || !a[1]) {
-			if (o->model) {
-				fprintf(stderr, "nsctl bench: one model only ('%s')\n", a);
-				return -1;
-			}
-			o->model = a;
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, "nsctl bench: %s needs a value\n", a);
-			return -1;
-		}
-		i++;
-		if (!strcmp(a, "-p")) {
-			if (s_u64(a, v, 0, 65536, &x))
-				return -1;
-			o->n_prompt = (uint32_t)x;
-		} else if (!strcmp(a, "-n")) {
-			if (s_u64(a, v, 0, 65536, &x))
-				return -1;
-			o->n_gen = (uint32_t)x;
-		} else if (!strcmp(a, "-r")) {
-			if (s_u64(a, v, 1, NS_BENCH_MAX_SAMPLES, &x))
-				return -1;
-			o->repeats = (uint32_t)x;
-		} else if (!strcmp(a, "--disk-repeats")) {
-			if (s_u64(a, v, 1, NS_DISKBW_MAX_REPEATS, &x))
-				return -1;
-			o->disk_repeats = (uint32_t)x;
-		} else if (!strcmp(a, "-o")) {
-			if (ns_table_parse_fmt(v, &o->fmt)) {
-				fprintf(stderr, "nsctl bench: -o expects md, json or csv, got '%s'\n", v);
-				return -1;
-			}
-		} else if (!strcmp(a, "--budgets") || !strcmp(a, "--mem-budget")) {
-			if (s_list(a, v, true, 0, &o->budgets))
-				return -1;
-		} else if (!strcmp(a, "--ram-budgets") || !strcmp(a, "--ram-budget")) {
-			if (s_list(a, v, true, 0, &o->ram))
-				return -1;
-		} else if (!strcmp(a, "--vram-budgets") || !strcmp(a, "--vram-budget")) {
-			if (s_list(a, v, true, 0, &o->vram))
-				return -1;
-		} else if (!strcmp(a, "--act")) {
-			if (strcmp(v, "f32") && strcmp(v, "q8")) {
-				fprintf(stderr, "nsctl bench: --act f32|q8 (got '%s')\n", v);
-				return -1;
-			}
-			o->act_q8 = !strcmp(v, "q8");
-		} else if (!strcmp(a, "--backend")) {
-			if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-				fprintf(stderr, "nsctl bench: --backend cpu|cuda (got '%s')\n", v);
-				return -1;
-			}
-			o->backend = v;
-		} else if (!strcmp(a, "--block-rows")) {
-			if (s_list(a, v, false, UINT32_MAX, &o->rows))
-				return -1;
-		} else if (!strcmp(a, "--lookahead")) {
-			if (s_list(a, v, false, 1024, &o->lookahead))
-				return -1;
-		} else if (!strcmp(a, "--threads")) {
-			if (s_u64(a, v, 0, 1024, &x))
-				return -1;
-			o->threads = (int)x;
-		} else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-			if (s_u64(a, v, 1, 1u << 24, &x))
-				return -1;
-			o->n_ctx = (uint32_t)x;
-		} else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
-			if (s_list(a, v, false, 1u << 24, &o->depths))
-				return -1;
-		} else if (nsctl_kv_is_flag(a)) {
-			if (nsctl_kv_set("nsctl bench", a, v, &o->ctk, &o->ctv))
-				return -1;
-		} else {
-			fprintf(stderr, "nsctl bench: unknown option '%s' (try --help)\n", a);
-			return -1;
-		}
-	}
+	if (ns_opt_parse("nsctl bench", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, o))
+		return -1;
 	if (!o->model) {
 		fprintf(stderr, "nsctl bench: no MODEL given (usage: nsctl bench MODEL [options]; "
 			"--help lists them)\n");

@@ -31,6 +31,7 @@
 #include "hub.h"
 #include "model.h"
 #include "neurostream.h"
+#include "ns_progress.h"
 #include "ns_util.h"
 #include "plan.h"
 #include "stats.h"
@@ -204,7 +205,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 		const uint32_t d = (uint32_t)o->depths.v[di];
 
 		got.n = 0;
-		got.n_want = o->n_gen;
+		got.n_want = ns_progress_wanted(o->quiet) ? o->n_gen : 0; /* the token counter */
 		got.t0 = ns_now_ns();
 		rc = ns_engine_decode_forced(e, forced->ids, d + 1, forced->ids + d + 1, o->n_gen,
 					     NULL, bench_collect, &got);
@@ -359,8 +360,9 @@ int cmd_bench(int argc, char **argv)
 			char what[160];
 
 			bench_config_text(&cfg[i], what, sizeof(what));
-			fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu (%s) ...",
-				r + 1, o.repeats, k + 1, nc, what);
+			if (ns_progress_wanted(o.quiet)) /* the line below replaces it */
+				fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu "
+					"(%s) ...", r + 1, o.repeats, k + 1, nc, what);
 			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i * o.depths.n], &forced,
 				       times);
 			if (rc < 0) {

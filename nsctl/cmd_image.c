@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_opt.h"
 #include "commands.h"
 #include "hparams.h"
 #include "image_embed.h"
@@ -29,7 +30,7 @@
 
 #define S_USAGE "usage: nsctl image MODEL_OR_MMPROJ --image FILE [--mmproj F] [-o FILE] " \
 		"[--max-patches N] [--min-pixels N] [--max-pixels N] [--provider fused|ref] " \
-		"[--threads N] [--json]"
+		"[-t|--threads N] [--json]"
 
 struct s_opts {
 	const char *model, *mmproj, *image, *out;
@@ -54,50 +55,78 @@ static int s_count(const char *flag, const char *v, uint64_t lo, uint64_t hi, ui
 	return 2;
 }
 
+enum {
+	O_HELP = 1, O_MODEL, O_JSON, O_IMAGE, O_MMPROJ, O_OUT, O_MAX_PATCHES, O_MIN_PIXELS,
+	O_MAX_PIXELS, O_THREADS, O_PROVIDER,
+};
+
+/* llama.cpp's mtmd spellings where they mean the same: -m, --image, --mmproj, -t */
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "image", NULL, NS_OPT_VALUE, O_IMAGE },
+	{ "mmproj", NULL, NS_OPT_VALUE, O_MMPROJ },
+	{ "output", "-o", NS_OPT_VALUE, O_OUT },
+	{ "max-patches", NULL, NS_OPT_VALUE, O_MAX_PATCHES },
+	{ "min-pixels", NULL, NS_OPT_VALUE, O_MIN_PIXELS },
+	{ "max-pixels", NULL, NS_OPT_VALUE, O_MAX_PIXELS },
+	{ "threads", "-t", NS_OPT_VALUE, O_THREADS },
+	{ "provider", NULL, NS_OPT_VALUE, O_PROVIDER },
+};
+
+/* One option (opt NULL: the model) spelled a: 0, or -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const char *v)
+{
+	struct s_opts *o = user;
+	int rc = 0;
+
+	switch (opt ? opt->id : O_MODEL) {
+	case O_HELP:
+		printf("%s\n", S_USAGE);
+		exit(0);
+	case O_MODEL:
+		if (o->model)
+			return s_bad("unexpected argument", v) ? -EINVAL : 0;
+		o->model = v;
+		return 0;
+	case O_JSON:
+		o->json = true;
+		return 0;
+	case O_IMAGE:
+		o->image = v;
+		return 0;
+	case O_MMPROJ:
+		o->mmproj = v;
+		return 0;
+	case O_OUT:
+		o->out = v;
+		return 0;
+	case O_MAX_PATCHES:
+		rc = s_count(a, v, 1, 1u << 24, &o->lim.max_tokens);
+		break;
+	case O_MIN_PIXELS:
+		rc = s_count(a, v, 1, 1ull << 40, &o->lim.min_pixels);
+		break;
+	case O_MAX_PIXELS:
+		rc = s_count(a, v, 1, 1ull << 40, &o->lim.max_pixels);
+		break;
+	case O_THREADS:
+		rc = s_count(a, v, 1, 256, &o->threads);
+		break;
+	case O_PROVIDER:
+		if (strcmp(v, "fused") && strcmp(v, "ref"))
+			rc = s_bad("unknown option or value:", a);
+		o->ref = !strcmp(v, "ref");
+		break;
+	}
+	return rc ? -EINVAL : 0;
+}
+
 static int s_parse(int argc, char **argv, struct s_opts *o)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int rc = 0;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			printf("%s\n", S_USAGE);
-			exit(0);
-		}
-		if (!strcmp(a, "--json")) {
-			o->json = true;
-			continue;
-		}
-		if (a[0] != '-') {
-			if (o->model)
-				return s_bad("unexpected argument", a);
-			o->model = a;
-			continue;
-		}
-		if (!v)
-			return s_bad("missing value after", a);
-		i++;
-		if (!strcmp(a, "--image"))
-			o->image = v;
-		else if (!strcmp(a, "--mmproj"))
-			o->mmproj = v;
-		else if (!strcmp(a, "-o"))
-			o->out = v;
-		else if (!strcmp(a, "--max-patches"))
-			rc = s_count(a, v, 1, 1u << 24, &o->lim.max_tokens);
-		else if (!strcmp(a, "--min-pixels"))
-			rc = s_count(a, v, 1, 1ull << 40, &o->lim.min_pixels);
-		else if (!strcmp(a, "--max-pixels"))
-			rc = s_count(a, v, 1, 1ull << 40, &o->lim.max_pixels);
-		else if (!strcmp(a, "--threads"))
-			rc = s_count(a, v, 1, 256, &o->threads);
-		else if (!strcmp(a, "--provider") && (!strcmp(v, "fused") || !strcmp(v, "ref")))
-			o->ref = !strcmp(v, "ref");
-		else
-			return s_bad("unknown option or value:", a);
-		if (rc)
-			return rc;
-	}
+	if (ns_opt_parse("nsctl image", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, o))
+		return 2;
 	if (!o->model)
 		return s_bad("no MODEL_OR_MMPROJ", NULL);
 	if (!o->image)

@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arch.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "fixed_mem.h"
 #include "ggml_type.h"
@@ -375,36 +377,66 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 	jo_end_obj(&j);
 }
 
+enum { O_HELP = 1, O_MODEL, O_JSON, O_METADATA, O_TENSORS };
+
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "metadata", NULL, NS_OPT_SWITCH, O_METADATA },
+	{ "tensors", NULL, NS_OPT_SWITCH, O_TENSORS },
+};
+
+struct s_args {
+	const char *path;
+	bool json, with_meta, with_tensors;
+};
+
+static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const char *v)
+{
+	struct s_args *a = user;
+
+	(void)f;
+	switch (o ? o->id : O_MODEL) {
+	case O_HELP:
+		printf("usage: nsctl info MODEL [--json [--metadata] [--tensors]]\n"
+		       "  -m, --model MODEL  the model (or as the first argument)\n");
+		exit(0);
+	case O_JSON:
+		a->json = true;
+		return 0;
+	case O_METADATA:
+		a->with_meta = true;
+		return 0;
+	case O_TENSORS:
+		a->with_tensors = true;
+		return 0;
+	}
+	if (a->path) {
+		fprintf(stderr, "nsctl info: more than one model given ('%s')\n", v);
+		return -EINVAL;
+	}
+	a->path = v;
+	return 0;
+}
+
 int cmd_info(int argc, char **argv)
 {
-	const char *path = NULL;
-	bool json = false, with_meta = false, with_tensors = false;
+	struct s_args a = { 0 };
+	const char *path;
+	bool json, with_meta, with_tensors;
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary s;
 	char err[NS_ERR_LEN], pulled[4096];
 	int ret;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!strcmp(argv[i], "--metadata")) {
-			with_meta = true;
-		} else if (!strcmp(argv[i], "--tensors")) {
-			with_tensors = true;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: nsctl info MODEL [--json [--metadata] [--tensors]]\n");
-			return 0;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "nsctl info: unknown option '%s'\n", argv[i]);
-			return 2;
-		} else if (!path) {
-			path = argv[i];
-		} else {
-			fprintf(stderr, "nsctl info: more than one model given ('%s')\n", argv[i]);
-			return 2;
-		}
-	}
+	if (ns_opt_parse("nsctl info", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, &a))
+		return 2;
+	path = a.path;
+	json = a.json;
+	with_meta = a.with_meta;
+	with_tensors = a.with_tensors;
 	if ((with_meta || with_tensors) && !json) {
 		fprintf(stderr, "nsctl info: --metadata and --tensors go with --json\n");
 		return 2;

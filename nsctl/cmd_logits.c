@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_opt.h"
 #include "commands.h"
 #include "neurostream.h"
 #include "ns_util.h"
@@ -38,7 +39,9 @@ static void s_usage(FILE *f)
 		"  them) and writes the logits of every position to FILE as little-endian float32\n"
 		"  [n_tokens][n_vocab].\n"
 		"options:\n"
-		"  --threads N           kernel threads (default 1)\n"
+		"  -m, --model MODEL     the model (or as the first argument)\n"
+		"  -o, --output FILE     where the logits go\n"
+		"  -t, --threads N       kernel threads (default 1)\n"
 		"  --act f32|q8          kernel activations: f32 (default, exact weights) or q8\n"
 		"                        (int8 per 32, as llama.cpp)\n"
 		"  -ctk, --cache-type-k T, -ctv, --cache-type-v T\n"
@@ -71,70 +74,102 @@ static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 	return 0;
 }
 
+enum {
+	O_HELP = 1, O_MODEL, O_TOKENS, O_OUT, O_CTK, O_CTV, O_ACT, O_THREADS, O_MEM, O_RAM,
+	O_ROWS, O_LOOKAHEAD,
+};
+
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "tokens", NULL, NS_OPT_VALUE, O_TOKENS },
+	{ "output", "-o", NS_OPT_VALUE, O_OUT },
+	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
+	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
+	{ "act", NULL, NS_OPT_VALUE, O_ACT },
+	{ "threads", "-t", NS_OPT_VALUE, O_THREADS },
+	{ "mem-budget", NULL, NS_OPT_VALUE, O_MEM },
+	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
+	{ "block-rows", NULL, NS_OPT_VALUE, O_ROWS },
+	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
+};
+
+/* One option (opt NULL: the model) spelled a: 0, or -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const char *v)
+{
+	struct s_opts *o = user;
+	uint64_t n = 0;
+	int rc = 0;
+
+	switch (opt ? opt->id : O_MODEL) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_MODEL:
+		if (o->model) {
+			fprintf(stderr, "nsctl logits: unexpected argument '%s'\n", v);
+			return -EINVAL;
+		}
+		o->model = v;
+		return 0;
+	case O_TOKENS:
+		o->tokens = v;
+		return 0;
+	case O_OUT:
+		o->out = v;
+		return 0;
+	case O_CTK:
+	case O_CTV: /* a may be an abbreviation getopt_long took: name the flag meant */
+		return nsctl_kv_set("nsctl logits", nsctl_kv_is_flag(a) ? a : opt->id == O_CTK ?
+				    "--cache-type-k" : "--cache-type-v", v, &o->ctk, &o->ctv);
+	case O_ACT:
+		if (strcmp(v, "f32") && strcmp(v, "q8")) {
+			fprintf(stderr, "nsctl logits: %s f32|q8 (got '%s')\n", a, v);
+			return -EINVAL;
+		}
+		o->act_q8 = !strcmp(v, "q8");
+		return 0;
+	case O_THREADS:
+		rc = s_parse_u64(a, v, 1, &n);
+		if (rc == 0 && n > 1024) {
+			fprintf(stderr, "nsctl logits: %s %s is too many\n", a, v);
+			rc = -EINVAL;
+		}
+		o->threads = (int)n;
+		return rc;
+	case O_MEM:
+		return s_parse_size(a, v, &o->mem_budget);
+	case O_RAM:
+		return s_parse_size(a, v, &o->ram_budget);
+	case O_ROWS:
+		rc = s_parse_u64(a, v, 0, &o->block_rows);
+		if (rc == 0 && o->block_rows > UINT32_MAX) {
+			fprintf(stderr, "nsctl logits: %s %s is too many (at most %u)\n", a, v,
+				UINT32_MAX);
+			rc = -EINVAL;
+		}
+		return rc;
+	case O_LOOKAHEAD:
+		rc = s_parse_u64(a, v, 0, &o->lookahead);
+		if (rc == 0 && o->lookahead > 1024) {
+			fprintf(stderr, "nsctl logits: %s %s is too many\n", a, v);
+			rc = -EINVAL;
+		}
+		return rc;
+	}
+	return -EINVAL;
+}
+
 static int s_parse_args(int argc, char **argv, struct s_opts *o)
 {
+	int rc;
+
 	memset(o, 0, sizeof(*o));
 	o->lookahead = UINT64_MAX;
 	o->threads = 1;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t n = 0;
-		int rc = 0;
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		} else if (!strcmp(a, "--tokens") && v) {
-			o->tokens = v;
-		} else if (!strcmp(a, "-o") && v) {
-			o->out = v;
-		} else if (nsctl_kv_is_flag(a)) {
-			rc = nsctl_kv_set("nsctl logits", a, v, &o->ctk, &o->ctv);
-		} else if (!strcmp(a, "--act") && v) {
-			if (strcmp(v, "f32") && strcmp(v, "q8")) {
-				fprintf(stderr, "nsctl logits: --act f32|q8 (got '%s')\n", v);
-				rc = -EINVAL;
-			}
-			o->act_q8 = !strcmp(v, "q8");
-		} else if (!strcmp(a, "--threads") && v) {
-			rc = s_parse_u64(a, v, 1, &n);
-			if (rc == 0 && n > 1024) {
-				fprintf(stderr, "nsctl logits: --threads %s is too many\n", v);
-				rc = -EINVAL;
-			}
-			o->threads = (int)n;
-		} else if (!strcmp(a, "--mem-budget") && v) {
-			rc = s_parse_size(a, v, &o->mem_budget);
-		} else if (!strcmp(a, "--ram-budget") && v) {
-			rc = s_parse_size(a, v, &o->ram_budget);
-		} else if (!strcmp(a, "--block-rows") && v) {
-			rc = s_parse_u64(a, v, 0, &o->block_rows);
-			if (rc == 0 && o->block_rows > UINT32_MAX) {
-				fprintf(stderr, "nsctl logits: --block-rows %s is too many (at most "
-					"%u)\n", v, UINT32_MAX);
-				rc = -EINVAL;
-			}
-		} else if (!strcmp(a, "--lookahead") && v) {
-			rc = s_parse_u64(a, v, 0, &o->lookahead);
-			if (rc == 0 && o->lookahead > 1024) {
-				fprintf(stderr, "nsctl logits: --lookahead %s is too many\n", v);
-				rc = -EINVAL;
-			}
-		} else if (a[0] == '-') {
-			fprintf(stderr, "nsctl logits: unknown option or missing value: %s\n", a);
-			return -EINVAL;
-		} else if (!o->model) {
-			o->model = a;
-			continue;
-		} else {
-			fprintf(stderr, "nsctl logits: unexpected argument '%s'\n", a);
-			return -EINVAL;
-		}
-		if (rc < 0)
-			return rc;
-		i++; /* the option's value */
-	}
+	rc = ns_opt_parse("nsctl logits", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, o);
+	if (rc < 0)
+		return rc;
 	if (!o->model || !o->tokens || !o->out) {
 		fprintf(stderr, "nsctl logits: %s (usage: nsctl logits MODEL --tokens ID[,ID...] "
 			"-o FILE [options]; --help lists them)\n", !o->model ? "no MODEL given" :

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_opt.h"
 #include "commands.h"
 #include "ns_opt.h"
 #include "ns_progress.h"
@@ -37,7 +38,7 @@ static int s_parse_u64(const char *opt, const char *v, uint64_t min, uint64_t ma
 enum { O_HELP = 1, O_FORCE, O_PRESET, O_OUTPUT, O_LAYERS, O_SEED, O_SPLIT, O_QUANT, O_QUIET };
 
 static const struct ns_opt s_opts[] = {
-	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	NSCTL_OPT_HELP(O_HELP),
 	{ "force", NULL, NS_OPT_SWITCH, O_FORCE },
 	{ "preset", NULL, NS_OPT_VALUE, O_PRESET },
 	{ "output", "-o", NS_OPT_VALUE, O_OUTPUT },

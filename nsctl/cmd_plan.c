@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "budgets.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "fixed_mem.h"
 #include "arch.h"
@@ -71,85 +72,108 @@ static int s_parse_size(const char *opt, const char *v, uint64_t *out)
 	return 0;
 }
 
+enum {
+	O_HELP = 1, O_MODEL, O_VRAM, O_RESERVE, O_RAM, O_MEM, O_OVERHEAD, O_CTX, O_CTK, O_CTV,
+	O_MEMINFO, O_CGROUP_FILE, O_CGROUP_ROOT, O_STATS, O_JSON, O_WINDOWS, O_EMBD_RESIDENT,
+	O_DRAFT,
+};
+
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "vram-budget", NULL, NS_OPT_VALUE, O_VRAM },
+	{ "reserve-vram", NULL, NS_OPT_VALUE, O_RESERVE },
+	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
+	{ "mem-budget", NULL, NS_OPT_VALUE, O_MEM },
+	{ "overhead", NULL, NS_OPT_VALUE, O_OVERHEAD },
+	{ "ctx-size", "-c --ctx", NS_OPT_VALUE, O_CTX },
+	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
+	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
+	{ "meminfo", NULL, NS_OPT_VALUE, O_MEMINFO },
+	{ "cgroup-file", NULL, NS_OPT_VALUE, O_CGROUP_FILE },
+	{ "cgroup-root", NULL, NS_OPT_VALUE, O_CGROUP_ROOT },
+	{ "stats", NULL, NS_OPT_VALUE, O_STATS },
+	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "windows", NULL, NS_OPT_SWITCH, O_WINDOWS },
+	{ "embd-resident", NULL, NS_OPT_SWITCH, O_EMBD_RESIDENT },
+};
+
+/* One option (o NULL: the model) of s_opts, spelled f: 0, or -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const char *v)
+{
+	struct s_args *a = user;
+	uint64_t n;
+
+	switch (o ? o->id : O_MODEL) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_VRAM:
+		a->vram_given = true;
+		return s_parse_size(f, v, &a->q.b.vram) ? -EINVAL : 0;
+	case O_RESERVE:
+		a->q.reserve_given = true;
+		return s_parse_size(f, v, &a->q.b.reserve_vram) ? -EINVAL : 0;
+	case O_RAM:
+		a->q.ram_given = true;
+		return s_parse_size(f, v, &a->q.b.ram) ? -EINVAL : 0;
+	case O_MEM:
+		a->q.mem_given = true;
+		return s_parse_size(f, v, &a->q.b.mem) ? -EINVAL : 0;
+	case O_OVERHEAD:
+		a->overhead_given = true;
+		return s_parse_size(f, v, &a->overhead) ? -EINVAL : 0;
+	case O_CTX:
+		if (ns_parse_count(v, 1, 1u << 30, &n) < 0) {
+			fprintf(stderr, "nsctl plan: %s expects a context length 1..%u, got '%s'\n",
+				f, 1u << 30, v);
+			return -EINVAL;
+		}
+		a->n_ctx = (uint32_t)n;
+		return 0;
+	case O_CTK:
+	case O_CTV: /* f may be an abbreviation getopt_long took: name the flag meant */
+		return nsctl_kv_set("nsctl plan", nsctl_kv_is_flag(f) ? f : o->id == O_CTK ?
+				    "--cache-type-k" : "--cache-type-v", v, &a->ctk, &a->ctv) ?
+		       -EINVAL : 0;
+	case O_MEMINFO:
+		a->q.paths.meminfo = v;
+		return 0;
+	case O_CGROUP_FILE:
+		a->q.paths.self_cgroup = v;
+		return 0;
+	case O_CGROUP_ROOT:
+		a->q.paths.cgroup_root = v;
+		return 0;
+	case O_STATS:
+		a->stats_path = v;
+		return 0;
+	case O_DRAFT:
+		a->draft = v;
+		return 0;
+	case O_JSON:
+		a->json = true;
+		return 0;
+	case O_WINDOWS:
+		a->windows = true;
+		return 0;
+	case O_EMBD_RESIDENT:
+		a->q.embd_resident = true;
+		return 0;
+	}
+	if (a->path) {
+		fprintf(stderr, "nsctl plan: more than one model given ('%s')\n", v);
+		return -EINVAL;
+	}
+	a->path = v;
+	return 0;
+}
+
 static int s_parse_args(int argc, char **argv, struct s_args *a)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		bool takes = !strcmp(o, "--vram-budget") || !strcmp(o, "--reserve-vram") ||
-			     !strcmp(o, "--ram-budget") || !strcmp(o, "--mem-budget") ||
-			     !strcmp(o, "-c") || !strcmp(o, "--ctx") || !strcmp(o, "--overhead") ||
-			     !strcmp(o, "--meminfo") || !strcmp(o, "--cgroup-file") ||
-			     !strcmp(o, "--cgroup-root") || !strcmp(o, "--stats") ||
-			     !strcmp(o, "--draft") ||
-			     nsctl_kv_is_flag(o);
-
-		if (takes && !v) {
-			fprintf(stderr, "nsctl plan: %s needs a value\n", o);
-			return 2;
-		}
-		if (takes)
-			i++;
-		if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-			s_usage(stdout);
-			return 1;
-		} else if (!strcmp(o, "--vram-budget")) {
-			if (s_parse_size(o, v, &a->q.b.vram))
-				return 2;
-			a->vram_given = true;
-		} else if (!strcmp(o, "--reserve-vram")) {
-			if (s_parse_size(o, v, &a->q.b.reserve_vram))
-				return 2;
-			a->q.reserve_given = true;
-		} else if (!strcmp(o, "--ram-budget")) {
-			if (s_parse_size(o, v, &a->q.b.ram))
-				return 2;
-			a->q.ram_given = true;
-		} else if (!strcmp(o, "--mem-budget")) {
-			if (s_parse_size(o, v, &a->q.b.mem))
-				return 2;
-			a->q.mem_given = true;
-		} else if (!strcmp(o, "--overhead")) {
-			if (s_parse_size(o, v, &a->overhead))
-				return 2;
-			a->overhead_given = true;
-		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			uint64_t n;
-
-			if (ns_parse_count(v, 1, 1u << 30, &n) < 0) {
-				fprintf(stderr, "nsctl plan: %s expects a context length 1..%u, got '%s'\n",
-					o, 1u << 30, v);
-				return 2;
-			}
-			a->n_ctx = (uint32_t)n;
-		} else if (nsctl_kv_is_flag(o)) {
-			if (nsctl_kv_set("nsctl plan", o, v, &a->ctk, &a->ctv))
-				return 2;
-		} else if (!strcmp(o, "--meminfo")) {
-			a->q.paths.meminfo = v;
-		} else if (!strcmp(o, "--cgroup-file")) {
-			a->q.paths.self_cgroup = v;
-		} else if (!strcmp(o, "--cgroup-root")) {
-			a->q.paths.cgroup_root = v;
-		} else if (!strcmp(o, "--draft")) {
-			a->draft = v;
-		} else if (!strcmp(o, "--stats")) {
-			a->stats_path = v;
-		} else if (!strcmp(o, "--json")) {
-			a->json = true;
-		} else if (!strcmp(o, "--windows")) {
-			a->windows = true;
-		} else if (!strcmp(o, "--embd-resident")) {
-			a->q.embd_resident = true;
-		} else if (o[0] == '-' && o[1]) {
-			fprintf(stderr, "nsctl plan: unknown option '%s' (try nsctl plan --help)\n", o);
-			return 2;
-		} else if (!a->path) {
-			a->path = o;
-		} else {
-			fprintf(stderr, "nsctl plan: more than one model given ('%s')\n", o);
-			return 2;
-		}
-	}
+	if (ns_opt_parse("nsctl plan", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, a))
+		return 2;
 	if (a->windows && !a->json) {
 		fprintf(stderr, "nsctl plan: --windows goes with --json\n");
 		return 2;

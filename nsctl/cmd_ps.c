@@ -7,11 +7,13 @@
  * running only while its pid names a process with that start time (not a reused pid). Dead
  * sessions are not shown; --clean removes them (segments and runtime dirs of ours), as every
  * session start does. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_opt.h"
 #include "commands.h"
 #include "json_text.h"
 #include "ns_util.h"
@@ -135,26 +137,50 @@ static int s_show(const char *id, const char *dir, void *arg)
 	return 0;
 }
 
+enum { O_HELP = 1, O_JSON, O_CLEAN };
+
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "clean", NULL, NS_OPT_SWITCH, O_CLEAN },
+};
+
+struct s_args {
+	bool json, clean;
+};
+
+static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const char *v)
+{
+	struct s_args *a = user;
+
+	(void)f;
+	switch (o ? o->id : 0) {
+	case O_HELP:
+		printf("usage: nsctl ps [--json] [--clean]\n  --clean: remove the segments "
+		       "and runtime dirs of this user's dead sessions first\n");
+		exit(0);
+	case O_JSON:
+		a->json = true;
+		return 0;
+	case O_CLEAN:
+		a->clean = true;
+		return 0;
+	}
+	fprintf(stderr, "nsctl ps: unknown argument '%s' (usage: nsctl ps [--json] [--clean])\n",
+		v);
+	return -EINVAL;
+}
+
 int cmd_ps(int argc, char **argv)
 {
 	struct s_show_ctx x = { .first = true };
-	bool clean = false;
+	struct s_args a = { 0 };
+	bool clean;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			x.json = true;
-		} else if (!strcmp(argv[i], "--clean")) {
-			clean = true;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: nsctl ps [--json] [--clean]\n  --clean: remove the segments "
-			       "and runtime dirs of this user's dead sessions first\n");
-			return 0;
-		} else {
-			fprintf(stderr, "nsctl ps: unknown %s '%s' (usage: nsctl ps [--json] "
-				"[--clean])\n", argv[i][0] == '-' ? "option" : "argument", argv[i]);
-			return 2;
-		}
-	}
+	if (ns_opt_parse("nsctl ps", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, &a))
+		return 2;
+	x.json = a.json;
+	clean = a.clean;
 	if (clean) {
 		int n = ns_session_sweep();
 

@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cmd_opt.h"
 #include "commands.h"
 #include "hub.h"
 #include "ns_util.h"
@@ -39,7 +40,8 @@ static void s_usage(FILE *f)
 		"                  else the first GGUF; a repo without GGUF: its safetensors\n"
 		"                  checkpoint (config, tokenizer, chat template, weights)\n"
 		"  REPO/FILE       one file of the repo (a split GGUF's shard: all of them)\n"
-		"  -o, --output DIR  files go to DIR/<path> (as hf download --local-dir) instead of\n"
+		"  -o, --output, --local-dir DIR  files go to DIR/<path> (as hf download\n"
+		"                  --local-dir) instead of\n"
 		"                  the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub,\n"
 		"                  ~/.cache/huggingface/hub)\n"
 		"  --dry-run       list the files, their sizes and what is already there; fetch nothing\n"
@@ -49,35 +51,50 @@ static void s_usage(FILE *f)
 		"name. HF_ENDPOINT and HF_TOKEN are honoured. stdout: the model's path.\n");
 }
 
+enum { O_HELP = 1, O_DRY_RUN, O_QUIET, O_OUT };
+
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	{ "dry-run", NULL, NS_OPT_SWITCH, O_DRY_RUN },
+	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
+	{ "output", "-o --local-dir", NS_OPT_VALUE, O_OUT },
+};
+
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
+{
+	struct s_opts *o = user;
+
+	switch (opt ? opt->id : 0) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_DRY_RUN:
+		o->dry_run = true;
+		return 0;
+	case O_QUIET:
+		o->quiet = true;
+		return 0;
+	case O_OUT:
+		if (!v[0]) {
+			fprintf(stderr, "nsctl pull: %s needs a directory\n", f);
+			return -EINVAL;
+		}
+		o->out_dir = v;
+		return 0;
+	}
+	if (o->name) {
+		fprintf(stderr, "nsctl pull: one model at a time ('%s' and '%s')\n", o->name, v);
+		return -EINVAL;
+	}
+	o->name = v;
+	return 0;
+}
+
 static int s_parse(struct s_opts *o, int argc, char **argv)
 {
 	memset(o, 0, sizeof(*o));
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			return 1;
-		} else if (!strcmp(a, "--dry-run")) {
-			o->dry_run = true;
-		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-			o->quiet = true;
-		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-			if (i + 1 >= argc || !argv[i + 1][0]) {
-				fprintf(stderr, "nsctl pull: %s needs a directory\n", a);
-				return -1;
-			}
-			o->out_dir = argv[++i];
-		} else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "nsctl pull: unknown option '%s' (try nsctl pull --help)\n", a);
-			return -1;
-		} else if (o->name) {
-			fprintf(stderr, "nsctl pull: one model at a time ('%s' and '%s')\n", o->name, a);
-			return -1;
-		} else {
-			o->name = a;
-		}
-	}
+	if (ns_opt_parse("nsctl pull", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, o))
+		return -1;
 	if (!o->name) {
 		fprintf(stderr, "nsctl pull: no model named (nsctl pull REPO[:QUANT|/FILE])\n");
 		return -1;

@@ -20,6 +20,7 @@
 
 #include "chat.h"
 #include "chat_repl.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "gguf.h"
@@ -27,6 +28,7 @@
 #include "hub.h"
 #include "model.h"
 #include "neurostream.h"
+#include "ns_progress.h"
 #include "ns_util.h"
 #include "run_draft.h"
 #include "run_output.h"
@@ -52,6 +54,9 @@ struct s_opts {
 	bool escape;              /* -e: \n \t ... in the prompt */
 	bool seed_given;          /* else a random seed, printed */
 	bool print_args;          /* print the parsed values and exit (the flag tests) */
+	bool quiet;               /* -q: no progress line on a terminal */
+	struct ns_progress pf;    /* the prompt's progress line (s_on_progress) */
+	struct ns_progress ram;   /* the RAM cache's fill while the load waits for it */
 	bool stdout_closed;       /* a write to stdout failed: the run stopped (exit 1) */
 	bool chat, json;
 	bool final_only, raw, print_prompt; /* harmony display; -p as plain text; show prompt */
@@ -109,6 +114,8 @@ static void s_usage(FILE *f)
 		"                        most are pinned in the --ram-budget; the context is then\n"
 		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
 		"output:\n"
+		"  -q, --quiet           no progress lines: the RAM cache's fill and the prompt's\n"
+		"                        evaluation (tokens, tok/s) are drawn on a terminal only\n"
 		"  --json                stdout gets one JSON object and nothing else: the\n"
 		"                        summary's figures, the generated text in \"content\" and,\n"
 		"                        for harmony models, \"reasoning\"; \"stop_reason\" is\n"
@@ -209,13 +216,14 @@ enum {
 	O_TOP_P, O_MIN_P, O_REPEAT_PENALTY, O_REPEAT_LAST_N, O_SEED, O_CHAT, O_JSON, O_FINAL_ONLY,
 	O_RAW, O_PRINT_PROMPT, O_IGNORE_EOS, O_PRINT_ARGS, O_THINKING, O_DRAFT, O_DRAFT_MAX,
 	O_DRAFT_MIN,
+	O_QUIET,
 };
 
 /* run's own options (llama.cpp's spellings as aliases); the pipeline's come from
  * nsctl_engine_opts. */
 static const struct ns_opt s_run_opts[] = {
-	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
-	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
 	{ "prompt", "-p", NS_OPT_VALUE, O_PROMPT },
 	{ "file", "-f", NS_OPT_VALUE, O_FILE },
 	{ "escape", "-e", NS_OPT_SWITCH, O_ESCAPE },
@@ -235,11 +243,12 @@ static const struct ns_opt s_run_opts[] = {
 	{ "raw", NULL, NS_OPT_SWITCH, O_RAW },
 	{ "print-prompt", NULL, NS_OPT_SWITCH, O_PRINT_PROMPT },
 	{ "ignore-eos", NULL, NS_OPT_SWITCH, O_IGNORE_EOS },
-	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
+	NSCTL_OPT_PRINT_ARGS(O_PRINT_ARGS),
 	{ "thinking", NULL, NS_OPT_SWITCH, O_THINKING },
 	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
 	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
 	{ "draft-min", NULL, NS_OPT_VALUE, O_DRAFT_MIN },
+	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
 };
 
 /* The sampling options' values. */
@@ -351,6 +360,9 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	case O_PRINT_ARGS:
 		o->print_args = true;
 		return 0;
+	case O_QUIET:
+		o->quiet = true;
+		return 0;
 	case O_THINKING:
 		o->ea.eo.thinking = true;
 		return 0;
@@ -396,6 +408,43 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	return s_prompt_text(o);
 }
 
+/* Progress lines on a terminal (ns_engine_opts.progress): the RAM cache's fill while the
+ * load waits for it, then each prompt's evaluation (drawn from its start, erased when it ends,
+ * before the first token is printed); a fill still going on then is said in its name. */
+static void s_on_progress(enum ns_progress_kind kind, uint64_t done, uint64_t total,
+			  double elapsed_s, void *user)
+{
+	struct s_opts *o = user;
+	struct ns_progress *pf = &o->pf;
+
+	(void)elapsed_s;
+	if (kind == NS_PROGRESS_RAM_FILL && !pf->on) { /* a line of its own */
+		if (!o->ram.on && done < total)
+			ns_progress_begin(&o->ram, true, "RAM cache", NULL, total, done);
+		ns_progress_set(&o->ram, done);
+		if (done >= total)
+			ns_progress_end(&o->ram);
+		return;
+	}
+	if (kind == NS_PROGRESS_RAM_FILL) {
+		if (done < total)
+			snprintf(pf->name, sizeof(pf->name), "prefill (RAM cache %.0f%%)",
+				 100.0 * (double)done / (double)total);
+		else
+			snprintf(pf->name, sizeof(pf->name), "prefill");
+		ns_progress_set(pf, pf->done);
+		return;
+	}
+	ns_progress_end(&o->ram); /* (nothing when it is not drawn) */
+	if (done == 0) {
+		ns_progress_begin(pf, true, "prefill", "tok", total, 0);
+		return;
+	}
+	ns_progress_set(pf, done);
+	if (done >= total)
+		ns_progress_end(pf);
+}
+
 /* --print-args: what was parsed, one "name=value" per line on stdout (the flag tests). */
 static void s_print_args(const struct s_opts *o)
 {
@@ -422,11 +471,11 @@ static void s_print_args(const struct s_opts *o)
 	printf("threads=%d\nctx=%u\nbatch=%u\nngl=%lld\nbackend=%s\n"
 	       "vram_budget=%" PRIu64 "\ncache_type_k=%s\n"
 	       "cache_type_v=%s\nchat=%d\njson=%d\nignore_eos=%d\nno_warmup=%d\n"
-	       "verbose=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
+	       "verbose=%d\nquiet=%d\n", eo->threads, eo->n_ctx, o->ea.batch, (long long)o->ea.ngl,
 	       eo->backend ? eo->backend : "cpu", eo->vram_budget,
 	       eo->cache_type_k ? eo->cache_type_k : "f32",
 	       eo->cache_type_v ? eo->cache_type_v : "f32", o->chat, o->json,
-	       g->no_stop, o->ea.no_warmup, eo->verbose);
+	       g->no_stop, o->ea.no_warmup, eo->verbose, o->quiet);
 }
 
 /* --warmup: the warm-up text formatted as the run formats its prompts (the chat template for
@@ -631,9 +680,15 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		close(fd);
 		op->ea.eo.expert_stats = op->stats_tmp;
 	}
+	if (ns_progress_wanted(op->quiet)) { /* the RAM cache's fill, each prompt's evaluation */
+		op->ea.eo.progress = s_on_progress;
+		op->ea.eo.progress_user = op;
+	}
 	rc = ns_engine_load(op->model, &op->ea.eo, &e, err, sizeof(err));
+	ns_progress_end(&op->ram); /* a load that failed while it was drawn */
 	if (rc < 0)
 		s_stats_rm(op);
+
 	if (rc < 0) {
 		if (s_interrupted) {
 			fprintf(stderr, "nsctl run: interrupted; session removed\n");

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "chat.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "engine_flags.h"
 #include "gguf.h"
@@ -111,8 +112,8 @@ enum {
 /* serve's own options (llama-server's spellings as aliases); the pipeline's come from
  * nsctl_engine_opts. */
 static const struct ns_opt s_serve_opts[] = {
-	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
-	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
 	{ "no-prompt-reuse", NULL, NS_OPT_SWITCH, O_NO_REUSE },
 	{ "host", NULL, NS_OPT_VALUE, O_HOST },
 	{ "port", NULL, NS_OPT_VALUE, O_PORT },
@@ -124,7 +125,7 @@ static const struct ns_opt s_serve_opts[] = {
 	{ "prefill-chunk", NULL, NS_OPT_VALUE, O_PREFILL_CHUNK },
 	{ "grace", NULL, NS_OPT_VALUE, O_GRACE },
 	{ "max-body", NULL, NS_OPT_VALUE, O_MAX_BODY },
-	{ "print-args", NULL, NS_OPT_SWITCH, O_PRINT_ARGS },
+	NSCTL_OPT_PRINT_ARGS(O_PRINT_ARGS),
 };
 
 /* A count option of serve into *out (lo..hi). */

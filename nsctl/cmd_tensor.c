@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cmd_opt.h"
 #include "commands.h"
 #include "dequant.h"
 #include "ggml_type.h"
@@ -30,7 +31,9 @@
 
 static int s_usage(FILE *f)
 {
-	fprintf(f, "usage: nsctl tensor MODEL NAME [--rows A:B] -o FILE\n");
+	fprintf(f, "usage: nsctl tensor MODEL NAME [--rows A:B] -o FILE\n"
+		"  -m, --model MODEL  the model (then the first argument is NAME)\n"
+		"  -o, --output FILE  where the rows go as float32 ('-': stdout)\n");
 	return 2;
 }
 
@@ -129,6 +132,51 @@ out:
 	return ret;
 }
 
+enum { O_HELP = 1, O_MODEL, O_ROWS, O_OUT };
+
+static const struct ns_opt s_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "rows", NULL, NS_OPT_VALUE, O_ROWS },
+	{ "output", "-o", NS_OPT_VALUE, O_OUT },
+};
+
+struct s_args {
+	const char *model_path, *name, *rows, *out_path;
+};
+
+static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const char *v)
+{
+	struct s_args *a = user;
+
+	switch (o ? o->id : 0) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_ROWS:
+		a->rows = v;
+		return 0;
+	case O_OUT:
+		a->out_path = v;
+		return 0;
+	case O_MODEL:
+		if (a->model_path) {
+			fprintf(stderr, "nsctl tensor: %s '%s': a model was given already ('%s')\n",
+				f, v, a->model_path);
+			return -EINVAL;
+		}
+		a->model_path = v;
+		return 0;
+	}
+	if (!a->model_path)
+		a->model_path = v;
+	else if (!a->name)
+		a->name = v;
+	else
+		return s_bad("unexpected argument", v) ? -EINVAL : 0;
+	return 0;
+}
+
 int cmd_tensor(int argc, char **argv)
 {
 	const char *model_path = NULL, *name = NULL, *rows = NULL, *out_path = NULL;
@@ -141,29 +189,15 @@ int cmd_tensor(int argc, char **argv)
 	int *fds = NULL, ret = 2, rc;
 	bool to_stdout;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--rows") && i + 1 < argc)
-			rows = argv[++i];
-		else if (!strncmp(argv[i], "--rows=", 7))
-			rows = argv[i] + 7;
-		else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
-			out_path = argv[++i];
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			s_usage(stdout);
-			return 0;
-		}
-		else if (!strcmp(argv[i], "--rows") || !strcmp(argv[i], "-o") ||
-			 !strcmp(argv[i], "--output"))
-			return s_bad("missing the value of", argv[i]);
-		else if (argv[i][0] == '-' && argv[i][1])
-			return s_bad("unknown option", argv[i]);
-		else if (!model_path)
-			model_path = argv[i];
-		else if (!name)
-			name = argv[i];
-		else
-			return s_bad("unexpected argument", argv[i]);
-	}
+	struct s_args args = { 0 };
+
+	if (ns_opt_parse("nsctl tensor", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt,
+			 &args))
+		return 2;
+	model_path = args.model_path;
+	name = args.name;
+	rows = args.rows;
+	out_path = args.out_path;
 	if (!model_path || !name || !out_path)
 		return s_bad(!model_path ? "no MODEL given" : !name ? "no tensor NAME given" :
 			     "-o FILE is required", NULL);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "chat.h"
+#include "cmd_opt.h"
 #include "commands.h"
 #include "json_out.h"
 #include "model.h"
@@ -27,12 +28,14 @@
 static const char s_tokenize_usage[] =
 	"usage: nsctl tokenize MODEL [options] [--] TEXT   (TEXT \"-\": standard input)\n"
 	"  Prints one line per token (\"   id -> 'piece'\"), as llama-tokenize does.\n"
+	"  -m, --model MODEL     the model (then every non-option is TEXT)\n"
+	"  -p, --prompt TEXT     the text as one argument instead of TEXT's words\n"
 	"  --ids                 the id list only\n"
 	"  --json                one JSON object\n"
 	"  --add-special         add BOS/EOS as the vocabulary asks\n"
 	"  --parse-special       special-token text in TEXT becomes those tokens\n"
 	"  --chat                TEXT is a user message, rendered with the model's template\n"
-	"  --system S            a system message first (with --chat)\n"
+	"  -sys, --system S      a system message first (with --chat)\n"
 	"  --no-think            the template's no-thinking variant (with --chat)\n"
 	"  --thinking            Gemma 4's template: let the model think (with --chat)\n"
 	"  --chat-date D         the date a template shows (YYYY-MM-DD)\n"
@@ -44,6 +47,7 @@ static const char s_detokenize_usage[] =
 	"usage: nsctl detokenize MODEL [options] [--] IDS...   (IDS \"-\": standard input)\n"
 	"  Prints the text the ids decode to; ids separated by spaces, commas or newlines,\n"
 	"  optionally in [brackets].\n"
+	"  -m, --model MODEL     the model (then every non-option is an IDS argument)\n"
 	"  --json                one JSON object\n"
 	"  --remove-special      drop a leading BOS and a trailing EOS (as llama.cpp)\n"
 	"  --hide-special        special tokens print as nothing, not as their text\n";
@@ -185,107 +189,184 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 	return out;
 }
 
+enum {
+	O_HELP = 1, O_MODEL, O_JSON, O_IDS, O_ADD_SPECIAL, O_PARSE_SPECIAL, O_CHAT, O_NO_THINK,
+	O_THINKING, O_PRINT_PROMPT, O_SYSTEM, O_CHAT_DATE, O_REASONING, O_CHAT_TEMPLATE, O_PROMPT,
+	O_REMOVE_SPECIAL, O_HIDE_SPECIAL,
+};
+
+static const struct ns_opt s_tokenize_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "ids", NULL, NS_OPT_SWITCH, O_IDS },
+	{ "add-special", NULL, NS_OPT_SWITCH, O_ADD_SPECIAL },
+	{ "parse-special", NULL, NS_OPT_SWITCH, O_PARSE_SPECIAL },
+	{ "chat", NULL, NS_OPT_SWITCH, O_CHAT },
+	{ "no-think", NULL, NS_OPT_SWITCH, O_NO_THINK },
+	{ "thinking", NULL, NS_OPT_SWITCH, O_THINKING },
+	{ "print-prompt", NULL, NS_OPT_SWITCH, O_PRINT_PROMPT },
+	{ "system", "-sys --system-prompt", NS_OPT_VALUE, O_SYSTEM },
+	{ "chat-date", NULL, NS_OPT_VALUE, O_CHAT_DATE },
+	{ "reasoning", "--reasoning-effort", NS_OPT_VALUE, O_REASONING },
+	{ "chat-template", NULL, NS_OPT_VALUE, O_CHAT_TEMPLATE },
+	{ "prompt", "-p", NS_OPT_VALUE, O_PROMPT },
+};
+
+/* tokenize's command line: TEXT's words are every argument from the first non-option after
+ * MODEL on (options among them are words of the text), or -p's text. */
+struct s_tok_args {
+	bool json, ids_only, add_special, parse_special;
+	struct s_chat_args chat;
+	const char *model, *prompt;
+	const char **words;
+	int n_words;
+};
+
+static int s_tok_opt(void *user, const struct ns_opt *o, const char *f, const char *v)
+{
+	struct s_tok_args *a = user;
+
+	(void)f;
+	switch (o ? o->id : 0) {
+	case O_HELP:
+		fputs(s_tokenize_usage, stdout);
+		exit(0);
+	case O_JSON:
+		a->json = true;
+		return 0;
+	case O_IDS:
+		a->ids_only = true;
+		return 0;
+	case O_ADD_SPECIAL:
+		a->add_special = true;
+		return 0;
+	case O_PARSE_SPECIAL:
+		a->parse_special = true;
+		return 0;
+	case O_CHAT:
+		a->chat.on = true;
+		return 0;
+	case O_NO_THINK:
+		a->chat.think = false;
+		return 0;
+	case O_THINKING:
+		a->chat.think_opt_in = true;
+		return 0;
+	case O_PRINT_PROMPT:
+		a->chat.print_prompt = true;
+		return 0;
+	case O_SYSTEM:
+		a->chat.system = v;
+		return 0;
+	case O_CHAT_DATE:
+		a->chat.date = v;
+		return 0;
+	case O_REASONING:
+		a->chat.effort = v;
+		return 0;
+	case O_CHAT_TEMPLATE:
+		a->chat.family = v;
+		return 0;
+	case O_PROMPT:
+		a->prompt = v;
+		return 0;
+	case O_MODEL:
+		if (a->model) {
+			fprintf(stderr, "nsctl tokenize: %s '%s': a model was given already ('%s')\n",
+				f, v, a->model);
+			return -EINVAL;
+		}
+		a->model = v;
+		return 0;
+	}
+	if (!a->model) {
+		a->model = v;
+		return 0;
+	}
+	a->words[a->n_words++] = v; /* TEXT: this word and all after it */
+	return NS_OPT_REST;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
-	bool json = false, ids_only = false, add_special = false, parse_special = false;
-	struct s_chat_args chat = { .think = true };
-	const char *model = NULL;
+	struct s_tok_args a = { .chat = { .think = true } };
+	bool json, ids_only, add_special, parse_special;
+	struct s_chat_args chat;
+	const char *model;
 	char *text = NULL, *tpl = NULL;
 	size_t len = 0;
 	int32_t *ids = NULL;
 	size_t n = 0;
 	struct ns_tok *t;
-	int i, rc, first_text = -1;
+	int i, rc;
 
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			fputs(s_tokenize_usage, stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "--")) {
-			first_text = i + 1;
-			break;
-		} else if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!strcmp(argv[i], "--ids")) {
-			ids_only = true;
-		} else if (!strcmp(argv[i], "--add-special")) {
-			add_special = true;
-		} else if (!strcmp(argv[i], "--parse-special")) {
-			parse_special = true;
-		} else if (!strcmp(argv[i], "--chat")) {
-			chat.on = true;
-		} else if (!strcmp(argv[i], "--no-think")) {
-			chat.think = false;
-		} else if (!strcmp(argv[i], "--thinking")) {
-			chat.think_opt_in = true;
-		} else if (!strcmp(argv[i], "--print-prompt")) {
-			chat.print_prompt = true;
-		} else if (i + 1 < argc && !strcmp(argv[i], "--system")) {
-			chat.system = argv[++i];
-		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-date")) {
-			chat.date = argv[++i];
-		} else if (i + 1 < argc && (!strcmp(argv[i], "--reasoning-effort") ||
-					    !strcmp(argv[i], "--reasoning"))) {
-			chat.effort = argv[++i];
-		} else if (i + 1 < argc && !strcmp(argv[i], "--chat-template")) {
-			chat.family = argv[++i];
-		} else if (i + 1 == argc && (!strcmp(argv[i], "--system") ||
-					     !strcmp(argv[i], "--chat-date") ||
-					     !strcmp(argv[i], "--reasoning-effort") ||
-					     !strcmp(argv[i], "--reasoning") ||
-					     !strcmp(argv[i], "--chat-template"))) {
-			fprintf(stderr, "nsctl tokenize: %s needs a value\n", argv[i]);
-			return 2;
-		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
-			fprintf(stderr, "nsctl tokenize: unknown option '%s'\n", argv[i]);
-			return 2;
-		} else if (!model) {
-			model = argv[i];
-		} else {
-			first_text = i;
-			break;
-		}
+	a.words = calloc((size_t)argc + 1, sizeof(*a.words));
+	if (!a.words) {
+		fprintf(stderr, "nsctl tokenize: out of memory\n");
+		return 1;
 	}
+	rc = ns_opt_parse("nsctl tokenize", s_tokenize_opts, NS_ARRAY_LEN(s_tokenize_opts), argc,
+			  argv, s_tok_opt, &a);
+	json = a.json;
+	ids_only = a.ids_only;
+	add_special = a.add_special;
+	parse_special = a.parse_special;
+	chat = a.chat;
+	model = a.model;
+	if (rc < 0)
+		goto usage_fail;
 	if (chat.effort && strcmp(chat.effort, "low") && strcmp(chat.effort, "medium") &&
 	    strcmp(chat.effort, "high")) {
 		fprintf(stderr, "nsctl tokenize: --reasoning low|medium|high (got '%s')\n",
 			chat.effort);
-		return 2;
+		goto usage_fail;
 	}
 	if (json && ids_only) {
 		fprintf(stderr, "nsctl tokenize: --json and --ids do not go together\n");
-		return 2;
+		goto usage_fail;
 	}
-	if (!model || first_text < 0 || first_text >= argc) { /* one line */
+	if (a.prompt && a.n_words) {
+		fprintf(stderr, "nsctl tokenize: -p gives the text already ('%s' is more)\n",
+			a.words[0]);
+		goto usage_fail;
+	}
+	if (!model || (!a.n_words && !a.prompt)) { /* one line */
 		fprintf(stderr, "usage: nsctl tokenize MODEL [--json|--ids] [--add-special] "
 			"[--parse-special] [--chat [--system S] [--no-think] [--thinking] "
 			"[--chat-date YYYY-MM-DD] [--reasoning[-effort] E] [--chat-template FAMILY] "
 			"[--print-prompt]] [--] TEXT   (TEXT - reads standard input)\n");
-		return 2;
+		goto usage_fail;
 	}
-	if (first_text == argc - 1 && !strcmp(argv[first_text], "-")) {
+	if (a.n_words == 1 && !strcmp(a.words[0], "-")) {
 		text = s_read_stdin(&len);
 		if (!text) {
 			fprintf(stderr, "nsctl tokenize: cannot read standard input\n");
+			free(a.words);
 			return 1;
 		}
-	} else { /* the words of TEXT joined by single spaces */
-		for (i = first_text; i < argc; i++)
-			len += strlen(argv[i]) + 1;
+	} else { /* -p's text, or the words of TEXT joined by single spaces */
+		if (a.prompt)
+			a.words[a.n_words++] = a.prompt;
+		for (i = 0; i < a.n_words; i++)
+			len += strlen(a.words[i]) + 1;
 		text = malloc(len + 1);
-		if (!text)
+		if (!text) {
+			free(a.words);
 			return 1;
+		}
 		len = 0;
-		for (i = first_text; i < argc; i++) {
-			size_t l = strlen(argv[i]);
+		for (i = 0; i < a.n_words; i++) {
+			size_t l = strlen(a.words[i]);
 
-			if (i > first_text)
+			if (i > 0)
 				text[len++] = ' ';
-			memcpy(text + len, argv[i], l);
+			memcpy(text + len, a.words[i], l);
 			len += l;
 		}
 		text[len] = '\0';
 	}
+	free(a.words);
 	t = s_open_tok("nsctl tokenize", model, chat.on ? &tpl : NULL);
 	if (!t) {
 		free(text);
@@ -366,6 +447,9 @@ int cmd_tokenize(int argc, char **argv)
 	free(text);
 	ns_tok_destroy(&t);
 	return 0;
+usage_fail:
+	free(a.words);
+	return 2;
 }
 
 /* Parse ids separated by spaces, commas, newlines, optionally bracketed. */
@@ -400,51 +484,96 @@ static int s_parse_ids(const char *s, int32_t **ids, size_t *n, size_t *cap)
 	return 0;
 }
 
+static const struct ns_opt s_detokenize_opts[] = {
+	NSCTL_OPT_HELP(O_HELP),
+	NSCTL_OPT_MODEL(O_MODEL),
+	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
+	{ "remove-special", NULL, NS_OPT_SWITCH, O_REMOVE_SPECIAL },
+	{ "hide-special", NULL, NS_OPT_SWITCH, O_HIDE_SPECIAL },
+};
+
+struct s_detok_args {
+	bool json, remove_special, unparse, given;
+	const char *model, *bad; /* bad: the argument whose ids did not parse */
+	int32_t *ids;
+	size_t n, cap;
+	int ids_rc; /* s_parse_ids' error (its line is printed after the parse), or 0 */
+};
+
+static int s_detok_opt(void *user, const struct ns_opt *o, const char *f, const char *v)
+{
+	struct s_detok_args *a = user;
+	size_t len = 0;
+	char *in;
+	int rc;
+
+	switch (o ? o->id : 0) {
+	case O_HELP:
+		free(a->ids);
+		fputs(s_detokenize_usage, stdout);
+		exit(0);
+	case O_JSON:
+		a->json = true;
+		return 0;
+	case O_REMOVE_SPECIAL:
+		a->remove_special = true;
+		return 0;
+	case O_HIDE_SPECIAL:
+		a->unparse = false;
+		return 0;
+	case O_MODEL:
+		if (a->model) {
+			fprintf(stderr, "nsctl detokenize: %s '%s': a model was given already "
+				"('%s')\n", f, v, a->model);
+			return -EINVAL;
+		}
+		a->model = v;
+		return 0;
+	}
+	if (!a->model) {
+		a->model = v;
+		return 0;
+	}
+	a->given = true;
+	if (strcmp(v, "-")) {
+		a->bad = v;
+		return a->ids_rc = s_parse_ids(v, &a->ids, &a->n, &a->cap);
+	}
+	in = s_read_stdin(&len);
+	if (!in || memchr(in, '\0', len)) {
+		fprintf(stderr, "nsctl detokenize: cannot read ids from standard input\n");
+		free(in);
+		return -EIO; /* its line is out */
+	}
+	rc = a->ids_rc = s_parse_ids(in, &a->ids, &a->n, &a->cap);
+	free(in);
+	return rc;
+}
+
 int cmd_detokenize(int argc, char **argv)
 {
-	bool json = false, remove_special = false, unparse = true, dash = false, given = false;
-	const char *model = NULL, *bad = "-"; /* the argument whose ids did not parse */
-	int32_t *ids = NULL;
-	size_t n = 0, cap = 0, len = 0;
+	struct s_detok_args a = { .unparse = true, .bad = "-" };
+	bool json, remove_special, unparse, given;
+	const char *model, *bad;
+	int32_t *ids;
+	size_t n, len = 0;
 	char *out = NULL;
 	struct ns_tok *t;
-	int i, rc = 0;
+	int rc;
 
-	for (i = 1; i < argc && !rc; i++) {
-		if (!dash && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
-			free(ids);
-			fputs(s_detokenize_usage, stdout);
-			return 0;
-		} else if (!dash && !strcmp(argv[i], "--")) {
-			dash = true;
-		} else if (!dash && !strcmp(argv[i], "--json")) {
-			json = true;
-		} else if (!dash && !strcmp(argv[i], "--remove-special")) {
-			remove_special = true;
-		} else if (!dash && !strcmp(argv[i], "--hide-special")) {
-			unparse = false;
-		} else if (!dash && argv[i][0] == '-' && argv[i][1] == '-') {
-			fprintf(stderr, "nsctl detokenize: unknown option '%s'\n", argv[i]);
-			return 2;
-		} else if (!model) {
-			model = argv[i];
-		} else if (!strcmp(argv[i], "-")) {
-			char *in = s_read_stdin(&len);
-
-			given = true;
-			if (!in || memchr(in, '\0', len)) {
-				fprintf(stderr, "nsctl detokenize: cannot read ids from standard input\n");
-				free(in);
-				free(ids);
-				return 2;
-			}
-			rc = s_parse_ids(in, &ids, &n, &cap);
-			free(in);
-		} else {
-			rc = s_parse_ids(argv[i], &ids, &n, &cap);
-			bad = argv[i];
-			given = true;
-		}
+	rc = ns_opt_parse("nsctl detokenize", s_detokenize_opts, NS_ARRAY_LEN(s_detokenize_opts),
+			  argc, argv, s_detok_opt, &a);
+	json = a.json;
+	remove_special = a.remove_special;
+	unparse = a.unparse;
+	given = a.given;
+	model = a.model;
+	bad = a.bad;
+	ids = a.ids;
+	n = a.n;
+	if (rc && !a.ids_rc) { /* ns_opt's line, -m's or standard input's is out */
+		free(ids);
+		return 2;
 	}
 	if (!rc && model && !given) { /* an IDS argument may hold no id ("[]"), but one is needed */
 		fprintf(stderr, "nsctl detokenize: no IDS given (token ids as arguments, or - to "

@@ -50,6 +50,10 @@ struct nse_keeper {
 
 struct ns_engine {
 	struct ns_engine_opts o;      /* copy; wrap[] point into wrap_copy */
+	bool ram_watch;               /* the load or a prompt is waited for: nse_recv reports
+				       * the RAM cache's fill (nse_ram_watch, o.progress) */
+	bool ram_done;                /* the fill was seen complete: no more reports */
+	uint64_t t_ram, t_ram0;       /* last look at the fill; the prompt's start */
 	char *wrap_copy[NS_PROC_COUNT];
 	char model_path[PATH_MAX];
 	char draft_path[PATH_MAX];    /* o.draft_model made absolute (o.draft_model points here) */
@@ -89,7 +93,10 @@ struct ns_engine {
 #define NSE_PLAN_STATS_FMT "%s.plan"
 
 /* engine_proc.c */
-int nse_start(struct ns_engine *e);    /* keeper, session, children (HELLO read) */
+int nse_start(struct ns_engine *e);
+/* While e->ram_watch: at most ten times a second, the RAM segment's fill figures to
+ * e->o.progress (NS_PROGRESS_RAM_FILL); the last once complete. */
+void nse_ram_watch(struct ns_engine *e);    /* keeper, session, children (HELLO read) */
 void nse_teardown(struct ns_engine *e);
 /* Check the children: restart a dead or stalled nsio/nsplan/nsrouter; -EPIPE when
  * nscompute is gone, -ETIMEDOUT when it stalled (the line in e->err). */

@@ -19,6 +19,7 @@
 #include "kv_type.h"
 #include "model.h"
 #include "ns_util.h"
+#include "ram_seg.h"
 #include "session.h"
 #include "summary.h"
 #include "tokenizer.h"
@@ -110,8 +111,14 @@ static int s_hello(struct ns_engine *e)
 {
 	struct ns_cmsg_hello h;
 	zmq_msg_t msg;
-	int rc = nse_recv(e, &msg, 120000);
+	int rc;
 
+	/* nscompute greets once nsio serves, after the RAM cache's fill: its progress */
+	e->ram_watch = e->o.progress && !e->ram_done;
+	e->t_ram = 0;
+	e->t_ram0 = ns_now_ns();
+	rc = nse_recv(e, &msg, 120000);
+	e->ram_watch = false;
 	if (rc < 0)
 		return rc;
 	rc = ns_cmsg_dec_hello(zmq_msg_data(&msg), zmq_msg_size(&msg), &h);
@@ -414,6 +421,23 @@ int nse_supervise(struct ns_engine *e)
 	return 0;
 }
 
+void nse_ram_watch(struct ns_engine *e)
+{
+	uint64_t now = ns_now_ns(), resident = 0, planned = 0;
+	char err[NS_ERR_LEN];
+
+	if (!e->ram_watch || !e->o.progress || now - e->t_ram < 100000000ull)
+		return;
+	e->t_ram = now;
+	/* no segment (yet, or no RAM tier at all): nothing to say */
+	if (ns_ram_seg_fill(e->id, &resident, &planned, err, sizeof(err)) < 0 || !planned)
+		return;
+	if (resident >= planned)
+		e->ram_watch = false, e->ram_done = true;
+	e->o.progress(NS_PROGRESS_RAM_FILL, resident < planned ? resident : planned, planned,
+		      (double)(now - e->t_ram0) / 1e9, e->o.progress_user);
+}
+
 int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms)
 {
 	uint64_t t0 = ns_now_ns();
@@ -432,6 +456,7 @@ int nse_recv(struct ns_engine *e, zmq_msg_t *msg, uint64_t timeout_ms)
 				return rc;
 			e->t_supervise = ns_now_ns();
 		}
+		nse_ram_watch(e);
 		rc = nse_ctl_poll(e, msg, 50);
 		if (rc)
 			return rc < 0 ? rc : 0;

@@ -65,6 +65,23 @@ enum ns_engine_proc {
  * ns_engine_opts_default sets. With no_plan: the arena as for 0, no RAM cache. */
 #define NS_BUDGET_AUTO UINT64_MAX
 
+/* Progress for a progress line (ns_engine_opts.progress). NS_PROGRESS_PREFILL: called with
+ * done 0 when a prompt of total >= 2 tokens is sent to nscompute, with 0 < done < total as
+ * nscompute reports its pass over the layers (done: tokens' worth of the work, total x layers
+ * finished / layers: the whole prompt goes through each layer together), and once with
+ * done == total when the prompt's evaluation ends (the first token, the end of the call or
+ * its failure). NS_PROGRESS_RAM_FILL: about ten times a second while nsio fills the RAM
+ * cache (ram_budget), which ns_engine_load waits for (and, for later plan generations, a
+ * prompt's evaluation): done of total bytes of the plan's RAM windows loaded (done == total
+ * once, at the end). elapsed_s: since the load or the prompt began. From ns_engine_load,
+ * ns_engine_generate, ns_engine_chat and ns_engine_eval, on the calling thread. */
+enum ns_progress_kind {
+	NS_PROGRESS_PREFILL = 0,
+	NS_PROGRESS_RAM_FILL = 1,
+};
+typedef void (*ns_progress_fn)(enum ns_progress_kind kind, uint64_t done, uint64_t total,
+			       double elapsed_s, void *user);
+
 struct ns_engine_opts {
 	uint64_t mem_budget;   /* streaming arena bytes; 0: the model's bytes + 16 MiB, at
 				* most 512 MiB; NS_BUDGET_AUTO: as nsctl run */
@@ -133,6 +150,9 @@ struct ns_engine_opts {
 	 * (NS_BUDGET_AUTO). cpu backend only; a file that does not open or runs no pass, or
 	 * another vocabulary size, fails the load (-EINVAL). NULL: none. */
 	const char *draft_model;
+	/* Told of the RAM cache's fill and each prompt's evaluation (above). May be NULL. */
+	ns_progress_fn progress;
+	void *progress_user;
 };
 
 void ns_engine_opts_default(struct ns_engine_opts *o);

@@ -1,18 +1,18 @@
 /* options.c - nsio's command line. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nsio.h"
+#include "ns_opt.h"
 #include "ns_util.h"
 
 static void s_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: nsio --model PATH [--session ID] [--mem-budget BYTES] [options]\n"
-		"  --model PATH        GGUF model (any shard of a split model)\n"
+		"  -m, --model PATH    GGUF model (any shard of a split model)\n"
 		"  --session ID        attach to session ID (created if absent); default: new\n"
 		"  --mem-budget BYTES  streaming arena size, binary units (64MB = 64 MiB)\n"
 		"  --queue-depth N     reads in flight (16)\n"
@@ -49,29 +49,105 @@ static int s_bytes(const char *opt, const char *v, uint64_t *out)
 	return 0;
 }
 
+enum {
+	O_MODEL = 1, O_SESSION, O_BUDGET, O_QD, O_BB, O_BR, O_LA, O_NODIRECT, O_AHEAD, O_QUIET,
+	O_HELP, O_QUAR, O_RAM, O_PLANWAIT,
+};
+
+/* The spellings nsctl passes (engine_args.c, nsio/spawn.c), llama.cpp's -m besides. */
+static const struct ns_opt s_opts[] = {
+	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
+	{ "mem-budget", NULL, NS_OPT_VALUE, O_BUDGET },
+	{ "queue-depth", NULL, NS_OPT_VALUE, O_QD },
+	{ "block-bytes", NULL, NS_OPT_VALUE, O_BB },
+	{ "block-rows", NULL, NS_OPT_VALUE, O_BR },
+	{ "lookahead", NULL, NS_OPT_VALUE, O_LA },
+	{ "no-direct", NULL, NS_OPT_SWITCH, O_NODIRECT },
+	{ "run-ahead", NULL, NS_OPT_SWITCH, O_AHEAD },
+	{ "quiet", NULL, NS_OPT_SWITCH, O_QUIET },
+	{ "restart-quarantine-ms", NULL, NS_OPT_VALUE, O_QUAR },
+	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
+	{ "plan-wait-ms", NULL, NS_OPT_VALUE, O_PLANWAIT },
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+};
+
+struct s_parse {
+	struct nsio_opts *o;
+	bool help;
+};
+
+/* One option (opt NULL: an argument, refused) spelled f: 0, -ECANCELED for --help, or
+ * -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
+{
+	struct s_parse *ps = user;
+	struct nsio_opts *o = ps->o;
+	uint64_t x;
+
+	if (!opt) {
+		fprintf(stderr, "nsio: unexpected argument '%s'\n", v);
+		return -EINVAL;
+	}
+	switch (opt->id) {
+	case O_MODEL:
+		o->model_path = v;
+		return 0;
+	case O_SESSION:
+		o->session = v;
+		return 0;
+	case O_BUDGET:
+		return s_bytes(f, v, &o->mem_budget);
+	case O_QD:
+		if (s_u64(f, v, 1, 4096, &x))
+			return -EINVAL;
+		o->queue_depth = (uint32_t)x;
+		return 0;
+	case O_BB:
+		if (s_bytes(f, v, &o->block_bytes))
+			return -EINVAL;
+		if (o->block_bytes % 4096 || o->block_bytes > (1ull << 30)) {
+			fprintf(stderr, "nsio: %s must be a multiple of 4 KiB, at most 1 GiB\n", f);
+			return -EINVAL;
+		}
+		return 0;
+	case O_BR:
+		return s_u64(f, v, 0, UINT32_MAX, &o->block_rows);
+	case O_LA:
+		if (s_u64(f, v, 0, 1024, &x))
+			return -EINVAL;
+		o->lookahead = (uint32_t)x;
+		return 0;
+	case O_NODIRECT:
+		o->no_direct = true;
+		return 0;
+	case O_AHEAD:
+		o->run_ahead = true;
+		return 0;
+	case O_QUIET:
+		o->quiet = true;
+		return 0;
+	case O_QUAR:
+		return s_u64(f, v, 0, 600000, &o->quarantine_ms);
+	case O_RAM:
+		if (ns_parse_bytes(v, &o->ram_budget) != 0) {
+			fprintf(stderr, "nsio: %s '%s' is not a byte count (e.g. 64MB)\n", f, v);
+			return -EINVAL;
+		}
+		return 0;
+	case O_PLANWAIT:
+		return s_u64(f, v, 0, 600000, &o->plan_wait_ms);
+	case O_HELP:
+		s_usage(stdout);
+		ps->help = true;
+		return -ECANCELED;
+	}
+	return -EINVAL;
+}
+
 int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 {
-	enum { O_MODEL = 256, O_SESSION, O_BUDGET, O_QD, O_BB, O_BR, O_LA, O_NODIRECT, O_AHEAD,
-	       O_QUIET, O_HELP, O_QUAR, O_RAM, O_PLANWAIT };
-	static const struct option opts[] = {
-		{ "model", required_argument, NULL, O_MODEL },
-		{ "session", required_argument, NULL, O_SESSION },
-		{ "mem-budget", required_argument, NULL, O_BUDGET },
-		{ "queue-depth", required_argument, NULL, O_QD },
-		{ "block-bytes", required_argument, NULL, O_BB },
-		{ "block-rows", required_argument, NULL, O_BR },
-		{ "lookahead", required_argument, NULL, O_LA },
-		{ "no-direct", no_argument, NULL, O_NODIRECT },
-		{ "run-ahead", no_argument, NULL, O_AHEAD },
-		{ "quiet", no_argument, NULL, O_QUIET },
-		{ "restart-quarantine-ms", required_argument, NULL, O_QUAR },
-		{ "ram-budget", required_argument, NULL, O_RAM },
-		{ "plan-wait-ms", required_argument, NULL, O_PLANWAIT },
-		{ "help", no_argument, NULL, O_HELP },
-		{ 0 },
-	};
-	uint64_t v;
-	int c;
+	struct s_parse ps = { .o = o };
 
 	memset(o, 0, sizeof(*o));
 	o->queue_depth = 16;
@@ -79,68 +155,8 @@ int nsio_parse_options(int argc, char **argv, struct nsio_opts *o)
 	o->lookahead = 2;
 	o->quarantine_ms = 1000;
 	o->plan_wait_ms = 30000;
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_MODEL: o->model_path = optarg; break;
-		case O_SESSION: o->session = optarg; break;
-		case O_BUDGET:
-			if (s_bytes("--mem-budget", optarg, &o->mem_budget))
-				return 2;
-			break;
-		case O_QD:
-			if (s_u64("--queue-depth", optarg, 1, 4096, &v))
-				return 2;
-			o->queue_depth = (uint32_t)v;
-			break;
-		case O_BB:
-			if (s_bytes("--block-bytes", optarg, &o->block_bytes))
-				return 2;
-			if (o->block_bytes % 4096 || o->block_bytes > (1ull << 30)) {
-				fprintf(stderr, "nsio: --block-bytes must be a multiple of 4 KiB, "
-					"at most 1 GiB\n");
-				return 2;
-			}
-			break;
-		case O_BR:
-			if (s_u64("--block-rows", optarg, 0, UINT32_MAX, &o->block_rows))
-				return 2;
-			break;
-		case O_LA:
-			if (s_u64("--lookahead", optarg, 0, 1024, &v))
-				return 2;
-			o->lookahead = (uint32_t)v;
-			break;
-		case O_NODIRECT: o->no_direct = true; break;
-		case O_AHEAD: o->run_ahead = true; break;
-		case O_QUIET: o->quiet = true; break;
-		case O_QUAR:
-			if (s_u64("--restart-quarantine-ms", optarg, 0, 600000, &o->quarantine_ms))
-				return 2;
-			break;
-		case O_RAM:
-			if (ns_parse_bytes(optarg, &o->ram_budget) != 0) {
-				fprintf(stderr, "nsio: --ram-budget '%s' is not a byte count "
-					"(e.g. 64MB)\n", optarg);
-				return 2;
-			}
-			break;
-		case O_PLANWAIT:
-			if (s_u64("--plan-wait-ms", optarg, 0, 600000, &o->plan_wait_ms))
-				return 2;
-			break;
-		case O_HELP: s_usage(stdout); return -1;
-		default:
-			fprintf(stderr, "nsio: unknown option or missing value: '%s' (try --help)\n",
-				argv[optind - 1]);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "nsio: unexpected argument '%s'\n", argv[optind]);
-		return 2;
-	}
+	if (ns_opt_parse("nsio", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, &ps))
+		return ps.help ? -1 : 2;
 	if (!o->model_path) {
 		fprintf(stderr, "nsio: --model PATH is required (try --help)\n");
 		return 2;

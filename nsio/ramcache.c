@@ -112,6 +112,7 @@ static int s_apply_first(struct nsio_ram *rc, const struct ns_model *m,
 			 const char *session, char *err, size_t errlen)
 {
 	uint64_t n = 0, pos = 0;
+	int r;
 
 	for (uint64_t i = 0; i < h->n_entries; i++)
 		n += e[i].tier == NSPLAN_RAM;
@@ -152,7 +153,10 @@ static int s_apply_first(struct nsio_ram *rc, const struct ns_model *m,
 				* until filled cost nothing) */
 	if (!n) /* nothing resident: no segment */
 		return 0;
-	return s_create_seg(rc, session, err, errlen);
+	r = s_create_seg(rc, session, err, errlen);
+	if (r == 0) /* every window, none loaded yet: the fill's goal */
+		atomic_store(&rc->dir->planned_bytes, pos);
+	return r;
 }
 
 /* The complete expert window of rc holding exactly rows [row0, row1) of t, or NULL. */
@@ -186,7 +190,7 @@ static int s_apply_next(struct nsio_ram *rc, const struct ns_model *m,
 {
 	struct nsio_ram_win *nw;
 	uint64_t n = 0, k = 0, pos = rc->fixed_end, fixed = 0, same = 0, kept = 0, dropped = 0;
-	uint64_t fixed_new = 0;
+	uint64_t fixed_new = 0, planned;
 
 	for (uint64_t i = 0; i < h->n_entries; i++)
 		n += e[i].tier == NSPLAN_RAM;
@@ -262,8 +266,13 @@ static int s_apply_next(struct nsio_ram *rc, const struct ns_model *m,
 	rc->n_win = k;
 	s_index(rc);
 	rc->resident_bytes = 0;
-	for (uint64_t i = 0; i < k; i++)
+	planned = 0;
+	for (uint64_t i = 0; i < k; i++) {
 		rc->resident_bytes += nw[i].ready ? nw[i].bytes : 0;
+		planned += nw[i].bytes;
+	}
+	atomic_store(&rc->dir->planned_bytes, planned); /* before resident: a reader never sees
+							 * more loaded than planned */
 	atomic_store(&rc->dir->resident_bytes, rc->resident_bytes);
 	atomic_fetch_add(&rc->dir->kept_bytes, kept);
 	atomic_fetch_add(&rc->dir->dropped_bytes, dropped);

@@ -22,6 +22,7 @@
 #include "gpu_need.h"
 #include "hparams.h"
 #include "model.h"
+#include "ns_opt.h"
 #include "ns_util.h"
 #include "plan.h"
 #include "plan_shm.h"
@@ -50,72 +51,84 @@ static void s_usage(FILE *f)
 		   "[--quiet]\n");
 }
 
+enum { O_HELP = 1, O_EMBD, O_QUIET, O_SESSION, O_STATS, O_CTX, O_VRAM, O_RESERVE, O_RAM, O_MEM };
+
+/* The spellings nsctl passes (engine_args.c) and nsctl plan's for the same flags. */
+static const struct ns_opt s_opts[] = {
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	{ "embd-resident", NULL, NS_OPT_SWITCH, O_EMBD },
+	{ "quiet", NULL, NS_OPT_SWITCH, O_QUIET },
+	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
+	{ "stats", NULL, NS_OPT_VALUE, O_STATS },
+	{ "ctx-size", "-c --ctx", NS_OPT_VALUE, O_CTX },
+	{ "vram-budget", NULL, NS_OPT_VALUE, O_VRAM },
+	{ "reserve-vram", NULL, NS_OPT_VALUE, O_RESERVE },
+	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
+	{ "mem-budget", NULL, NS_OPT_VALUE, O_MEM },
+};
+
+/* One option (opt NULL: the model) spelled o: 0, or -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const char *v)
+{
+	struct nsplan_proc *p = user;
+	uint64_t *size = NULL, n;
+
+	switch (opt ? opt->id : 0) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_EMBD:
+		p->opts.embd_resident = true;
+		return 0;
+	case O_QUIET:
+		p->quiet = true;
+		return 0;
+	case O_SESSION:
+		p->session_id = v;
+		return 0;
+	case O_STATS:
+		p->stats_path = v;
+		return 0;
+	case O_CTX:
+		if (ns_parse_count(v, 1, 1u << 30, &n) < 0) {
+			fprintf(stderr, "nsplan: %s expects a context length, got '%s'\n", o, v);
+			return -EINVAL;
+		}
+		p->n_ctx = (uint32_t)n;
+		return 0;
+	case O_VRAM:
+		size = &p->opts.budgets.vram;
+		break;
+	case O_RESERVE:
+		size = &p->opts.budgets.reserve_vram;
+		p->reserve_given = true;
+		break;
+	case O_RAM:
+		size = &p->opts.budgets.ram;
+		break;
+	case O_MEM:
+		size = &p->opts.budgets.mem;
+		p->mem_given = true;
+		break;
+	default:
+		if (p->model_path) {
+			fprintf(stderr, "nsplan: more than one model given ('%s')\n", v);
+			return -EINVAL;
+		}
+		p->model_path = v;
+		return 0;
+	}
+	if (ns_parse_bytes(v, size)) {
+		fprintf(stderr, "nsplan: %s expects a size like 512MB, got '%s'\n", o, v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int s_parse(struct nsplan_proc *p, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t *size = NULL;
-
-		if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		} else if (!strcmp(o, "--embd-resident")) {
-			p->opts.embd_resident = true;
-			continue;
-		} else if (!strcmp(o, "--quiet")) {
-			p->quiet = true;
-			continue;
-		} else if (o[0] != '-') {
-			if (p->model_path) {
-				fprintf(stderr, "nsplan: more than one model given ('%s')\n", o);
-				return 2;
-			}
-			p->model_path = o;
-			continue;
-		}
-		if (strcmp(o, "--session") && strcmp(o, "--stats") && strcmp(o, "-c") &&
-		    strcmp(o, "--ctx") && strcmp(o, "--vram-budget") &&
-		    strcmp(o, "--reserve-vram") && strcmp(o, "--ram-budget") &&
-		    strcmp(o, "--mem-budget")) {
-			fprintf(stderr, "nsplan: unknown option '%s' (try --help)\n", o);
-			return 2;
-		}
-		if (!v) {
-			fprintf(stderr, "nsplan: %s needs a value (try --help)\n", o);
-			return 2;
-		}
-		i++;
-		if (!strcmp(o, "--session")) {
-			p->session_id = v;
-		} else if (!strcmp(o, "--stats")) {
-			p->stats_path = v;
-		} else if (!strcmp(o, "-c") || !strcmp(o, "--ctx")) {
-			uint64_t n;
-
-			if (ns_parse_count(v, 1, 1u << 30, &n) < 0) {
-				fprintf(stderr, "nsplan: %s expects a context length, got '%s'\n", o, v);
-				return 2;
-			}
-			p->n_ctx = (uint32_t)n;
-		} else if (!strcmp(o, "--vram-budget")) {
-			size = &p->opts.budgets.vram;
-		} else if (!strcmp(o, "--reserve-vram")) {
-			size = &p->opts.budgets.reserve_vram;
-			p->reserve_given = true;
-		} else if (!strcmp(o, "--ram-budget")) {
-			size = &p->opts.budgets.ram;
-		} else if (!strcmp(o, "--mem-budget")) {
-			size = &p->opts.budgets.mem;
-			p->mem_given = true;
-		} else {
-			fprintf(stderr, "nsplan: unknown option '%s' (try --help)\n", o);
-			return 2;
-		}
-		if (size && ns_parse_bytes(v, size)) {
-			fprintf(stderr, "nsplan: %s expects a size like 512MB, got '%s'\n", o, v);
-			return 2;
-		}
-	}
+	if (ns_opt_parse("nsplan", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, p))
+		return 2;
 	if (!p->session_id || !p->model_path) {
 		fprintf(stderr, "nsplan: %s (usage: nsplan --session ID MODEL [options]; --help "
 			"lists them)\n", !p->session_id ? "--session ID is required" :

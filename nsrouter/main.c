@@ -36,6 +36,7 @@
 #include "hparams.h"
 #include "layout.h"
 #include "model.h"
+#include "ns_opt.h"
 #include "ns_util.h"
 #include "plan.h"
 #include "resident.h"
@@ -97,44 +98,62 @@ static int s_u64(const char *flag, const char *v, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+enum { O_HELP = 1, O_QUIET, O_SESSION, O_MODEL, O_STATS, O_ROWS, O_LOOKAHEAD };
+
+static const struct ns_opt s_opts[] = {
+	{ "help", "-h", NS_OPT_SWITCH, O_HELP },
+	{ "quiet", NULL, NS_OPT_SWITCH, O_QUIET },
+	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
+	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	{ "stats", NULL, NS_OPT_VALUE, O_STATS },
+	{ "block-rows", NULL, NS_OPT_VALUE, O_ROWS },
+	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
+};
+
+/* One option (opt NULL: an argument, refused) spelled a: 0, or -EINVAL after one line. */
+static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const char *v)
+{
+	struct s_opts *o = user;
+	uint64_t x;
+
+	if (!opt) {
+		fprintf(stderr, "nsrouter: unexpected argument '%s' (try --help)\n", v);
+		return -EINVAL;
+	}
+	switch (opt->id) {
+	case O_HELP:
+		s_usage(stdout);
+		exit(0);
+	case O_QUIET:
+		o->quiet = 1;
+		break;
+	case O_SESSION:
+		o->session = v;
+		break;
+	case O_MODEL:
+		o->model = v;
+		break;
+	case O_STATS:
+		o->stats = v;
+		break;
+	case O_ROWS:
+		return s_u64(a, v, UINT32_MAX, &o->block_rows);
+	case O_LOOKAHEAD:
+		if (s_u64(a, v, 1024, &x))
+			return -EINVAL;
+		o->lookahead = (uint32_t)x;
+		o->lookahead_given = 1;
+		break;
+	}
+	return 0;
+}
+
 static int s_parse(struct s_opts *o, int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		uint64_t x;
+	int rc = ns_opt_parse("nsrouter", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, o);
 
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			s_usage(stdout);
-			exit(0);
-		}
-		if (!strcmp(a, "--quiet")) {
-			o->quiet = 1;
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, "nsrouter: unknown option or missing value: %s\n", a);
-			return -EINVAL;
-		}
-		i++;
-		if (!strcmp(a, "--session")) {
-			o->session = v;
-		} else if (!strcmp(a, "--model")) {
-			o->model = v;
-		} else if (!strcmp(a, "--stats")) {
-			o->stats = v;
-		} else if (!strcmp(a, "--block-rows")) {
-			if (s_u64(a, v, UINT32_MAX, &o->block_rows))
-				return -EINVAL;
-		} else if (!strcmp(a, "--lookahead")) {
-			if (s_u64(a, v, 1024, &x))
-				return -EINVAL;
-			o->lookahead = (uint32_t)x;
-			o->lookahead_given = 1;
-		} else {
-			fprintf(stderr, "nsrouter: unknown option %s\n", a);
-			return -EINVAL;
-		}
-	}
+	if (rc < 0)
+		return rc;
 	return ns_session_args_check("nsrouter", o->session, o->model);
 }
 

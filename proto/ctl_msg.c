@@ -10,13 +10,14 @@ int ns_cmsg_type(const void *buf, size_t len)
 {
 	int t = ns_zmsg_type(buf, len);
 
-	return t >= NS_CMSG_HELLO && t <= NS_CMSG_SPEC ? t : -EPROTO;
+	return t >= NS_CMSG_HELLO && t <= NS_CMSG_PROGRESS ? t : -EPROTO;
 }
 
 /* --- sizes --- */
 
 #define S_SAMPLING_BYTES (4 * 6 + 8)
 #define S_DONE_BYTES (5 * 4 + 9 * 8)
+#define S_PROGRESS_BYTES (3 * 4 + 8)
 #define S_EVAL_FIXED (5 * 4 + S_SAMPLING_BYTES)
 #define S_DRAFT_FIXED (4 * 4)
 #define S_SPEC_BYTES (4 * 4 + 2 * 8)
@@ -410,6 +411,34 @@ int ns_cmsg_dec_spec(const void *buf, size_t len, struct ns_cmsg_spec *m)
 	m->one_ns = ns_rd_u64(&r);
 	m->chunk_ns = ns_rd_u64(&r);
 	if (r.bad || m->accepted > m->drafted || m->k_last > NS_CMSG_MAX_DRAFT)
+		return -EPROTO;
+	return 0;
+}
+
+int ns_cmsg_enc_progress(const struct ns_cmsg_progress *m, void *buf, size_t cap)
+{
+	struct ns_wr w = { .p = buf, .cap = cap };
+
+	ns_wr_envelope(&w, NS_CMSG_PROGRESS, S_PROGRESS_BYTES);
+	ns_wr_u32(&w, m->n_tokens);
+	ns_wr_u32(&w, m->layers_done);
+	ns_wr_u32(&w, m->n_layers);
+	ns_wr_u64(&w, m->elapsed_ns);
+	return ns_wr_finish(&w);
+}
+
+int ns_cmsg_dec_progress(const void *buf, size_t len, struct ns_cmsg_progress *m)
+{
+	struct ns_rd r;
+
+	if (ns_rd_open(&r, buf, len, NS_CMSG_PROGRESS) || len != NS_CMSG_HDR + S_PROGRESS_BYTES)
+		return -EPROTO;
+	m->n_tokens = ns_rd_u32(&r);
+	m->layers_done = ns_rd_u32(&r);
+	m->n_layers = ns_rd_u32(&r);
+	m->elapsed_ns = ns_rd_u64(&r);
+	if (r.bad || !m->n_layers || m->n_layers > NS_CMSG_MAX_LAYERS ||
+	    m->layers_done > m->n_layers || m->n_tokens > NS_CMSG_MAX_TOKENS)
 		return -EPROTO;
 	return 0;
 }

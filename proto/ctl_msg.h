@@ -16,6 +16,9 @@
  *                           logits of every evaluated position come back as LOGITS)
  *   compute -> ctl   TOKEN  per generated token, as soon as it is sampled
  *                    LOGITS per position (LOGITS_ALL only)
+ *                    PROGRESS  during the prompt's evaluation (n_tokens >= 2), at most
+ *                           ten a second: the layer the pass is in (the whole prompt goes
+ *                           through each layer together, so work done is layers, not tokens)
  *                    SPEC   (EVAL with DRAFT and n_predict > 0) drafted and accepted
  *                           tokens, passes
  *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
@@ -54,6 +57,7 @@ enum ns_cmsg_type {
 	NS_CMSG_STOP = NS_ZMSG_CTL_STOP,
 	NS_CMSG_STEP = NS_ZMSG_CTL_STEP,
 	NS_CMSG_SPEC = NS_ZMSG_CTL_SPEC,
+	NS_CMSG_PROGRESS = NS_ZMSG_CTL_PROGRESS,
 };
 
 enum ns_eval_flags {
@@ -173,6 +177,14 @@ struct ns_cmsg_spec {
 	uint64_t one_ns, chunk_ns; /* measured time of the one-token and the drafted passes */
 };
 
+/* PROGRESS: the prompt's pass has finished layers_done of n_layers (1..NS_CMSG_MAX_LAYERS)
+ * over n_tokens prompt tokens; elapsed_ns since the prompt's evaluation began. */
+#define NS_CMSG_MAX_LAYERS 4096
+struct ns_cmsg_progress {
+	uint32_t n_tokens, layers_done, n_layers;
+	uint64_t elapsed_ns;
+};
+
 struct ns_cmsg_error {
 	int32_t code;         /* negative errno */
 	char text[NS_CMSG_ERR_LEN];
@@ -196,6 +208,7 @@ int ns_cmsg_enc_error(const struct ns_cmsg_error *m, void *buf, size_t cap);
 int ns_cmsg_enc_quit(void *buf, size_t cap);
 int ns_cmsg_enc_stop(void *buf, size_t cap);
 int ns_cmsg_enc_spec(const struct ns_cmsg_spec *m, void *buf, size_t cap);
+int ns_cmsg_enc_progress(const struct ns_cmsg_progress *m, void *buf, size_t cap);
 /* STEP: ns_cmsg_size_step(n_seq, total tokens) bytes; -EINVAL for counts over the limits. */
 size_t ns_cmsg_size_step(uint32_t n_seq, uint64_t n_tokens);
 int ns_cmsg_enc_step(const struct ns_cmsg_step *m, void *buf, size_t cap);
@@ -218,5 +231,8 @@ int ns_cmsg_dec_step(const void *buf, size_t len, uint32_t n_vocab, uint32_t n_s
 		     int32_t *tokens_out, uint32_t tokens_cap, struct ns_cmsg_step *m);
 int ns_cmsg_dec_error(const void *buf, size_t len, struct ns_cmsg_error *m);
 int ns_cmsg_dec_spec(const void *buf, size_t len, struct ns_cmsg_spec *m);
+/* PROGRESS: 1 <= n_layers <= NS_CMSG_MAX_LAYERS, layers_done <= n_layers, n_tokens
+ * <= NS_CMSG_MAX_TOKENS. */
+int ns_cmsg_dec_progress(const void *buf, size_t len, struct ns_cmsg_progress *m);
 
 #endif

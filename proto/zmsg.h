@@ -38,7 +38,8 @@ enum ns_zmsg_type {
 	NS_ZMSG_CTL_STOP = 9,
 	NS_ZMSG_CTL_STEP = 10,
 	NS_ZMSG_CTL_SPEC = 11,   /* speculative decoding's counters, before DONE (ctl_msg.h) */
-	NS_ZMSG_TYPE_MAX = 11,
+	NS_ZMSG_CTL_PROGRESS = 12, /* prefill's pass over the layers (ctl_msg.h) */
+	NS_ZMSG_TYPE_MAX = 12,
 };
 
 struct ns_zrouter {

@@ -150,3 +150,25 @@ int ns_ram_seg_loaded(const char *session, uint64_t *gen, char *err, size_t errl
 	ns_seg_unmap(&seg);
 	return d ? 0 : -EPROTO;
 }
+
+int ns_ram_seg_fill(const char *session, uint64_t *loaded, uint64_t *planned, char *err,
+		    size_t errlen)
+{
+	struct ns_ram_dir *d;
+	struct ns_seg seg;
+	int rc = ns_seg_open(&seg, session, NS_RAM_SEG_WHAT, NS_SEG_RAM, false, err, errlen);
+
+	if (rc)
+		return rc;
+	d = (struct ns_ram_dir *)s_dir(&seg, err, errlen);
+	if (d) {
+		uint64_t filled = atomic_load(&d->fill_bytes);
+
+		*planned = atomic_load(&d->planned_bytes);
+		*loaded = atomic_load(&d->resident_bytes);
+		if (!atomic_load(&d->plan_gen) && filled > *loaded) /* the first: every read */
+			*loaded = filled < *planned ? filled : *planned;
+	}
+	ns_seg_unmap(&seg);
+	return d ? 0 : -EPROTO;
+}

@@ -25,7 +25,7 @@
 #include "seg.h"
 
 #define NS_RAM_SEG_WHAT "ram"
-#define NS_RAM_MAGIC 0x334d4152534e00ull /* "\0NSRAM3" */
+#define NS_RAM_MAGIC 0x344d4152534e00ull /* "\0NSRAM4" (4: planned_bytes) */
 #define NS_RAM_DIR_OFF ((uint64_t)sizeof(struct ns_seg_header))
 
 struct ns_ram_dir {
@@ -45,6 +45,9 @@ struct ns_ram_dir {
 	_Atomic uint64_t fill_lease_max; /* largest arena lease one fill chunk held */
 	_Atomic uint64_t kept_bytes;     /* expert bytes a new generation kept (moved, not read) */
 	_Atomic uint64_t dropped_bytes;  /* expert bytes a new generation dropped */
+	_Atomic uint64_t planned_bytes;  /* gauge: bytes of every window of the applied
+					  * generation, loaded or not (resident_bytes of it
+					  * are loaded): a fill's progress */
 };
 
 /* The writer's view of a segment it created. */
@@ -84,6 +87,13 @@ typedef bool (*ns_ram_tensor_fn)(void *ctx, uint64_t t, uint64_t *n_rows, uint64
 int ns_ram_view_open(struct ns_ram_view *v, const char *session, uint64_t n_tensors,
 		     ns_ram_tensor_fn tensor_fn, void *ctx, char *err, size_t errlen);
 void ns_ram_view_close(struct ns_ram_view *v);
+
+/* The fill's progress: *loaded of *planned window bytes of the applied generation. While the
+ * first generation loads, the bytes read so far (fill_bytes: a window part-read counts);
+ * later, the complete windows (resident_bytes). 0, -ENOENT when there is no segment yet,
+ * -EPROTO (line in err) for one that is not a RAM segment, or ns_seg_open's errors. */
+int ns_ram_seg_fill(const char *session, uint64_t *loaded, uint64_t *planned, char *err,
+		    size_t errlen);
 
 /* The plan generation whose windows nsio has loaded into the session's RAM segment: 0 with
  * *gen, -ENOENT when there is no segment, -EPROTO (line in err) for one that is not a RAM

@@ -27,6 +27,8 @@ struct s_stream {
 	struct ns_ram_view ram;
 	void (*on_ram_map)(void *ctx, const void *base, size_t bytes, bool mapped);
 	void *on_ram_map_ctx;
+	void (*on_window)(void *ctx, uint32_t tensor);
+	void *on_window_ctx;
 };
 
 static struct ns_pool *s_pool(void *ctx)
@@ -221,6 +223,8 @@ static int s_window(struct s_stream *s, struct s_call *k, uint64_t row_end, ns_b
 	int rc;
 
 	ns_client_beat(s->c); /* a product is progress, even of weights in RAM (heartbeat) */
+	if (s->on_window)
+		s->on_window(s->on_window_ctx, (uint32_t)(k->t - s->m->tensors));
 	rc = s_ram_part(s, k, row_end, fn, y_step);
 
 	if (rc < 0 || k->row0 == row_end)
@@ -360,6 +364,8 @@ int ns_weights_stream_new(const struct ns_model *m, struct ns_client *c,
 	if (opts) {
 		s->on_ram_map = opts->on_ram_map;
 		s->on_ram_map_ctx = opts->on_ram_map_ctx;
+		s->on_window = opts->on_window;
+		s->on_window_ctx = opts->on_window_ctx;
 	}
 	s->lookahead = opts ? opts->lookahead : ns_client_default_lookahead(c);
 	rc = ns_weights_kernels(opts ? opts->n_threads : 1, NS_KPATH_AUTO,

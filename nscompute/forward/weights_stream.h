@@ -44,6 +44,10 @@ struct ns_weights_stream_opts {
 	 * there. NULL: nobody is told. */
 	void (*on_ram_map)(void *ctx, const void *base, size_t bytes, bool mapped);
 	void *on_ram_map_ctx;
+	/* Told of every product window before its rows are read (tensor: the model's index):
+	 * the pass's place, for progress reports. NULL: nobody is told. */
+	void (*on_window)(void *ctx, uint32_t tensor);
+	void *on_window_ctx;
 };
 
 /* Counters since creation. */

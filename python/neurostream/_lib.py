@@ -39,6 +39,8 @@ class EngineOpts(ctypes.Structure):
         ("wrap", ctypes.c_char_p * NS_PROC_COUNT),
         ("cancel", ctypes.c_void_p),
         ("draft_model", ctypes.c_char_p),
+        ("progress", ctypes.c_void_p),
+        ("progress_user", ctypes.c_void_p),
     ]
 
 

@@ -735,7 +735,9 @@ def test_bad_input():
         (["pull", "org/name/f.gguf:Q4"], ["both a file and a quantization"]),
         (["pull", "a/b", "c/d"], ["one model at a time"]),
         (["pull", "a/b", "--frobnicate"], ["unknown option"]),
-        (["pull", "a/b", "-o"], ["needs a directory"]),
+        # ns_opt's line for every command's option without its value (issue 25)
+        (["pull", "a/b", "-o"], ["-o", "missing value"]),
+        (["pull", "a/b", "--output="], ["--output", "needs a directory"]),
     ]
     for args, words in rows:
         rc, out, err = nsctl(args)

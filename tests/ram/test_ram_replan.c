@@ -290,6 +290,13 @@ int main(void)
 	      "generation 1 filled %llu bytes, the plan places %llu", (unsigned long long)fill1,
 	      (unsigned long long)s_ram_bytes(m, p1));
 	CHECK(s_expert_bytes(m, p1, NULL) > 0, "generation 1 caches no expert: raise the budget");
+	{ /* the fill's progress as nsctl reads it (ns_ram_seg_fill): all of the plan loaded */
+		uint64_t res = 0, plan = 0;
+
+		CHECK(ns_ram_seg_fill(s->id, &res, &plan, err, sizeof(err)) == 0, "fill: %s", err);
+		CHECK(plan == fill1 && res == plan, "fill figures %llu of %llu, want %llu of it",
+		      (unsigned long long)res, (unsigned long long)plan, (unsigned long long)fill1);
+	}
 	s_read_experts(&r, &hp, p1, "generation 1");
 
 	/* 2: layer 0 expert 0 (cached by generation 1 too) is hit by 95 of 100 tokens, layer 1
@@ -338,6 +345,8 @@ int main(void)
 		CHECK(atomic_load(&d->dropped_bytes) == e1 - kept, "dropped bytes");
 		CHECK(atomic_load(&d->fill_bytes) == fill1 + new2, "filled bytes");
 		CHECK(atomic_load(&d->resident_bytes) == s_ram_bytes(m, p2), "resident bytes");
+		CHECK(atomic_load(&d->planned_bytes) == s_ram_bytes(m, p2), "planned bytes %llu",
+		      (unsigned long long)atomic_load(&d->planned_bytes));
 		CHECK(atomic_load(&d->generations) == 2, "generations applied");
 	}
 	peak = atomic_load(&r.ctl->arena.peak);

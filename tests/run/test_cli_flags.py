@@ -17,9 +17,14 @@
 7. -ngl N as a VRAM budget: the budgets printed for -ngl 1 and -ngl all of a two-layer model
    differ by exactly the bytes of layer 1's tensors, summed here from the GGUF's tensor table
    by a reader of its own (not ours); 99, -1 and all give the same budget.
+7b. The other commands on the same parser (info, plan, tokenize, detokenize, tensor, logits,
+   bench): aliases, "=" forms and bundles print what the canonical spelling prints; refusals
+   name the spelling typed.
 8. Progress (common/ns_progress.c) through a pseudo-terminal: `nsctl mkmodel` draws its line
    ("writing demo ... %", redrawn with \r and erase-line) when stderr is a terminal, and
-   nothing of it when stderr is a pipe or with --quiet.
+   nothing of it when stderr is a pipe or with --quiet; `nsctl run` draws the prompt's
+   evaluation ("prefill  K / N tok ... tok/s": 0 first, nscompute's PROGRESS between, N at the
+   end, erased before the summary), nothing with -q or on a pipe.
 argv: NSCTL VERSION NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle
 missing outside CI)."""
 import json
@@ -50,7 +55,7 @@ DEFAULTS = {"model": M, "prompt": "", "system": "", "n_predict": "128", "temp": 
             "batch": "0", "ngl": "-1", "backend": "cpu", "mem_budget": "auto",
             "ram_budget": "auto",
             "vram_budget": "0", "cache_type_k": "f32", "cache_type_v": "f32", "chat": "0",
-            "json": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0"}
+            "json": "0", "ignore_eos": "0", "no_warmup": "0", "verbose": "0", "quiet": "0"}
 
 # (argv after "run", the values that differ from DEFAULTS)
 TABLE = [
@@ -93,6 +98,9 @@ TABLE = [
     (["--gpu-layers", "all", M], {"ngl": str(1 << 31), "backend": "cuda"}),
     (["-ngl", "-1", M], {"ngl": str(1 << 31), "backend": "cuda"}),
     (["--no-warmup", M], {"no_warmup": "1"}),
+    (["-q", M], {"quiet": "1"}),
+    (["-qn5", M], {"quiet": "1", "n_predict": "5"}),
+    (["--quiet", M], {"quiet": "1"}),
     (["-p", "hello world", M], {"prompt": "hello world"}),
     (["--prompt=a=b", M], {"prompt": "a=b"}),
     (["-phi", M], {"prompt": "hi"}),
@@ -440,11 +448,145 @@ def check_progress(tmp):
         fail("mkmodel with stderr a pipe: exit %d, %r" % (p.returncode, p.stderr[-300:]))
     print("progress: mkmodel's line on a terminal (%d bytes of it), none with --quiet or on a "
           "pipe" % len(tty))
+    # run: the prompt's evaluation, nscompute's PROGRESS drawn as tokens' worth of work;
+    # a long prompt streamed in one-row blocks takes long enough for reports between its
+    # start and its end (at most ten a second)
+    run = ["run", M, "-p", "Once upon a time " * 150, "-n", "2", "--mem-budget", "8MB",
+           "--ram-budget", "0", "--block-rows", "1", "-t", "1"]
+    rc, tty = stderr_on_pty(run)
+    drawn = re.findall(r"\x1b\[Kprefill  (\d+) / (\d+) tok +\d+%  [\d.]+ tok/s", tty)
+    mid = [d for d, t in drawn if 0 < int(d) < int(t)]
+    if rc != 0 or not drawn or drawn[0][0] != "0" or drawn[-1][0] != drawn[-1][1] or not mid:
+        fail("run on a terminal: exit %d, prefill lines %s: %r" % (rc, drawn, tty[-600:]))
+    if not re.search(r"\x1b\[Knsctl run: prefill \d+ tok", tty):
+        fail("run on a terminal: the progress line is not erased before the summary: %r" %
+             tty[-400:])
+    rc, quiet = stderr_on_pty(run + ["-q"])
+    if rc != 0 or "\x1b[K" in quiet or "nsctl run: prefill" not in quiet:
+        fail("run -q on a terminal: exit %d, %r" % (rc, quiet[-400:]))
+    p = nsctl(run, text=True)
+    if p.returncode != 0 or "\x1b" in p.stderr or "nsctl run: prefill" not in p.stderr:
+        fail("run with stderr a pipe: exit %d, %r" % (p.returncode, p.stderr[-400:]))
+    print("progress: run's prefill line on a terminal (%s ... %s of %s tok), none with -q or "
+          "on a pipe" % (drawn[0][0] if drawn else "?", mid, drawn[-1][1] if drawn else "?"))
+
+
+def same_output(what, variants, binary=False):
+    """Every argv in variants exits 0 with the same stdout as the first."""
+    outs = []
+    for args in variants:
+        p = nsctl(args, text=not binary)
+        if p.returncode != 0 or not p.stdout:
+            fail("%s: %s: exit %d, stdout %r, stderr %r" % (what, args, p.returncode,
+                                                           p.stdout[:100], p.stderr[-300:]))
+            return
+        outs.append(p.stdout)
+    for args, out in zip(variants[1:], outs[1:]):
+        if out != outs[0]:
+            fail("%s: %s printed %r, %s %r" % (what, args, out[:200], variants[0],
+                                               outs[0][:200]))
+
+
+def refused(args, words):
+    p = nsctl(args, text=True)
+    first = (p.stderr.strip().split("\n") or [""])[0]
+    if p.returncode != 2 or not all(w in first for w in words):
+        fail("%s: exit %d, first stderr line %r (want exit 2 and %s)" % (args, p.returncode,
+                                                                         first, words))
+
+
+def check_other_commands(tmp):
+    """info, plan, tokenize, detokenize, tensor, logits, bench on ns_opt's tables: each alias,
+    "=" form and bundle means what the canonical spelling means (the same output), and the
+    refusals name the option as it was typed."""
+    meminfo = os.path.join(tmp, "meminfo")
+    with open(meminfo, "w") as f:
+        f.write("MemTotal: 33554432 kB\nMemAvailable: 16777216 kB\n")
+    # plan: the machine's figures from files that do not change under the test
+    b = ["--mem-budget", "8MB", "--ram-budget", "0", "--meminfo", meminfo, "--cgroup-file",
+         os.path.join(tmp, "none"), "--cgroup-root", os.path.join(tmp, "none")]
+    tn = "blk.0.attn_q.weight"
+    groups = [
+        ("info", [["info", M, "--json"], ["info", "-m", M, "--json"],
+                  ["info", "--model=" + M, "--json"], ["info", "--json", "-m" + M]]),
+        ("plan", [["plan", M, "-c", "512", "--json"] + b,
+                  ["plan", "-m", M, "-c512", "--json", "--mem-budget=8MB", "--ram-budget=0"] +
+                  b[4:],
+                  ["plan", "--model=" + M, "--ctx-size=512", "--json"] + b,
+                  ["plan", M, "--ctx", "512", "--json"] + b]),
+        ("plan -ctk", [["plan", M, "-ctk", "f16", "--json"] + b,
+                       ["plan", M, "--cache-type-k=f16", "--json"] + b]),
+        ("tokenize", [["tokenize", M, "--ids", "hello", "world"],
+                      ["tokenize", "-m", M, "--ids", "hello", "world"],
+                      ["tokenize", "--ids", M, "-p", "hello world"],
+                      ["tokenize", "--model=" + M, "--ids", "--prompt=hello world"],
+                      ["tokenize", M, "--ids", "--", "hello", "world"]]),
+        # options after TEXT's first word are words of the text, as before
+        ("tokenize text", [["tokenize", M, "--ids", "hello", "--json", "-x", "world"],
+                           ["tokenize", M, "--ids", "-p", "hello --json -x world"]]),
+        ("detokenize", [["detokenize", M, "300", "301", "302"],
+                        ["detokenize", "-m", M, "300", "301", "302"],
+                        ["detokenize", "--model=" + M, "--", "300,301", "302"]]),
+    ]
+    for what, variants in groups:
+        same_output(what, variants)
+    same_output("tensor", [["tensor", M, tn, "-o", "-", "--rows", "0:2"],
+                           ["tensor", "-m", M, tn, "--output=-", "--rows=0:2"],
+                           ["tensor", "--model", M, tn, "-o-", "--rows=0:2"]], binary=True)
+    # logits through the pipeline: the same bytes for both spellings
+    outs = []
+    for i, args in enumerate((["logits", M, "--tokens", "1,2", "--threads", "1"],
+                              ["logits", "-m", M, "--tokens=1,2", "-t1"])):
+        out = os.path.join(tmp, "logits%d.f32" % i)
+        p = nsctl(args + ["-o", out, "--mem-budget=8MB"], text=True)
+        if p.returncode != 0:
+            fail("%s: exit %d: %s" % (args, p.returncode, p.stderr[-300:]))
+            break
+        with open(out, "rb") as f:
+            outs.append(f.read())
+    if len(outs) == 2 and (not outs[0] or outs[0] != outs[1]):
+        fail("logits -m/--tokens=/-t1: other bytes than the canonical spelling")
+    # bench's llama-bench spellings: refused naming the spelling typed, nothing started
+    for args, words in ((["bench", M, "--n-prompt=abc"], ["--n-prompt"]),
+                        (["bench", M, "-p0", "-n0"], ["nothing to measure"]),
+                        (["bench", "-m", M, "--n-gen=0", "--n-prompt", "0"],
+                         ["nothing to measure"]),
+                        (["bench", M, "--repetitions=0"], ["--repetitions"]),
+                        (["bench", M, "-r0"], ["-r"]),
+                        (["bench", M, "-t", "1025"], ["-t"]),
+                        (["bench", M, "--output=xml"], ["--output"]),
+                        (["bench", M, "-d", "8", "-n", "8", "--ctx-size=8"], ["-c"]),
+                        (["bench", M, "-m", M], ["one model"]),
+                        (["info", M, "--json=1"], ["--json", "no value"]),
+                        (["plan", M, "-ctk"], ["-ctk", "missing value"]),
+                        (["tensor", M, tn, "-o"], ["-o", "missing value"]),
+                        (["tokenize", "-m", M, "-m", M, "x"], ["already"]),
+                        (["ps", "-q"], ["unknown option -q"])):
+        refused(args, words)
+    # the daemons on the same parser: "=" forms and -m reach the value checks
+    nsio, nsplan, nsrouter, nscompute = DAEMONS
+    for argv, words in (([nsio, "-m", M, "--queue-depth=0"], ["nsio", "--queue-depth"]),
+                        ([nsplan, "--session=0123456789abcdef", M, "-c0"], ["nsplan", "-c"]),
+                        ([nsplan, "--session=bad-id!", M], ["nsplan", "bad-id!"]),
+                        ([nsrouter, "--session=0123456789abcdef", "-m", M, "--lookahead=1025"],
+                         ["nsrouter", "--lookahead"]),
+                        ([nscompute, "--session=0123456789abcdef", "--model=" + M, "-c0"],
+                         ["nscompute", "-c", "bad value"]),
+                        ([nscompute, "--session", "0123456789abcdef", "-m", M, "-t1025"],
+                         ["nscompute", "-t", "bad value"])):
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30)
+        first = (p.stderr.strip().split("\n") or [""])[0]
+        if p.returncode != 2 or not all(w in first for w in words):
+            fail("%s: exit %d, %r (want exit 2 and %s)" % (argv, p.returncode, first, words))
+    print("info, plan, tokenize, detokenize, tensor, logits, bench: aliases, = forms and "
+          "bundles give the canonical spelling's output; refusals name the spelling typed")
 
 
 def main():
     with tempfile.TemporaryDirectory(prefix="ns-flags-") as tmp:
         check_table()
+        check_other_commands(tmp)
         check_progress(tmp)
         check_ngl()
         check_version_help()

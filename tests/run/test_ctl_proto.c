@@ -32,6 +32,7 @@ static int s_dec_any(const uint8_t *b, size_t n, uint32_t n_vocab)
 	struct ns_cmsg_done d;
 	struct ns_cmsg_error er;
 	struct ns_cmsg_spec sp;
+	struct ns_cmsg_progress pg;
 	int ok = 0;
 
 	ok += ns_cmsg_dec_eval(b, n, n_vocab, toks, 64, stop, &e) == 0;
@@ -41,6 +42,7 @@ static int s_dec_any(const uint8_t *b, size_t n, uint32_t n_vocab)
 	ok += ns_cmsg_dec_error(b, n, &er) == 0;
 	ok += ns_cmsg_dec_logits(b, n, 16, &pos, lg) == 0;
 	ok += ns_cmsg_dec_spec(b, n, &sp) == 0;
+	ok += ns_cmsg_dec_progress(b, n, &pg) == 0;
 	return ok;
 }
 
@@ -121,6 +123,40 @@ static int s_draft(void)
 	sp.accepted = 10;
 	n = ns_cmsg_enc_spec(&sp, buf, sizeof(buf));
 	CHECK(ns_cmsg_dec_spec(buf, (size_t)n, &sq) == -EPROTO, "more accepted than drafted");
+	return 0;
+}
+
+/* PROGRESS (the prompt's pass over the layers): round trip, every truncation and each
+ * impossible figure refused. */
+static int s_progress(void)
+{
+	struct ns_cmsg_progress m = { .n_tokens = 402, .layers_done = 3, .n_layers = 5,
+				      .elapsed_ns = 123456789 }, q;
+	uint8_t buf[128];
+	int n = ns_cmsg_enc_progress(&m, buf, sizeof(buf));
+
+	CHECK(n > 0 && ns_cmsg_type(buf, (size_t)n) == NS_CMSG_PROGRESS &&
+	      ns_cmsg_dec_progress(buf, (size_t)n, &q) == 0 && !memcmp(&m, &q, sizeof(m)),
+	      "progress round trip");
+	for (int k = 0; k < n; k++)
+		CHECK(ns_cmsg_dec_progress(buf, (size_t)k, &q) == -EPROTO, "progress cut to %d "
+		      "accepted", k);
+	for (int f = 0; f < 4; f++) {
+		struct ns_cmsg_progress b = m;
+
+		if (f == 0)
+			b.n_layers = 0;
+		else if (f == 1)
+			b.layers_done = 6;
+		else if (f == 2)
+			b.n_layers = b.layers_done = NS_CMSG_MAX_LAYERS + 1;
+		else
+			b.n_tokens = NS_CMSG_MAX_TOKENS + 1;
+		n = ns_cmsg_enc_progress(&b, buf, sizeof(buf));
+		CHECK(n > 0 && ns_cmsg_dec_progress(buf, (size_t)n, &q) == -EPROTO,
+		      "bad progress %d accepted", f);
+	}
+	CHECK(ns_cmsg_enc_progress(&m, buf, 8) < 0, "progress into 8 bytes");
 	return 0;
 }
 
@@ -244,6 +280,8 @@ int main(void)
 		(void)s_dec_any(bad, len, 100);
 		trials++;
 	}
+	if (s_progress())
+		return 1;
 	if (s_draft())
 		return 1;
 	printf("ctl_msg: round trips ok; %d malformed variants rejected; %d random payloads "
