@@ -14,6 +14,25 @@
 #include "gguf_write.h"
 #include "ns_util.h"
 
+/* Qwen3.5's hybrid layers (config.json's linear_* keys, GGUF's ssm.* keys): three of every
+ * full_attn_interval layers are Gated DeltaNet, the last full attention with a gated q. */
+struct hybrid {
+	uint32_t conv_kernel;          /* linear_conv_kernel_dim: ssm.conv_kernel */
+	uint32_t k_heads, v_heads;     /* linear_num_key/value_heads: ssm.group_count/time_step_rank */
+	uint32_t k_dim, v_dim;         /* linear_key/value_head_dim: ssm.state_size; inner = v_heads * v_dim */
+	uint32_t full_attn_interval;
+	uint32_t rope_dims;            /* head_dim * partial_rotary_factor */
+	int32_t mrope[4];              /* mrope_section and a 0, rope.dimension_sections */
+	uint32_t n_ff_shexp;           /* shared_expert_intermediate_size (MoE) */
+};
+
+/* Qwen3.5-4B, -35B-A3B, -397B-A17B: all three have linear_conv_kernel_dim 4, 16 key heads of
+ * 128, value heads of 128, full_attention_interval 4, head_dim 256 with partial_rotary_factor
+ * 0.25 (64 rotary dims) and mrope_section [11, 11, 10] (see s_presets for the sources). */
+static const struct hybrid s_q35_4b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 0 };
+static const struct hybrid s_q35_35b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 512 };
+static const struct hybrid s_q35_397b = { 4, 16, 64, 128, 128, 4, 64, { 11, 11, 10, 0 }, 1024 };
+
 struct preset {
 	const char *name;
 	const char *arch;
@@ -23,26 +42,48 @@ struct preset {
 	bool qk_norm, tied, rope_freqs;
 	const char *tok_pre;
 	enum ns_synth_quant dflt;
+	const struct hybrid *hy; /* qwen35, qwen35moe: the Gated DeltaNet layers; NULL otherwise */
 };
 
 /* Dimensions of the published models (config.json of each), vocabularies at full size. */
 static const struct preset s_presets[] = {
 	{ "demo", "llama", 6, 512, 1536, 8, 4, 64, 4096, 4096, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M },
+	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M, NULL },
 	{ "llama-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M },
+	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M, NULL },
 	{ "qwen3-8b", "qwen3", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1000000.0, 1e-6,
-	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
 	{ "qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
 	{ "qwen3-235b-a22b", "qwen3moe", 94, 4096, 12288, 64, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
 	{ "gpt-oss-120b", "gpt-oss", 36, 2880, 2880, 64, 8, 64, 201088, 131072, 150000.0, 1e-5,
-	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4 },
+	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4, NULL },
+	/* Qwen3.5 (vocab_size 248320, rope_theta 1e7, rms_norm_eps 1e-6, max_position_embeddings
+	 * 262144 in all three). Sources, none of them the Hugging Face repository itself (not
+	 * reachable from here): 4B: hidden 2560, 32 layers, ffn 9216, 16 heads / 4 kv of 256,
+	 * tied, linear heads 16 k / 32 v - THUDM/slime scripts/models/qwen3.5-4B.sh (as copied
+	 * by its users) and third-party copies of its config.json. 35B-A3B: hidden 2048, 40
+	 * layers, 16 heads / 2 kv, 256 experts top-8 of 512, shared 512, linear 16 k / 32 v -
+	 * THUDM/slime scripts/models/qwen3.5-35B-A3B.sh and transformers' Qwen3_5MoeTextConfig
+	 * defaults ("Qwen/Qwen3.5-35B-A3B"); no intermediate_size, so no feed_forward_length, as
+	 * in its published GGUF conversions. 397B-A17B: hidden 4096, 60 layers, 32 heads / 2
+	 * kv, 512 experts top-10 of 1024, shared 1024, linear 16 k / 64 v - THUDM/slime
+	 * scripts/models/qwen3.5-397B-A17B.sh (--moe-* flags) and test fixtures quoting its
+	 * config.json (one, Megatron-Bridge's, gives shared_expert_intermediate_size 4096
+	 * against 1024 in slime and the others: 1024 is used). n_ff of the MoE presets is 0 (no
+	 * feed_forward_length key). */
+	{ "qwen3.5-4b", "qwen35", 32, 2560, 9216, 16, 4, 256, 248320, 262144, 10000000.0, 1e-6,
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &s_q35_4b },
+	{ "qwen3.5-35b-a3b", "qwen35moe", 40, 2048, 0, 16, 2, 256, 248320, 262144, 10000000.0,
+	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &s_q35_35b },
+	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
+	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &s_q35_397b },
 };
 
 const char *const ns_synth_presets[] = {
-	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", NULL,
+	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b",
+	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", NULL,
 };
 
 int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
@@ -105,7 +146,8 @@ static void s_put_f16(uint8_t *p, float v)
 	memcpy(p, &h, 2);
 }
 
-enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS };
+/* ROLE_DECAY: Gated DeltaNet's ssm_a (-exp(A_log)), negative so the state decays */
+enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS, ROLE_DECAY };
 
 struct tensor_gen {
 	char name[96];
@@ -129,6 +171,7 @@ static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 	case NS_TYPE_F32:
 		for (size_t i = 0; i < n / 4; i++) {
 			float v = t->role == ROLE_NORM ? 1.0f + s_uniform(&st, 0.05f)
+				: t->role == ROLE_DECAY ? -1.0f + s_uniform(&st, 0.05f)
 				: t->role == ROLE_BIAS ? s_uniform(&st, 0.01f) : s_uniform(&st, 0.05f);
 			memcpy(b + 4 * i, &v, 4);
 		}
@@ -277,6 +320,80 @@ static int s_add(struct plan *pl, const char *name, enum role role, uint32_t typ
 			return ret;                                                         \
 	} while (0)
 
+/* A matrix llama.cpp never quantizes (the router, ssm_conv1d, ffn_gate_inp_shexp): F32. */
+#define ADD_F32(nd, a, b, c, fmt, ...)                                                      \
+	do {                                                                                \
+		char nm_[96];                                                               \
+		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
+		if ((ret = s_add(pl, nm_, ROLE_MATRIX, NS_TYPE_F32, nd, a, b, c)))         \
+			return ret;                                                         \
+	} while (0)
+
+/* qwen35, qwen35moe as llama.cpp's converter writes them (conversion/qwen.py; the names and
+ * shapes of ../shared/oracle/tiny/tiny-qwen35*.gguf), without the MTP block: the synthetic
+ * model has block_count = the main layers and no nextn_predict_layers. Types: llama-quantize
+ * Q4_K_M (llama-quant.cpp) counts attn_qkv with attn_v ("attn_v-like", Q6_K where
+ * use_more_bits, by layer as there is one per layer) and ffn_down_exps/_shexp with ffn_down
+ * (by the layer in the name); attn_gate, ssm_alpha/beta/out, experts and the shared expert's
+ * gate/up take the base type; ssm_conv1d, the router and 1-D tensors stay F32; a tied
+ * token_embd takes output's Q6_K. */
+static int s_plan_qwen35(struct plan *pl)
+{
+	const struct preset *p = pl->p;
+	const struct hybrid *h = p->hy;
+	uint64_t E = p->n_embd, hd = p->head_dim, V = p->n_vocab;
+	uint64_t q_out = (uint64_t)p->n_head * hd, kv_out = (uint64_t)p->n_head_kv * hd;
+	uint64_t inner = (uint64_t)h->v_heads * h->v_dim;
+	uint64_t qkv = 2ull * h->k_heads * h->k_dim + inner;
+	int ret;
+
+	ADD(ROLE_MATRIX, p->tied ? 2 : 4, 2, E, V, 1, "%s", "token_embd.weight");
+	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
+	if (!p->tied)
+		ADD(ROLE_MATRIX, 2, 2, E, V, 1, "%s", "output.weight");
+	for (uint32_t l = 0; l < pl->n_layer; l++) {
+		int more = s_more_bits(l, pl->n_layer) ? 1 : 0;
+
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.attn_norm.weight", l);
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_attention_norm.weight", l);
+		if ((l + 1) % h->full_attn_interval) {
+			ADD(ROLE_MATRIX, more, 2, E, qkv, 1, "blk.%u.attn_qkv.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, E, inner, 1, "blk.%u.attn_gate.weight", l);
+			ADD_F32(2, h->conv_kernel, qkv, 1, "blk.%u.ssm_conv1d.weight", l);
+			ADD(ROLE_BIAS, 0, 1, h->v_heads, 1, 1, "blk.%u.ssm_dt.bias", l);
+			ADD(ROLE_DECAY, 0, 1, h->v_heads, 1, 1, "blk.%u.ssm_a", l);
+			ADD(ROLE_MATRIX, 0, 2, E, h->v_heads, 1, "blk.%u.ssm_beta.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, E, h->v_heads, 1, "blk.%u.ssm_alpha.weight", l);
+			ADD(ROLE_NORM, 0, 1, h->v_dim, 1, 1, "blk.%u.ssm_norm.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, inner, E, 1, "blk.%u.ssm_out.weight", l);
+		} else {
+			ADD(ROLE_MATRIX, 0, 2, E, 2 * q_out, 1, "blk.%u.attn_q.weight", l); /* q, gate */
+			ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
+			ADD(ROLE_MATRIX, more, 2, E, kv_out, 1, "blk.%u.attn_v.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, q_out, E, 1, "blk.%u.attn_output.weight", l);
+			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_q_norm.weight", l);
+			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_k_norm.weight", l);
+		}
+		if (p->n_expert) {
+			uint64_t F = p->n_ff_exp, X = p->n_expert, S = h->n_ff_shexp;
+
+			ADD_F32(2, E, X, 1, "blk.%u.ffn_gate_inp.weight", l);
+			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_gate_exps.weight", l);
+			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_up_exps.weight", l);
+			ADD(ROLE_MATRIX, more, 3, F, E, X, "blk.%u.ffn_down_exps.weight", l);
+			ADD_F32(1, E, 1, 1, "blk.%u.ffn_gate_inp_shexp.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_gate_shexp.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_up_shexp.weight", l);
+			ADD(ROLE_MATRIX, more, 2, S, E, 1, "blk.%u.ffn_down_shexp.weight", l);
+		} else {
+			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_gate.weight", l);
+			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_up.weight", l);
+			ADD(ROLE_MATRIX, more, 2, p->n_ff, E, 1, "blk.%u.ffn_down.weight", l);
+		}
+	}
+	return 0;
+}
+
 static int s_plan_tensors(struct plan *pl)
 {
 	const struct preset *p = pl->p;
@@ -285,6 +402,8 @@ static int s_plan_tensors(struct plan *pl)
 	bool oss = !strcmp(p->arch, "gpt-oss");
 	int ret;
 
+	if (p->hy)
+		return s_plan_qwen35(pl);
 	ADD(ROLE_MATRIX, 4, 2, E, V, 1, "%s", "token_embd.weight");
 	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
 	if (!p->tied)
@@ -430,6 +549,33 @@ static uint32_t s_file_type(enum ns_synth_quant q)
 	return 0;
 }
 
+/* The keys convert_hf_to_gguf.py adds for Qwen3.5 (Qwen3NextModel, _Qwen35MRopeMixin). */
+static int s_add_hybrid_meta(struct ns_gguf_writer *w, const struct preset *p)
+{
+	const struct hybrid *h = p->hy;
+	char key[128];
+	int ret;
+
+#define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", p->arch, suffix), key)
+	if ((ret = ns_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), 5 /* I32 */, h->mrope,
+					  4)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("rope.dimension_count"), h->rope_dims)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), h->conv_kernel)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.state_size"), h->k_dim)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.group_count"), h->k_heads)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), h->v_heads)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.inner_size"), h->v_heads * h->v_dim)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("full_attention_interval"),
+					  h->full_attn_interval)))
+		return ret;
+	if (p->n_expert &&
+	    (ret = ns_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"),
+					  h->n_ff_shexp)))
+		return ret;
+#undef KEY
+	return 0;
+}
+
 static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 {
 	const struct preset *p = pl->p;
@@ -446,7 +592,7 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	    (ret = ns_gguf_writer_set_u32(w, KEY("block_count"), pl->n_layer)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("embedding_length"), p->n_embd)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff)) ||
+	    (p->n_ff && (ret = ns_gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff))) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_head)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_head_kv)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim)) ||
@@ -471,6 +617,8 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	     (ret = ns_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f))))
+		return ret;
+	if (p->hy && (ret = s_add_hybrid_meta(w, p)))
 		return ret;
 #undef KEY
 	return s_add_vocab(w, p);
