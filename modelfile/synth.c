@@ -1,4 +1,5 @@
-/* synth.c - random-weight models in real shapes. See synth.h. */
+/* synth.c - random-weight models in real shapes. See synth.h; the Qwen3.5 family is in
+ * synth_qwen35.c. */
 #include "synth.h"
 
 #include <errno.h>
@@ -13,37 +14,7 @@
 #include "ggml_type.h"
 #include "gguf_write.h"
 #include "ns_util.h"
-
-/* Qwen3.5's hybrid layers (config.json's linear_* keys, GGUF's ssm.* keys): three of every
- * full_attn_interval layers are Gated DeltaNet, the last full attention with a gated q. */
-struct hybrid {
-	uint32_t conv_kernel;          /* linear_conv_kernel_dim: ssm.conv_kernel */
-	uint32_t k_heads, v_heads;     /* linear_num_key/value_heads: ssm.group_count/time_step_rank */
-	uint32_t k_dim, v_dim;         /* linear_key/value_head_dim: ssm.state_size; inner = v_heads * v_dim */
-	uint32_t full_attn_interval;
-	uint32_t rope_dims;            /* head_dim * partial_rotary_factor */
-	int32_t mrope[4];              /* mrope_section and a 0, rope.dimension_sections */
-	uint32_t n_ff_shexp;           /* shared_expert_intermediate_size (MoE) */
-};
-
-/* Qwen3.5-4B, -35B-A3B, -397B-A17B: all three have linear_conv_kernel_dim 4, 16 key heads of
- * 128, value heads of 128, full_attention_interval 4, head_dim 256 with partial_rotary_factor
- * 0.25 (64 rotary dims) and mrope_section [11, 11, 10] (see s_presets for the sources). */
-static const struct hybrid s_q35_4b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 0 };
-static const struct hybrid s_q35_35b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 512 };
-static const struct hybrid s_q35_397b = { 4, 16, 64, 128, 128, 4, 64, { 11, 11, 10, 0 }, 1024 };
-
-struct preset {
-	const char *name;
-	const char *arch;
-	uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
-	double rope_base, rms_eps;
-	uint32_t n_expert, n_expert_used, n_ff_exp, sliding_window;
-	bool qk_norm, tied, rope_freqs;
-	const char *tok_pre;
-	enum ns_synth_quant dflt;
-	const struct hybrid *hy; /* qwen35, qwen35moe: the Gated DeltaNet layers; NULL otherwise */
-};
+#include "synth_internal.h"
 
 /* Dimensions of the published models (config.json of each), vocabularies at full size. */
 static const struct preset s_presets[] = {
@@ -74,11 +45,11 @@ static const struct preset s_presets[] = {
 	 * against 1024 in slime and the others: 1024 is used). n_ff of the MoE presets is 0 (no
 	 * feed_forward_length key). */
 	{ "qwen3.5-4b", "qwen35", 32, 2560, 9216, 16, 4, 256, 248320, 262144, 10000000.0, 1e-6,
-	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &s_q35_4b },
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b },
 	{ "qwen3.5-35b-a3b", "qwen35moe", 40, 2048, 0, 16, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &s_q35_35b },
+	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b },
 	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &s_q35_397b },
+	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b },
 };
 
 const char *const ns_synth_presets[] = {
@@ -145,21 +116,6 @@ static void s_put_f16(uint8_t *p, float v)
 
 	memcpy(p, &h, 2);
 }
-
-/* ROLE_DECAY: Gated DeltaNet's ssm_a (-exp(A_log)), negative so the state decays */
-enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS, ROLE_DECAY };
-
-struct tensor_gen {
-	char name[96];
-	uint32_t type;
-	uint32_t n_dims;
-	uint64_t ne[4];
-	enum role role;
-	uint64_t seed;
-	uint64_t unit_bytes; /* generation unit: one quant block, or 64 scalars */
-	uint64_t n_bytes;
-	uint32_t shard;
-};
 
 /* One generation unit (u = unit index) of a tensor, fully determined by (seed, u). */
 static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
@@ -243,23 +199,14 @@ static int s_fill(void *vctx, uint64_t off, void *dst, size_t n)
 
 /* ---- the tensor list of each architecture ---- */
 
-struct plan {
-	const struct preset *p;
-	enum ns_synth_quant q;
-	uint32_t n_layer;
-	uint64_t seed;
-	size_t n, cap;
-	struct tensor_gen *t;
-};
-
-static bool s_more_bits(uint32_t i, uint32_t n)
+bool ns_synth_more_bits(uint32_t i, uint32_t n)
 {
 	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
 /* The matrix type of a quant mix; kind: 0 ordinary, 1 "more bits" (attn_v/ffn_down), 2 output,
  * 3 expert, 4 token embedding. */
-static uint32_t s_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
+uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 {
 	uint32_t t;
 
@@ -276,7 +223,7 @@ static uint32_t s_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 	return t;
 }
 
-static int s_add(struct plan *pl, const char *name, enum role role, uint32_t type,
+int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
 		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
 {
 	struct tensor_gen *t;
@@ -316,83 +263,10 @@ static int s_add(struct plan *pl, const char *name, enum role role, uint32_t typ
 	do {                                                                                \
 		char nm_[96];                                                               \
 		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
-		if ((ret = s_add(pl, nm_, role, s_matrix_type(pl, kind, a), nd, a, b, c)))   \
+		if ((ret = ns_synth_add(pl, nm_, role, ns_synth_matrix_type(pl, kind, a), nd, a, \
+					b, c)))                                             \
 			return ret;                                                         \
 	} while (0)
-
-/* A matrix llama.cpp never quantizes (the router, ssm_conv1d, ffn_gate_inp_shexp): F32. */
-#define ADD_F32(nd, a, b, c, fmt, ...)                                                      \
-	do {                                                                                \
-		char nm_[96];                                                               \
-		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
-		if ((ret = s_add(pl, nm_, ROLE_MATRIX, NS_TYPE_F32, nd, a, b, c)))         \
-			return ret;                                                         \
-	} while (0)
-
-/* qwen35, qwen35moe as llama.cpp's converter writes them (conversion/qwen.py; the names and
- * shapes of ../shared/oracle/tiny/tiny-qwen35*.gguf), without the MTP block: the synthetic
- * model has block_count = the main layers and no nextn_predict_layers. Types: llama-quantize
- * Q4_K_M (llama-quant.cpp) counts attn_qkv with attn_v ("attn_v-like", Q6_K where
- * use_more_bits, by layer as there is one per layer) and ffn_down_exps/_shexp with ffn_down
- * (by the layer in the name); attn_gate, ssm_alpha/beta/out, experts and the shared expert's
- * gate/up take the base type; ssm_conv1d, the router and 1-D tensors stay F32; a tied
- * token_embd takes output's Q6_K. */
-static int s_plan_qwen35(struct plan *pl)
-{
-	const struct preset *p = pl->p;
-	const struct hybrid *h = p->hy;
-	uint64_t E = p->n_embd, hd = p->head_dim, V = p->n_vocab;
-	uint64_t q_out = (uint64_t)p->n_head * hd, kv_out = (uint64_t)p->n_head_kv * hd;
-	uint64_t inner = (uint64_t)h->v_heads * h->v_dim;
-	uint64_t qkv = 2ull * h->k_heads * h->k_dim + inner;
-	int ret;
-
-	ADD(ROLE_MATRIX, p->tied ? 2 : 4, 2, E, V, 1, "%s", "token_embd.weight");
-	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
-	if (!p->tied)
-		ADD(ROLE_MATRIX, 2, 2, E, V, 1, "%s", "output.weight");
-	for (uint32_t l = 0; l < pl->n_layer; l++) {
-		int more = s_more_bits(l, pl->n_layer) ? 1 : 0;
-
-		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.attn_norm.weight", l);
-		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_attention_norm.weight", l);
-		if ((l + 1) % h->full_attn_interval) {
-			ADD(ROLE_MATRIX, more, 2, E, qkv, 1, "blk.%u.attn_qkv.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, inner, 1, "blk.%u.attn_gate.weight", l);
-			ADD_F32(2, h->conv_kernel, qkv, 1, "blk.%u.ssm_conv1d.weight", l);
-			ADD(ROLE_BIAS, 0, 1, h->v_heads, 1, 1, "blk.%u.ssm_dt.bias", l);
-			ADD(ROLE_DECAY, 0, 1, h->v_heads, 1, 1, "blk.%u.ssm_a", l);
-			ADD(ROLE_MATRIX, 0, 2, E, h->v_heads, 1, "blk.%u.ssm_beta.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, h->v_heads, 1, "blk.%u.ssm_alpha.weight", l);
-			ADD(ROLE_NORM, 0, 1, h->v_dim, 1, 1, "blk.%u.ssm_norm.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, inner, E, 1, "blk.%u.ssm_out.weight", l);
-		} else {
-			ADD(ROLE_MATRIX, 0, 2, E, 2 * q_out, 1, "blk.%u.attn_q.weight", l); /* q, gate */
-			ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
-			ADD(ROLE_MATRIX, more, 2, E, kv_out, 1, "blk.%u.attn_v.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, q_out, E, 1, "blk.%u.attn_output.weight", l);
-			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_q_norm.weight", l);
-			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_k_norm.weight", l);
-		}
-		if (p->n_expert) {
-			uint64_t F = p->n_ff_exp, X = p->n_expert, S = h->n_ff_shexp;
-
-			ADD_F32(2, E, X, 1, "blk.%u.ffn_gate_inp.weight", l);
-			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_gate_exps.weight", l);
-			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_up_exps.weight", l);
-			ADD(ROLE_MATRIX, more, 3, F, E, X, "blk.%u.ffn_down_exps.weight", l);
-			ADD_F32(1, E, 1, 1, "blk.%u.ffn_gate_inp_shexp.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_gate_shexp.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_up_shexp.weight", l);
-			ADD(ROLE_MATRIX, more, 2, S, E, 1, "blk.%u.ffn_down_shexp.weight", l);
-		} else {
-			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_gate.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_up.weight", l);
-			ADD(ROLE_MATRIX, more, 2, p->n_ff, E, 1, "blk.%u.ffn_down.weight", l);
-		}
-	}
-	return 0;
-}
 
 static int s_plan_tensors(struct plan *pl)
 {
@@ -403,7 +277,7 @@ static int s_plan_tensors(struct plan *pl)
 	int ret;
 
 	if (p->hy)
-		return s_plan_qwen35(pl);
+		return ns_synth_plan_qwen35(pl);
 	ADD(ROLE_MATRIX, 4, 2, E, V, 1, "%s", "token_embd.weight");
 	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
 	if (!p->tied)
@@ -411,7 +285,7 @@ static int s_plan_tensors(struct plan *pl)
 	if (p->rope_freqs)
 		ADD(ROLE_NORM, 0, 1, hd / 2, 1, 1, "%s", "rope_freqs.weight");
 	for (uint32_t l = 0; l < pl->n_layer; l++) {
-		int more = s_more_bits(l, pl->n_layer) ? 1 : 0;
+		int more = ns_synth_more_bits(l, pl->n_layer) ? 1 : 0;
 		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.attn_norm.weight", l);
 		ADD(ROLE_MATRIX, 0, 2, E, q_out, 1, "blk.%u.attn_q.weight", l);
 		ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
@@ -434,7 +308,7 @@ static int s_plan_tensors(struct plan *pl)
 		if (p->n_expert) {
 			uint64_t F = p->n_ff_exp, X = p->n_expert;
 			/* the router stays F32 in every llama.cpp mix */
-			if ((ret = s_add(pl, "", ROLE_MATRIX, NS_TYPE_F32, 2, E, X, 1)))
+			if ((ret = ns_synth_add(pl, "", ROLE_MATRIX, NS_TYPE_F32, 2, E, X, 1)))
 				return ret;
 			snprintf(pl->t[pl->n - 1].name, sizeof(pl->t[0].name), "blk.%u.ffn_gate_inp.weight", l);
 			pl->t[pl->n - 1].seed = s_name_hash(pl->t[pl->n - 1].name, pl->seed);
@@ -549,33 +423,6 @@ static uint32_t s_file_type(enum ns_synth_quant q)
 	return 0;
 }
 
-/* The keys convert_hf_to_gguf.py adds for Qwen3.5 (Qwen3NextModel, _Qwen35MRopeMixin). */
-static int s_add_hybrid_meta(struct ns_gguf_writer *w, const struct preset *p)
-{
-	const struct hybrid *h = p->hy;
-	char key[128];
-	int ret;
-
-#define KEY(suffix) (snprintf(key, sizeof(key), "%s.%s", p->arch, suffix), key)
-	if ((ret = ns_gguf_writer_set_arr(w, KEY("rope.dimension_sections"), 5 /* I32 */, h->mrope,
-					  4)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("rope.dimension_count"), h->rope_dims)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), h->conv_kernel)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.state_size"), h->k_dim)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.group_count"), h->k_heads)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), h->v_heads)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("ssm.inner_size"), h->v_heads * h->v_dim)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("full_attention_interval"),
-					  h->full_attn_interval)))
-		return ret;
-	if (p->n_expert &&
-	    (ret = ns_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"),
-					  h->n_ff_shexp)))
-		return ret;
-#undef KEY
-	return 0;
-}
-
 static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 {
 	const struct preset *p = pl->p;
@@ -618,7 +465,7 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f))))
 		return ret;
-	if (p->hy && (ret = s_add_hybrid_meta(w, p)))
+	if (p->hy && (ret = ns_synth_qwen35_meta(w, p)))
 		return ret;
 #undef KEY
 	return s_add_vocab(w, p);
