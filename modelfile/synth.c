@@ -1,4 +1,5 @@
-/* synth.c - random-weight models in real shapes. See synth.h. */
+/* synth.c - random-weight models in real shapes. See synth.h; the Qwen3.5 family is in
+ * synth_qwen35.c. */
 #include "synth.h"
 
 #include <errno.h>
@@ -13,36 +14,47 @@
 #include "ggml_type.h"
 #include "gguf_write.h"
 #include "ns_util.h"
-
-struct preset {
-	const char *name;
-	const char *arch;
-	uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
-	double rope_base, rms_eps;
-	uint32_t n_expert, n_expert_used, n_ff_exp, sliding_window;
-	bool qk_norm, tied, rope_freqs;
-	const char *tok_pre;
-	enum ns_synth_quant dflt;
-};
+#include "synth_internal.h"
 
 /* Dimensions of the published models (config.json of each), vocabularies at full size. */
 static const struct preset s_presets[] = {
 	{ "demo", "llama", 6, 512, 1536, 8, 4, 64, 4096, 4096, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M },
+	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M, NULL },
 	{ "llama-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M },
+	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M, NULL },
 	{ "qwen3-8b", "qwen3", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1000000.0, 1e-6,
-	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
 	{ "qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
 	{ "qwen3-235b-a22b", "qwen3moe", 94, 4096, 12288, 64, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M },
+	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
 	{ "gpt-oss-120b", "gpt-oss", 36, 2880, 2880, 64, 8, 64, 201088, 131072, 150000.0, 1e-5,
-	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4 },
+	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4, NULL },
+	/* Qwen3.5 (vocab_size 248320, rope_theta 1e7, rms_norm_eps 1e-6, max_position_embeddings
+	 * 262144 in all three). Sources, none of them the Hugging Face repository itself (not
+	 * reachable from here): 4B: hidden 2560, 32 layers, ffn 9216, 16 heads / 4 kv of 256,
+	 * tied, linear heads 16 k / 32 v - THUDM/slime scripts/models/qwen3.5-4B.sh (as copied
+	 * by its users) and third-party copies of its config.json. 35B-A3B: hidden 2048, 40
+	 * layers, 16 heads / 2 kv, 256 experts top-8 of 512, shared 512, linear 16 k / 32 v -
+	 * THUDM/slime scripts/models/qwen3.5-35B-A3B.sh and transformers' Qwen3_5MoeTextConfig
+	 * defaults ("Qwen/Qwen3.5-35B-A3B"); no intermediate_size, so no feed_forward_length, as
+	 * in its published GGUF conversions. 397B-A17B: hidden 4096, 60 layers, 32 heads / 2
+	 * kv, 512 experts top-10 of 1024, shared 1024, linear 16 k / 64 v - THUDM/slime
+	 * scripts/models/qwen3.5-397B-A17B.sh (--moe-* flags) and test fixtures quoting its
+	 * config.json (one, Megatron-Bridge's, gives shared_expert_intermediate_size 4096
+	 * against 1024 in slime and the others: 1024 is used). n_ff of the MoE presets is 0 (no
+	 * feed_forward_length key). */
+	{ "qwen3.5-4b", "qwen35", 32, 2560, 9216, 16, 4, 256, 248320, 262144, 10000000.0, 1e-6,
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b },
+	{ "qwen3.5-35b-a3b", "qwen35moe", 40, 2048, 0, 16, 2, 256, 248320, 262144, 10000000.0,
+	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b },
+	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
+	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b },
 };
 
 const char *const ns_synth_presets[] = {
-	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b", NULL,
+	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b",
+	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", NULL,
 };
 
 int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
@@ -105,20 +117,6 @@ static void s_put_f16(uint8_t *p, float v)
 	memcpy(p, &h, 2);
 }
 
-enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS };
-
-struct tensor_gen {
-	char name[96];
-	uint32_t type;
-	uint32_t n_dims;
-	uint64_t ne[4];
-	enum role role;
-	uint64_t seed;
-	uint64_t unit_bytes; /* generation unit: one quant block, or 64 scalars */
-	uint64_t n_bytes;
-	uint32_t shard;
-};
-
 /* One generation unit (u = unit index) of a tensor, fully determined by (seed, u). */
 static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 {
@@ -129,6 +127,7 @@ static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 	case NS_TYPE_F32:
 		for (size_t i = 0; i < n / 4; i++) {
 			float v = t->role == ROLE_NORM ? 1.0f + s_uniform(&st, 0.05f)
+				: t->role == ROLE_DECAY ? -1.0f + s_uniform(&st, 0.05f)
 				: t->role == ROLE_BIAS ? s_uniform(&st, 0.01f) : s_uniform(&st, 0.05f);
 			memcpy(b + 4 * i, &v, 4);
 		}
@@ -200,23 +199,14 @@ static int s_fill(void *vctx, uint64_t off, void *dst, size_t n)
 
 /* ---- the tensor list of each architecture ---- */
 
-struct plan {
-	const struct preset *p;
-	enum ns_synth_quant q;
-	uint32_t n_layer;
-	uint64_t seed;
-	size_t n, cap;
-	struct tensor_gen *t;
-};
-
-static bool s_more_bits(uint32_t i, uint32_t n)
+bool ns_synth_more_bits(uint32_t i, uint32_t n)
 {
 	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
 /* The matrix type of a quant mix; kind: 0 ordinary, 1 "more bits" (attn_v/ffn_down), 2 output,
  * 3 expert, 4 token embedding. */
-static uint32_t s_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
+uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 {
 	uint32_t t;
 
@@ -233,7 +223,7 @@ static uint32_t s_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 	return t;
 }
 
-static int s_add(struct plan *pl, const char *name, enum role role, uint32_t type,
+int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
 		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
 {
 	struct tensor_gen *t;
@@ -273,7 +263,8 @@ static int s_add(struct plan *pl, const char *name, enum role role, uint32_t typ
 	do {                                                                                \
 		char nm_[96];                                                               \
 		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
-		if ((ret = s_add(pl, nm_, role, s_matrix_type(pl, kind, a), nd, a, b, c)))   \
+		if ((ret = ns_synth_add(pl, nm_, role, ns_synth_matrix_type(pl, kind, a), nd, a, \
+					b, c)))                                             \
 			return ret;                                                         \
 	} while (0)
 
@@ -285,6 +276,8 @@ static int s_plan_tensors(struct plan *pl)
 	bool oss = !strcmp(p->arch, "gpt-oss");
 	int ret;
 
+	if (p->hy)
+		return ns_synth_plan_qwen35(pl);
 	ADD(ROLE_MATRIX, 4, 2, E, V, 1, "%s", "token_embd.weight");
 	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
 	if (!p->tied)
@@ -292,7 +285,7 @@ static int s_plan_tensors(struct plan *pl)
 	if (p->rope_freqs)
 		ADD(ROLE_NORM, 0, 1, hd / 2, 1, 1, "%s", "rope_freqs.weight");
 	for (uint32_t l = 0; l < pl->n_layer; l++) {
-		int more = s_more_bits(l, pl->n_layer) ? 1 : 0;
+		int more = ns_synth_more_bits(l, pl->n_layer) ? 1 : 0;
 		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.attn_norm.weight", l);
 		ADD(ROLE_MATRIX, 0, 2, E, q_out, 1, "blk.%u.attn_q.weight", l);
 		ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
@@ -315,7 +308,7 @@ static int s_plan_tensors(struct plan *pl)
 		if (p->n_expert) {
 			uint64_t F = p->n_ff_exp, X = p->n_expert;
 			/* the router stays F32 in every llama.cpp mix */
-			if ((ret = s_add(pl, "", ROLE_MATRIX, NS_TYPE_F32, 2, E, X, 1)))
+			if ((ret = ns_synth_add(pl, "", ROLE_MATRIX, NS_TYPE_F32, 2, E, X, 1)))
 				return ret;
 			snprintf(pl->t[pl->n - 1].name, sizeof(pl->t[0].name), "blk.%u.ffn_gate_inp.weight", l);
 			pl->t[pl->n - 1].seed = s_name_hash(pl->t[pl->n - 1].name, pl->seed);
@@ -446,7 +439,7 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	    (ret = ns_gguf_writer_set_u32(w, KEY("block_count"), pl->n_layer)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("embedding_length"), p->n_embd)) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff)) ||
+	    (p->n_ff && (ret = ns_gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff))) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count"), p->n_head)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), p->n_head_kv)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.key_length"), p->head_dim)) ||
@@ -471,6 +464,8 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	     (ret = ns_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f))))
+		return ret;
+	if (p->hy && (ret = ns_synth_qwen35_meta(w, p)))
 		return ret;
 #undef KEY
 	return s_add_vocab(w, p);

@@ -1,7 +1,8 @@
 /* synth.h - random-weight GGUF models in the exact shape of real ones.
  *
  * A preset names an architecture and its real dimensions (llama-8b, qwen3-8b, qwen3-30b-a3b,
- * gpt-oss-120b, qwen3-235b-a22b) or a small one (demo). The generator writes valid quantized
+ * gpt-oss-120b, qwen3-235b-a22b, qwen3.5-4b, qwen3.5-35b-a3b, qwen3.5-397b-a17b) or a small one
+ * (demo). The generator writes valid quantized
  * blocks directly (random codes, sane scales), so a multi-GB file is written at disk speed with
  * no quantizer in the loop. The values are noise; the I/O and compute profile is the real one.
  * The same preset, options and seed give a byte-identical file. */

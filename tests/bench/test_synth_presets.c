@@ -11,10 +11,12 @@
  * vocabulary with one layer (about 1 GB, removed at once). Exit 0 pass, 1 fail, 77 skip. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ggml_type.h"
@@ -32,7 +34,10 @@ static int s_fail;
 struct dims {
 	char arch[32];
 	uint64_t E, F, FX, X, XU, H, HKV, HD, V, L;
-	bool tied;
+	/* qwen35/qwen35moe: ssm.conv_kernel, state_size, group_count, time_step_rank, inner_size,
+	 * the shared expert's width; attn_q projects q and its gate (2 H HD rows) */
+	uint64_t SK, SS, SG, ST, SI, FS;
+	bool tied, gated_q;
 };
 
 static uint64_t s_u(const struct ns_gguf *g, const char *arch, const char *key, uint64_t dflt)
@@ -62,6 +67,13 @@ static void s_dims(const struct ns_gguf *g, struct dims *d)
 	d->L = s_u(g, d->arch, "block_count", 0);
 	d->V = tok ? tok->v.arr.n : 0;
 	d->tied = ns_gguf_find_tensor(g, "output.weight") < 0;
+	d->SK = s_u(g, d->arch, "ssm.conv_kernel", 0);
+	d->SS = s_u(g, d->arch, "ssm.state_size", 0);
+	d->SG = s_u(g, d->arch, "ssm.group_count", 0);
+	d->ST = s_u(g, d->arch, "ssm.time_step_rank", 0);
+	d->SI = s_u(g, d->arch, "ssm.inner_size", 0);
+	d->FS = s_u(g, d->arch, "expert_shared_feed_forward_length", 0);
+	d->gated_q = !strncmp(d->arch, "qwen35", 6);
 }
 
 /* Expected ne of a tensor (name without the blk.N. prefix) in ggml order; 0 dims = unknown. */
@@ -82,6 +94,13 @@ static uint32_t s_expect(const char *n, const struct dims *d, uint64_t ne[4])
 		{ "ffn_down_exps.weight", "fEX" }, { "ffn_gate_exps.bias", "fX" },
 		{ "ffn_up_exps.bias", "fX" }, { "ffn_down_exps.bias", "EX" },
 		{ "ffn_gate.weight", "EF" }, { "ffn_up.weight", "EF" }, { "ffn_down.weight", "FE" },
+		/* Qwen3.5's Gated DeltaNet layers and shared expert */
+		{ "attn_qkv.weight", "EC" }, { "attn_gate.weight", "EI" },
+		{ "ssm_conv1d.weight", "kC" }, { "ssm_dt.bias", "T" }, { "ssm_a", "T" },
+		{ "ssm_beta.weight", "ET" }, { "ssm_alpha.weight", "ET" }, { "ssm_norm.weight", "v" },
+		{ "ssm_out.weight", "IE" }, { "ffn_gate_inp_shexp.weight", "E" },
+		{ "ffn_gate_shexp.weight", "ES" }, { "ffn_up_shexp.weight", "ES" },
+		{ "ffn_down_shexp.weight", "SE" },
 	};
 
 	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
@@ -101,8 +120,16 @@ static uint32_t s_expect(const char *n, const struct dims *d, uint64_t ne[4])
 			case 'X': ne[k++] = d->X; break;
 			case 'f': ne[k++] = d->FX; break;
 			case 'F': ne[k++] = d->F; break;
+			case 'C': ne[k++] = 2 * d->SG * d->SS + d->SI; break;
+			case 'I': ne[k++] = d->SI; break;
+			case 'k': ne[k++] = d->SK; break;
+			case 'T': ne[k++] = d->ST; break;
+			case 'v': ne[k++] = d->ST ? d->SI / d->ST : 0; break;
+			case 'S': ne[k++] = d->FS; break;
 			}
 		}
+		if (d->gated_q && !strcmp(n, "attn_q.weight"))
+			ne[1] *= 2;
 		return k;
 	}
 	return 0;
@@ -171,6 +198,23 @@ static const struct real s_real[] = {
 	{ "qwen3-30b-a3b", 2048, 6144, 768, 128, 8, 32, 4, 128, 48, 151936 },
 	{ "qwen3-235b-a22b", 4096, 12288, 1536, 128, 8, 64, 4, 128, 94, 151936 },
 	{ "gpt-oss-120b", 2880, 2880, 2880, 128, 4, 64, 8, 64, 36, 201088 },
+	/* Qwen3.5: the sources are cited at s_presets in modelfile/synth.c */
+	{ "qwen3.5-4b", 2560, 9216, 0, 0, 0, 16, 4, 256, 32, 248320 },
+	{ "qwen3.5-35b-a3b", 2048, 0, 512, 256, 8, 16, 2, 256, 40, 248320 },
+	{ "qwen3.5-397b-a17b", 4096, 0, 1024, 512, 10, 32, 2, 256, 60, 248320 },
+};
+
+/* The Gated DeltaNet side of the Qwen3.5 presets (config.json's linear_* keys as GGUF's ssm.*:
+ * conv kernel, key head dim, key heads, value heads, value heads x value head dim), the
+ * shared expert, full_attention_interval, rotary dims (256 x 0.25), tied embeddings. */
+static const struct {
+	const char *preset;
+	uint64_t SK, SS, SG, ST, SI, FS, interval, rope_dims;
+	bool tied;
+} s_real_hybrid[] = {
+	{ "qwen3.5-4b", 4, 128, 16, 32, 4096, 0, 4, 64, true },
+	{ "qwen3.5-35b-a3b", 4, 128, 16, 32, 4096, 512, 4, 64, false },
+	{ "qwen3.5-397b-a17b", 4, 128, 16, 64, 8192, 1024, 4, 64, false },
 };
 
 static bool s_is_tok_key(const char *k)
@@ -178,7 +222,9 @@ static bool s_is_tok_key(const char *k)
 	return !strncmp(k, "tokenizer.", 10);
 }
 
-static void s_check_meta(const struct ns_gguf *ours, const struct ns_gguf *ref, const char *what)
+/* may_lack: a key of the oracle the published model has not (NULL: none) */
+static void s_check_meta(const struct ns_gguf *ours, const struct ns_gguf *ref, const char *what,
+			 const char *may_lack)
 {
 	static const char *const tok_core[] = {
 		"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
@@ -188,7 +234,7 @@ static void s_check_meta(const struct ns_gguf *ours, const struct ns_gguf *ref, 
 
 	for (uint64_t i = 0; i < ref->n_kv; i++) {
 		const struct ns_gguf_kv *kv = &ref->kv[i], *o;
-		if (s_is_tok_key(kv->key.s))
+		if (s_is_tok_key(kv->key.s) || (may_lack && !strcmp(kv->key.s, may_lack)))
 			continue;
 		o = ns_gguf_find(ours, kv->key.s);
 		CHECK(o, "%s: key %s missing", what, kv->key.s);
@@ -315,10 +361,21 @@ static void s_check_real(const struct ns_gguf *g, const char *preset, uint32_t l
 		CHECK(d.E == r->E && d.F == r->F && d.FX == r->FX && d.H == r->H && d.HKV == r->HKV &&
 		      d.HD == r->HD && d.L == layers && d.XU == r->XU,
 		      "%s: dims differ from the published model", what);
-		CHECK(d.X == (r->X ? 8 : 0) || d.X == r->X, "%s: %" PRIu64 " experts", what, d.X);
+		CHECK(d.X == (r->X ? (r->XU > 8 ? 16 : 8) : 0) || d.X == r->X, "%s: %" PRIu64 " experts", what, d.X);
 		if (full_vocab)
 			CHECK(d.V == r->V, "%s: vocabulary %" PRIu64 ", the model has %" PRIu64, what,
 			      d.V, r->V);
+		for (size_t k = 0; k < sizeof(s_real_hybrid) / sizeof(s_real_hybrid[0]); k++) {
+			if (strcmp(s_real_hybrid[k].preset, preset))
+				continue;
+			CHECK(d.SK == s_real_hybrid[k].SK && d.SS == s_real_hybrid[k].SS &&
+			      d.SG == s_real_hybrid[k].SG && d.ST == s_real_hybrid[k].ST &&
+			      d.SI == s_real_hybrid[k].SI && d.FS == s_real_hybrid[k].FS &&
+			      s_u(g, d.arch, "full_attention_interval", 0) == s_real_hybrid[k].interval &&
+			      s_u(g, d.arch, "rope.dimension_count", 0) == s_real_hybrid[k].rope_dims &&
+			      d.tied == s_real_hybrid[k].tied,
+			      "%s: Gated DeltaNet dims differ from the published model", what);
+		}
 		return;
 	}
 	CHECK(0, "%s: no published dimensions for %s", what, preset);
@@ -340,7 +397,7 @@ static int s_gen(const char *preset, const char *quant, uint32_t layers, bool sm
 	}
 	if (small) {
 		o.max_vocab = 4096;
-		o.max_experts = 8;
+		o.max_experts = strstr(preset, "397b") ? 16 : 8; /* at least its 10 used */
 	}
 	snprintf(path, len, "%s/%s", s_dir, file);
 	ret = ns_synth_write(&o, path, err, sizeof(err));
@@ -369,7 +426,7 @@ static void s_case(const char *preset, const char *quant, const char *oracle, en
 			CHECK(0, "%s: %s", what, err);
 		} else {
 			s_check_shapes(ours, what);
-			s_check_meta(ours, ref, what);
+			s_check_meta(ours, ref, what, NULL);
 			s_check_names_types(ours, ref, rule, what);
 			s_check_layout(ours, true, what);
 			s_check_real(ours, preset, 2, false, what);
@@ -512,7 +569,152 @@ static void s_full_vocab_case(void)
 	unlink(path);
 }
 
-int main(void)
+/* Qwen3.5 against llama.cpp's tiny models at the same depth (4 layers, the last full
+ * attention): every tensor of every layer by name both ways, the shapes, the keys, and
+ * llama-quantize's Q4_K_M type of each tensor. In the tiny MoE (8 experts) llama.cpp applies
+ * its 8-expert rules (Q8_0 attn_qkv/attn_v/attn_k, Q5_K attn_output), which the 256- and
+ * 512-expert models do not get, so those four are only checked to be quantized there; and
+ * its 128-wide expert rows take the fallbacks of a row not a multiple of 256 (Q4_K -> Q5_0,
+ * Q6_K -> Q8_0), mapped back here. */
+static uint32_t s_q35_intended(const char *name, uint32_t t)
+{
+	if (t == NS_TYPE_Q5_0)
+		return NS_TYPE_Q4_K;
+	if (t == NS_TYPE_Q8_0 && strstr(name, "_exps."))
+		return NS_TYPE_Q6_K;
+	return t;
+}
+
+static void s_case_qwen35(const char *preset, const char *oracle, bool moe)
+{
+	char path[512], opath[512], rel[256], err[512], what[128];
+	struct ns_gguf *ours = NULL, *ref = NULL;
+	struct dims dr;
+	int n;
+
+	snprintf(what, sizeof(what), "%s/default", preset);
+	snprintf(rel, sizeof(rel), "tiny/%s", oracle);
+	ns_test_oracle_path(opath, sizeof(opath), rel);
+	if (ns_gguf_open(opath, &ref, err, sizeof(err))) {
+		CHECK(0, "oracle: %s", err);
+		return;
+	}
+	n = s_check_shapes(ref, oracle);
+	CHECK(n == (int)ref->n_tensors, "%s: %d of %" PRIu64 " shapes checked", oracle, n,
+	      ref->n_tensors);
+	s_dims(ref, &dr);
+	if (s_gen(preset, NULL, (uint32_t)dr.L, true, 0, "q.gguf", path, sizeof(path)) == 0) {
+		if (ns_gguf_open(path, &ours, err, sizeof(err))) {
+			CHECK(0, "%s: %s", what, err);
+		} else {
+			s_check_shapes(ours, what);
+			/* the published MoE configs have no intermediate_size: no feed_forward_length */
+			s_check_meta(ours, ref, what, moe ? "qwen35moe.feed_forward_length" : NULL);
+			s_check_layout(ours, true, what);
+			s_check_real(ours, preset, (uint32_t)dr.L, false, what);
+			CHECK(ours->n_tensors == ref->n_tensors, "%s: %" PRIu64 " tensors, llama.cpp's "
+			      "%" PRIu64, what, ours->n_tensors, ref->n_tensors);
+			for (uint64_t i = 0; i < ref->n_tensors; i++) {
+				const struct ns_gguf_tensor *rt = &ref->tensors[i];
+				const char *nm = rt->name.s;
+				int64_t k = ns_gguf_find_tensor(ours, nm);
+				bool by_8 = moe && (strstr(nm, "attn_qkv.") || strstr(nm, "attn_v.") ||
+						    strstr(nm, "attn_k.") || strstr(nm, "attn_output."));
+				uint32_t want = s_q35_intended(nm, rt->type), got;
+
+				CHECK(k >= 0, "%s: tensor %s (llama.cpp has it) missing", what, nm);
+				if (k < 0)
+					continue;
+				got = ours->tensors[k].type;
+				if (by_8)
+					CHECK(got == NS_TYPE_Q4_K || got == NS_TYPE_Q6_K, "%s: %s is %s",
+					      what, nm, ns_type_get(got)->name);
+				else
+					CHECK(got == want, "%s: %s is %s, llama-quantize's Q4_K_M %s", what,
+					      nm, ns_type_get(got)->name, ns_type_get(want)->name);
+			}
+			for (uint64_t i = 0; i < ours->n_tensors; i++)
+				CHECK(ns_gguf_find_tensor(ref, ours->tensors[i].name.s) >= 0,
+				      "%s: tensor %s has no counterpart in llama.cpp's file", what,
+				      ours->tensors[i].name.s);
+			ns_gguf_close(&ours);
+		}
+		unlink(path);
+	}
+	ns_gguf_close(&ref);
+	fprintf(stderr, "checked %s against %s\n", what, oracle);
+}
+
+/* A command's exit status, its stdout+stderr in out (NUL-terminated, truncated). */
+static int s_sh(const char *cmd, char *out, size_t n)
+{
+	FILE *f = popen(cmd, "r");
+	size_t got = 0;
+	int st;
+
+	out[0] = 0;
+	if (!f)
+		return -1;
+	while (got + 1 < n) {
+		size_t r = fread(out + got, 1, n - 1 - got, f);
+		if (!r)
+			break;
+		got += r;
+	}
+	out[got] = 0;
+	while (fgetc(f) != EOF)
+		;
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A layer-truncated preset (4 layers: three Gated DeltaNet, one full attention; the small
+ * vocabulary and 8 experts of the test caps) through the engine: nsctl info says runnable,
+ * run -n 4 decodes, logits writes finite logits of every position. */
+static void s_engine_case(const char *nsctl, const char *preset)
+{
+	char path[512], lpath[600], cmd[2048], out[8192];
+	FILE *f;
+	int rc;
+
+	if (s_gen(preset, NULL, 4, true, 0, "e.gguf", path, sizeof(path)))
+		return;
+	snprintf(cmd, sizeof(cmd), "'%s' info '%s' 2>&1", nsctl, path);
+	rc = s_sh(cmd, out, sizeof(out));
+	CHECK(rc == 0 && strstr(out, "runnable:       yes") && strstr(out, "recurrent:"),
+	      "%s: nsctl info (exit %d): %.600s", preset, rc, out);
+	snprintf(cmd, sizeof(cmd), "'%s' run '%s' -p 'hello there' -n 4 -s 7 --threads 1 "
+		 "--mem-budget 64MB 2>&1", nsctl, path);
+	rc = s_sh(cmd, out, sizeof(out));
+	CHECK(rc == 0 && strstr(out, "decode 3 tok"), "%s: nsctl run -n 4 (exit %d): %.800s",
+	      preset, rc, out);
+	snprintf(lpath, sizeof(lpath), "%s.logits", path);
+	snprintf(cmd, sizeof(cmd), "'%s' logits '%s' --tokens 300,301,302,303,304 -o '%s' "
+		 "--mem-budget 64MB 2>&1", nsctl, path, lpath);
+	rc = s_sh(cmd, out, sizeof(out));
+	CHECK(rc == 0, "%s: nsctl logits (exit %d): %.800s", preset, rc, out);
+	f = fopen(lpath, "rb");
+	CHECK(f, "%s: no logits file", preset);
+	if (f) {
+		float v;
+		uint64_t count = 0, bad = 0, nonzero = 0;
+
+		while (fread(&v, 4, 1, f) == 1) {
+			count++;
+			bad += !isfinite(v);
+			nonzero += v != 0.0f;
+		}
+		fclose(f);
+		CHECK(count == 5ull * 4096 && !bad && nonzero > count / 2,
+		      "%s: %" PRIu64 " logits (5 x 4096 expected), %" PRIu64 " not finite, %" PRIu64
+		      " nonzero", preset, count, bad, nonzero);
+	}
+	unlink(lpath);
+	unlink(path);
+	fprintf(stderr, "ran %s (4 layers) through the engine\n", preset);
+}
+
+int main(int argc, char **argv)
 {
 	const char *root = getenv("NS_BUILD_ROOT");
 
@@ -529,6 +731,15 @@ int main(void)
 	s_case("qwen3-30b-a3b", NULL, "tiny-qwen3moe-Q4_K_M.gguf", TYPES_KQUANT);
 	s_case("qwen3-235b-a22b", NULL, "tiny-qwen3moe-Q4_K_M.gguf", TYPES_KQUANT);
 	s_case("gpt-oss-120b", NULL, "tiny-gpt-oss-MXFP4_MOE.gguf", TYPES_EXACT);
+	s_case_qwen35("qwen3.5-4b", "tiny-qwen35-Q4_K_M.gguf", false);
+	s_case_qwen35("qwen3.5-35b-a3b", "tiny-qwen35moe-Q4_K_M.gguf", true);
+	s_case_qwen35("qwen3.5-397b-a17b", "tiny-qwen35moe-Q4_K_M.gguf", true);
+	if (argc > 1) {
+		s_engine_case(argv[1], "qwen3.5-4b");
+		s_engine_case(argv[1], "qwen3.5-35b-a3b");
+	} else {
+		CHECK(0, "usage: test_synth_presets NSCTL (the engine runs are part of the test)");
+	}
 	s_split_case();
 	s_split_counts_case();
 	s_full_vocab_case();

@@ -1,0 +1,76 @@
+/* synth_internal.h - what synth.c shares with the per-family parts of the generator
+ * (synth_qwen35.c): a preset, the tensor plan being built and how tensors join it. */
+#ifndef NS_SYNTH_INTERNAL_H
+#define NS_SYNTH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf_write.h"
+#include "synth.h"
+
+/* Qwen3.5's hybrid layers (config.json's linear_* keys, GGUF's ssm.* keys): three of every
+ * full_attn_interval layers are Gated DeltaNet, the last full attention with a gated q. */
+struct hybrid {
+	uint32_t conv_kernel;          /* linear_conv_kernel_dim: ssm.conv_kernel */
+	uint32_t k_heads, v_heads;     /* linear_num_key/value_heads: ssm.group_count/time_step_rank */
+	uint32_t k_dim, v_dim;         /* linear_key/value_head_dim: ssm.state_size; inner = v_heads * v_dim */
+	uint32_t full_attn_interval;
+	uint32_t rope_dims;            /* head_dim * partial_rotary_factor */
+	int32_t mrope[4];              /* mrope_section and a 0, rope.dimension_sections */
+	uint32_t n_ff_shexp;           /* shared_expert_intermediate_size (MoE) */
+};
+
+extern const struct hybrid ns_synth_q35_4b, ns_synth_q35_35b, ns_synth_q35_397b;
+
+struct preset {
+	const char *name;
+	const char *arch;
+	uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx;
+	double rope_base, rms_eps;
+	uint32_t n_expert, n_expert_used, n_ff_exp, sliding_window;
+	bool qk_norm, tied, rope_freqs;
+	const char *tok_pre;
+	enum ns_synth_quant dflt;
+	const struct hybrid *hy; /* qwen35, qwen35moe: the Gated DeltaNet layers; NULL otherwise */
+};
+
+/* ROLE_DECAY: Gated DeltaNet's ssm_a (-exp(A_log)), negative so the state decays */
+enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS, ROLE_DECAY };
+
+struct tensor_gen {
+	char name[96];
+	uint32_t type;
+	uint32_t n_dims;
+	uint64_t ne[4];
+	enum role role;
+	uint64_t seed;
+	uint64_t unit_bytes; /* generation unit: one quant block, or 64 scalars */
+	uint64_t n_bytes;
+	uint32_t shard;
+};
+
+struct plan {
+	const struct preset *p;
+	enum ns_synth_quant q;
+	uint32_t n_layer;
+	uint64_t seed;
+	size_t n, cap;
+	struct tensor_gen *t;
+};
+
+/* llama.cpp's use_more_bits: layer i of n gets the "more bits" type (attn_v, ffn_down) */
+bool ns_synth_more_bits(uint32_t i, uint32_t n);
+/* The matrix type of the plan's mix; kind: 0 ordinary, 1 "more bits" (attn_v/ffn_down), 2
+ * output, 3 expert, 4 token embedding. */
+uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len);
+/* Append a tensor (role other than ROLE_MATRIX: F32 whatever type); 0 or -errno. */
+int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
+		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2);
+
+/* synth_qwen35.c: the qwen35/qwen35moe tensors and keys of a preset with hy set */
+int ns_synth_plan_qwen35(struct plan *pl);
+int ns_synth_qwen35_meta(struct ns_gguf_writer *w, const struct preset *p);
+
+#endif
