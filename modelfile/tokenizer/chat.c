@@ -130,6 +130,35 @@ static const char *s_last_strstr(const char *s, const char *p)
 	return r;
 }
 
+/* The Qwen templates' reasoning of an assistant message: m->reasoning (reasoning_content)
+ * when given, else from a "</think>" in its content c:
+ * content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n'), the content
+ * becoming content.split('</think>')[-1].lstrip('\n'). *cb: where the content starts (it ends
+ * with c); [*rb, *re): the reasoning ("" when none). */
+static void s_think_split(const struct ns_chat_msg *m, const char *c, const char **cb,
+			  const char **rb, const char **re)
+{
+	*cb = c;
+	*rb = *re = "";
+	if (m->reasoning) {
+		*rb = m->reasoning;
+		*re = *rb + strlen(*rb);
+	} else if (strstr(c, "</think>")) {
+		*cb = s_last_strstr(c, "</think>") + strlen("</think>");
+		while (**cb == '\n')
+			(*cb)++;
+		*re = strstr(c, "</think>");
+		while (*re > c && (*re)[-1] == '\n')
+			(*re)--;
+		*rb = c;
+		for (const char *q = c; q + 7 <= *re; q++)
+			if (!strncmp(q, "<think>", 7))
+				*rb = q + 7;
+		while (*rb < *re && **rb == '\n')
+			(*rb)++;
+	}
+}
+
 static int s_qwen3(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool gen,
 		   const struct ns_chat_opts *o, char *err, size_t errlen)
 {
@@ -161,29 +190,9 @@ static int s_qwen3(struct s_buf *b, const struct ns_chat_msg *m, size_t n, bool 
 			s_puts(b, c);
 			s_puts(b, "<|im_end|>\n");
 		} else if (s_is(&m[i], "assistant")) {
-			const char *cb = c, *ce = c + strlen(c); /* content */
-			const char *rb = "", *re = rb;            /* reasoning_content */
+			const char *cb, *ce = c + strlen(c), *rb, *re; /* content, reasoning */
 
-			if (m[i].reasoning) {
-				rb = m[i].reasoning;
-				re = rb + strlen(rb);
-			} else if (strstr(c, "</think>")) {
-				/* content.split('</think>')[-1].lstrip('\n') */
-				cb = s_last_strstr(c, "</think>") + strlen("</think>");
-				while (*cb == '\n')
-					cb++;
-				/* content.split('</think>')[0].rstrip('\n').split('<think>')[-1]
-				 * .lstrip('\n') */
-				re = strstr(c, "</think>");
-				while (re > c && re[-1] == '\n')
-					re--;
-				rb = c;
-				for (const char *q = c; q + 7 <= re; q++)
-					if (!strncmp(q, "<think>", 7))
-						rb = q + 7;
-				while (rb < re && *rb == '\n')
-					rb++;
-			}
+			s_think_split(&m[i], c, &cb, &rb, &re);
 			s_puts(b, "<|im_start|>assistant\n");
 			if (i > last_query && (i == n - 1 || re > rb)) {
 				/* '<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' +
@@ -237,32 +246,14 @@ static char *s_trimmed(const char *s)
 	return t;
 }
 
-/* One assistant turn: reasoning from m->reasoning or else from a "</think>" in the content
- * (content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n'); the
- * content becomes content.split('</think>')[-1].lstrip('\n')), trimmed; after the last
- * user query the turn carries its think block, empty or not. */
+/* One assistant turn: its reasoning (s_think_split) trimmed; after the last user query the
+ * turn carries its think block, empty or not. */
 static void s_qwen35_assistant(struct s_buf *b, const struct ns_chat_msg *m, const char *c,
 			       bool after_query)
 {
-	const char *cb = c, *rb = "", *re = rb;
+	const char *cb, *rb, *re;
 
-	if (m->reasoning) {
-		rb = m->reasoning;
-		re = rb + strlen(rb);
-	} else if (strstr(c, "</think>")) {
-		cb = s_last_strstr(c, "</think>") + strlen("</think>");
-		while (*cb == '\n')
-			cb++;
-		re = strstr(c, "</think>");
-		while (re > c && re[-1] == '\n')
-			re--;
-		rb = c;
-		for (const char *q = c; q + 7 <= re; q++)
-			if (!strncmp(q, "<think>", 7))
-				rb = q + 7;
-		while (rb < re && *rb == '\n')
-			rb++;
-	}
+	s_think_split(m, c, &cb, &rb, &re);
 	s_puts(b, "<|im_start|>assistant\n");
 	if (after_query) {
 		size_t lo = 0, hi = (size_t)(re - rb);

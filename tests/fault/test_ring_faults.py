@@ -15,13 +15,14 @@ argv: NSCTL [STRIDE] (every STRIDE-th N after the first ten; sanitizer builds sw
 Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI)."""
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "run"))
-from run_testlib import alive, descendants, fail, failures, require_model  # noqa: E402
+from fault_testlib import leftovers  # noqa: E402
+from fault_testlib import run as run_cmd  # noqa: E402
+from run_testlib import fail, failures, require_model  # noqa: E402
 
 NSCTL = sys.argv[1]
 STRIDE = int(sys.argv[2]) if len(sys.argv) > 2 else 1
@@ -35,32 +36,7 @@ require_model(MODEL)
 
 
 def run(env, tmp):
-    """One nsctl run; returns (rc, stdout bytes, stderr text, processes seen)."""
-    out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-    known = {}
-    with open(out, "wb") as o, open(err, "wb") as e:
-        p = subprocess.Popen([NSCTL] + ARGS, stdout=o, stderr=e, env=env)
-    t0 = time.monotonic()
-    while p.poll() is None:
-        descendants(p.pid, known)
-        if time.monotonic() - t0 > 60:
-            p.kill()
-            p.wait()
-            return None, b"", "hung: killed after 60 s", known
-        time.sleep(0.01)
-    with open(out, "rb") as o, open(err, "rb") as e:
-        return p.returncode, o.read(), e.read().decode(errors="replace"), known
-
-
-def leftovers(user, rundirs, known):
-    deadline = time.monotonic() + 2.0
-    while True:
-        shm = [f for f in os.listdir("/dev/shm") if f.startswith("ns-%s-" % user)]
-        dirs = os.listdir(rundirs)
-        procs = ["%s %d" % (c, p) for (p, s), c in known.items() if alive(p, s)]
-        if not (shm or dirs or procs) or time.monotonic() > deadline:
-            return shm, dirs, procs
-        time.sleep(0.05)
+    return run_cmd([NSCTL] + ARGS, env, tmp)
 
 
 def main():
