@@ -137,7 +137,6 @@ int ns_run_out_piece(const char *piece, size_t len, int32_t id, void *user)
 void ns_run_out_end(struct ns_run_out *o, uint32_t stop_reason, int32_t n_predict)
 {
 	const char *where, *name;
-
 	bool in_think = o->think.state == SRV_THINK_IN && (o->split == NS_RUN_THINK ||
 							 o->split == NS_RUN_THINK_OPEN);
 

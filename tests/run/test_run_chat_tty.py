@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,11 +69,15 @@ class Tty:
         return True
 
     def wait_prompt(self, prompt, since=0, timeout=60):
-        """Until the transcript after since ends with a prompt on a line of its own."""
+        """Until the transcript after since ends with a prompt on a line of its own and the
+        terminal is in libedit's raw mode: keys typed before it (in canonical mode) reach the
+        line editor changed (a Ctrl-D becomes an end-of-file mark, then a NUL byte) or not at
+        all, as for a user typing ahead; the tests type as a user who waits for the prompt."""
         end = time.time() + timeout
         while time.time() < end:
             tail = self.buf[since:]
-            if tail.endswith(b"\n" + prompt) or tail.endswith(b"\r" + prompt):
+            if ((tail.endswith(b"\n" + prompt) or tail.endswith(b"\r" + prompt)) and
+                    not termios.tcgetattr(self.fd)[3] & termios.ICANON):
                 return True
             if not self.read(0.05):
                 break
