@@ -31,7 +31,7 @@ test-normal: deps $(BUILD)/build.ninja
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
-	NS_CORRUPT_TRIALS=120 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	NS_CORRUPT_TRIALS=60 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	meson test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2 --timeout-multiplier 3 || true
 

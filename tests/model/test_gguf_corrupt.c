@@ -1,5 +1,5 @@
 /* Truncation and bit-flip robustness: every GGUF in the oracle, cut at N random offsets
- * (NS_CORRUPT_TRIALS, default 400; `make test` takes 120 under the sanitizers; deep fuzzing
+ * (NS_CORRUPT_TRIALS, default 400; `make test` takes 60 under the sanitizers; deep fuzzing
  * is `make fuzz`) and with random header bytes flipped N times, must either open
  * consistently or fail with one line -- never crash, hang or over-allocate (run under
  * ASan+UBSan in CI). The files live in a memfd so a trial costs no disk I/O. */
