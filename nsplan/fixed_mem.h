@@ -32,9 +32,10 @@
  *                                            per-thread tiles (attn.c's workspace; 32 a row
  *                                            covers its rounding to 16 floats, R >= 4):
  *                                            R = NSPLAN_ATTN_TB * n_head / n_head_kv
- *                                            rows, T = NSPLAN_ATTN_THREADS (nscompute's
- *                                            default thread count is at most 64; an explicit
- *                                            --threads above 64 is not counted)
+ *                                            rows, T = NSPLAN_ATTN_THREADS: the slots of
+ *                                            attention's workspace, never more than 64
+ *                                            whatever --threads says (attn.h
+ *                                            NS_ATTN_MAX_SLOTS: more threads share them)
  *         + B * (n_expert + 3 * n_used + (2 + n_used) * n_embd + 3 * n_ff_exp)   MoE only:
  *                                            router logits, choices, expert input and output,
  *                                            one output row per chosen expert, expert FFN
@@ -66,7 +67,7 @@
 
 #define NSPLAN_PREFILL_BATCH 512u  /* forward.c's default n_batch */
 #define NSPLAN_ATTN_TB 4u          /* query tokens per attention task (attn_internal.h) */
-#define NSPLAN_ATTN_THREADS 64u    /* nscompute's most threads by default */
+#define NSPLAN_ATTN_THREADS 64u    /* attention's workspace slots at most (NS_ATTN_MAX_SLOTS) */
 #define NSPLAN_KV_TILE 16u         /* K is kept in tiles of 16 positions (kvcache.h NS_KV_TILE) */
 #define NSPLAN_VOCAB_FLOATS 4u     /* logits row, the sampler's ids, probabilities, order */
 #define NSPLAN_PROC_BASE (2ull << 20)

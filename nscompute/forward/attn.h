@@ -47,8 +47,13 @@ struct ns_attn {
 
 struct ns_attn_ws;
 
-/* Scratch for up to n_threads concurrent tasks of a cache of these dimensions. NULL when out
- * of memory or the sizes overflow. */
+/* Workspace slots at most: a pool with more threads shares them (a task waits for a free
+ * slot), so the scratch stays min(threads, NS_ATTN_MAX_SLOTS) tiles whatever --threads says;
+ * nsplan counts this many (nsplan/fixed_mem.h NSPLAN_ATTN_THREADS). */
+#define NS_ATTN_MAX_SLOTS 64
+
+/* Scratch for min(n_threads, NS_ATTN_MAX_SLOTS) concurrent tasks of a cache of these
+ * dimensions. NULL when out of memory or the sizes overflow. */
 struct ns_attn_ws *ns_attn_ws_new(int n_threads, uint32_t n_head, uint32_t n_head_kv,
 				  uint32_t dk, uint32_t dv, uint32_t n_ctx);
 void ns_attn_ws_destroy(struct ns_attn_ws **ws);

@@ -155,8 +155,11 @@ static void s_check(const struct s_case *c, enum ns_kv_type tk, enum ns_kv_type 
 		if (!ns_kpath_supported(paths[pi]))
 			continue;
 		for (int ci = 0; ci < 3; ci++)
-			for (int th = 0; th < 3; th++) {
-				struct ns_attn_ws *ws = ns_attn_ws_new(th + 1, c->n_head, c->n_head_kv,
+			for (int th = 0; th < 4; th++) {
+				/* th 3: three threads sharing one workspace slot, as a pool of more
+				 * than NS_ATTN_MAX_SLOTS threads shares the slots */
+				const int n_thr = th < 3 ? th + 1 : 3, n_slot = th < 3 ? th + 1 : 1;
+				struct ns_attn_ws *ws = ns_attn_ws_new(n_slot, c->n_head, c->n_head_kv,
 								       c->dk, c->dv, c->n_pos);
 				uint32_t step = chunkings[ci];
 
@@ -172,16 +175,17 @@ static void s_check(const struct s_case *c, enum ns_kv_type tk, enum ns_kv_type 
 						.pos0 = p0, .n_head = c->n_head, .window = c->window,
 						.scale = scale, .sinks = c->sinks ? sinks : NULL,
 					};
-					int rc = ns_attn_run(pools[th], ws, paths[pi], &a);
+					int rc = ns_attn_run(pools[n_thr - 1], ws, paths[pi], &a);
 
 					if (rc)
 						NS_FAIL("ns_attn_run: %d", rc);
 				}
 				if (exact) {
 					if (memcmp(out, ref, c->n_pos * no * 4))
-						NS_FAIL("f32 cache, %s path, chunks of %u, %d threads, heads "
-							"%u/%u, dk %u dv %u, window %u, sinks %d: not bit-identical "
-							"to the reference", s_path_name(paths[pi]), step, th + 1,
+						NS_FAIL("f32 cache, %s path, chunks of %u, %d threads on %d "
+							"slots, heads %u/%u, dk %u dv %u, window %u, sinks %d: not "
+							"bit-identical to the reference", s_path_name(paths[pi]),
+							step, n_thr, n_slot,
 							c->n_head, c->n_head_kv, c->dk, c->dv, c->window, c->sinks);
 					s_n_exact++;
 				} else {
