@@ -465,12 +465,15 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		if (type == NS_CMSG_PROGRESS) {
 			struct ns_cmsg_progress pg;
 
-			if (ns_cmsg_dec_progress(p, len, &pg) == 0 && pg.n_tokens == r->n &&
-			    !r->n_forced) {
-				/* tokens' worth of the work, short of the whole until the end */
-				uint64_t done = (uint64_t)r->n * pg.layers_done / pg.n_layers;
+			/* nscompute counts the prompt's pass: a teacher-forced tail is
+			 * decoded after it (and draws no progress: pf_open is false) */
+			const uint32_t n_pf = r->n - r->n_forced;
 
-				if (pf_open && done < r->n)
+			if (ns_cmsg_dec_progress(p, len, &pg) == 0 && pg.n_tokens == n_pf) {
+				/* tokens' worth of the work, short of the whole until the end */
+				uint64_t done = (uint64_t)n_pf * pg.layers_done / pg.n_layers;
+
+				if (pf_open && done < n_pf)
 					s_progress(e, &pf_open, done, r->n, pf_t0);
 				zmq_msg_close(&msg);
 				continue;

@@ -147,6 +147,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	struct bench_ids got = { 0 };
 	char err[NS_ERR_LEN];
 	uint64_t t0;
+	bool said = false; /* a line of ours already names the failure */
 	int rc;
 
 	ns_engine_opts_default(&eo);
@@ -214,6 +215,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 			fprintf(stderr, "\nnsctl bench: decoded %u tokens, not the %u forced ones\n",
 				got.n, o->n_gen);
 			rc = -EPROTO;
+			said = true;
 		} else if (rc == 0) {
 			ns_engine_stats(e, &st);
 			if (st.decode_tok_s > 0 && tg->n_samples < NS_BENCH_MAX_SAMPLES) {
@@ -226,7 +228,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 			}
 		}
 	}
-	if (rc < 0 && rc != -EPROTO)
+	if (rc < 0 && !said) /* the engine's line (an -EPROTO of its own too) */
 		fprintf(stderr, "\nnsctl bench: %s\n", s_interrupted ? "interrupted"
 								   : ns_engine_error(e));
 	free(got.ids);
