@@ -26,6 +26,9 @@
 #
 # Fetches nothing. llama.cpp comes from $LLAMA_CPP_BIN (a directory holding llama-completion
 # and llama-bench) or PATH; without it the script says how to point at one and exits 77.
+# llama-completion is needed by the capped mode only. A llama-bench without -d (builds before
+# spring 2025) gets its depth rows from llama-batched-bench beside it (-npp D -ntg N -npl 1:
+# the N tokens decoded after a D-token prompt).
 # Environment: CAP (default 2G); N_GEN tokens decoded (16); REPEATS (2); THREADS (all CPUs);
 # CTX context of both engines (512); MODES (capped,resident; long); NSCTL our binary (default:
 # $NS_BUILD_ROOT/nsctl/nsctl, then build/nsctl/nsctl); MEMCAP the cap wrapper. long mode:
