@@ -373,7 +373,7 @@ int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen)
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	f->kv->n_ctx = f->n_ctx;
+	f->kv->n_ctx = f->kv->n_slot = f->n_ctx; /* holds nothing: not a ring */
 	rc = s_caches_init(f, G, err, errlen);
 	if (rc == 0)
 		rc = s_scratch_init(G, f->n_batch);
