@@ -243,8 +243,15 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 
 	if (e->flags & NS_EVAL_RESET)
 		ns_fwd_reset(p->f);
-	if ((e->flags & NS_EVAL_KEEP) && ns_fwd_truncate(p->f, e->keep) < 0)
-		return nsc_send_error(p, -EINVAL, "keep is past the end of the sequence");
+	if (e->flags & NS_EVAL_KEEP) {
+		rc = ns_fwd_truncate(p->f, e->keep);
+		/* -ERANGE: a sliding layer's ring no longer holds what the kept prefix needs;
+		 * nsctl evaluates it again from 0 (api.c s_run_kept) */
+		if (rc == -ERANGE)
+			return nsc_send_error(p, rc, ns_fwd_error(p->f));
+		if (rc < 0)
+			return nsc_send_error(p, -EINVAL, "keep is past the end of the sequence");
+	}
 	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
 		return nsc_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
 	if (n_forced >= e->n_tokens)
@@ -417,10 +424,13 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 
 		/* the bounds are checked above; a recurrent state refuses any other cut than
 		 * to 0 or to all it holds (one sequence: nothing else was cut yet) */
-		if (ns_fwd_seq_truncate(p->f, q->slot, q->keep) < 0) {
+		if ((rc = ns_fwd_seq_truncate(p->f, q->slot, q->keep)) < 0) {
 			free(seq);
-			return nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
-					    "back only to the start: keep 0 or all the slot holds");
+			/* -ERANGE: a sliding layer's ring cannot go back so far; nsctl serve
+			 * evaluates the slot again from 0 (srv_sched.c) */
+			return rc == -ERANGE ? nsc_send_error(p, rc, ns_fwd_error(p->f)) :
+			       nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
+					      "back only to the start: keep 0 or all the slot holds");
 		}
 		if (q->slot == 0 && p->dm) /* EVAL's sequence: the draft model follows it */
 			nsc_dmodel_begin(p->dm, q->keep, st->tokens + n, q->n_tokens);

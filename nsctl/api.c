@@ -563,6 +563,49 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	return 0;
 }
 
+/* s_run of a request that keeps a prefix (NS_EVAL_KEEP). nscompute refuses a cut back that
+ * a sliding layer's ring cache can no longer serve (-ERANGE: the ring overwrote positions the
+ * next token reads, nscompute/forward/forward.h ns_fwd_truncate) before it evaluates
+ * anything; then the kept prefix (hist) is evaluated again from position 0, in requests of
+ * at most NS_CMSG_MAX_TOKENS, and the request runs on after it. */
+static int s_run_kept(struct ns_engine *e, struct s_run *r)
+{
+	const uint32_t keep = r->keep;
+	int32_t *prefix;
+	int rc;
+
+	if (!(r->flags & NS_EVAL_KEEP) || !keep)
+		return s_run(e, r);
+	/* s_run's failure forgets hist: the prefix first */
+	if (keep > e->n_hist)
+		return ns_errf(e->err, sizeof(e->err), "keep %u past the context's %zu", keep,
+			       e->n_hist), -EINVAL;
+	if (!(prefix = malloc((size_t)keep * sizeof(*prefix))))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	memcpy(prefix, e->hist, (size_t)keep * sizeof(*prefix));
+	rc = s_run(e, r);
+	for (uint32_t i = 0; rc == -ERANGE && i < keep;) {
+		const uint32_t n = keep - i < NS_CMSG_MAX_TOKENS ? keep - i : NS_CMSG_MAX_TOKENS;
+		int rr = s_run(e, &(struct s_run){ .ids = prefix + i, .n = n,
+						   .flags = i ? 0 : NS_EVAL_RESET,
+						   .keep_hist = true });
+
+		i += n;
+		if (rr < 0) {
+			rc = rr;
+		} else if (i == keep) {
+			struct s_run again = *r;
+
+			again.flags &= ~NS_EVAL_KEEP;
+			again.keep = 0;
+			rc = s_run(e, &again);
+			r->n_logits = again.n_logits;
+		}
+	}
+	free(prefix);
+	return rc;
+}
+
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user)
 {
@@ -660,7 +703,7 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 		keep = 0; /* a recurrent state goes back only to the start */
 	flags = !keep ? NS_EVAL_RESET : keep < e->n_hist || e->hist_cut ? NS_EVAL_KEEP : 0;
 	e->n_hist = keep;
-	rc = s_run(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
+	rc = s_run_kept(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
 				       .flags = flags, .keep = flags & NS_EVAL_KEEP ? (uint32_t)keep : 0,
 				       .g = g, .cb = cb, .user = user, .keep_hist = true });
 	free(ids);
@@ -801,7 +844,7 @@ int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, float *l
 	if (logits && !all && n > 1 &&
 	    !(rows = malloc((size_t)n * e->n_vocab * sizeof(float))))
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
-	rc = s_run(e, &(struct s_run){ .ids = ids, .n = n,
+	rc = s_run_kept(e, &(struct s_run){ .ids = ids, .n = n,
 				       .flags = flags | (logits ? NS_EVAL_LOGITS_ALL : 0),
 				       .keep = flags & NS_EVAL_KEEP ? keep : 0, .logits = rows,
 				       .pos0 = keep, .keep_hist = true });

@@ -246,6 +246,15 @@ int ns_attn_run(struct ns_pool *p, struct ns_attn_ws *ws, enum ns_kpath path,
 		return -EINVAL;
 	if (a->n_tok == 0)
 		return 0;
+	if (ns_kvcache_is_ring(kv)) {
+		/* every position the chunk reads, pos0 + 1 - window .., must still be in the ring
+		 * (a full-causal read of a ring, or a ring too small for the chunk, fails here) */
+		const uint32_t need = a->window && a->pos0 + 1 > a->window ?
+				      a->pos0 + 1 - a->window : 0;
+
+		if (!a->window || need < kv->lo)
+			return -ERANGE;
+	}
 	run = (struct s_run){ .a = a, .ws = ws, .G = a->n_head / kv->n_head_kv,
 			      .n_tb = (a->n_tok + NS_ATTN_TB - 1) / NS_ATTN_TB };
 	run.fn = path == NS_KPATH_AVX512 && kv->dk % 16 == 0 && kv->dv % 16 == 0

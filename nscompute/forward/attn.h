@@ -60,7 +60,10 @@ void ns_attn_ws_destroy(struct ns_attn_ws **ws);
 
 /* Attention of a on pool p (may be NULL) through path (NS_KPATH_AUTO: the best this CPU has;
  * AVX2 runs the scalar code). Returns 0, -ENOTSUP for a path this CPU lacks, -EINVAL for
- * arguments that do not fit the cache or the workspace. */
+ * arguments that do not fit the cache or the workspace, -ERANGE when the cache is a ring
+ * (kvcache.h) that no longer holds a position the chunk reads (its `lo` is past
+ * pos0 + 1 - window, or the layer has no window). A ring gives the whole cache's result bit
+ * for bit: only the addressing differs. */
 int ns_attn_run(struct ns_pool *p, struct ns_attn_ws *ws, enum ns_kpath path,
 		const struct ns_attn *a);
 

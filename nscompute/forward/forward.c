@@ -209,6 +209,8 @@ int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
 
 void ns_fwd_reset(struct ns_fwd *f)
 {
+	if (f->arch_cut)
+		(void)f->arch_cut(f, 0); /* a reset always may */
 	f->kv->n_past = 0;
 	f->rope_delta = 0;
 	f->mm_end = 0;
@@ -227,6 +229,12 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 		ns_errf(f->err, sizeof(f->err), "forward: a context with an image goes back "
 			"only to 0 or past the image (position %u of %u)", n_past, f->mm_end);
 		return -EINVAL;
+	}
+	if (f->arch_cut && n_past != f->kv->n_past) {
+		int rc = f->arch_cut(f, n_past);
+
+		if (rc < 0)
+			return rc;
 	}
 	if (!n_past) {
 		f->rope_delta = 0;

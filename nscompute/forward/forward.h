@@ -152,7 +152,10 @@ void ns_fwd_reset(struct ns_fwd *f);
 
 /* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
  * or -EINVAL when n_past is past the sequence's end (or, for a recurrent pass, neither 0
- * nor the end). */
+ * nor the end), or -ERANGE when a sliding layer's ring cache (gemma) has overwritten
+ * positions the next token would read: a cut goes back at most R + 1 - window positions
+ * from the furthest position written (R the ring's positions, docs/decisions.md); the
+ * caller then evaluates the prefix again from 0 (ns_fwd_reset). Nothing changes on error. */
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);
