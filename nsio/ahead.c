@@ -207,7 +207,7 @@ bool nsio_ahead_hint(struct nsio *s, bool predict, uint32_t tensor, uint64_t row
 	return false;
 }
 
-void nsio_ahead_promote(struct nsio *s, const struct nsio_req *q)
+bool nsio_ahead_promote(struct nsio *s, const struct nsio_req *q)
 {
 	struct nsio_req *r;
 
@@ -215,12 +215,13 @@ void nsio_ahead_promote(struct nsio *s, const struct nsio_req *q)
 		if (!r->evict && r->predicted && s_same(r, q->tensor, q->row0, q->nrows))
 			break;
 	if (!r)
-		return; /* claimed or dropped meanwhile: compute reads it on demand if needed */
+		return false; /* evicted meanwhile (a real read needed the space) */
 	s_ahead_unlink(s, r);
 	s_ahead_bytes(s, -(int64_t)r->len);
 	r->predicted = false;
 	nsio_ahead_park(s, r);
 	atomic_fetch_add(&s->ctl->stats.predict_promoted, 1);
+	return true;
 }
 
 bool nsio_ahead_evict_predicted(struct nsio *s)

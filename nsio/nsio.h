@@ -170,8 +170,9 @@ bool nsio_ahead_evict_done(struct nsio *s);
 bool nsio_ahead_hint(struct nsio *s, bool predict, uint32_t tensor, uint64_t row0,
 		     uint64_t nrows, bool *promote);
 /* A promotion's turn in the queue: the predicted block, if still there, moves to the ahead
- * list's tail as an ordinary read-ahead block. */
-void nsio_ahead_promote(struct nsio *s, const struct nsio_req *q);
+ * list's tail as an ordinary read-ahead block (true); false when it is gone (evicted for a
+ * real read): the promotion is then read as the ordinary PREFETCH it was. */
+bool nsio_ahead_promote(struct nsio *s, const struct nsio_req *q);
 /* Drop the predicted blocks no one promoted or claimed. Returns whether any went. */
 bool nsio_ahead_evict_predicted(struct nsio *s);
 int nsio_run_ahead(struct nsio *s);

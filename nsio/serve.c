@@ -536,16 +536,17 @@ static int s_schedule(struct nsio *s)
 		uint32_t owner = r->client;
 		int rc;
 
+		/* a promotion takes its place in the ahead list now (or, its block evicted
+		 * meanwhile, is read as the PREFETCH it is); a prediction only ever uses spare
+		 * arena (the read-ahead share), else it is not read */
+		if (owner == NS_OWNER_NONE && r->promote && !nsio_ahead_promote(s, r))
+			r->promote = false;
 		if (owner == NS_OWNER_NONE && (r->promote || (r->predicted &&
 		    s->ahead_bytes + r->len > s->ctl->arena_bytes / 2))) {
-			/* a promotion takes its place in the ahead list now; a prediction only
-			 * ever uses spare arena (the read-ahead share), else it is not read */
 			s->waitq = r->next;
 			if (!s->waitq)
 				s->waitq_tail = NULL;
-			if (r->promote)
-				nsio_ahead_promote(s, r);
-			else
+			if (!r->promote)
 				atomic_fetch_add(&s->ctl->stats.predict_skipped, 1);
 			free(r);
 			continue;
