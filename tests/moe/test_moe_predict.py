@@ -6,8 +6,8 @@
   decodes the same bytes and `nsctl logits` writes the same logits with prediction on and off;
 - `run --json` carries predict_experts / predict_hits / predict_hit_rate: on, at least one
   predicted layer per decoded token, hits <= experts, rate = hits / experts in [0, 1] and well
-  above chance (n_expert_used / n_expert: a prediction from the wrong layer's router sits near
-  chance on these models); off, all zero;
+  above chance (at least 0.75: 0.87-0.93 measured; a prediction from the wrong layer's router
+  gave 0.41-0.55, chance is 0.25); off, all zero;
 - nsrouter's expert hit statistics (--expert-stats, the real router's choices that nsplan
   plans from) are identical with prediction on and off: a prediction counted there, or sent
   as a real plan, would change them or the rate.
@@ -88,8 +88,15 @@ def main():
                       f"{off['cache_hits']} off", flush=True)
                 if e < on["n_decode"] or not 0 <= h <= e or abs(rate - h / max(e, 1)) > 1e-9:
                     fail(f"{tag}: predict_experts {e}, hits {h}, rate {rate}")
-                if not 0.0 <= rate <= 1.0 or rate < chance + 0.25:
-                    fail(f"{tag}: hit rate {rate:.3f} not well above chance {chance:.3f}")
+                # measured: 0.87-0.93 on these models; the router of the wrong layer (l
+                # instead of l + 1) gave 0.41-0.55 (chance 0.25)
+                if not 0.0 <= rate <= 1.0 or rate < max(chance + 0.25, 0.75):
+                    fail(f"{tag}: hit rate {rate:.3f} too low (chance {chance:.3f})")
+                # predictions travel as their own class (NS_REQ_PREDICT): nsio read some
+                # with blocks small enough to stream (never as the real plan's PREFETCHes)
+                pio = on.get("predict_io") or {}
+                if rows == "16" and not pio.get("reads"):
+                    fail(f"{tag}: no predicted window read as a prediction: {pio}")
                 if off["predict_experts"] or off["predict_hits"] or off["predict_hit_rate"]:
                     fail(f"{tag}: prediction counted with --moe-predict off: {off}")
                 lon = logits(model, mem, rows, "on", os.path.join(tmp, "on.f32"))
