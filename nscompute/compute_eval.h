@@ -37,7 +37,7 @@ struct nsc_proc {
 	void *zctx, *sock;
 	void *route_sock;           /* PUB of router decisions (route_pub.c), or NULL */
 	uint64_t route_sent, route_dropped;
-	bool moe_predict_off;       /* --moe-predict off */
+	bool moe_predict;           /* --moe-predict on */
 	/* the last predicted routing (route_pub.c), scored against the real one of its layer */
 	uint32_t pred_layer, pred_pos0, pred_n;
 	bool pred_valid;

@@ -18,7 +18,7 @@
  * (NS_DRAFT_MODEL, compute_draft_model.h). It lives here, beside the pass that verifies its
  * drafts, so drafting costs no message or copy per token (docs/decisions.md).
  *
- * --moe-predict on|off (on): publish each MoE layer's predicted routing one layer early
+ * --moe-predict on|off (off): publish each MoE layer's predicted routing one layer early
  * (forward.h moe_predict; nsrouter prefetches it as a weaker hint) and count how many of the
  * real router's experts it named (route_pub.c, the session's predict_* counters). */
 #include <errno.h>
@@ -189,7 +189,7 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const c
 			fprintf(stderr, "nscompute: %s on|off (got '%s')\n", o, v);
 			return -EINVAL;
 		}
-		p->moe_predict_off = !strcmp(v, "off");
+		p->moe_predict = !strcmp(v, "on");
 		break;
 	}
 	return rc;
@@ -274,7 +274,7 @@ static int s_attach(struct nsc_proc *p)
 		fo.kv_v = p->kv_v;
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
-		fo.moe_predict = !p->moe_predict_off; /* route_pub.c: the hit rate */
+		fo.moe_predict = p->moe_predict; /* route_pub.c: the hit rate */
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
 	}
 	if (rc == 0 && p->draft_path) { /* resident: every tensor read now, once */

@@ -45,7 +45,7 @@ static void s_usage(FILE *f)
 		"  --run-ahead, --no-run-ahead  nsio reads the token's next matrices ahead\n"
 		"                        (default: on for dense models)\n"
 		"  --moe-predict on|off  MoE: prefetch each layer's predicted experts during its\n"
-		"                        attention (default on; the pred hit %% column)\n"
+		"                        attention (default off; the pred hit %% column)\n"
 		"  -q, --quiet           no progress line (drawn only when stderr is a terminal)\n"
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
@@ -164,7 +164,7 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 			fprintf(stderr, "nsctl bench: --moe-predict on|off (got '%s')\n", v);
 			return -EINVAL;
 		}
-		o->moe_predict_off = !strcmp(v, "off");
+		o->moe_predict = !strcmp(v, "on");
 		return 0;
 	case O_QUIET:
 		o->quiet = true;

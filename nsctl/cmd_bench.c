@@ -164,7 +164,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	eo.cache_type_v = o->ctv;
 	if (o->run_ahead >= 0)
 		eo.run_ahead = o->run_ahead;
-	eo.moe_predict_off = o->moe_predict_off;
+	eo.moe_predict = o->moe_predict;
 	eo.block_rows = c->rows;
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;

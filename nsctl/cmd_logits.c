@@ -26,7 +26,7 @@ struct s_opts {
 	const char *out;
 	uint64_t mem_budget, ram_budget, block_rows, lookahead;
 	bool act_q8;
-	bool moe_predict_off; /* --moe-predict off */
+	bool moe_predict;     /* --moe-predict on */
 	int threads;
 	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
 };
@@ -51,7 +51,7 @@ static void s_usage(FILE *f)
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
 		"  --lookahead N         blocks in flight after the one being multiplied\n"
-		"  --moe-predict on|off  MoE: prefetch predicted experts (default on; the logits\n"
+		"  --moe-predict on|off  MoE: prefetch predicted experts (default off; the logits\n"
 		"                        are the same either way)\n");
 }
 
@@ -138,7 +138,7 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const c
 			fprintf(stderr, "nsctl logits: %s on|off (got '%s')\n", a, v);
 			return -EINVAL;
 		}
-		o->moe_predict_off = !strcmp(v, "off");
+		o->moe_predict = !strcmp(v, "on");
 		return 0;
 	case O_THREADS:
 		rc = s_parse_u64(a, v, 1, &n);
@@ -264,7 +264,7 @@ static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
-	eo.moe_predict_off = o->moe_predict_off;
+	eo.moe_predict = o->moe_predict;
 	eo.cache_type_k = o->ctk;
 	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;

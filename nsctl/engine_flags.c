@@ -50,7 +50,7 @@ const char nsctl_engine_usage[] =
 	"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
 	"                        of the forward pass (default: on for dense models)\n"
 	"  --moe-predict on|off  MoE: predict each layer's experts from the previous layer's\n"
-	"                        output and prefetch them during its attention (default on)\n"
+	"                        output and prefetch them during its attention (default off)\n"
 	"  --no-plan             do not start nsplan\n"
 	"  --no-warmup           accepted for llama.cpp's command lines: we never run its\n"
 	"                        empty warm-up evaluation (our --warmup is another thing)\n"
@@ -207,7 +207,7 @@ int nsctl_engine_opt(struct nsctl_engine_args *a, const char *who, const struct 
 			fprintf(stderr, "%s: %s on|off (got '%s')\n", who, f, v);
 			return -EINVAL;
 		}
-		eo->moe_predict_off = !strcmp(v, "off");
+		eo->moe_predict = !strcmp(v, "on");
 		break;
 	case NSE_O_NO_PLAN:
 		eo->no_plan = true;

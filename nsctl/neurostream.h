@@ -113,8 +113,9 @@ struct ns_engine_opts {
 				* RAM-resident rows, so a later request is a hit): 1 on, 0 off,
 				* < 0 (ns_engine_opts_default): on for dense models (an MoE
 				* model's experts are nsrouter's; its arena is kept for them) */
-	bool moe_predict_off;  /* MoE: do not publish predicted routings one layer early
-				* (nscompute --moe-predict off); default on, docs/decisions.md */
+	bool moe_predict;      /* MoE: publish predicted routings one layer early so their
+				* experts are prefetched during attention (nscompute --moe-predict
+				* on); default off, docs/decisions.md "MoE expert prediction" */
 	bool verbose;          /* let the children print their informational lines */
 	uint32_t stall_ms;     /* a child whose heartbeat does not move for this long is taken
 				* for stopped or stuck: nsio, nsplan and nsrouter are killed and

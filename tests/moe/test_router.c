@@ -9,8 +9,6 @@
  *    non-expert bytes (token_embd: one row, unless tied) plus exactly n_used / n_expert of each
  *    layer's expert bytes (the active experts only); the arena peak is at most
  *    (lookahead + 1) blocks of BLOCK_ROWS rows, fewer bytes than one expert's window.
- *    With --moe-predict (on, cpu backend) the routers of layers 1.. are read a second time,
- *    after the layer before (the prediction): their bytes count as non-expert bytes.
  * 2. With nsrouter: the same tokens, the same bytes requested, and prefetch hits (> 0).
  * 3. nsrouter killed (SIGKILL) repeatedly mid-generation: the same tokens, and nsctl
  *    restarted it (more than one nsrouter pid seen). */
@@ -148,7 +146,6 @@ int main(int argc, char **argv)
 	struct ns_hparams hp;
 	char err[NS_ERR_LEN], path[4096];
 	uint64_t nonexp = 0, exps = 0, exp_active = 0, max_block = 0, expert_win = 0, br;
-	uint64_t predict = 0; /* bytes of the routers read again to predict (see below) */
 	struct run a, b, k;
 
 	CHECK(argc >= 4 && argc <= 6, "usage: test_router NSCTL MODEL BLOCK_ROWS [BACKEND "
@@ -181,26 +178,20 @@ int main(int argc, char **argv)
 				expert_win = t->n_bytes / hp.n_expert;
 			continue;
 		}
-		/* --moe-predict (on by default, cpu backend): layer l + 1's router is read once
-		 * more, after layer l, to predict its experts */
-		if (strstr(t->name, ".ffn_gate_inp.weight") && strncmp(t->name, "blk.0.", 6) &&
-		    !strcmp(s_backend, "cpu"))
-			predict += t->n_bytes;
 		if (!strcmp(t->name, "token_embd.weight"))
 			nonexp += t->row_bytes + (hp.tied_embeddings ? t->n_bytes : 0);
 		else
 			nonexp += t->n_bytes;
 	}
 	exp_active = exps / hp.n_expert * hp.n_expert_used;
-	nonexp += predict;
 	CHECK(exps % hp.n_expert == 0, "expert stacks not divisible");
 
 	/* 1: on-demand reads */
 	s_run(argv[1], path, argv[3], false, 0, &a);
 	printf("%s: %" PRIu64 " decoded tokens; bytes requested per token %" PRIu64
 	       " (expected %" PRIu64 " non-expert + %" PRIu64 " = %u/%u of the expert bytes "
-	       "%" PRIu64 "; non-expert includes %" PRIu64 " of predicting routers)\n", argv[2], a.n_decode, a.req_decode / a.n_decode, nonexp,
-	       exp_active, hp.n_expert_used, hp.n_expert, exps, predict);
+	       "%" PRIu64 ")\n", argv[2], a.n_decode, a.req_decode / a.n_decode, nonexp,
+	       exp_active, hp.n_expert_used, hp.n_expert, exps);
 	CHECK(a.n_decode > 0 && a.req_decode == a.n_decode * (nonexp + exp_active),
 	      "bytes requested %" PRIu64 " over %" PRIu64 " tokens, expected %" PRIu64
 	      " per token", a.req_decode, a.n_decode, nonexp + exp_active);
