@@ -37,6 +37,11 @@ struct nsc_proc {
 	void *zctx, *sock;
 	void *route_sock;           /* PUB of router decisions (route_pub.c), or NULL */
 	uint64_t route_sent, route_dropped;
+	bool moe_predict;           /* --moe-predict on */
+	/* the last predicted routing (route_pub.c), scored against the real one of its layer */
+	uint32_t pred_layer, pred_pos0, pred_n;
+	bool pred_valid;
+	uint8_t pred[256];          /* (NS_ZMSG_MAX_EXPERTS) 1: the prediction named it */
 	volatile sig_atomic_t *stop; /* set by signals: abandon the generation */
 	uint64_t rejected;         /* malformed messages dropped */
 	bool quit;                 /* QUIT arrived during a generation */

@@ -291,6 +291,13 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->requests = b->requests - a->requests;
 	s->cache_hits = b->cache_hits - a->cache_hits;
 	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
+	s->predict_experts = b->predict_experts - a->predict_experts;
+	s->predict_hits = b->predict_hits - a->predict_hits;
+	s->predict_reads = b->predict_reads - a->predict_reads;
+	s->predict_claims = b->predict_claims - a->predict_claims;
+	s->predict_promoted = b->predict_promoted - a->predict_promoted;
+	s->predict_hit_rate = s->predict_experts ? (double)s->predict_hits / s->predict_experts
+						 : 0;
 	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
 	if (sp)

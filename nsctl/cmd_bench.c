@@ -92,8 +92,13 @@ static void s_fill_budgets(struct ns_bench_row *r, const struct bench_config *c,
 
 /* Running means of the per-repeat streaming figures (finalised by dividing by n_samples). */
 static void s_accumulate(struct ns_bench_row *r, double bytes_tok, double req_tok, double stall,
-			 double peak, double hit)
+			 double peak, double hit, const struct ns_engine_stats *st)
 {
+	if (st->predict_experts) { /* summed over the repeats: a ratio of the totals */
+		r->pred_experts += st->predict_experts;
+		r->pred_hits += st->predict_hits;
+		r->predict_hit_rate = (double)r->pred_hits / (double)r->pred_experts;
+	}
 	r->bytes_per_token += bytes_tok;
 	r->req_bytes_per_token += req_tok;
 	r->stall_ms_per_token += stall;
@@ -160,6 +165,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	eo.cache_type_v = o->ctv;
 	if (o->run_ahead >= 0)
 		eo.run_ahead = o->run_ahead;
+	eo.moe_predict = o->moe_predict;
 	eo.block_rows = c->rows;
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;
@@ -196,7 +202,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 							 : 0;
 
 				s_accumulate(pp, dev, req, st.stall_ms_per_token,
-					     (double)st.arena_peak, st.cache_hit_rate);
+					     (double)st.arena_peak, st.cache_hit_rate, &st);
 			}
 		}
 	}
@@ -224,7 +230,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 				tg->ts[tg->n_samples++] = st.decode_tok_s;
 				s_accumulate(tg, b * 1e9, (double)st.req_decode / st.n_decode,
 					     st.stall_ms_per_token, (double)st.arena_peak,
-					     st.cache_hit_rate);
+					     st.cache_hit_rate, &st);
 			}
 		}
 	}

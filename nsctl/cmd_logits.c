@@ -26,6 +26,7 @@ struct s_opts {
 	const char *out;
 	uint64_t mem_budget, ram_budget, block_rows, lookahead;
 	bool act_q8;
+	bool moe_predict;     /* --moe-predict on */
 	int threads;
 	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
 };
@@ -49,7 +50,9 @@ static void s_usage(FILE *f)
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
-		"  --lookahead N         blocks in flight after the one being multiplied\n");
+		"  --lookahead N         blocks in flight after the one being multiplied\n"
+		"  --moe-predict on|off  MoE: prefetch predicted experts (default off; the logits\n"
+		"                        are the same either way)\n");
 }
 
 static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t *out)
@@ -76,7 +79,7 @@ static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 
 enum {
 	O_HELP = 1, O_MODEL, O_TOKENS, O_OUT, O_CTK, O_CTV, O_ACT, O_THREADS, O_MEM, O_RAM,
-	O_ROWS, O_LOOKAHEAD,
+	O_ROWS, O_LOOKAHEAD, O_MOE_PREDICT,
 };
 
 static const struct ns_opt s_opts[] = {
@@ -87,6 +90,7 @@ static const struct ns_opt s_opts[] = {
 	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
 	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
 	{ "act", NULL, NS_OPT_VALUE, O_ACT },
+	{ "moe-predict", NULL, NS_OPT_VALUE, O_MOE_PREDICT },
 	{ "threads", "-t", NS_OPT_VALUE, O_THREADS },
 	{ "mem-budget", NULL, NS_OPT_VALUE, O_MEM },
 	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
@@ -128,6 +132,13 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const c
 			return -EINVAL;
 		}
 		o->act_q8 = !strcmp(v, "q8");
+		return 0;
+	case O_MOE_PREDICT:
+		if (strcmp(v, "on") && strcmp(v, "off")) {
+			fprintf(stderr, "nsctl logits: %s on|off (got '%s')\n", a, v);
+			return -EINVAL;
+		}
+		o->moe_predict = !strcmp(v, "on");
 		return 0;
 	case O_THREADS:
 		rc = s_parse_u64(a, v, 1, &n);
@@ -253,6 +264,7 @@ static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
+	eo.moe_predict = o->moe_predict;
 	eo.cache_type_k = o->ctk;
 	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;

@@ -129,6 +129,10 @@ static void s_nscompute(const struct ns_engine *e, struct s_argv *a)
 		s_add(a, "--draft-model");
 		s_add(a, e->o.draft_model);
 	}
+	if (e->o.moe_predict) {
+		s_add(a, "--moe-predict");
+		s_add(a, "on");
+	}
 	if (e->o.n_seq > 1) /* KV-cache slots for ns_engine_step */
 		s_num(a, "--parallel", e->o.n_seq);
 	if (strcmp(e->o.backend, "cpu")) /* the GPU arena: nsplan placed weights in it */

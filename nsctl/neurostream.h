@@ -113,6 +113,9 @@ struct ns_engine_opts {
 				* RAM-resident rows, so a later request is a hit): 1 on, 0 off,
 				* < 0 (ns_engine_opts_default): on for dense models (an MoE
 				* model's experts are nsrouter's; its arena is kept for them) */
+	bool moe_predict;      /* MoE: publish predicted routings one layer early so their
+				* experts are prefetched during attention (nscompute --moe-predict
+				* on); default off, docs/decisions.md "MoE expert prediction" */
 	bool verbose;          /* let the children print their informational lines */
 	uint32_t stall_ms;     /* a child whose heartbeat does not move for this long is taken
 				* for stopped or stuck: nsio, nsplan and nsrouter are killed and
@@ -341,6 +344,13 @@ struct ns_engine_stats {
 	uint64_t arena_peak, arena_bytes;    /* peak reservation since start; the budget */
 	uint64_t requests, cache_hits;       /* over the call */
 	double cache_hit_rate;               /* cache_hits / requests (0..1) */
+	/* MoE prediction over the call: experts the real router chose in layers that had a
+	 * prediction, how many of them it named, the ratio (0..1; 0 with none) */
+	uint64_t predict_experts, predict_hits;
+	double predict_hit_rate;
+	/* nsio's side over the call: predicted windows read into spare arena; READs they served
+	 * before a real plan asked for them (kept out of cache_hits); windows promoted */
+	uint64_t predict_reads, predict_claims, predict_promoted;
 	uint64_t nsio_restarts;              /* restarts of nsio during the engine's life */
 	uint32_t stop_reason;                /* 0 prompt only, 1 length, 2 end of generation,
 					      * 3 context full, 4 callback */

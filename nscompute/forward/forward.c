@@ -71,6 +71,7 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 			  NS_BACKEND_CPU, &f, err, errlen);
 	if (rc < 0)
 		return rc;
+	f->moe_predict = opts->moe_predict && opts->on_route;
 	if (opts->kv_k < NS_KV_F32 || opts->kv_k > NS_KV_Q8_0 || opts->kv_v < NS_KV_F32 ||
 	    opts->kv_v > NS_KV_Q8_0) {
 		ns_errf(err, errlen, "forward: unknown KV cache type %d/%d", opts->kv_k, opts->kv_v);

@@ -57,6 +57,7 @@ struct ns_fwd {
 	uint64_t n_tok_rows;     /* valid token ids: [0, n_tok_rows) */
 	ns_fwd_route_fn on_route; /* from the options, may be NULL */
 	void *route_user;
+	bool moe_predict;        /* from the options: report predicted routes (moe.h) */
 	uint32_t n_moe_layer;    /* MoE only: layers and experts per layer of expert_hits */
 	uint32_t n_expert;
 	uint64_t *expert_hits;   /* (n_moe_layer, n_expert) selection counts, owned; NULL dense */

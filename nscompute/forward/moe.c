@@ -295,6 +295,42 @@ static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns
 	return 0;
 }
 
+int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		   const float *x, uint32_t n, const float *norm, float eps)
+{
+	const struct ns_moe_layer *y;
+	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
+	int rc;
+
+	if (layer >= moe->n_layer || !f->on_route || n == 0)
+		return 0;
+	y = &moe->layers[layer];
+	for (uint32_t t = 0; t < n; t++)
+		ns_rmsnorm(moe->xg + (uint64_t)t * D, x + (uint64_t)t * D, norm, D, eps);
+	rc = ns_fwd_matmul(f, y->router, 0, E, moe->xg, n, moe->logits, E);
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < n; t++) {
+		float *lg = moe->logits + (uint64_t)t * E; /* (n_expert) */
+
+		if (y->router_b)
+			s_add_row(lg, y->router_b, E);
+		s_route(moe, lg, moe->sel + (uint64_t)t * K, moe->wts + (uint64_t)t * K);
+	}
+	{
+		const struct ns_fwd_route r = {
+			.layer = layer, .pos0 = pos0, .n_tok = n, .n_used = K, .n_expert = E,
+			.experts = moe->sel, .weights = moe->wts, .predicted = true,
+		};
+
+		rc = f->on_route(f->route_user, &r);
+	}
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: routing callback of layer %u (predicted) "
+			"failed: %s", layer, strerror(-rc));
+	return rc < 0 ? rc : 0;
+}
+
 int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		const float *xb, uint32_t n, float *out)
 {
