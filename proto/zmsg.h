@@ -39,7 +39,8 @@ enum ns_zmsg_type {
 	NS_ZMSG_CTL_STEP = 10,
 	NS_ZMSG_CTL_SPEC = 11,   /* speculative decoding's counters, before DONE (ctl_msg.h) */
 	NS_ZMSG_CTL_PROGRESS = 12, /* prefill's pass over the layers (ctl_msg.h) */
-	NS_ZMSG_TYPE_MAX = 12,
+	NS_ZMSG_CTL_IMAGES = 13, /* the images of the next EVAL's prompt (ctl_msg.h) */
+	NS_ZMSG_TYPE_MAX = 13,
 };
 
 struct ns_zrouter {
