@@ -596,20 +596,47 @@ static int s_run_one(struct ns_engine *e, struct s_run *r)
 	return 0;
 }
 
+#define S_IMAGE_MARK "<|vision_start|><|image_pad|><|vision_end|>"
+
+/* "<|vision_start|><|image_pad|><|vision_end|>" per pending image, then text (Qwen-VL's
+ * processor: an image part before the text). 0 or -ENOMEM. */
+static int s_prefix_images(struct ns_engine *e, const char *text, char **out)
+{
+	uint32_t n = 0;
+	char *s;
+
+	while (n < NS_ENGINE_MAX_IMAGES && ns_engine_image_tokens(e, n))
+		n++;
+	if (!(s = malloc(n * strlen(S_IMAGE_MARK) + strlen(text) + 1)))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	s[0] = 0;
+	for (uint32_t i = 0; i < n; i++)
+		strcat(s, S_IMAGE_MARK);
+	strcat(s, text);
+	*out = s;
+	return 0;
+}
+
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user)
 {
 	struct ns_gen_params def;
 	int32_t *ids = NULL;
 	size_t n = 0;
-	int rc;
+	int rc = 0;
 
 	if (!g) {
 		ns_gen_params_default(&def);
 		g = &def;
 	}
 	if (nse_images_pending(e)) { /* each <|image_pad|> of the text: the next image */
-		rc = nse_images_encode(e, prompt, true, true, &ids, &n);
+		char *text = NULL;
+
+		if (!strstr(prompt, "<|image_pad|>")) /* none written: they open the prompt */
+			rc = s_prefix_images(e, prompt, &text);
+		if (rc == 0)
+			rc = nse_images_encode(e, text ? text : prompt, true, true, &ids, &n);
+		free(text);
 		if (rc < 0) {
 			nse_images_forget(e);
 			return rc;
@@ -665,20 +692,16 @@ const char *ns_engine_chat_template(const struct ns_engine *e)
 	return e->fam == NS_CHAT_UNKNOWN ? NULL : ns_chat_family_name(e->fam);
 }
 
-/* The conversation rendered with each pending image as "<|vision_start|><|image_pad|>
- * <|vision_end|>" at the start of the last user message, as Qwen-VL's chat template writes an
- * image part before the text. */
+/* The conversation rendered with the pending images opening the last user message, as
+ * Qwen-VL's chat template writes image parts before the text. */
 static int s_chat_images(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 			 char **text)
 {
-	static const char mark[] = "<|vision_start|><|image_pad|><|vision_end|>";
 	struct ns_engine_msg *m = calloc(n ? n : 1, sizeof(*m));
-	size_t last = n, nimg = 0;
 	char *content = NULL;
+	size_t last = n;
 	int rc;
 
-	for (uint32_t i = 0; i < NS_ENGINE_MAX_IMAGES && ns_engine_image_tokens(e, i); i++)
-		nimg++;
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(msgs[i].role, "user"))
 			last = i;
@@ -688,18 +711,11 @@ static int s_chat_images(struct ns_engine *e, const struct ns_engine_msg *msgs, 
 		free(m);
 		return ns_errf(e->err, sizeof(e->err), "images need a user message"), -EINVAL;
 	}
-	content = malloc(nimg * (sizeof(mark) - 1) + strlen(msgs[last].content) + 1);
-	if (!content) {
-		free(m);
-		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	if ((rc = s_prefix_images(e, msgs[last].content, &content)) == 0) {
+		memcpy(m, msgs, n * sizeof(*m));
+		m[last].content = content;
+		rc = ns_engine_chat_prompt(e, m, n, text);
 	}
-	content[0] = 0;
-	for (size_t i = 0; i < nimg; i++)
-		strcat(content, mark);
-	strcat(content, msgs[last].content);
-	memcpy(m, msgs, n * sizeof(*m));
-	m[last].content = content;
-	rc = ns_engine_chat_prompt(e, m, n, text);
 	free(content);
 	free(m);
 	return rc;
