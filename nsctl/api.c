@@ -23,6 +23,7 @@ void ns_engine_opts_default(struct ns_engine_opts *o)
 	o->ram_budget = NS_BUDGET_AUTO;
 	o->lookahead = -1;
 	o->run_ahead = -1;
+	o->image_token = -1;
 }
 
 void ns_gen_params_default(struct ns_gen_params *g)
@@ -167,6 +168,14 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		}
 		e->o.draft_model = e->draft_path;
 	}
+	if (rc == 0 && e->o.mmproj) {
+		if ((rc = s_abs_path(e->o.mmproj, e->mmproj_path, sizeof(e->mmproj_path)))) {
+			ns_errf(err, errlen, "--mmproj %s: %s", e->o.mmproj, strerror(-rc));
+			if (rc != -ENOMEM && rc != -EIO)
+				rc = -EINVAL;
+		}
+		e->o.mmproj = e->mmproj_path;
+	}
 	if (rc == 0 && (rc = s_abs_path(model, e->model_path, sizeof(e->model_path)))) {
 		ns_errf(err, errlen, "%s: %s", model, strerror(-rc));
 		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */
@@ -201,6 +210,8 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		}
 		if (rc == 0)
 			rc = s_load_meta(e);
+		if (rc == 0) /* the tower for this model, from headers (api_image.c) */
+			rc = nse_images_load(e);
 		if (rc == 0)
 			rc = nse_start(e);
 		if (rc < 0)
@@ -221,6 +232,7 @@ void ns_engine_free(struct ns_engine **ep)
 	if (!e)
 		return;
 	nse_teardown(e);
+	nse_images_free(e);
 	ns_tok_destroy(&e->tok);
 	ns_model_close(&e->m);
 	for (int i = 0; i < NS_PROC_COUNT; i++)
@@ -300,6 +312,8 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 						 : 0;
 	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
+	s->n_image_tokens = d->n_image_tokens;
+	s->tower_s = (double)d->tower_ns / 1e9;
 	if (sp)
 		s_fill_spec(s, d, sp);
 }
@@ -383,7 +397,18 @@ static void s_progress(struct ns_engine *e, bool *open, uint64_t done, uint64_t 
 		      e->o.progress_user);
 }
 
+static int s_run_one(struct ns_engine *e, struct s_run *r);
+
+/* One EVAL; the pending images (ns_engine_set_images) are for it only, taken or refused. */
 static int s_run(struct ns_engine *e, struct s_run *r)
+{
+	int rc = s_run_one(e, r);
+
+	nse_images_forget(e);
+	return rc;
+}
+
+static int s_run_one(struct ns_engine *e, struct s_run *r)
 {
 	struct ns_cmsg_eval ev = { .flags = r->flags, .keep = r->keep, .n_tokens = r->n,
 				   .tokens = r->ids };
@@ -432,6 +457,17 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	/* (nothing to generate: nothing to draft; nscompute sends SPEC only after generating) */
 	if (r->g && r->g->draft && ev.n_predict && (rc = s_draft_block(e, r->g, &ev)) < 0)
 		return rc;
+	if (nse_images_pending(e)) { /* the prompt's images: its runs, then IMAGES first */
+		if (r->keep || !(r->flags & NS_EVAL_RESET))
+			return ns_errf(e->err, sizeof(e->err), "a prompt with images starts the "
+				       "context over"), -EINVAL;
+		if ((rc = nse_images_check_ids(e, r->ids, r->n - r->n_forced)) < 0)
+			return rc;
+		if ((rc = nse_images_send(e)) < 0)
+			return rc;
+		ev.flags = (ev.flags & ~(uint32_t)NS_EVAL_KEEP) | NS_EVAL_RESET;
+		ev.keep = 0;
+	}
 	sz = ns_cmsg_size_eval_msg(&ev);
 	if (!(buf = malloc(sz)))
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
@@ -613,21 +649,55 @@ static int s_run_kept(struct ns_engine *e, struct s_run *r)
 	return rc;
 }
 
+#define S_IMAGE_MARK "<|vision_start|><|image_pad|><|vision_end|>"
+
+/* "<|vision_start|><|image_pad|><|vision_end|>" per pending image, then text (Qwen-VL's
+ * processor: an image part before the text). 0 or -ENOMEM. */
+static int s_prefix_images(struct ns_engine *e, const char *text, char **out)
+{
+	uint32_t n = 0;
+	char *s;
+
+	while (n < NS_ENGINE_MAX_IMAGES && ns_engine_image_tokens(e, n))
+		n++;
+	if (!(s = malloc(n * strlen(S_IMAGE_MARK) + strlen(text) + 1)))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	s[0] = 0;
+	for (uint32_t i = 0; i < n; i++)
+		strcat(s, S_IMAGE_MARK);
+	strcat(s, text);
+	*out = s;
+	return 0;
+}
+
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user)
 {
 	struct ns_gen_params def;
 	int32_t *ids = NULL;
 	size_t n = 0;
-	int rc;
+	int rc = 0;
 
 	if (!g) {
 		ns_gen_params_default(&def);
 		g = &def;
 	}
-	rc = ns_tok_encode(e->tok, prompt, strlen(prompt), true, false, &ids, &n);
-	if (rc < 0)
+	if (nse_images_pending(e)) { /* each <|image_pad|> of the text: the next image */
+		char *text = NULL;
+
+		if (!strstr(prompt, "<|image_pad|>")) /* none written: they open the prompt */
+			rc = s_prefix_images(e, prompt, &text);
+		if (rc == 0)
+			rc = nse_images_encode(e, text ? text : prompt, true, true, &ids, &n);
+		free(text);
+		if (rc < 0) {
+			nse_images_forget(e);
+			return rc;
+		}
+	} else if ((rc = ns_tok_encode(e->tok, prompt, strlen(prompt), true, false, &ids,
+				       &n)) < 0) {
 		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the prompt"), rc;
+	}
 	if (n == 0) {
 		free(ids);
 		return ns_errf(e->err, sizeof(e->err), "the prompt is empty and the vocabulary "
@@ -675,6 +745,35 @@ const char *ns_engine_chat_template(const struct ns_engine *e)
 	return e->fam == NS_CHAT_UNKNOWN ? NULL : ns_chat_family_name(e->fam);
 }
 
+/* The conversation rendered with the pending images opening the last user message, as
+ * Qwen-VL's chat template writes image parts before the text. */
+static int s_chat_images(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
+			 char **text)
+{
+	struct ns_engine_msg *m = calloc(n ? n : 1, sizeof(*m));
+	char *content = NULL;
+	size_t last = n;
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(msgs[i].role, "user"))
+			last = i;
+	if (!m)
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	if (last == n) {
+		free(m);
+		return ns_errf(e->err, sizeof(e->err), "images need a user message"), -EINVAL;
+	}
+	if ((rc = s_prefix_images(e, msgs[last].content, &content)) == 0) {
+		memcpy(m, msgs, n * sizeof(*m));
+		m[last].content = content;
+		rc = ns_engine_chat_prompt(e, m, n, text);
+	}
+	free(content);
+	free(m);
+	return rc;
+}
+
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user)
 {
@@ -689,14 +788,28 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 		ns_gen_params_default(&def);
 		g = &def;
 	}
-	rc = ns_engine_chat_prompt(e, msgs, n, &text);
-	if (rc < 0)
-		return rc;
-	rc = ns_tok_encode(e->tok, text, strlen(text), ns_chat_family_adds_bos(e->fam), true, &ids,
-			   &n_ids);
-	free(text);
-	if (rc < 0)
-		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"), rc;
+	if (nse_images_pending(e)) { /* the images open the last user message (Qwen-VL) */
+		rc = s_chat_images(e, msgs, n, &text);
+		if (rc == 0)
+			rc = nse_images_encode(e, text, ns_chat_family_adds_bos(e->fam), true, &ids,
+					       &n_ids);
+		free(text);
+		if (rc < 0) {
+			nse_images_forget(e);
+			return rc;
+		}
+		e->n_hist = 0; /* the context starts over (s_run) */
+	} else {
+		rc = ns_engine_chat_prompt(e, msgs, n, &text);
+		if (rc < 0)
+			return rc;
+		rc = ns_tok_encode(e->tok, text, strlen(text), ns_chat_family_adds_bos(e->fam),
+				   true, &ids, &n_ids);
+		free(text);
+		if (rc < 0)
+			return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"),
+			       rc;
+	}
 	if (n_ids > e->n_ctx) {
 		free(ids);
 		return ns_errf(e->err, sizeof(e->err), "the conversation has %zu tokens, more "

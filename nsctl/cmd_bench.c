@@ -268,7 +268,7 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, NULL, o.n_ctx, 1, o.ctk,
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, NULL, NULL, o.n_ctx, 1, o.ctk,
 					     o.ctv, false, &mem, false, &ram, line, sizeof(line),
 					     NULL, 0)))
 			return rc;
@@ -292,7 +292,7 @@ int cmd_bench(int argc, char **argv)
 			mems[i] = cfg[i].mem;
 			rams[i] = cfg[i].ram;
 		}
-		rc = nsctl_check_budgets("nsctl bench", o.model, NULL, o.n_ctx, 1, o.ctk, o.ctv,
+		rc = nsctl_check_budgets("nsctl bench", o.model, NULL, NULL, o.n_ctx, 1, o.ctk, o.ctv,
 					 mems, rams, nc);
 		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
 			if (o.vram.v[i])

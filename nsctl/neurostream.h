@@ -153,6 +153,19 @@ struct ns_engine_opts {
 	 * (NS_BUDGET_AUTO). cpu backend only; a file that does not open or runs no pass, or
 	 * another vocabulary size, fails the load (-EINVAL). NULL: none. */
 	const char *draft_model;
+	/* Images in prompts (ns_engine_set_images): the vision tower, an mmproj GGUF (Qwen3-VL /
+	 * Qwen3.5, "qwen3vl_merger") whose projection_dim is the model's n_embd, for a model
+	 * with M-RoPE (qwen3vl, qwen3vlmoe, qwen35, qwen35moe). nscompute reads its tensors into
+	 * its RAM at load (not streamed), and the budgets the library picks count them
+	 * (NS_BUDGET_AUTO). cpu backend only; a file that is not a tower, or a mismatch, fails
+	 * the load (-EINVAL). NULL: none (images refused). */
+	const char *mmproj;
+	uint32_t max_image_tokens; /* an image becomes at most this many tokens (nsctl
+				    * --max-patches); 0: no cap beyond the processor's */
+	uint64_t min_image_pixels, max_image_pixels; /* the processor's resize bounds (nsctl
+				    * --min-pixels / --max-pixels); 0: its defaults */
+	int32_t image_token;       /* the image placeholder's id; < 0 (the default): the
+				    * vocabulary's "<|image_pad|>" (Qwen-VL) */
 	/* Told of the RAM cache's fill and each prompt's evaluation (above). May be NULL. */
 	ns_progress_fn progress;
 	void *progress_user;
@@ -363,9 +376,32 @@ struct ns_engine_stats {
 	uint32_t draft_k;                    /* the adaptive draft length at the end */
 	double accept_rate;                  /* accepted / drafted */
 	double passes_per_token;             /* n_decode / (n_gen - 1) */
+	/* images (ns_engine_set_images): their tokens in the prompt, and the vision tower's
+	 * time (decoding, preprocessing, tower; part of prefill_s) */
+	uint32_t n_image_tokens;
+	double tower_s;
 };
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
+
+/* Images of the next ns_engine_generate, ns_engine_chat, ns_engine_logits or ns_engine_eval
+ * call (which then starts the context over), in order; they are forgotten after it, taken or
+ * refused. Each file is checked here from its header (PNG, JPEG or WebP; not cut short, not
+ * 0x0, at most 64 Mpx, aspect ratio at most 200, at most opts.max_image_tokens tokens, all
+ * of them within the context), nothing decoded and no weight read: -EINVAL with one line
+ * otherwise, or when the engine has no vision tower (opts.mmproj). n 0 forgets them.
+ * In the call: generate and chat put each image where Qwen-VL's processor does: every
+ * "<|image_pad|>" of the prompt text (chat: the images open the last user message, each as
+ * "<|vision_start|><|image_pad|><|vision_end|>"; generate: the text is taken as is, so write
+ * the markers) becomes the next image's tokens; for logits and eval the caller writes the
+ * ids, each maximal run of the placeholder (ns_engine_image_token) as long as its image's
+ * token count (ns_engine_image_tokens), else -EINVAL with one line naming the count. */
+#define NS_ENGINE_MAX_IMAGES 64
+int ns_engine_set_images(struct ns_engine *e, const char *const *paths, uint32_t n);
+/* Tokens image i of the pending set becomes (0 when there is no such image). */
+uint32_t ns_engine_image_tokens(const struct ns_engine *e, uint32_t i);
+/* The image placeholder id (opts.image_token or the vocabulary's); -1 when none. */
+int32_t ns_engine_image_token(const struct ns_engine *e);
 
 /* MoE expert cache warm-up (needs opts.expert_stats, nsplan and nsrouter): evaluate text
  * from an empty context (as one user message with the model's chat template when chat, after

@@ -95,6 +95,7 @@ struct nsplan_fixed {
 	uint64_t total;           /* the sum of the four and the margin (and draft_bytes) */
 	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
 				   * here; nsctl adds it to total (budgets.c) */
+	uint64_t tower_bytes;     /* a vision tower resident in nscompute (--mmproj): likewise */
 };
 
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */

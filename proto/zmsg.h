@@ -41,7 +41,8 @@ enum ns_zmsg_type {
 	NS_ZMSG_CTL_PROGRESS = 12, /* prefill's pass over the layers (ctl_msg.h) */
 	NS_ZMSG_ROUTER_PREDICT = 13, /* a predicted decision (the next layer's router on this
 				      * layer's output): the payload of NS_ZMSG_ROUTER */
-	NS_ZMSG_TYPE_MAX = 13,
+	NS_ZMSG_CTL_IMAGES = 14, /* the images of the next EVAL's prompt (ctl_msg.h) */
+	NS_ZMSG_TYPE_MAX = 14,
 };
 
 struct ns_zrouter {
