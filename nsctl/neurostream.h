@@ -494,10 +494,12 @@ void ns_engine_set_thinking(struct ns_engine *e, bool on);
  * 1 MiB). Returns 0 with *out, -EINVAL (not a size) or -ERANGE (too large). */
 int ns_parse_size(const char *text, uint64_t *out);
 
-/* sizeof(struct ns_engine_opts), sizeof(struct ns_gen_params) of the library as built, so
- * bindings that mirror the structs (ctypes) can refuse a library they do not match. */
+/* sizeof(struct ns_engine_opts), sizeof(struct ns_gen_params), sizeof(struct
+ * ns_engine_stats) of the library as built, so bindings that mirror the structs (ctypes) can
+ * refuse a library they do not match. */
 size_t ns_engine_opts_size(void);
 size_t ns_gen_params_size(void);
+size_t ns_engine_stats_size(void);
 
 /* The options the engine runs with, defaults resolved (budgets, n_ctx, backend, lookahead;
  * string members point into e). */
