@@ -295,6 +295,26 @@ static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns
 	return 0;
 }
 
+/* The router of layer y over x (n, n_embd): logits (n, n_expert), then each token's k experts
+ * and weights in moe->sel / moe->wts. */
+static int s_router(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
+		    const float *x, uint32_t n)
+{
+	const uint32_t E = moe->n_expert, K = moe->n_used;
+	int rc = ns_fwd_matmul(f, y->router, 0, E, x, n, moe->logits, E);
+
+	if (rc)
+		return rc;
+	for (uint32_t t = 0; t < n; t++) {
+		float *lg = moe->logits + (uint64_t)t * E; /* (n_expert) */
+
+		if (y->router_b)
+			s_add_row(lg, y->router_b, E);
+		s_route(moe, lg, moe->sel + (uint64_t)t * K, moe->wts + (uint64_t)t * K);
+	}
+	return 0;
+}
+
 int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		   const float *x, uint32_t n, const float *norm, float eps)
 {
@@ -307,16 +327,8 @@ int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_
 	y = &moe->layers[layer];
 	for (uint32_t t = 0; t < n; t++)
 		ns_rmsnorm(moe->xg + (uint64_t)t * D, x + (uint64_t)t * D, norm, D, eps);
-	rc = ns_fwd_matmul(f, y->router, 0, E, moe->xg, n, moe->logits, E);
-	if (rc)
+	if ((rc = s_router(f, moe, y, moe->xg, n)))
 		return rc;
-	for (uint32_t t = 0; t < n; t++) {
-		float *lg = moe->logits + (uint64_t)t * E; /* (n_expert) */
-
-		if (y->router_b)
-			s_add_row(lg, y->router_b, E);
-		s_route(moe, lg, moe->sel + (uint64_t)t * K, moe->wts + (uint64_t)t * K);
-	}
 	{
 		const struct ns_fwd_route r = {
 			.layer = layer, .pos0 = pos0, .n_tok = n, .n_used = K, .n_expert = E,
@@ -339,17 +351,8 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 	uint64_t *hits = f->expert_hits + (uint64_t)layer * E;
 	int rc;
 
-	/* router: logits (n, n_expert), then each token's k experts and weights */
-	rc = ns_fwd_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
-	if (rc)
+	if ((rc = s_router(f, moe, y, xb, n)))
 		return rc;
-	for (uint32_t t = 0; t < n; t++) {
-		float *lg = moe->logits + (uint64_t)t * E; /* (n_expert) */
-
-		if (y->router_b)
-			s_add_row(lg, y->router_b, E);
-		s_route(moe, lg, moe->sel + (uint64_t)t * K, moe->wts + (uint64_t)t * K);
-	}
 	if (f->on_route) {
 		const struct ns_fwd_route r = {
 			.layer = layer, .pos0 = pos0, .n_tok = n, .n_used = K, .n_expert = E,
