@@ -55,6 +55,10 @@ int nsc_tower_open(const char *path, const struct ns_model *text, int threads,
 		snprintf(why, sizeof(why), "its projection_dim %u is not the model's n_embd %u",
 			 t->hp.n_embd_out, thp.n_embd);
 		rc = -EINVAL;
+	} else if (rc == 0 && thp.n_deepstack != t->hp.n_deepstack) {
+		snprintf(why, sizeof(why), "%u DeepStack feature(s), the model takes %u",
+			 t->hp.n_deepstack, thp.n_deepstack);
+		rc = -EINVAL;
 	}
 	if (rc == 0)
 		rc = ns_weights_fused_new(t->m, &fo, &t->w, why, sizeof(why));

@@ -75,6 +75,10 @@ int nse_images_load(struct ns_engine *e)
 		snprintf(why, sizeof(why), "not the tower of this model: its projection_dim %u, "
 			 "the model's n_embd %u", e->img->hp.n_embd_out, thp.n_embd);
 		rc = -EINVAL;
+	} else if (rc == 0 && thp.n_deepstack != e->img->hp.n_deepstack) {
+		snprintf(why, sizeof(why), "not the tower of this model: %u DeepStack feature(s), "
+			 "the model takes %u", e->img->hp.n_deepstack, thp.n_deepstack);
+		rc = -EINVAL;
 	}
 	ns_model_close(&t);
 	if (rc < 0)

@@ -57,6 +57,10 @@ static int s_tower(struct nsctl_images *im, const char *model, struct ns_vision_
 			rc = (ns_errf(err, errlen, "--mmproj %s: not the tower of %s (its "
 				      "projection_dim %u, the model's n_embd %u)", im->mmproj,
 				      model, vhp->n_embd_out, hp.n_embd), -EINVAL);
+		else if (vhp->n_deepstack != hp.n_deepstack)
+			rc = (ns_errf(err, errlen, "--mmproj %s: not the tower of %s (%u DeepStack "
+				      "feature(s), the model takes %u)", im->mmproj, model,
+				      vhp->n_deepstack, hp.n_deepstack), -EINVAL);
 		ns_model_close(&t);
 	}
 	return rc;
