@@ -89,6 +89,11 @@ int nse_images_load(struct ns_engine *e)
 	if (e->img->image_id >= 0 && (uint32_t)e->img->image_id >= ns_tok_n_vocab(e->tok))
 		return ns_errf(e->err, sizeof(e->err), "image token %d out of the vocabulary (%zu)",
 			       e->img->image_id, ns_tok_n_vocab(e->tok)), -EINVAL;
+	/* no placeholder: the tower could never take an image; said before anything starts */
+	if (e->img->image_id < 0)
+		return ns_errf(e->err, sizeof(e->err), "--mmproj %s: the vocabulary has no " S_PAD
+			       " token (name the placeholder id: --image-token)", e->o.mmproj),
+		       -EINVAL;
 	return 0;
 }
 

@@ -123,6 +123,12 @@ with tempfile.TemporaryDirectory() as d:
         fail(f"run --image: exit {r.returncode}, stderr {r.stderr[-500:]!r}")
     else:
         print("run --image -p: " + [x for x in r.stderr.split("\n") if "images 4 tok" in x][0])
+    # the tiny vocabulary has no <|image_pad|>: refused before any process starts
+    r = nsctl("run", vl, "--image", image, "-p", "hi", "--min-pixels", "4096", "--mem-budget",
+              "8MB", "--ram-budget", "0")
+    refused("run: no placeholder in the vocabulary", r, "nsctl run")
+    if "--image-token" not in r.stderr or "session" in r.stderr:
+        fail(f"run without a placeholder: {r.stderr!r}")
     bad = os.path.join(d, "not-an-image.png")
     with open(bad, "w") as f:
         f.write("not an image\n" * 10)
