@@ -14,14 +14,13 @@ tokens on its summary line. Refusals, one line and exit 2, before anything start
 placeholders of the wrong length, not an image, a model that takes no images.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
 """
-import array
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
-import zlib
+
+from vision_testlib import f32, png
 
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -35,23 +34,6 @@ def fail(msg):
     global fails
     print("FAIL " + msg)
     fails += 1
-
-
-def png(path, w, h, rgb):
-    def chunk(t, data):
-        return struct.pack(">I", len(data)) + t + data + struct.pack(">I", zlib.crc32(t + data))
-    raw = b"".join(b"\0" + rgb[y * w * 3:(y + 1) * w * 3] for y in range(h))
-    body = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-    body += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + body)
-
-
-def f32(path):
-    a = array.array("f")
-    with open(path, "rb") as f:
-        a.frombytes(f.read())
-    return a
 
 
 def nsctl(*args):
