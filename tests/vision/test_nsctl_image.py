@@ -16,6 +16,7 @@ beside it, two mmproj files beside it, an mmproj whose width is not the model's,
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
