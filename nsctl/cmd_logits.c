@@ -56,6 +56,7 @@ static void s_usage(FILE *f)
 		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
+		"                        (0, the default: none; --mem-budget 0: the engine's own)\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
 		"  --lookahead N         blocks in flight after the one being multiplied\n"
 		"  --moe-predict on|off  MoE: prefetch predicted experts (default off; the logits\n"
@@ -75,11 +76,13 @@ static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_
 	return 0;
 }
 
+/* A size; 0 is what leaving the flag out means (the engine's own arena, no RAM cache), as
+ * for nsctl run. */
 static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 {
 	int rc = text ? ns_parse_bytes(text, out) : -EINVAL;
 
-	if (rc < 0 || *out == 0) {
+	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s: bad size '%s' (e.g. 512MB, 6GB)\n", flag,
 			text ? text : "");
 		return -EINVAL;
