@@ -3,24 +3,31 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "fp16.h" /* modelfile/fp16.h: exact half <-> float, round to nearest even */
 #include "kvcache.h"
 #include "ns_util.h"
 
-/* *p = a * b * c zeroed bytes, 64-byte aligned (the kernels load whole vectors), checked. */
-static int s_slab(uint64_t a, uint64_t b, uint64_t c, uint8_t **p)
+/* *p = a * b * c zeroed bytes, page-aligned (the kernels load whole vectors), checked; *size
+ * the mapping's. Anonymous pages: zero until written, so a cache of gigabytes costs nothing
+ * to create (a memset of it took over 10 s on a loaded machine, long enough for the
+ * supervisor to take nscompute for stuck before its first beat) and is charged as the
+ * positions fill. */
+static int s_slab(uint64_t a, uint64_t b, uint64_t c, uint8_t **p, size_t *size)
 {
 	uint64_t n;
+	void *m;
 
 	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, c, &n) ||
-	    n > SIZE_MAX - 64)
+	    n > SIZE_MAX - 4096)
 		return -EOVERFLOW;
-	n = ns_align_up_u64(n ? n : 1, 64);
-	*p = aligned_alloc(64, (size_t)n);
-	if (!*p)
+	n = n ? n : 1;
+	m = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
 		return -ENOMEM;
-	memset(*p, 0, (size_t)n);
+	*p = m;
+	*size = (size_t)n;
 	return 0;
 }
 
@@ -59,9 +66,10 @@ int ns_kvcache_new_ring(uint32_t n_layer, uint32_t n_ctx, uint32_t n_slot, uint3
 	c->n_tile = (n_slot + NS_KV_TILE - 1) / NS_KV_TILE;
 	c->k_tile_bytes = ns_kv_row_bytes(tk, dk) * NS_KV_TILE;
 	c->v_row_bytes = ns_kv_row_bytes(tv, dv);
-	rc = s_slab((uint64_t)n_layer * n_head_kv, c->n_tile, c->k_tile_bytes, &c->k);
+	rc = s_slab((uint64_t)n_layer * n_head_kv, c->n_tile, c->k_tile_bytes, &c->k, &c->k_map);
 	if (rc == 0)
-		rc = s_slab((uint64_t)n_layer * n_head_kv, n_slot, c->v_row_bytes, &c->v);
+		rc = s_slab((uint64_t)n_layer * n_head_kv, n_slot, c->v_row_bytes, &c->v,
+			    &c->v_map);
 	if (rc < 0) {
 		ns_kvcache_destroy(&c);
 		return rc;
@@ -81,8 +89,10 @@ void ns_kvcache_destroy(struct ns_kvcache **c)
 {
 	if (!c || !*c)
 		return;
-	free((*c)->k);
-	free((*c)->v);
+	if ((*c)->k)
+		munmap((*c)->k, (*c)->k_map);
+	if ((*c)->v)
+		munmap((*c)->v, (*c)->v_map);
 	free(*c);
 	*c = NULL;
 }

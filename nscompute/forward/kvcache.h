@@ -44,6 +44,7 @@ struct ns_kvcache {
 	uint32_t n_tile;          /* K tiles per head: ceil(n_slot / 16) */
 	uint64_t k_tile_bytes;    /* one K tile of one head */
 	uint64_t v_row_bytes;     /* one V row of one head */
+	size_t k_map, v_map;      /* the slabs' mapped sizes */
 	uint8_t *k;               /* (n_layer, n_head_kv, n_tile) tiles */
 	uint8_t *v;               /* (n_layer, n_head_kv, n_slot) rows */
 };
