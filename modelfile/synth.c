@@ -76,7 +76,8 @@ const char *const ns_synth_presets[] = {
 int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
 {
 	static const struct { const char *name; enum ns_synth_quant q; } names[] = {
-		{ "f32", NS_SYNTH_F32 },   { "f16", NS_SYNTH_F16 },   { "q8_0", NS_SYNTH_Q8_0 },
+		{ "f32", NS_SYNTH_F32 },   { "f16", NS_SYNTH_F16 },   { "bf16", NS_SYNTH_BF16 },
+		{ "q8_0", NS_SYNTH_Q8_0 },
 		{ "q4_0", NS_SYNTH_Q4_0 }, { "q4_k_m", NS_SYNTH_Q4_K_M }, { "mxfp4", NS_SYNTH_MXFP4 },
 	};
 	for (size_t i = 0; i < NS_ARRAY_LEN(names); i++) {
@@ -153,6 +154,16 @@ static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 	case NS_TYPE_F16:
 		for (size_t i = 0; i < n / 2; i++)
 			s_put_f16(b + 2 * i, s_uniform(&st, 0.05f));
+		return;
+	case NS_TYPE_BF16: /* the float's top half (the values are exact in 16 bits or not: noise) */
+		for (size_t i = 0; i < n / 2; i++) {
+			float v = s_uniform(&st, 0.05f);
+			uint32_t u;
+
+			memcpy(&u, &v, 4);
+			b[2 * i] = (uint8_t)(u >> 16);
+			b[2 * i + 1] = (uint8_t)(u >> 24);
+		}
 		return;
 	default:
 		break;
@@ -231,6 +242,7 @@ uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 	switch (pl->q) {
 	case NS_SYNTH_F32: t = NS_TYPE_F32; break;
 	case NS_SYNTH_F16: t = NS_TYPE_F16; break;
+	case NS_SYNTH_BF16: t = NS_TYPE_BF16; break;
 	case NS_SYNTH_Q8_0: t = NS_TYPE_Q8_0; break;
 	case NS_SYNTH_Q4_0: t = kind == 2 ? NS_TYPE_Q6_K : NS_TYPE_Q4_0; break;
 	case NS_SYNTH_MXFP4: t = kind == 3 ? NS_TYPE_MXFP4 : NS_TYPE_Q8_0; break;
@@ -436,6 +448,7 @@ static uint32_t s_file_type(enum ns_synth_quant q)
 	switch (q) {
 	case NS_SYNTH_F32: return 0;
 	case NS_SYNTH_F16: return 1;
+	case NS_SYNTH_BF16: return 32;
 	case NS_SYNTH_Q4_0: return 2;
 	case NS_SYNTH_Q8_0: return 7;
 	case NS_SYNTH_Q4_K_M: return 15;

@@ -18,6 +18,7 @@
 enum ns_synth_quant {
 	NS_SYNTH_F32,
 	NS_SYNTH_F16,
+	NS_SYNTH_BF16,   /* every matrix BF16, as a Hugging Face checkpoint converted as is */
 	NS_SYNTH_Q8_0,
 	NS_SYNTH_Q4_0,
 	NS_SYNTH_Q4_K_M, /* llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for output, half of attn_v/ffn_down */

@@ -47,8 +47,8 @@ uint32_t ns_synth_gemma4_shared(const struct preset *p, uint32_t n_layer)
  * layers' proportional RoPE (1 on the rotated pairs, 1e30 on the rest). Types: llama-quantize
  * Q4_K_M (llama-quant.cpp): tied token_embd and per_layer_token_embd (both "token
  * embeddings") take the output's Q6_K; attn_v Q6_K by use_more_bits over the attn_v tensors
- * that exist, ffn_down by layer; per_layer_model_proj is never quantized (F16 here: the
- * checkpoint's BF16 has the same size); 1-D tensors F32. */
+ * that exist, ffn_down by layer; per_layer_model_proj is never quantized (it keeps the
+ * checkpoint's BF16; F32/F16 in those mixes); 1-D tensors F32. */
 int ns_synth_plan_gemma4(struct plan *pl)
 {
 	const struct preset *p = pl->p;
@@ -71,8 +71,10 @@ int ns_synth_plan_gemma4(struct plan *pl)
 	pl->t[pl->n - 1].rotated = g->rot_pairs;
 	if (ple) {
 		if ((ret = ns_synth_add(pl, "per_layer_model_proj.weight", ROLE_MATRIX,
-					pl->q == NS_SYNTH_F32 ? NS_TYPE_F32 : NS_TYPE_F16, 2, E,
-					ple_all, 1)))
+					pl->q == NS_SYNTH_F32   ? NS_TYPE_F32
+					: pl->q == NS_SYNTH_F16 ? NS_TYPE_F16
+								: NS_TYPE_BF16,
+					2, E, ple_all, 1)))
 			return ret;
 		ADD(ROLE_NORM, 0, 1, ple, 1, 1, "%s", "per_layer_proj_norm.weight");
 	}

@@ -15,7 +15,7 @@
 static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl mkmodel --preset NAME -o FILE.gguf [--layers N] "
-		   "[--quant f32|f16|q8_0|q4_0|q4_k_m|mxfp4] [-s|--seed S] [--split N] [--force]\n"
+		   "[--quant f32|f16|bf16|q8_0|q4_0|q4_k_m|mxfp4] [-s|--seed S] [--split N] [--force]\n"
 		   "       [-q|--quiet]\n"
 		   "an existing FILE is refused unless --force (which replaces it); a progress line\n"
 		   "shows on a terminal (not with --quiet)\npresets:");

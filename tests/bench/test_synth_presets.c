@@ -896,6 +896,32 @@ out:
 	fprintf(stderr, "checked %s (%u layers) against %s\n", what, layers, oracle);
 }
 
+/* --quant bf16 (a checkpoint converted as is, as the issue's gemma-4-e4b BF16 file): every
+ * matrix BF16, every 1-D tensor F32, llama.cpp's file type 32 (LLAMA_FTYPE_MOSTLY_BF16). */
+static void s_case_bf16(const char *preset, uint32_t layers)
+{
+	char path[512], err[512];
+	struct ns_gguf *g = NULL;
+	uint64_t ft = 0;
+
+	if (s_gen_opt(preset, "bf16", layers, true, 0, true, "b.gguf", path, sizeof(path)))
+		return;
+	if (ns_gguf_open(path, &g, err, sizeof(err))) {
+		CHECK(0, "%s/bf16: %s", preset, err);
+	} else {
+		CHECK(ns_gguf_get_u64(g, "general.file_type", &ft) && ft == 32,
+		      "%s/bf16: file type %" PRIu64, preset, ft);
+		for (uint64_t i = 0; i < g->n_tensors; i++)
+			CHECK(g->tensors[i].type == (g->tensors[i].n_dims == 1 ? NS_TYPE_F32
+									       : NS_TYPE_BF16),
+			      "%s/bf16: %s is %s", preset, g->tensors[i].name.s,
+			      ns_type_get(g->tensors[i].type)->name);
+		ns_gguf_close(&g);
+	}
+	unlink(path);
+	fprintf(stderr, "checked %s/bf16 (%u layers)\n", preset, layers);
+}
+
 /* A command's exit status, its stdout+stderr in out (NUL-terminated, truncated). */
 static int s_sh(const char *cmd, char *out, size_t n)
 {
@@ -991,6 +1017,8 @@ int main(int argc, char **argv)
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 6);
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 12);
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 42);
+	s_case_bf16("gemma-4-e4b", 12);
+	s_case_bf16("llama-8b", 2);
 	if (argc > 1) {
 		s_engine_case(argv[1], "qwen3.5-4b", 4, "recurrent:");
 		s_engine_case(argv[1], "qwen3.5-35b-a3b", 4, "recurrent:");
