@@ -68,7 +68,8 @@ struct ns_cfwd_opts {
 };
 
 struct ns_cfwd_need {
-	uint64_t kv;        /* K and V of every layer for n_ctx positions */
+	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
+	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
 	uint64_t vectors;   /* norms, biases, sinks, rope factors, expert bias tables */
 	uint64_t staging;   /* the two staging slots */
