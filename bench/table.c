@@ -11,7 +11,7 @@
 #include "ns_util.h"
 #include "stats.h"
 
-#define S_MAX_COLS 16
+#define S_MAX_COLS 20
 #define S_CELL 64
 
 int ns_table_parse_fmt(const char *s, enum ns_table_fmt *fmt)
@@ -36,6 +36,7 @@ void ns_bench_row_init(struct ns_bench_row *r)
 	r->stall_ms_per_token = -1;
 	r->arena_peak = -1;
 	r->cache_hit_rate = -1;
+	r->predict_hit_rate = -1;
 	r->disk_bps = -1;
 }
 
@@ -125,13 +126,14 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 {
 	struct col cols[S_MAX_COLS];
 	size_t nc = 0, width[S_MAX_COLS] = { 0 };
-	bool want_rows = false, want_la = false;
+	bool want_rows = false, want_la = false, want_pred = false;
 	char (*cell)[S_MAX_COLS][S_CELL];
 	int ret = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		want_rows |= rows[i].block_rows != 0;
 		want_la |= rows[i].lookahead != 0;
+		want_pred |= rows[i].predict_hit_rate >= 0;
 	}
 #define COL(h, r) (cols[nc++] = (struct col){ (h), (r) })
 	COL("model", false);
@@ -151,6 +153,8 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 	COL("stall ms/tok", true);
 	COL("arena peak", true);
 	COL("hit %", true);
+	if (want_pred)
+		COL("pred hit %", true);
 	COL("roofline t/s", true);
 	COL("ratio", true);
 #undef COL
@@ -189,6 +193,9 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 		s_num(r->arena_peak < 0 ? -1 : r->arena_peak / (1024.0 * 1024), "%.1f MiB", row[c++],
 		      S_CELL);
 		s_num(r->cache_hit_rate < 0 ? -1 : 100 * r->cache_hit_rate, "%.1f", row[c++], S_CELL);
+		if (want_pred)
+			s_num(r->predict_hit_rate < 0 ? -1 : 100 * r->predict_hit_rate, "%.1f",
+			      row[c++], S_CELL);
 		s_num(roof, "%.2f", row[c++], S_CELL);
 		s_num(roof > 0 && r->n_samples ? mean / roof : -1, "%.2f", row[c++], S_CELL);
 	}
@@ -244,7 +251,7 @@ struct field {
 /* Fields of one row, into fl (room for S_FIELDS, exactly the list below: one more field
  * without raising it aborts here instead of writing past the caller's array). Returns the
  * count. */
-#define S_FIELDS 25
+#define S_FIELDS 26
 static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len,
 		       struct field *fl)
 {
@@ -278,6 +285,7 @@ static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len
 	F("stall_ms_per_token", K_NUM, .d = r->stall_ms_per_token);
 	F("arena_peak", K_NUM, .d = r->arena_peak);
 	F("cache_hit_rate", K_NUM, .d = r->cache_hit_rate);
+	F("predict_hit_rate", K_NUM, .d = r->predict_hit_rate);
 	F("disk_bps", K_NUM, .d = r->disk_bps);
 	F("roofline_ts", K_NUM, .d = roof);
 	F("roofline_ratio", K_NUM, .d = roof > 0 && r->n_samples ? mean / roof : -1);

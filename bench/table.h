@@ -40,7 +40,11 @@ struct ns_bench_row {
 	double stall_ms_per_token; /* time the compute side waited for weights, per token */
 	double arena_peak;       /* bytes of streaming arena in use at peak */
 	double cache_hit_rate;   /* 0..1 share of weight bytes served from RAM/VRAM caches */
+	double predict_hit_rate; /* MoE: 0..1 share of the real router's experts that the
+				  * one-layer-early prediction named (over the repeats); < 0: no
+				  * prediction (dense, --moe-predict off) */
 	double disk_bps;         /* the drive's O_DIRECT bandwidth measured in the same run */
+	uint64_t pred_experts, pred_hits; /* the sums behind predict_hit_rate */
 };
 
 /* Reset a row: every measurement unknown, no samples. */

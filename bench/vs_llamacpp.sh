@@ -26,6 +26,9 @@
 #
 # Fetches nothing. llama.cpp comes from $LLAMA_CPP_BIN (a directory holding llama-completion
 # and llama-bench) or PATH; without it the script says how to point at one and exits 77.
+# llama-completion is needed by the capped mode only. A llama-bench without -d (builds before
+# spring 2025) gets its depth rows from llama-batched-bench beside it (-npp D -ntg N -npl 1:
+# the N tokens decoded after a D-token prompt).
 # Environment: CAP (default 2G); N_GEN tokens decoded (16); REPEATS (2); THREADS (all CPUs);
 # CTX context of both engines (512); MODES (capped,resident; long); NSCTL our binary (default:
 # $NS_BUILD_ROOT/nsctl/nsctl, then build/nsctl/nsctl); MEMCAP the cap wrapper. long mode:
@@ -57,7 +60,8 @@ done
 lbin=${LLAMA_CPP_BIN:+$LLAMA_CPP_BIN/}
 llama_bench=$(command -v "${lbin}llama-bench" 2>/dev/null || true)
 llama_completion=$(command -v "${lbin}llama-completion" 2>/dev/null || true)
-if [ -z "$llama_bench" ] || [ -z "$llama_completion" ]; then
+need_completion=$([[ ",$modes," == *,capped,* ]] && echo 1)
+if [ -z "$llama_bench" ] || { [ -n "$need_completion" ] && [ -z "$llama_completion" ]; }; then
 	cat >&2 <<MSG
 vs_llamacpp: needs llama-bench and llama-completion on PATH${LLAMA_CPP_BIN:+ or in $LLAMA_CPP_BIN}.
   Build llama.cpp outside this tree (CPU only), e.g.
@@ -176,6 +180,40 @@ for t in d["tensors"]:
             e *= x
         n += e
 print(2 * n / 1e9)')
+	# llama-bench without -d (before spring 2025): decode at depth D from llama-batched-bench
+	# (-npp D -ntg N -npl 1: S_TG is the N tokens decoded after a D-token prompt, as
+	# llama-bench's "tgN @ dD"); depth 0 from llama-bench -n N
+	ll_depth=$("$llama_bench" --help 2>&1 | grep -q -- '--n-depth' && echo 1)
+	llama_batched=$(command -v "${lbin}llama-batched-bench" 2>/dev/null || true)
+	if [ -z "$ll_depth" ]; then
+		[ -n "$llama_batched" ] || { echo "vs_llamacpp: this llama-bench has no -d and no llama-batched-bench is beside it" >&2; exit 77; }
+		echo "vs_llamacpp: llama-bench has no -d: llama.cpp's depth rows from llama-batched-bench" >&2
+	fi
+	ll_batched_depths() {
+		local r=$1 d
+		: >"$tmp/ll_tg_$r.jsonl"
+		for d in ${depths//,/ }; do
+			if [ "$d" = 0 ]; then
+				"$llama_bench" -m "$model" -p 0 -n "$dgen" -r 1 -t "$threads" -o jsonl \
+					>>"$tmp/ll_tg_$r.jsonl" 2>"$tmp/ll.err" || tail -3 "$tmp/ll.err" >&2
+			else
+				"$llama_batched" -m "$model" -c $(( d + dgen + 64 )) -b 2048 -ub 512 \
+					-npp "$d" -ntg "$dgen" -npl 1 -t "$threads" --output-format jsonl \
+					2>"$tmp/ll.err" | grep '^{' >>"$tmp/ll_tg_$r.jsonl" ||
+					tail -3 "$tmp/ll.err" >&2
+			fi
+		done
+		python3 - "$tmp/ll_tg_$r.jsonl" "$tmp/ll_tg_$r.json" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    x = json.loads(line)
+    if "speed_tg" in x:  # llama-batched-bench
+        x = {"n_prompt": 0, "n_gen": x["tg"], "n_depth": x["pp"], "avg_ts": x["speed_tg"]}
+    rows.append(x)
+json.dump(rows, open(sys.argv[2], "w"))
+PY
+	}
 	for r in $(seq 1 "$repeats"); do
 		for p in ${pp_list//,/ }; do
 			echo "vs_llamacpp: long, round $r: nsctl bench -p $p" >&2
@@ -188,8 +226,12 @@ print(2 * n / 1e9)')
 		echo "vs_llamacpp: long, round $r: llama-bench -p $pp_list; -n $dgen -d $depths" >&2
 		"$llama_bench" -m "$model" -p "$pp_list" -n 0 -r 1 -t "$threads" -o json \
 			>"$tmp/ll_pp_$r.json" 2>"$tmp/ll.err" || tail -3 "$tmp/ll.err" >&2
-		"$llama_bench" -m "$model" -p 0 -n "$dgen" -d "$depths" -r 1 -t "$threads" -o json \
-			>"$tmp/ll_tg_$r.json" 2>"$tmp/ll.err" || tail -3 "$tmp/ll.err" >&2
+		if [ -n "$ll_depth" ]; then
+			"$llama_bench" -m "$model" -p 0 -n "$dgen" -d "$depths" -r 1 -t "$threads" \
+				-o json >"$tmp/ll_tg_$r.json" 2>"$tmp/ll.err" || tail -3 "$tmp/ll.err" >&2
+		else
+			ll_batched_depths "$r"
+		fi
 	done
 	python3 - "$tmp" "$repeats" "$peak" "$gop" "$act" "$ctk" "$threads" "$model" <<'PY'
 import glob, json, statistics, sys

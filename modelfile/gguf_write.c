@@ -524,6 +524,7 @@ static int s_write(struct ns_gguf_writer *w, const char *path, bool replace, cha
 		   size_t errlen)
 {
 	struct out o = { .fd = -1 };
+	bool holes = false;
 	char tmp[4096];
 	uint64_t off = 0;
 	int ret;
@@ -575,6 +576,12 @@ static int s_write(struct ns_gguf_writer *w, const char *path, bool replace, cha
 		const struct wtensor *t = &w->t[i];
 		if (t->data) {
 			s_put_bytes(&o, t->data, (size_t)t->n_bytes);
+		} else if (!t->fill) { /* a hole: zeros the file system does not store */
+			s_flush(&o);
+			if (!o.err && lseek(o.fd, (off_t)t->n_bytes, SEEK_CUR) < 0)
+				o.err = -errno;
+			o.pos += t->n_bytes;
+			holes = true;
 		} else {
 			for (uint64_t done = 0; done < t->n_bytes && !o.err;) {
 				size_t n = t->n_bytes - done < S_OUT_BUF - o.len ? (size_t)(t->n_bytes - done)
@@ -595,6 +602,8 @@ static int s_write(struct ns_gguf_writer *w, const char *path, bool replace, cha
 			s_pad(&o, w->alignment);
 	}
 	s_flush(&o);
+	if (!o.err && holes && ftruncate(o.fd, (off_t)o.pos) < 0) /* a hole at the end */
+		o.err = -errno;
 	if (!o.err && fsync(o.fd) < 0 && errno != EINVAL)
 		o.err = -errno;
 	if (close(o.fd) < 0 && !o.err)

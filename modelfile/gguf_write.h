@@ -9,7 +9,8 @@
  *
  * Keys and tensors are written in insertion order; setting a key twice replaces its value in
  * place. Tensor data passed by pointer is copied unless added with _add_tensor_lazy, whose fill
- * callback produces the bytes while the file is written (for multi-GB generated models).
+ * callback produces the bytes while the file is written (for multi-GB generated models); a
+ * lazy tensor with no fill callback is left a hole of zeros (a sparse file: tests of headers).
  * Writing the same content twice gives byte-identical files. */
 #ifndef NS_GGUF_WRITE_H
 #define NS_GGUF_WRITE_H

@@ -23,4 +23,17 @@ bool ns_kv_type_fits(enum ns_kv_type t, uint32_t dim);
 /* Bytes of one head dimension's worth of dim elements: 4 dim, 2 dim or dim / 32 * 34. */
 uint64_t ns_kv_row_bytes(enum ns_kv_type t, uint32_t dim);
 
+/* Positions the KV cache of a sliding layer holds (a ring, nscompute/forward/kvcache.h) for
+ * a window of `window` positions, chunks of at most n_batch tokens and a context of n_ctx:
+ * R = window + n_batch - 1 rounded up to the K tile of 16, or n_ctx (the whole context)
+ * when that is not smaller. A chunk's last query reads its window, its first one the
+ * window before it: window + n - 1 positions live at once (docs/decisions.md). window 0
+ * (full attention): n_ctx. nsplan counts what nscompute allocates with the same rule. */
+static inline uint32_t ns_kv_ring_positions(uint32_t window, uint32_t n_batch, uint32_t n_ctx)
+{
+	uint64_t r = ((uint64_t)window + (n_batch ? n_batch : 1) - 1 + 15) / 16 * 16;
+
+	return window && r < n_ctx ? (uint32_t)r : n_ctx;
+}
+
 #endif

@@ -1,5 +1,5 @@
 /* synth.c - random-weight models in real shapes. See synth.h; the Qwen3.5 family is in
- * synth_qwen35.c. */
+ * synth_qwen35.c, Gemma 4 in synth_gemma4.c. */
 #include "synth.h"
 
 #include <errno.h>
@@ -19,17 +19,17 @@
 /* Dimensions of the published models (config.json of each), vocabularies at full size. */
 static const struct preset s_presets[] = {
 	{ "demo", "llama", 6, 512, 1536, 8, 4, 64, 4096, 4096, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M, NULL },
+	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M, NULL, NULL },
 	{ "llama-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M, NULL },
+	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M, NULL, NULL },
 	{ "qwen3-8b", "qwen3", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1000000.0, 1e-6,
-	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
+	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL },
 	{ "qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
+	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL },
 	{ "qwen3-235b-a22b", "qwen3moe", 94, 4096, 12288, 64, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL },
+	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL },
 	{ "gpt-oss-120b", "gpt-oss", 36, 2880, 2880, 64, 8, 64, 201088, 131072, 150000.0, 1e-5,
-	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4, NULL },
+	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4, NULL, NULL },
 	/* Qwen3.5 (vocab_size 248320, rope_theta 1e7, rms_norm_eps 1e-6, max_position_embeddings
 	 * 262144 in all three). Sources, none of them the Hugging Face repository itself (not
 	 * reachable from here): 4B: hidden 2560, 32 layers, ffn 9216, 16 heads / 4 kv of 256,
@@ -45,16 +45,32 @@ static const struct preset s_presets[] = {
 	 * against 1024 in slime and the others: 1024 is used). n_ff of the MoE presets is 0 (no
 	 * feed_forward_length key). */
 	{ "qwen3.5-4b", "qwen35", 32, 2560, 9216, 16, 4, 256, 248320, 262144, 10000000.0, 1e-6,
-	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b },
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b, NULL },
 	{ "qwen3.5-35b-a3b", "qwen35moe", 40, 2048, 0, 16, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b },
+	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b, NULL },
 	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b },
+	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b, NULL },
+	/* Gemma 4 (vocab_size 262144, tied embeddings, rms_norm_eps 1e-6, head_dim 256 and
+	 * global_head_dim 512, layer_types five sliding then one full, rope 1e4 sliding and 1e6
+	 * proportional with partial_rotary_factor 0.25 on full layers, final_logit_softcapping
+	 * 30). Sources, again not the Hugging Face repositories: 31B: hidden 5376, 60 layers,
+	 * intermediate 21504, 32 heads, 16 KV heads (sliding) and num_global_key_value_heads 4,
+	 * attention_k_eq_v true, sliding_window 1024, 262144 positions - two third-party copies
+	 * of its config.json (a model-porting test's "official_size_config" table and a
+	 * standalone config with the 60 layer_types) that agree. E4B: hidden 2560, 42 layers,
+	 * intermediate 10240 (use_double_wide_mlp false), 8 heads / 2 KV, num_kv_shared_layers
+	 * 18, hidden_size_per_layer_input 256, vocab_size_per_layer_input 262144, sliding_window
+	 * 512, 131072 positions - four copies (MLX and CoreML ports' configs, a from-scratch
+	 * notebook's table, a serving test) that agree. */
+	{ "gemma-4-31b", "gemma4", 60, 5376, 21504, 32, 16, 512, 262144, 262144, 1000000.0, 1e-6,
+	  0, 0, 0, 1024, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_31b },
+	{ "gemma-4-e4b", "gemma4", 42, 2560, 10240, 8, 2, 512, 262144, 131072, 1000000.0, 1e-6,
+	  0, 0, 0, 512, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_e4b },
 };
 
 const char *const ns_synth_presets[] = {
 	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b",
-	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", NULL,
+	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "gemma-4-31b", "gemma-4-e4b", NULL,
 };
 
 int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
@@ -126,7 +142,9 @@ static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 	switch (t->type) {
 	case NS_TYPE_F32:
 		for (size_t i = 0; i < n / 4; i++) {
-			float v = t->role == ROLE_NORM ? 1.0f + s_uniform(&st, 0.05f)
+			float v = t->role == ROLE_ROPE_FREQS ? (u * (n / 4) + i < t->rotated ? 1.0f
+											 : 1e30f)
+				: t->role == ROLE_NORM ? 1.0f + s_uniform(&st, 0.05f)
 				: t->role == ROLE_DECAY ? -1.0f + s_uniform(&st, 0.05f)
 				: t->role == ROLE_BIAS ? s_uniform(&st, 0.01f) : s_uniform(&st, 0.05f);
 			memcpy(b + 4 * i, &v, 4);
@@ -278,6 +296,8 @@ static int s_plan_tensors(struct plan *pl)
 
 	if (p->hy)
 		return ns_synth_plan_qwen35(pl);
+	if (p->gm)
+		return ns_synth_plan_gemma4(pl);
 	ADD(ROLE_MATRIX, 4, 2, E, V, 1, "%s", "token_embd.weight");
 	ADD(ROLE_NORM, 0, 1, E, 1, 1, "%s", "output_norm.weight");
 	if (!p->tied)
@@ -398,7 +418,8 @@ static int s_add_vocab(struct ns_gguf_writer *w, const struct preset *p)
 	    (ret = ns_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 256)) ||
 	    (ret = ns_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 257)) ||
 	    (ret = ns_gguf_writer_set_u32(w, "tokenizer.ggml.eot_token_id", 258)) ||
-	    (ret = ns_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", !strcmp(p->arch, "llama"))))
+	    (ret = ns_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token",
+					   !strcmp(p->arch, "llama") || p->gm)))
 		goto out;
 	ret = 0;
 out:
@@ -458,14 +479,18 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	     (ret = ns_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), p->n_ff_exp))))
 		return ret;
 	if (p->sliding_window &&
-	    ((ret = ns_gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->sliding_window)) ||
-	     (ret = ns_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn")) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("attention.sliding_window"), p->sliding_window)))
+		return ret;
+	if (!strcmp(p->arch, "gpt-oss") && /* its YaRN */
+	    ((ret = ns_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn")) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f)) ||
 	     (ret = ns_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 32.0f)) ||
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f))))
 		return ret;
 	if (p->hy && (ret = ns_synth_qwen35_meta(w, p)))
+		return ret;
+	if (p->gm && (ret = ns_synth_gemma4_meta(w, p, pl->n_layer)))
 		return ret;
 #undef KEY
 	return s_add_vocab(w, p);
@@ -605,7 +630,8 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 			ctx[i].o = o;
 			ctx[i].total = total;
 			ret = ns_gguf_writer_add_tensor_lazy(w, pl.t[i].name, pl.t[i].type,
-							     pl.t[i].n_dims, pl.t[i].ne, s_fill, &ctx[i]);
+							     pl.t[i].n_dims, pl.t[i].ne,
+							     o->no_data ? NULL : s_fill, &ctx[i]);
 		}
 		if (!ret)
 			ret = o->no_replace ? ns_gguf_writer_write_new(w, shard_path, err, errlen)

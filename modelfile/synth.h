@@ -1,8 +1,10 @@
 /* synth.h - random-weight GGUF models in the exact shape of real ones.
  *
  * A preset names an architecture and its real dimensions (llama-8b, qwen3-8b, qwen3-30b-a3b,
- * gpt-oss-120b, qwen3-235b-a22b, qwen3.5-4b, qwen3.5-35b-a3b, qwen3.5-397b-a17b) or a small one
- * (demo). The generator writes valid quantized
+ * gpt-oss-120b, qwen3-235b-a22b, qwen3.5-4b, qwen3.5-35b-a3b, qwen3.5-397b-a17b, gemma-4-31b,
+ * gemma-4-e4b) or a small one (demo). A model cut to fewer layers (layers) keeps the first
+ * ones, and for gemma-4-e4b the whole model's share of KV-shared layers at its end as long as
+ * a full period of unshared layers (five sliding, one global) stays before them. The generator writes valid quantized
  * blocks directly (random codes, sane scales), so a multi-GB file is written at disk speed with
  * no quantizer in the loop. The values are noise; the I/O and compute profile is the real one.
  * The same preset, options and seed give a byte-identical file. */
@@ -36,6 +38,9 @@ struct ns_synth_opts {
 	 * every name, type rule and key stays the preset's. */
 	uint32_t max_vocab;
 	uint32_t max_experts;
+	/* Tests only: the header whole, the tensor data left holes of zeros (a sparse file), for
+	 * checks of names, types and keys of presets too large to write in a test. */
+	bool no_data;
 	/* Called as tensor bytes are made (n of total, every shard's), for a progress line;
 	 * NULL: none. */
 	void (*progress)(void *user, uint64_t n, uint64_t total);

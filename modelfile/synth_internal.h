@@ -24,6 +24,21 @@ struct hybrid {
 
 extern const struct hybrid ns_synth_q35_4b, ns_synth_q35_35b, ns_synth_q35_397b;
 
+/* Gemma 4's layers (config.json's text_config; the preset's head_dim is global_head_dim). */
+struct gemma4 {
+	uint32_t swa_period;     /* layer_types: swa_period - 1 sliding layers, then a global one */
+	uint32_t head_dim_swa;   /* head_dim: the sliding layers' */
+	uint32_t n_head_kv_full; /* num_global_key_value_heads; 0: the sliding layers' count */
+	bool k_eq_v;             /* attention_k_eq_v: a global layer's V is its K (no attn_v) */
+	uint32_t n_embd_ple;     /* hidden_size_per_layer_input; 0: no per-layer inputs */
+	uint32_t n_kv_shared;    /* num_kv_shared_layers: the last ones, on earlier layers' K/V */
+	uint32_t rot_pairs;      /* global_head_dim * partial_rotary_factor / 2 */
+	double rope_base_swa;
+	float softcap;           /* final_logit_softcapping */
+};
+
+extern const struct gemma4 ns_synth_gemma4_31b, ns_synth_gemma4_e4b;
+
 struct preset {
 	const char *name;
 	const char *arch;
@@ -34,10 +49,12 @@ struct preset {
 	const char *tok_pre;
 	enum ns_synth_quant dflt;
 	const struct hybrid *hy; /* qwen35, qwen35moe: the Gated DeltaNet layers; NULL otherwise */
+	const struct gemma4 *gm; /* gemma4: its layers; NULL otherwise */
 };
 
-/* ROLE_DECAY: Gated DeltaNet's ssm_a (-exp(A_log)), negative so the state decays */
-enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS, ROLE_DECAY };
+/* ROLE_DECAY: Gated DeltaNet's ssm_a (-exp(A_log)), negative so the state decays;
+ * ROLE_ROPE_FREQS: proportional RoPE's factors, 1 on the first `rotated` pairs, 1e30 after */
+enum role { ROLE_MATRIX, ROLE_NORM, ROLE_BIAS, ROLE_DECAY, ROLE_ROPE_FREQS };
 
 struct tensor_gen {
 	char name[96];
@@ -49,6 +66,7 @@ struct tensor_gen {
 	uint64_t unit_bytes; /* generation unit: one quant block, or 64 scalars */
 	uint64_t n_bytes;
 	uint32_t shard;
+	uint64_t rotated; /* ROLE_ROPE_FREQS */
 };
 
 struct plan {
@@ -72,5 +90,12 @@ int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t typ
 /* synth_qwen35.c: the qwen35/qwen35moe tensors and keys of a preset with hy set */
 int ns_synth_plan_qwen35(struct plan *pl);
 int ns_synth_qwen35_meta(struct ns_gguf_writer *w, const struct preset *p);
+
+/* synth_gemma4.c: the gemma4 tensors and keys of a preset with gm set; is layer l sliding;
+ * how many of a cut to n_layer layers are KV-shared */
+int ns_synth_plan_gemma4(struct plan *pl);
+int ns_synth_gemma4_meta(struct ns_gguf_writer *w, const struct preset *p, uint32_t n_layer);
+bool ns_synth_gemma4_slides(const struct gemma4 *g, uint32_t l);
+uint32_t ns_synth_gemma4_shared(const struct preset *p, uint32_t n_layer);
 
 #endif

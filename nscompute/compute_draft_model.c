@@ -125,7 +125,13 @@ int nsc_dmodel_propose(struct nsc_dmodel *d, uint32_t k, int32_t *out, char *err
 		c++;
 	if (c == d->n_seq)
 		c--;
-	if ((rc = ns_fwd_truncate(d->f, c)) < 0)
+	rc = ns_fwd_truncate(d->f, c);
+	if (rc == -ERANGE) { /* its sliding layers' rings cannot go back so far: from 0 */
+		ns_fwd_reset(d->f);
+		c = 0;
+		rc = 0;
+	}
+	if (rc < 0)
 		goto fail;
 	rc = ns_fwd_eval(d->f, d->seq + c, d->n_seq - c, d->logits, false);
 	memcpy(d->kv + c, d->seq + c, (size_t)(d->n_seq - c) * sizeof(*d->kv));

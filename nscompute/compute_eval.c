@@ -9,6 +9,7 @@
 #include "client.h"
 #include "compute_draft_model.h"
 #include "compute_eval.h"
+#include "compute_image.h"
 #include "ctl_msg.h"
 #include "forward.h"
 #include "model.h"
@@ -239,14 +240,27 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	bool all = e->flags & NS_EVAL_LOGITS_ALL, failed = false;
 	uint64_t t0, r0, v0, r1, v1, r2, v2;
 	uint8_t buf[64];
+	bool images = nsc_images_pending(p);
+	char ierr[NS_ERR_LEN];
 	int rc;
 
 	if (e->flags & NS_EVAL_RESET)
 		ns_fwd_reset(p->f);
-	if ((e->flags & NS_EVAL_KEEP) && ns_fwd_truncate(p->f, e->keep) < 0)
-		return nsc_send_error(p, -EINVAL, "keep is past the end of the sequence");
-	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f))
+	if (e->flags & NS_EVAL_KEEP) {
+		rc = ns_fwd_truncate(p->f, e->keep);
+		/* -ERANGE: a sliding layer's ring no longer holds what the kept prefix needs;
+		 * nsctl evaluates it again from 0 (api.c s_run_kept) */
+		if (rc < 0) {
+			nsc_images_clear(p);
+			return rc == -ERANGE ? nsc_send_error(p, rc, ns_fwd_error(p->f))
+					     : nsc_send_error(p, -EINVAL, "keep is past the end "
+							      "of the sequence");
+		}
+	}
+	if ((uint64_t)ns_fwd_n_past(p->f) + e->n_tokens > ns_fwd_n_ctx(p->f)) {
+		nsc_images_clear(p);
 		return nsc_send_error(p, -ENOSPC, "the prompt does not fit the context (-c)");
+	}
 	if (n_forced >= e->n_tokens)
 		return nsc_send_error(p, -EINVAL, "teacher forcing needs a prompt token");
 	if (nsc_logits_room(p, all ? n_prompt : 1) < 0)
@@ -273,13 +287,19 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	p->pf_tokens = n_prompt;
 	p->pf_done = 0;
 	p->pf_t0 = p->pf_last = t0;
-	rc = ns_fwd_eval(p->f, e->tokens, n_prompt, p->logits, all);
+	if (images) /* the tower, then the prompt with the images' rows (compute_image.h) */
+		rc = nsc_images_eval(p, e->tokens, n_prompt, p->logits, all, &d.n_image_tokens,
+				     &d.tower_ns, ierr, sizeof(ierr));
+	else
+		rc = ns_fwd_eval(p->f, e->tokens, n_prompt, p->logits, all);
 	p->pf_on = false;
 	d.prefill_ns = ns_now_ns() - t0;
 	s_io(p, &r1, &v1);
 	if (rc < 0) {
 		ns_sampler_destroy(&smp);
-		return nsc_send_error(p, rc, ns_fwd_error(p->f));
+		if (images)
+			ns_fwd_reset(p->f); /* the sequence is undefined after a failed pass */
+		return nsc_send_error(p, rc, images ? ierr : ns_fwd_error(p->f));
 	}
 	if (all && (rc = s_send_logits(p, p->logits, n_prompt,
 				       ns_fwd_n_past(p->f) - n_prompt)) < 0)
@@ -417,10 +437,13 @@ static int s_step(struct nsc_proc *p, const struct ns_cmsg_step *st)
 
 		/* the bounds are checked above; a recurrent state refuses any other cut than
 		 * to 0 or to all it holds (one sequence: nothing else was cut yet) */
-		if (ns_fwd_seq_truncate(p->f, q->slot, q->keep) < 0) {
+		if ((rc = ns_fwd_seq_truncate(p->f, q->slot, q->keep)) < 0) {
 			free(seq);
-			return nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
-					    "back only to the start: keep 0 or all the slot holds");
+			/* -ERANGE: a sliding layer's ring cannot go back so far; nsctl serve
+			 * evaluates the slot again from 0 (srv_sched.c) */
+			return rc == -ERANGE ? nsc_send_error(p, rc, ns_fwd_error(p->f)) :
+			       nsc_send_error(p, -EINVAL, "step: this model's recurrent state goes "
+					      "back only to the start: keep 0 or all the slot holds");
 		}
 		if (q->slot == 0 && p->dm) /* EVAL's sequence: the draft model follows it */
 			nsc_dmodel_begin(p->dm, q->keep, st->tokens + n, q->n_tokens);
@@ -473,6 +496,8 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 		return 1;
 	if (type == NS_CMSG_STOP && len == NS_CMSG_HDR)
 		return 0; /* the generation it meant has ended already */
+	if (type == NS_CMSG_IMAGES)
+		return nsc_images_set(p, buf, len);
 	if (type == NS_CMSG_STEP) {
 		struct ns_cmsg_step st;
 
@@ -489,6 +514,7 @@ int nsc_handle(struct nsc_proc *p, const void *buf, size_t len)
 				     stop, &e) == 0) {
 			int rc = s_eval(p, &e);
 
+			nsc_images_clear(p); /* IMAGES are for this EVAL only, taken or refused */
 			return rc < 0 ? rc : p->quit ? 1 : 0;
 		}
 	}
@@ -511,6 +537,8 @@ void nsc_proc_free(struct nsc_proc *p)
 	if (p->zctx)
 		zmq_ctx_term(p->zctx);
 	nsc_dmodel_free(&p->dm);
+	nsc_images_clear(p);
+	nsc_tower_free(&p->tower);
 	ns_fwd_destroy(&p->f);
 	ns_weights_destroy(&p->w);
 	ns_client_close(&p->c);

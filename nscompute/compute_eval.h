@@ -11,6 +11,8 @@ struct ns_client;
 struct ns_weights;
 struct ns_fwd;
 struct nsc_dmodel;
+struct nsc_tower;
+struct nsc_images;
 
 /* One process, one struct: owns everything below (nsc_proc_free). */
 struct nsc_proc {
@@ -34,9 +36,17 @@ struct nsc_proc {
 	struct ns_fwd *f;
 	const char *draft_path;    /* --draft-model: the drafter of NS_DRAFT_MODEL (cpu only) */
 	struct nsc_dmodel *dm;     /* its resident model (compute_draft_model.h), or NULL */
+	const char *mmproj_path;   /* --mmproj: the vision tower (compute_image.h, cpu only) */
+	struct nsc_tower *tower;   /* its resident tower, or NULL */
+	struct nsc_images *img;    /* IMAGES for the next EVAL, or NULL */
 	void *zctx, *sock;
 	void *route_sock;           /* PUB of router decisions (route_pub.c), or NULL */
 	uint64_t route_sent, route_dropped;
+	bool moe_predict;           /* --moe-predict on */
+	/* the last predicted routing (route_pub.c), scored against the real one of its layer */
+	uint32_t pred_layer, pred_pos0, pred_n;
+	bool pred_valid;
+	uint8_t pred[256];          /* (NS_ZMSG_MAX_EXPERTS) 1: the prediction named it */
 	volatile sig_atomic_t *stop; /* set by signals: abandon the generation */
 	uint64_t rejected;         /* malformed messages dropped */
 	bool quit;                 /* QUIT arrived during a generation */

@@ -70,10 +70,13 @@ static int s_pass(struct s_spec *s, const int32_t *chunk, uint32_t n, bool *fail
 	uint64_t t0, dt;
 	int rc = ns_fwd_truncate(p->f, s->logical);
 
+	/* a cut back by at most the last pass's tokens: within a ring's bound whenever a pass
+	 * fits one chunk (docs/decisions.md); else refused, never wrong logits */
 	if (rc < 0) {
 		*failed = true;
-		return nsc_send_error(p, -EINVAL, "speculative decoding: the sequence cannot be cut "
-				      "back (a recurrent state)");
+		return nsc_send_error(p, -EINVAL, rc == -ERANGE ? ns_fwd_error(p->f) :
+				      "speculative decoding: the sequence cannot be cut back (a "
+				      "recurrent state)");
 	}
 	t0 = ns_now_ns();
 	rc = ns_fwd_eval(p->f, chunk, n, p->logits, true);
@@ -234,10 +237,11 @@ int nsc_spec_generate(struct nsc_proc *p, const struct ns_cmsg_eval *e, struct n
 	if (rc < 0 || *failed)
 		return rc;
 	/* the KV cache holds what the one-token loop's would: all but the last token */
-	if (ns_fwd_truncate(p->f, s.logical) < 0) {
+	if ((rc = ns_fwd_truncate(p->f, s.logical)) < 0) {
 		*failed = true;
-		return nsc_send_error(p, -EINVAL, "speculative decoding: the sequence cannot be cut "
-				      "back (a recurrent state)");
+		return nsc_send_error(p, -EINVAL, rc == -ERANGE ? ns_fwd_error(p->f) :
+				      "speculative decoding: the sequence cannot be cut back (a "
+				      "recurrent state)");
 	}
 	s.sp.k_last = nsc_draft_len(&s.dr);
 	return nsc_send(p, buf, ns_cmsg_enc_spec(&s.sp, buf, sizeof(buf)));

@@ -4,7 +4,7 @@
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
  *             [--parallel N] [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
- *             [--draft-model PATH]
+ *             [--draft-model PATH] [--moe-predict on|off] [--mmproj PATH]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -16,7 +16,14 @@
  * --draft-model: a small model of the same vocabulary read wholly into this process's RAM, with
  * its own pass and KV cache of -c positions: the drafter of speculative generation
  * (NS_DRAFT_MODEL, compute_draft_model.h). It lives here, beside the pass that verifies its
- * drafts, so drafting costs no message or copy per token (docs/decisions.md). */
+ * drafts, so drafting costs no message or copy per token (docs/decisions.md).
+ *
+ * --moe-predict on|off (off): publish each MoE layer's predicted routing one layer early
+ * (forward.h moe_predict; nsrouter prefetches it as a weaker hint) and count how many of the
+ * real router's experts it named (route_pub.c, the session's predict_* counters).
+ *
+ * --mmproj: the vision tower of a multimodal model, read into RAM as the draft model is; the
+ * images of an EVAL's prompt come as IMAGES just before it (compute_image.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -30,6 +37,7 @@
 #include "client.h"
 #include "compute_draft_model.h"
 #include "compute_eval.h"
+#include "compute_image.h"
 #include "ctl_msg.h"
 #include "forward.h"
 #include "gemv.h"
@@ -62,7 +70,7 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
 		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N] [--cache-type-k T] "
-		   "[--cache-type-v T] [--draft-model PATH]\n"
+		   "[--cache-type-v T] [--draft-model PATH] [--moe-predict on|off] [--mmproj PATH]\n"
 		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
@@ -78,7 +86,7 @@ static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, ui
 
 enum {
 	O_HELP = 1, O_SESSION, O_MODEL, O_CTL, O_BACKEND, O_ACT, O_CTK, O_CTV, O_VRAM, O_THREADS,
-	O_ROWS, O_LOOKAHEAD, O_PARALLEL, O_CTX, O_DRAFT_MODEL,
+	O_ROWS, O_LOOKAHEAD, O_PARALLEL, O_CTX, O_DRAFT_MODEL, O_MOE_PREDICT, O_MMPROJ,
 };
 
 /* The spellings nsctl passes (engine_args.c), and llama.cpp's where they mean the same. */
@@ -87,6 +95,7 @@ static const struct ns_opt s_opts[] = {
 	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
 	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
 	{ "draft-model", NULL, NS_OPT_VALUE, O_DRAFT_MODEL },
+	{ "mmproj", NULL, NS_OPT_VALUE, O_MMPROJ },
 	{ "ctl", NULL, NS_OPT_VALUE, O_CTL },
 	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
 	{ "act", NULL, NS_OPT_VALUE, O_ACT },
@@ -98,6 +107,7 @@ static const struct ns_opt s_opts[] = {
 	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
 	{ "parallel", "-np", NS_OPT_VALUE, O_PARALLEL },
 	{ "ctx-size", "-c --ctx", NS_OPT_VALUE, O_CTX },
+	{ "moe-predict", NULL, NS_OPT_VALUE, O_MOE_PREDICT },
 };
 
 /* One option (opt NULL: an argument, refused) spelled o: 0, or -EINVAL after one line. */
@@ -124,6 +134,9 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const c
 		break;
 	case O_DRAFT_MODEL:
 		p->draft_path = v;
+		break;
+	case O_MMPROJ:
+		p->mmproj_path = v;
 		break;
 	case O_CTL:
 		p->endpoint = v;
@@ -179,6 +192,13 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const c
 		rc = s_u64(o, v, 1, 1u << 24, &x);
 		p->n_ctx = (uint32_t)x;
 		break;
+	case O_MOE_PREDICT:
+		if (strcmp(v, "on") && strcmp(v, "off")) {
+			fprintf(stderr, "nscompute: %s on|off (got '%s')\n", o, v);
+			return -EINVAL;
+		}
+		p->moe_predict = !strcmp(v, "on");
+		break;
 	}
 	return rc;
 }
@@ -196,6 +216,10 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 	}
 	if (p->cuda && p->draft_path) { /* its pass is the cpu one (weights_fused.h) */
 		fprintf(stderr, "nscompute: --draft-model runs on the cpu backend only\n");
+		return -EINVAL;
+	}
+	if (p->cuda && p->mmproj_path) { /* the multimodal pass is the cpu one (forward.h) */
+		fprintf(stderr, "nscompute: --mmproj (images) runs on the cpu backend only\n");
 		return -EINVAL;
 	}
 	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */
@@ -262,6 +286,7 @@ static int s_attach(struct nsc_proc *p)
 		fo.kv_v = p->kv_v;
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
+		fo.moe_predict = p->moe_predict; /* route_pub.c: the hit rate */
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
 	}
 	if (rc == 0 && p->draft_path) { /* resident: every tensor read now, once */
@@ -273,6 +298,9 @@ static int s_attach(struct nsc_proc *p)
 			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
 				 derr);
 	}
+	if (rc == 0 && p->mmproj_path) /* resident: every tensor read now, once */
+		rc = nsc_tower_open(p->mmproj_path, p->m, p->threads, &p->tower, err,
+				    sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);
 	return rc;

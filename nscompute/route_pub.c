@@ -5,13 +5,17 @@
  * order (the order moe.c multiplies them in) and whose weight is the number of routing slots
  * that chose each one. Sends never block (ZMQ_DONTWAIT, small high-water mark): with no
  * subscriber, or a slow or dead nsrouter, the message is dropped and compute reads on demand,
- * so the tokens never depend on nsrouter. */
+ * so the tokens never depend on nsrouter.
+ * A predicted routing (forward.h moe_predict) goes out the same way as NS_ZMSG_ROUTER_PREDICT,
+ * and is scored against the real decision of its layer (s_score). */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <zmq.h>
 
+#include "client.h"
 #include "compute_eval.h"
 #include "forward.h"
 #include "session.h"
@@ -47,6 +51,38 @@ void nsc_route_close(struct nsc_proc *p)
 	p->route_sock = NULL;
 }
 
+/* A prediction is kept (the experts it names); the real decision of its layer and chunk then
+ * counts, in the session's counters, the experts it chose and how many the prediction named.
+ * Layers without a prediction (the first, or --moe-predict off) count nothing. */
+static void s_score(struct nsc_proc *p, const struct ns_fwd_route *r, const uint32_t *count)
+{
+	uint64_t chosen = 0, hits = 0;
+
+	if (r->predicted) {
+		for (uint32_t e = 0; e < r->n_expert; e++)
+			p->pred[e] = count[e] != 0;
+		p->pred_layer = r->layer;
+		p->pred_pos0 = r->pos0;
+		p->pred_n = r->n_tok;
+		p->pred_valid = true;
+		return;
+	}
+	if (!p->pred_valid || p->pred_layer != r->layer || p->pred_pos0 != r->pos0 ||
+	    p->pred_n != r->n_tok)
+		return;
+	p->pred_valid = false;
+	for (uint32_t e = 0; e < r->n_expert; e++) {
+		chosen += count[e] != 0;
+		hits += count[e] != 0 && p->pred[e];
+	}
+	if (p->c) {
+		struct ns_stats *st = &ns_client_ctl(p->c)->stats;
+
+		atomic_fetch_add(&st->predict_experts, chosen);
+		atomic_fetch_add(&st->predict_hits, hits);
+	}
+}
+
 int nsc_route_cb(void *user, const struct ns_fwd_route *r)
 {
 	struct nsc_proc *p = user;
@@ -57,13 +93,17 @@ int nsc_route_cb(void *user, const struct ns_fwd_route *r)
 	uint64_t n_slot = (uint64_t)r->n_tok * r->n_used;
 	int n;
 
-	if (!p->route_sock || r->n_expert == 0 || r->n_expert > NS_ZMSG_MAX_EXPERTS)
+	if (r->n_expert == 0 || r->n_expert > NS_ZMSG_MAX_EXPERTS)
 		return 0;
 	memset(count, 0, sizeof(count));
 	for (uint64_t i = 0; i < n_slot; i++)
 		if (r->experts[i] >= 0 && (uint32_t)r->experts[i] < r->n_expert)
 			count[r->experts[i]]++;
+	s_score(p, r, count);
+	if (!p->route_sock)
+		return 0;
 	m.token = r->pos0;
+	m.predicted = r->predicted;
 	m.layer = r->layer;
 	m.n_used = 0;
 	for (uint32_t e = 0; e < r->n_expert; e++) {

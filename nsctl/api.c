@@ -23,6 +23,7 @@ void ns_engine_opts_default(struct ns_engine_opts *o)
 	o->ram_budget = NS_BUDGET_AUTO;
 	o->lookahead = -1;
 	o->run_ahead = -1;
+	o->image_token = -1;
 }
 
 void ns_gen_params_default(struct ns_gen_params *g)
@@ -167,6 +168,14 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		}
 		e->o.draft_model = e->draft_path;
 	}
+	if (rc == 0 && e->o.mmproj) {
+		if ((rc = s_abs_path(e->o.mmproj, e->mmproj_path, sizeof(e->mmproj_path)))) {
+			ns_errf(err, errlen, "--mmproj %s: %s", e->o.mmproj, strerror(-rc));
+			if (rc != -ENOMEM && rc != -EIO)
+				rc = -EINVAL;
+		}
+		e->o.mmproj = e->mmproj_path;
+	}
 	if (rc == 0 && (rc = s_abs_path(model, e->model_path, sizeof(e->model_path)))) {
 		ns_errf(err, errlen, "%s: %s", model, strerror(-rc));
 		if (rc != -ENOMEM && rc != -EIO) /* no such file, name too long, no access */
@@ -201,6 +210,8 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 		}
 		if (rc == 0)
 			rc = s_load_meta(e);
+		if (rc == 0) /* the tower for this model, from headers (api_image.c) */
+			rc = nse_images_load(e);
 		if (rc == 0)
 			rc = nse_start(e);
 		if (rc < 0)
@@ -221,6 +232,7 @@ void ns_engine_free(struct ns_engine **ep)
 	if (!e)
 		return;
 	nse_teardown(e);
+	nse_images_free(e);
 	ns_tok_destroy(&e->tok);
 	ns_model_close(&e->m);
 	for (int i = 0; i < NS_PROC_COUNT; i++)
@@ -291,8 +303,17 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->requests = b->requests - a->requests;
 	s->cache_hits = b->cache_hits - a->cache_hits;
 	s->cache_hit_rate = s->requests ? (double)s->cache_hits / s->requests : 0;
+	s->predict_experts = b->predict_experts - a->predict_experts;
+	s->predict_hits = b->predict_hits - a->predict_hits;
+	s->predict_reads = b->predict_reads - a->predict_reads;
+	s->predict_claims = b->predict_claims - a->predict_claims;
+	s->predict_promoted = b->predict_promoted - a->predict_promoted;
+	s->predict_hit_rate = s->predict_experts ? (double)s->predict_hits / s->predict_experts
+						 : 0;
 	s->nsio_restarts = e->child[NS_PROC_NSIO].restarts;
 	s->stop_reason = d->reason;
+	s->n_image_tokens = d->n_image_tokens;
+	s->tower_s = (double)d->tower_ns / 1e9;
 	if (sp)
 		s_fill_spec(s, d, sp);
 }
@@ -376,7 +397,18 @@ static void s_progress(struct ns_engine *e, bool *open, uint64_t done, uint64_t 
 		      e->o.progress_user);
 }
 
+static int s_run_one(struct ns_engine *e, struct s_run *r);
+
+/* One EVAL; the pending images (ns_engine_set_images) are for it only, taken or refused. */
 static int s_run(struct ns_engine *e, struct s_run *r)
+{
+	int rc = s_run_one(e, r);
+
+	nse_images_forget(e);
+	return rc;
+}
+
+static int s_run_one(struct ns_engine *e, struct s_run *r)
 {
 	struct ns_cmsg_eval ev = { .flags = r->flags, .keep = r->keep, .n_tokens = r->n,
 				   .tokens = r->ids };
@@ -425,6 +457,17 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	/* (nothing to generate: nothing to draft; nscompute sends SPEC only after generating) */
 	if (r->g && r->g->draft && ev.n_predict && (rc = s_draft_block(e, r->g, &ev)) < 0)
 		return rc;
+	if (nse_images_pending(e)) { /* the prompt's images: its runs, then IMAGES first */
+		if (r->keep || !(r->flags & NS_EVAL_RESET))
+			return ns_errf(e->err, sizeof(e->err), "a prompt with images starts the "
+				       "context over"), -EINVAL;
+		if ((rc = nse_images_check_ids(e, r->ids, r->n - r->n_forced)) < 0)
+			return rc;
+		if ((rc = nse_images_send(e)) < 0)
+			return rc;
+		ev.flags = (ev.flags & ~(uint32_t)NS_EVAL_KEEP) | NS_EVAL_RESET;
+		ev.keep = 0;
+	}
 	sz = ns_cmsg_size_eval_msg(&ev);
 	if (!(buf = malloc(sz)))
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
@@ -465,12 +508,15 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 		if (type == NS_CMSG_PROGRESS) {
 			struct ns_cmsg_progress pg;
 
-			if (ns_cmsg_dec_progress(p, len, &pg) == 0 && pg.n_tokens == r->n &&
-			    !r->n_forced) {
-				/* tokens' worth of the work, short of the whole until the end */
-				uint64_t done = (uint64_t)r->n * pg.layers_done / pg.n_layers;
+			/* nscompute counts the prompt's pass: a teacher-forced tail is
+			 * decoded after it (and draws no progress: pf_open is false) */
+			const uint32_t n_pf = r->n - r->n_forced;
 
-				if (pf_open && done < r->n)
+			if (ns_cmsg_dec_progress(p, len, &pg) == 0 && pg.n_tokens == n_pf) {
+				/* tokens' worth of the work, short of the whole until the end */
+				uint64_t done = (uint64_t)n_pf * pg.layers_done / pg.n_layers;
+
+				if (pf_open && done < n_pf)
 					s_progress(e, &pf_open, done, r->n, pf_t0);
 				zmq_msg_close(&msg);
 				continue;
@@ -560,21 +606,98 @@ static int s_run(struct ns_engine *e, struct s_run *r)
 	return 0;
 }
 
+/* s_run of a request that keeps a prefix (NS_EVAL_KEEP). nscompute refuses a cut back that
+ * a sliding layer's ring cache can no longer serve (-ERANGE: the ring overwrote positions the
+ * next token reads, nscompute/forward/forward.h ns_fwd_truncate) before it evaluates
+ * anything; then the kept prefix (hist) is evaluated again from position 0, in requests of
+ * at most NS_CMSG_MAX_TOKENS, and the request runs on after it. */
+static int s_run_kept(struct ns_engine *e, struct s_run *r)
+{
+	const uint32_t keep = r->keep;
+	int32_t *prefix;
+	int rc;
+
+	if (!(r->flags & NS_EVAL_KEEP) || !keep)
+		return s_run(e, r);
+	/* s_run's failure forgets hist: the prefix first */
+	if (keep > e->n_hist)
+		return ns_errf(e->err, sizeof(e->err), "keep %u past the context's %zu", keep,
+			       e->n_hist), -EINVAL;
+	if (!(prefix = malloc((size_t)keep * sizeof(*prefix))))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	memcpy(prefix, e->hist, (size_t)keep * sizeof(*prefix));
+	rc = s_run(e, r);
+	for (uint32_t i = 0; rc == -ERANGE && i < keep;) {
+		const uint32_t n = keep - i < NS_CMSG_MAX_TOKENS ? keep - i : NS_CMSG_MAX_TOKENS;
+		int rr = s_run(e, &(struct s_run){ .ids = prefix + i, .n = n,
+						   .flags = i ? 0 : NS_EVAL_RESET,
+						   .keep_hist = true });
+
+		i += n;
+		if (rr < 0) {
+			rc = rr;
+		} else if (i == keep) {
+			struct s_run again = *r;
+
+			again.flags &= ~NS_EVAL_KEEP;
+			again.keep = 0;
+			rc = s_run(e, &again);
+			r->n_logits = again.n_logits;
+		}
+	}
+	free(prefix);
+	return rc;
+}
+
+#define S_IMAGE_MARK "<|vision_start|><|image_pad|><|vision_end|>"
+
+/* "<|vision_start|><|image_pad|><|vision_end|>" per pending image, then text (Qwen-VL's
+ * processor: an image part before the text). 0 or -ENOMEM. */
+static int s_prefix_images(struct ns_engine *e, const char *text, char **out)
+{
+	uint32_t n = 0;
+	char *s;
+
+	while (n < NS_ENGINE_MAX_IMAGES && ns_engine_image_tokens(e, n))
+		n++;
+	if (!(s = malloc(n * strlen(S_IMAGE_MARK) + strlen(text) + 1)))
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	s[0] = 0;
+	for (uint32_t i = 0; i < n; i++)
+		strcat(s, S_IMAGE_MARK);
+	strcat(s, text);
+	*out = s;
+	return 0;
+}
+
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user)
 {
 	struct ns_gen_params def;
 	int32_t *ids = NULL;
 	size_t n = 0;
-	int rc;
+	int rc = 0;
 
 	if (!g) {
 		ns_gen_params_default(&def);
 		g = &def;
 	}
-	rc = ns_tok_encode(e->tok, prompt, strlen(prompt), true, false, &ids, &n);
-	if (rc < 0)
+	if (nse_images_pending(e)) { /* each <|image_pad|> of the text: the next image */
+		char *text = NULL;
+
+		if (!strstr(prompt, "<|image_pad|>")) /* none written: they open the prompt */
+			rc = s_prefix_images(e, prompt, &text);
+		if (rc == 0)
+			rc = nse_images_encode(e, text ? text : prompt, true, true, &ids, &n);
+		free(text);
+		if (rc < 0) {
+			nse_images_forget(e);
+			return rc;
+		}
+	} else if ((rc = ns_tok_encode(e->tok, prompt, strlen(prompt), true, false, &ids,
+				       &n)) < 0) {
 		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the prompt"), rc;
+	}
 	if (n == 0) {
 		free(ids);
 		return ns_errf(e->err, sizeof(e->err), "the prompt is empty and the vocabulary "
@@ -622,6 +745,35 @@ const char *ns_engine_chat_template(const struct ns_engine *e)
 	return e->fam == NS_CHAT_UNKNOWN ? NULL : ns_chat_family_name(e->fam);
 }
 
+/* The conversation rendered with the pending images opening the last user message, as
+ * Qwen-VL's chat template writes image parts before the text. */
+static int s_chat_images(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
+			 char **text)
+{
+	struct ns_engine_msg *m = calloc(n ? n : 1, sizeof(*m));
+	char *content = NULL;
+	size_t last = n;
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(msgs[i].role, "user"))
+			last = i;
+	if (!m)
+		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	if (last == n) {
+		free(m);
+		return ns_errf(e->err, sizeof(e->err), "images need a user message"), -EINVAL;
+	}
+	if ((rc = s_prefix_images(e, msgs[last].content, &content)) == 0) {
+		memcpy(m, msgs, n * sizeof(*m));
+		m[last].content = content;
+		rc = ns_engine_chat_prompt(e, m, n, text);
+	}
+	free(content);
+	free(m);
+	return rc;
+}
+
 int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 		   const struct ns_gen_params *g, ns_token_fn cb, void *user)
 {
@@ -636,14 +788,28 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 		ns_gen_params_default(&def);
 		g = &def;
 	}
-	rc = ns_engine_chat_prompt(e, msgs, n, &text);
-	if (rc < 0)
-		return rc;
-	rc = ns_tok_encode(e->tok, text, strlen(text), ns_chat_family_adds_bos(e->fam), true, &ids,
-			   &n_ids);
-	free(text);
-	if (rc < 0)
-		return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"), rc;
+	if (nse_images_pending(e)) { /* the images open the last user message (Qwen-VL) */
+		rc = s_chat_images(e, msgs, n, &text);
+		if (rc == 0)
+			rc = nse_images_encode(e, text, ns_chat_family_adds_bos(e->fam), true, &ids,
+					       &n_ids);
+		free(text);
+		if (rc < 0) {
+			nse_images_forget(e);
+			return rc;
+		}
+		e->n_hist = 0; /* the context starts over (s_run) */
+	} else {
+		rc = ns_engine_chat_prompt(e, msgs, n, &text);
+		if (rc < 0)
+			return rc;
+		rc = ns_tok_encode(e->tok, text, strlen(text), ns_chat_family_adds_bos(e->fam),
+				   true, &ids, &n_ids);
+		free(text);
+		if (rc < 0)
+			return ns_errf(e->err, sizeof(e->err), "cannot tokenize the conversation"),
+			       rc;
+	}
 	if (n_ids > e->n_ctx) {
 		free(ids);
 		return ns_errf(e->err, sizeof(e->err), "the conversation has %zu tokens, more "
@@ -657,7 +823,7 @@ int ns_engine_chat(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t
 		keep = 0; /* a recurrent state goes back only to the start */
 	flags = !keep ? NS_EVAL_RESET : keep < e->n_hist || e->hist_cut ? NS_EVAL_KEEP : 0;
 	e->n_hist = keep;
-	rc = s_run(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
+	rc = s_run_kept(e, &(struct s_run){ .ids = ids + keep, .n = (uint32_t)(n_ids - keep),
 				       .flags = flags, .keep = flags & NS_EVAL_KEEP ? (uint32_t)keep : 0,
 				       .g = g, .cb = cb, .user = user, .keep_hist = true });
 	free(ids);
@@ -798,7 +964,7 @@ int ns_engine_eval(struct ns_engine *e, const int32_t *ids, uint32_t n, float *l
 	if (logits && !all && n > 1 &&
 	    !(rows = malloc((size_t)n * e->n_vocab * sizeof(float))))
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
-	rc = s_run(e, &(struct s_run){ .ids = ids, .n = n,
+	rc = s_run_kept(e, &(struct s_run){ .ids = ids, .n = n,
 				       .flags = flags | (logits ? NS_EVAL_LOGITS_ALL : 0),
 				       .keep = flags & NS_EVAL_KEEP ? keep : 0, .logits = rows,
 				       .pos0 = keep, .keep_hist = true });

@@ -127,3 +127,8 @@ size_t ns_gen_params_size(void)
 {
 	return sizeof(struct ns_gen_params);
 }
+
+size_t ns_engine_stats_size(void)
+{
+	return sizeof(struct ns_engine_stats);
+}

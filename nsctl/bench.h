@@ -43,6 +43,7 @@ struct bench_opts {
 	const char *backend; /* "cpu" (default) or "cuda" */
 	bool act_q8;         /* --act q8 */
 	int run_ahead;       /* -1 engine default (dense: on), 0 --no-run-ahead, 1 --run-ahead */
+	bool moe_predict;     /* --moe-predict on */
 	struct bench_list depths; /* -d: context filled before each tg test (0 = empty) */
 	const char *ctk, *ctv;    /* -ctk / -ctv: KV cache types, NULL = f32 */
 	bool quiet;               /* -q: no progress line on a terminal */

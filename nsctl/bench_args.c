@@ -44,6 +44,8 @@ static void s_usage(FILE *f)
 		"  --no-plan             do not start nsplan\n"
 		"  --run-ahead, --no-run-ahead  nsio reads the token's next matrices ahead\n"
 		"                        (default: on for dense models)\n"
+		"  --moe-predict on|off  MoE: prefetch each layer's predicted experts during its\n"
+		"                        attention (default off; the pred hit %% column)\n"
 		"  -q, --quiet           no progress line (drawn only when stderr is a terminal)\n"
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
@@ -104,7 +106,7 @@ static int s_list(const char *flag, const char *v, bool sizes, uint64_t max, str
 enum {
 	O_HELP = 1, O_MODEL, O_NO_DISK, O_NO_PLAN, O_RUN_AHEAD, O_NO_RUN_AHEAD, O_PROMPT, O_GEN,
 	O_REPEATS, O_DISK_REPEATS, O_OUTPUT, O_BUDGETS, O_RAM, O_VRAM, O_ACT, O_BACKEND, O_ROWS,
-	O_LOOKAHEAD, O_THREADS, O_CTX, O_DEPTH, O_CTK, O_CTV, O_QUIET,
+	O_LOOKAHEAD, O_THREADS, O_CTX, O_DEPTH, O_CTK, O_CTV, O_QUIET, O_MOE_PREDICT,
 };
 
 /* llama-bench's spellings where the meaning is the same (-p/--n-prompt, -n/--n-gen,
@@ -116,6 +118,7 @@ static const struct ns_opt s_opts[] = {
 	{ "no-plan", NULL, NS_OPT_SWITCH, O_NO_PLAN },
 	{ "run-ahead", NULL, NS_OPT_SWITCH, O_RUN_AHEAD },
 	{ "no-run-ahead", NULL, NS_OPT_SWITCH, O_NO_RUN_AHEAD },
+	{ "moe-predict", NULL, NS_OPT_VALUE, O_MOE_PREDICT },
 	{ "n-prompt", "-p", NS_OPT_VALUE, O_PROMPT },
 	{ "n-gen", "-n", NS_OPT_VALUE, O_GEN },
 	{ "repetitions", "-r", NS_OPT_VALUE, O_REPEATS },
@@ -155,6 +158,13 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	case O_RUN_AHEAD:
 	case O_NO_RUN_AHEAD:
 		o->run_ahead = opt->id == O_RUN_AHEAD;
+		return 0;
+	case O_MOE_PREDICT:
+		if (strcmp(v, "on") && strcmp(v, "off")) {
+			fprintf(stderr, "nsctl bench: --moe-predict on|off (got '%s')\n", v);
+			return -EINVAL;
+		}
+		o->moe_predict = !strcmp(v, "on");
 		return 0;
 	case O_QUIET:
 		o->quiet = true;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "arch.h"
 #include "draft_model.h"
+#include "vision_hparams.h"
 #include "gpu_need.h"
 #include "kv_type.h"
 #include "ns_util.h"
@@ -68,6 +69,37 @@ int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
 		return ns_errf(err, errlen, "--draft %s: the fixed set overflows", draft),
 		       -EOVERFLOW;
 	fx->draft_bytes = b;
+	return 0;
+}
+
+int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const char *mmproj, char *err,
+			  size_t errlen)
+{
+	struct ns_model *t = NULL;
+	struct ns_vision_hparams vhp;
+	char why[NS_ERR_LEN];
+	uint64_t b = 0, kernel;
+	int rc;
+
+	if (!mmproj)
+		return 0;
+	rc = ns_model_open(mmproj, &t, why, sizeof(why));
+	if (rc == 0)
+		rc = ns_vision_hparams_load(t, &vhp, why, sizeof(why));
+	/* its tensors as read (weights_fused.h) and the patch kernel held as float
+	 * (vision.h): n_embd x 3 * temporal * patch^2 */
+	if (rc == 0) {
+		kernel = 4ull * vhp.n_embd * 3 * vhp.temporal * vhp.patch * vhp.patch;
+		if (ns_add_u64_overflow(t->total_tensor_bytes, kernel, &b) ||
+		    ns_add_u64_overflow(fx->total, b, &fx->total)) {
+			snprintf(why, sizeof(why), "the fixed set overflows");
+			rc = -EOVERFLOW;
+		}
+	}
+	ns_model_close(&t);
+	if (rc < 0)
+		return ns_errf(err, errlen, "--mmproj %s: %s", mmproj, why), rc;
+	fx->tower_bytes = b;
 	return 0;
 }
 
@@ -278,7 +310,8 @@ static int s_fixed_for_seqs(struct nsplan_fixed *fx, uint32_t n_seq, char *err, 
 	return 0;
 }
 
-int nsctl_pick_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
+		       const char *mmproj, uint32_t n_ctx,
 		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
 		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
 		       char *errbuf, size_t errlen)
@@ -308,6 +341,8 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft, ui
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (!ret)
 		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
+	if (!ret)
+		ret = nsctl_fixed_add_tower(&fx, mmproj, err, sizeof(err));
 	if (ret) {
 		s_refuse(&a, "%s", err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -325,11 +360,14 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft, ui
 	*mem = mem_given ? *mem : a.b.mem;
 	*ram = a.b.ram;
 	if (defaulted) {
-		char dr[64] = "";
+		char dr[128] = "";
 
 		if (fx.draft_bytes) /* counted in the fixed set: the RAM cache makes room */
 			snprintf(dr, sizeof(dr), " (draft model %s)",
 				 ns_format_bytes(fx.draft_bytes, s[4], 32));
+		if (fx.tower_bytes) /* likewise */
+			snprintf(dr + strlen(dr), sizeof(dr) - strlen(dr), " (vision tower %s)",
+				 ns_format_bytes(fx.tower_bytes, s[4], 32));
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
 			 "--ram-budget %s, fixed %s%s at -c %u%s", who,
 			 ns_format_bytes(probe.available, s[0], 32),
@@ -345,7 +383,8 @@ out:
 	return ret;
 }
 
-int nsctl_check_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+int nsctl_check_budgets(const char *who, const char *model, const char *draft,
+			const char *mmproj, uint32_t n_ctx,
 			uint32_t n_seq,
 			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
 			size_t n)
@@ -367,6 +406,8 @@ int nsctl_check_budgets(const char *who, const char *model, const char *draft, u
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (!ret)
 		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
+	if (!ret)
+		ret = nsctl_fixed_add_tower(&fx, mmproj, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;

@@ -40,6 +40,12 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
 			  size_t errlen);
 
+/* A vision tower (--mmproj PATH; NULL: none) resident in nscompute: its tensors and the patch
+ * kernel held as float, added to the fixed set as fx->tower_bytes (the activations of an
+ * image's pass are not counted). 0, or -errno with one line in err. */
+int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const char *mmproj, char *err,
+			  size_t errlen);
+
 /* Host memory a session of model m takes at most with arena mem and RAM budget ram: what the
  * RAM tier can fill (ram, at most the model's bytes), the arena and the fixed set fx
  * (`nsctl plan`'s host_total), rounded up to a 4 KiB page; UINT64_MAX on overflow. */

@@ -92,8 +92,13 @@ static void s_fill_budgets(struct ns_bench_row *r, const struct bench_config *c,
 
 /* Running means of the per-repeat streaming figures (finalised by dividing by n_samples). */
 static void s_accumulate(struct ns_bench_row *r, double bytes_tok, double req_tok, double stall,
-			 double peak, double hit)
+			 double peak, double hit, const struct ns_engine_stats *st)
 {
+	if (st->predict_experts) { /* summed over the repeats: a ratio of the totals */
+		r->pred_experts += st->predict_experts;
+		r->pred_hits += st->predict_hits;
+		r->predict_hit_rate = (double)r->pred_hits / (double)r->pred_experts;
+	}
 	r->bytes_per_token += bytes_tok;
 	r->req_bytes_per_token += req_tok;
 	r->stall_ms_per_token += stall;
@@ -147,6 +152,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	struct bench_ids got = { 0 };
 	char err[NS_ERR_LEN];
 	uint64_t t0;
+	bool said = false; /* a line of ours already names the failure */
 	int rc;
 
 	ns_engine_opts_default(&eo);
@@ -159,6 +165,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	eo.cache_type_v = o->ctv;
 	if (o->run_ahead >= 0)
 		eo.run_ahead = o->run_ahead;
+	eo.moe_predict = o->moe_predict;
 	eo.block_rows = c->rows;
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;
@@ -195,7 +202,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 							 : 0;
 
 				s_accumulate(pp, dev, req, st.stall_ms_per_token,
-					     (double)st.arena_peak, st.cache_hit_rate);
+					     (double)st.arena_peak, st.cache_hit_rate, &st);
 			}
 		}
 	}
@@ -214,6 +221,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 			fprintf(stderr, "\nnsctl bench: decoded %u tokens, not the %u forced ones\n",
 				got.n, o->n_gen);
 			rc = -EPROTO;
+			said = true;
 		} else if (rc == 0) {
 			ns_engine_stats(e, &st);
 			if (st.decode_tok_s > 0 && tg->n_samples < NS_BENCH_MAX_SAMPLES) {
@@ -222,11 +230,11 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 				tg->ts[tg->n_samples++] = st.decode_tok_s;
 				s_accumulate(tg, b * 1e9, (double)st.req_decode / st.n_decode,
 					     st.stall_ms_per_token, (double)st.arena_peak,
-					     st.cache_hit_rate);
+					     st.cache_hit_rate, &st);
 			}
 		}
 	}
-	if (rc < 0 && rc != -EPROTO)
+	if (rc < 0 && !said) /* the engine's line (an -EPROTO of its own too) */
 		fprintf(stderr, "\nnsctl bench: %s\n", s_interrupted ? "interrupted"
 								   : ns_engine_error(e));
 	free(got.ids);
@@ -260,7 +268,7 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, NULL, o.n_ctx, 1, o.ctk,
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, NULL, NULL, o.n_ctx, 1, o.ctk,
 					     o.ctv, false, &mem, false, &ram, line, sizeof(line),
 					     NULL, 0)))
 			return rc;
@@ -284,7 +292,7 @@ int cmd_bench(int argc, char **argv)
 			mems[i] = cfg[i].mem;
 			rams[i] = cfg[i].ram;
 		}
-		rc = nsctl_check_budgets("nsctl bench", o.model, NULL, o.n_ctx, 1, o.ctk, o.ctv,
+		rc = nsctl_check_budgets("nsctl bench", o.model, NULL, NULL, o.n_ctx, 1, o.ctk, o.ctv,
 					 mems, rams, nc);
 		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
 			if (o.vram.v[i])

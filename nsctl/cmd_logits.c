@@ -1,10 +1,15 @@
-/* nsctl logits MODEL --tokens 1,2,3 -o FILE [budget flags]
+/* nsctl logits MODEL --tokens 1,2,3 -o FILE [--image F [--mmproj F]] [budget flags]
  *
  * Evaluates exactly the given token ids (no BOS added) as one prompt from position 0 and writes
  * the logits of every position as raw little-endian float32, layout [n_tokens][n_vocab],
  * through the pipeline as `nsctl run` does (the C API, neurostream.h): nsio streams the weights
  * under --mem-budget in blocks of --block-rows, nscompute multiplies them. (The forward pass
- * in-process, for debugging, is the test tool tests/forward/fwd_logits.) */
+ * in-process, for debugging, is the test tool tests/forward/fwd_logits.)
+ *
+ * --image F (repeatable): each maximal run of the image placeholder id (--image-token, else
+ * the vocabulary's <|image_pad|>) in the ids stands for the next image, as long as the tokens
+ * it becomes (else one line says the count); nscompute runs the vision tower (--mmproj, else
+ * the mmproj-*.gguf beside the model) over it and evaluates the prompt with its embeddings. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -14,6 +19,7 @@
 
 #include "cmd_opt.h"
 #include "commands.h"
+#include "image_args.h"
 #include "neurostream.h"
 #include "ns_util.h"
 
@@ -26,8 +32,10 @@ struct s_opts {
 	const char *out;
 	uint64_t mem_budget, ram_budget, block_rows, lookahead;
 	bool act_q8;
+	bool moe_predict;     /* --moe-predict on */
 	int threads;
 	const char *ctk, *ctv; /* -ctk / -ctv: KV cache types, NULL = f32 */
+	struct nsctl_images img; /* --image, --mmproj, --max-patches, --image-token */
 };
 
 static void s_usage(FILE *f)
@@ -48,8 +56,14 @@ static void s_usage(FILE *f)
 		"                        KV cache element types: f32 (default, exact), f16, q8_0\n"
 		"  --mem-budget SIZE     streaming arena size (e.g. 512MB, binary units)\n"
 		"  --ram-budget SIZE     RAM cache: nsplan places weights in it, nsio loads them\n"
+		"                        (0, the default: none; --mem-budget 0: the engine's own)\n"
 		"  --block-rows N        rows per streamed block (0: whole tensors, shrunk to fit)\n"
-		"  --lookahead N         blocks in flight after the one being multiplied\n");
+		"  --lookahead N         blocks in flight after the one being multiplied\n"
+		"  --moe-predict on|off  MoE: prefetch predicted experts (default off; the logits\n"
+		"                        are the same either way)\n"
+		NSCTL_IMAGE_USAGE
+		"  with images, each run of the image token in the ids is the next image, as long\n"
+		"  as the tokens it becomes\n");
 }
 
 static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_t *out)
@@ -62,11 +76,13 @@ static int s_parse_u64(const char *flag, const char *text, uint64_t min, uint64_
 	return 0;
 }
 
+/* A size; 0 is what leaving the flag out means (the engine's own arena, no RAM cache), as
+ * for nsctl run. */
 static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 {
 	int rc = text ? ns_parse_bytes(text, out) : -EINVAL;
 
-	if (rc < 0 || *out == 0) {
+	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s: bad size '%s' (e.g. 512MB, 6GB)\n", flag,
 			text ? text : "");
 		return -EINVAL;
@@ -76,7 +92,7 @@ static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 
 enum {
 	O_HELP = 1, O_MODEL, O_TOKENS, O_OUT, O_CTK, O_CTV, O_ACT, O_THREADS, O_MEM, O_RAM,
-	O_ROWS, O_LOOKAHEAD,
+	O_ROWS, O_LOOKAHEAD, O_MOE_PREDICT,
 };
 
 static const struct ns_opt s_opts[] = {
@@ -87,11 +103,13 @@ static const struct ns_opt s_opts[] = {
 	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
 	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
 	{ "act", NULL, NS_OPT_VALUE, O_ACT },
+	{ "moe-predict", NULL, NS_OPT_VALUE, O_MOE_PREDICT },
 	{ "threads", "-t", NS_OPT_VALUE, O_THREADS },
 	{ "mem-budget", NULL, NS_OPT_VALUE, O_MEM },
 	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
 	{ "block-rows", NULL, NS_OPT_VALUE, O_ROWS },
 	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
+	NSCTL_IMAGE_OPTS,
 };
 
 /* One option (opt NULL: the model) spelled a: 0, or -EINVAL after one line. */
@@ -101,6 +119,8 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const c
 	uint64_t n = 0;
 	int rc = 0;
 
+	if (opt && opt->id >= NSCTL_IMG_IMAGE)
+		return nsctl_images_opt(&o->img, "nsctl logits", opt->id, a, v);
 	switch (opt ? opt->id : O_MODEL) {
 	case O_HELP:
 		s_usage(stdout);
@@ -128,6 +148,13 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const c
 			return -EINVAL;
 		}
 		o->act_q8 = !strcmp(v, "q8");
+		return 0;
+	case O_MOE_PREDICT:
+		if (strcmp(v, "on") && strcmp(v, "off")) {
+			fprintf(stderr, "nsctl logits: %s on|off (got '%s')\n", a, v);
+			return -EINVAL;
+		}
+		o->moe_predict = !strcmp(v, "on");
 		return 0;
 	case O_THREADS:
 		rc = s_parse_u64(a, v, 1, &n);
@@ -167,6 +194,7 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->lookahead = UINT64_MAX;
 	o->threads = 1;
+	o->img.image_token = -1;
 	rc = ns_opt_parse("nsctl logits", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, o);
 	if (rc < 0)
 		return rc;
@@ -237,7 +265,7 @@ static int s_write_all(const char *path, const float *v, uint64_t n)
 }
 
 /* The pipeline through the C API. */
-static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
+static int s_logits(struct s_opts *o, const int32_t *ids, uint32_t n)
 {
 	struct ns_engine_opts eo;
 	struct ns_engine *e = NULL;
@@ -253,10 +281,14 @@ static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 	eo.lookahead = o->lookahead == UINT64_MAX ? -1 : (int32_t)o->lookahead;
 	eo.threads = o->threads;
 	eo.act_q8 = o->act_q8;
+	eo.moe_predict = o->moe_predict;
 	eo.cache_type_k = o->ctk;
 	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;
 	eo.no_plan = !o->ram_budget; /* a RAM tier needs nsplan's plan (else nsio ignores it) */
+	/* images, the tower and the context before anything starts (image_args.h) */
+	if ((rc = nsctl_images_check(&o->img, "nsctl logits", o->model, n, &eo)))
+		return rc;
 	rc = ns_engine_load(o->model, &eo, &e, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s\n", err);
@@ -268,7 +300,9 @@ static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 			ns_engine_n_vocab(e));
 		goto out;
 	}
-	rc = ns_engine_logits(e, ids, n, logits);
+	rc = ns_engine_set_images(e, o->img.path, o->img.n);
+	if (rc == 0)
+		rc = ns_engine_logits(e, ids, n, logits);
 	if (rc < 0) {
 		fprintf(stderr, "nsctl logits: %s\n", ns_engine_error(e));
 		status = rc == -EINVAL ? 2 : 1;
@@ -281,9 +315,13 @@ static int s_logits(const struct s_opts *o, const int32_t *ids, uint32_t n)
 
 		ns_engine_stats(e, &st);
 		fprintf(stderr, "nsctl logits: wrote %u x %u float32 logits to %s (streamed: "
-			"%llu bytes requested, arena peak %llu of %llu)\n", n, ns_engine_n_vocab(e),
+			"%llu bytes requested, arena peak %llu of %llu", n, ns_engine_n_vocab(e),
 			o->out, (unsigned long long)st.req_prefill,
 			(unsigned long long)st.arena_peak, (unsigned long long)st.arena_bytes);
+		if (o->img.n)
+			fprintf(stderr, "; %u image tokens, tower %.3f s", st.n_image_tokens,
+				st.tower_s);
+		fprintf(stderr, ")\n");
 	}
 	status = 0;
 out:

@@ -244,7 +244,10 @@ static void s_print_text(const struct s_report *r)
 	printf("  KV cache    %12" PRIu64 " bytes %11s  f32 K+V, %u layers%s", fx->kv_bytes,
 	       ns_format_bytes(fx->kv_bytes, s[0], 32), fx->n_kv_layers,
 	       fx->n_swa_layers ? "" : "\n");
-	if (fx->n_swa_layers)
+	if (fx->n_swa_layers && fx->ring_positions)
+		printf(", %u sliding (window %u; their caches are rings of %u positions)\n",
+		       fx->n_swa_layers, r->hp->sliding_window, fx->ring_positions);
+	else if (fx->n_swa_layers)
 		printf(", %u sliding (window %u; their caches hold the whole context)\n",
 		       fx->n_swa_layers, r->hp->sliding_window);
 	if (fx->n_rec_layers)
@@ -370,6 +373,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "kv_bytes"); jo_u64(&j, fx->kv_bytes);
 	jo_key(&j, "kv_layers"); jo_u64(&j, fx->n_kv_layers);
 	jo_key(&j, "swa_layers"); jo_u64(&j, fx->n_swa_layers);
+	jo_key(&j, "swa_ring_positions"); jo_u64(&j, fx->ring_positions);
 	jo_key(&j, "recurrent_bytes"); jo_u64(&j, fx->recurrent_bytes);
 	jo_key(&j, "scratch_bytes"); jo_u64(&j, fx->scratch_bytes);
 	jo_key(&j, "batch"); jo_u64(&j, fx->batch);

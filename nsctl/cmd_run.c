@@ -26,6 +26,7 @@
 #include "gguf.h"
 #include "hparams.h"
 #include "hub.h"
+#include "image_args.h"
 #include "model.h"
 #include "neurostream.h"
 #include "ns_progress.h"
@@ -64,6 +65,7 @@ struct s_opts {
 	char stats_tmp[64];       /* the statistics file we made for --warmup ("" if none) */
 	struct nsctl_engine_args ea; /* the pipeline's flags (engine_flags.h) */
 	struct ns_gen_params g;
+	struct nsctl_images img;  /* --image, --mmproj, ... (image_args.h) */
 };
 
 static void s_usage(FILE *f)
@@ -114,6 +116,9 @@ static void s_usage(FILE *f)
 		"                        most are pinned in the --ram-budget; the context is then\n"
 		"                        forgotten (tokens are unchanged, only bytes read drop)\n"
 		"output:\n"
+		NSCTL_IMAGE_USAGE
+		"                        (-p: the images open the prompt, as the chat template puts\n"
+		"                        them, or go at each <|image_pad|> of it)\n"
 		"  -q, --quiet           no progress lines: the RAM cache's fill and the prompt's\n"
 		"                        evaluation (tokens, tok/s) are drawn on a terminal only\n"
 		"  --json                stdout gets one JSON object and nothing else: the\n"
@@ -249,6 +254,7 @@ static const struct ns_opt s_run_opts[] = {
 	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
 	{ "draft-min", NULL, NS_OPT_VALUE, O_DRAFT_MIN },
 	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
+	NSCTL_IMAGE_OPTS,
 };
 
 /* The sampling options' values. */
@@ -309,6 +315,8 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 		o->model = v;
 		return 0;
 	}
+	if (opt->id >= NSCTL_IMG_IMAGE && opt->id < NSE_O_MEM)
+		return nsctl_images_opt(&o->img, S_WHO, opt->id, f, v);
 	if (opt->id >= NSE_O_MEM) /* budgets, backend, context, ... (shared with nsctl serve) */
 		return nsctl_engine_opt(&o->ea, S_WHO, opt, f, v);
 	switch (opt->id) {
@@ -388,6 +396,7 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	ns_gen_params_default(&o->g);
 	o->g.n_predict = 128;
 	o->prompt = "";
+	o->img.image_token = -1;
 	memcpy(t, s_run_opts, sizeof(s_run_opts));
 	memcpy(t + NS_ARRAY_LEN(s_run_opts), nsctl_engine_opts, sizeof(nsctl_engine_opts));
 	rc = ns_opt_parse(S_WHO, t, NS_ARRAY_LEN(t), argc, argv, s_on_opt, o);
@@ -403,6 +412,11 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 	if (o->raw && (o->chat || o->final_only || o->ea.eo.reasoning_effort || o->ea.eo.thinking)) {
 		fprintf(stderr, "nsctl run: --raw sends -p as plain text; it does not go with "
 			"--chat, --final-only, --reasoning or --thinking\n");
+		return -EINVAL;
+	}
+	if (o->img.n && (o->chat || o->warmup)) {
+		fprintf(stderr, "nsctl run: --image goes with -p (a prompt); not with --chat or "
+			"--warmup yet\n");
 		return -EINVAL;
 	}
 	return s_prompt_text(o);
@@ -515,6 +529,12 @@ static int s_single(struct ns_engine *e, struct s_opts *o)
 	/* --json: the object alone on stdout, the text inside it */
 	if ((rc = run_out_begin(e, &out, tpl, o->final_only, o->json ? NULL : stdout)) < 0)
 		return rc;
+	/* --image: placed by the chat template (the images open the user message), or at
+	 * each <|image_pad|> of a plain prompt (neurostream.h ns_engine_set_images) */
+	if (o->img.n && (rc = ns_engine_set_images(e, o->img.path, o->img.n)) < 0) {
+		ns_run_out_free(&out);
+		return rc;
+	}
 	if (tpl)
 		rc = ns_engine_chat(e, m, n, &o->g, ns_run_out_piece, &out);
 	else
@@ -659,6 +679,9 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		return 2;
 	if (s_seed(op) < 0)
 		return 1;
+	/* the images and the tower before anything starts or any weight is read */
+	if ((rc = nsctl_images_check(&op->img, S_WHO, op->model, op->ea.eo.n_ctx, &op->ea.eo)))
+		return rc;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

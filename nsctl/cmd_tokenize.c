@@ -1,7 +1,8 @@
 /* nsctl tokenize MODEL [--json|--ids] [--add-special] [--parse-special] [--] TEXT
  * nsctl tokenize MODEL --chat [--system S] [--no-think] [--thinking] [--chat-date YYYY-MM-DD]
  *                      [--reasoning[-effort] E] [--chat-template FAMILY] [--print-prompt] TEXT
- *   (--no-think: Qwen3's empty think block; --thinking: Gemma 4's <|think|>, off by default)
+ *   (thinking as `nsctl run` has it: Qwen3 thinks unless --no-think, Qwen3.5 and Gemma 4 only
+ *   with --thinking)
  * nsctl detokenize MODEL [--json] [--remove-special] [--hide-special] [--] IDS...
  *
  * tokenize prints one line per token ("   id -> 'piece'", as llama-tokenize does), or the bare
@@ -37,7 +38,8 @@ static const char s_tokenize_usage[] =
 	"  --chat                TEXT is a user message, rendered with the model's template\n"
 	"  -sys, --system S      a system message first (with --chat)\n"
 	"  --no-think            the template's no-thinking variant (with --chat)\n"
-	"  --thinking            Gemma 4's template: let the model think (with --chat)\n"
+	"  --thinking            let the model think (with --chat; as run: Qwen3 thinks unless\n"
+	"                        --no-think, Qwen3.5 and Gemma 4 only with --thinking)\n"
 	"  --chat-date D         the date a template shows (YYYY-MM-DD)\n"
 	"  --reasoning[-effort] low|medium|high  gpt-oss's reasoning effort\n"
 	"  --chat-template FAMILY  a template family instead of the model's own\n"
@@ -145,7 +147,8 @@ static void s_json_piece(struct json_out *j, const char *p, size_t l)
 }
 
 struct s_chat_args {
-	bool on, think, think_opt_in, print_prompt;
+	bool on, print_prompt;
+	int think; /* -1: the family's default as run has it, 0: --no-think, 1: --thinking */
 	const char *system, *date, *effort, *family;
 };
 
@@ -155,8 +158,7 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 			   const char *text)
 {
 	struct ns_chat_msg m[2];
-	struct ns_chat_opts o = { .enable_thinking = a->think, .think_opt_in = a->think_opt_in,
-				  .date = a->date,
+	struct ns_chat_opts o = { .think_opt_in = a->think > 0, .date = a->date,
 				  .reasoning_effort = a->effort };
 	enum ns_chat_family f;
 	char err[NS_ERR_LEN], *out = NULL;
@@ -178,6 +180,9 @@ static char *s_chat_prompt(const struct ns_tok *t, const char *tpl, const struct
 			return NULL;
 		}
 	}
+	/* run's defaults (api.c ns_engine_chat_prompt): Qwen3.5's template would think, run
+	 * does not unless asked; Qwen3 does */
+	o.enable_thinking = a->think >= 0 ? a->think > 0 : f != NS_CHAT_QWEN35;
 	o.bos_text = ns_tok_bos(t) >= 0 ? ns_tok_text(t, ns_tok_bos(t), NULL) : NULL;
 	if (a->system)
 		m[n++] = (struct ns_chat_msg){ "system", a->system, NULL };
@@ -248,10 +253,10 @@ static int s_tok_opt(void *user, const struct ns_opt *o, const char *f, const ch
 		a->chat.on = true;
 		return 0;
 	case O_NO_THINK:
-		a->chat.think = false;
+		a->chat.think = 0;
 		return 0;
 	case O_THINKING:
-		a->chat.think_opt_in = true;
+		a->chat.think = 1;
 		return 0;
 	case O_PRINT_PROMPT:
 		a->chat.print_prompt = true;
@@ -290,7 +295,7 @@ static int s_tok_opt(void *user, const struct ns_opt *o, const char *f, const ch
 
 int cmd_tokenize(int argc, char **argv)
 {
-	struct s_tok_args a = { .chat = { .think = true } };
+	struct s_tok_args a = { .chat = { .think = -1 } };
 	bool json, ids_only, add_special, parse_special;
 	struct s_chat_args chat;
 	const char *model;

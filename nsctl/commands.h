@@ -33,7 +33,8 @@ int cmd_serve(int argc, char **argv);
  * Returns 0 (line: a description of the defaults, "" when all were given), or an exit code
  * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who, or in err
  * (errlen bytes, no prefix) when err is not NULL (the library, api_budgets.c). */
-int nsctl_pick_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
+		       const char *mmproj, uint32_t n_ctx,
 		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
 		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
 		       char *err, size_t errlen);
@@ -47,7 +48,8 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft, ui
  * cgroup's memory.max / memory.high). Returns 0, or an exit code (2; 1 when out of memory)
  * after one line prefixed with who, naming the figures and what to lower, for the first pair
  * refused. */
-int nsctl_check_budgets(const char *who, const char *model, const char *draft, uint32_t n_ctx,
+int nsctl_check_budgets(const char *who, const char *model, const char *draft,
+			const char *mmproj, uint32_t n_ctx,
 			uint32_t n_seq,
 			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
 			size_t n);

@@ -125,9 +125,17 @@ static void s_nscompute(const struct ns_engine *e, struct s_argv *a)
 		s_add(a, "--cache-type-v");
 		s_add(a, e->o.cache_type_v);
 	}
+	if (e->o.mmproj) { /* the vision tower, resident in nscompute's RAM (compute_image.h) */
+		s_add(a, "--mmproj");
+		s_add(a, e->o.mmproj);
+	}
 	if (e->o.draft_model) { /* resident in nscompute's RAM (compute_draft_model.h) */
 		s_add(a, "--draft-model");
 		s_add(a, e->o.draft_model);
+	}
+	if (e->o.moe_predict) {
+		s_add(a, "--moe-predict");
+		s_add(a, "on");
 	}
 	if (e->o.n_seq > 1) /* KV-cache slots for ns_engine_step */
 		s_num(a, "--parallel", e->o.n_seq);

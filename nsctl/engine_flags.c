@@ -49,6 +49,8 @@ const char nsctl_engine_usage[] =
 	"                        -o perf.data --'; CMD is split on spaces (no quoting)\n"
 	"  --run-ahead, --no-run-ahead  nsio reads the next matrices of the token ahead\n"
 	"                        of the forward pass (default: on for dense models)\n"
+	"  --moe-predict on|off  MoE: predict each layer's experts from the previous layer's\n"
+	"                        output and prefetch them during its attention (default off)\n"
 	"  --no-plan             do not start nsplan\n"
 	"  --no-warmup           accepted for llama.cpp's command lines: we never run its\n"
 	"                        empty warm-up evaluation (our --warmup is another thing)\n"
@@ -144,6 +146,7 @@ const struct ns_opt nsctl_engine_opts[NSCTL_ENGINE_N_OPTS] = {
 	{ "expert-stats", NULL, NS_OPT_VALUE, NSE_O_STATS },
 	{ "reasoning", NULL, NS_OPT_VALUE, NSE_O_REASONING },
 	{ "run-ahead", NULL, NS_OPT_SWITCH, NSE_O_RUN_AHEAD },
+	{ "moe-predict", NULL, NS_OPT_VALUE, NSE_O_MOE_PREDICT },
 	{ "no-run-ahead", NULL, NS_OPT_SWITCH, NSE_O_NO_RUN_AHEAD },
 	{ "no-plan", NULL, NS_OPT_SWITCH, NSE_O_NO_PLAN },
 	{ "no-warmup", NULL, NS_OPT_SWITCH, NSE_O_NO_WARMUP },
@@ -198,6 +201,13 @@ int nsctl_engine_opt(struct nsctl_engine_args *a, const char *who, const struct 
 		break;
 	case NSE_O_NO_RUN_AHEAD:
 		eo->run_ahead = 0;
+		break;
+	case NSE_O_MOE_PREDICT:
+		if (strcmp(v, "on") && strcmp(v, "off")) {
+			fprintf(stderr, "%s: %s on|off (got '%s')\n", who, f, v);
+			return -EINVAL;
+		}
+		eo->moe_predict = !strcmp(v, "on");
 		break;
 	case NSE_O_NO_PLAN:
 		eo->no_plan = true;
@@ -324,7 +334,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	/* both named: a session the memory can hold, the fixed set counted
 	 * (nsctl_check_budgets) */
 	if (!eo->no_plan && a->mem_given && a->ram_given) {
-		rc = nsctl_check_budgets(who, model, eo->draft_model, eo->n_ctx, a->n_seq,
+		rc = nsctl_check_budgets(who, model, eo->draft_model, eo->mmproj, eo->n_ctx, a->n_seq,
 					 eo->cache_type_k,
 					 eo->cache_type_v, &eo->mem_budget, &eo->ram_budget, 1);
 		if (rc)
@@ -334,7 +344,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	if (!eo->no_plan && (!a->mem_given || !a->ram_given)) {
 		char line[320];
 
-		rc = nsctl_pick_budgets(who, model, eo->draft_model, eo->n_ctx, a->n_seq,
+		rc = nsctl_pick_budgets(who, model, eo->draft_model, eo->mmproj, eo->n_ctx, a->n_seq,
 					eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
 					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);

@@ -57,6 +57,9 @@ struct ns_engine {
 	char *wrap_copy[NS_PROC_COUNT];
 	char model_path[PATH_MAX];
 	char draft_path[PATH_MAX];    /* o.draft_model made absolute (o.draft_model points here) */
+	char mmproj_path[PATH_MAX];   /* o.mmproj made absolute (o.mmproj points here) */
+	struct nse_images *img;       /* the tower's hyperparameters, pending images (api_image.c);
+				       * NULL without a tower */
 	struct ns_model *m;           /* metadata (tokenizer, chat template) */
 	struct ns_tok *tok;
 	bool recurrent;               /* recurrent layers (qwen35): nscompute cannot cut the
@@ -91,6 +94,22 @@ struct ns_engine {
 
 /* The statistics file nsplan plans from: "<opts.expert_stats>.plan" (engine_replan.c). */
 #define NSE_PLAN_STATS_FMT "%s.plan"
+
+/* api_image.c: the tower's checks at load (o.mmproj: a tower for this model), the images of
+ * the next request. */
+int nse_images_load(struct ns_engine *e);
+void nse_images_free(struct ns_engine *e);
+bool nse_images_pending(const struct ns_engine *e);
+/* ids against the pending images (each run of the placeholder its image's length): 0 or
+ * -EINVAL with e->err. */
+int nse_images_check_ids(struct ns_engine *e, const int32_t *ids, uint32_t n);
+/* Send IMAGES (the pending images) before the EVAL: 0 or the send's error. */
+int nse_images_send(struct ns_engine *e);
+void nse_images_forget(struct ns_engine *e);
+/* text tokenized with every "<|image_pad|>" replaced by the next pending image's run of the
+ * placeholder (pieces between with parse_special; add_bos on the first): 0 or -errno. */
+int nse_images_encode(struct ns_engine *e, const char *text, bool add_bos, bool parse_special,
+		      int32_t **ids, size_t *n);
 
 /* engine_proc.c */
 int nse_start(struct ns_engine *e);

@@ -113,6 +113,9 @@ struct ns_engine_opts {
 				* RAM-resident rows, so a later request is a hit): 1 on, 0 off,
 				* < 0 (ns_engine_opts_default): on for dense models (an MoE
 				* model's experts are nsrouter's; its arena is kept for them) */
+	bool moe_predict;      /* MoE: publish predicted routings one layer early so their
+				* experts are prefetched during attention (nscompute --moe-predict
+				* on); default off, docs/decisions.md "MoE expert prediction" */
 	bool verbose;          /* let the children print their informational lines */
 	uint32_t stall_ms;     /* a child whose heartbeat does not move for this long is taken
 				* for stopped or stuck: nsio, nsplan and nsrouter are killed and
@@ -150,6 +153,19 @@ struct ns_engine_opts {
 	 * (NS_BUDGET_AUTO). cpu backend only; a file that does not open or runs no pass, or
 	 * another vocabulary size, fails the load (-EINVAL). NULL: none. */
 	const char *draft_model;
+	/* Images in prompts (ns_engine_set_images): the vision tower, an mmproj GGUF (Qwen3-VL /
+	 * Qwen3.5, "qwen3vl_merger") whose projection_dim is the model's n_embd, for a model
+	 * with M-RoPE (qwen3vl, qwen3vlmoe, qwen35, qwen35moe). nscompute reads its tensors into
+	 * its RAM at load (not streamed), and the budgets the library picks count them
+	 * (NS_BUDGET_AUTO). cpu backend only; a file that is not a tower, or a mismatch, fails
+	 * the load (-EINVAL). NULL: none (images refused). */
+	const char *mmproj;
+	uint32_t max_image_tokens; /* an image becomes at most this many tokens (nsctl
+				    * --max-patches); 0: no cap beyond the processor's */
+	uint64_t min_image_pixels, max_image_pixels; /* the processor's resize bounds (nsctl
+				    * --min-pixels / --max-pixels); 0: its defaults */
+	int32_t image_token;       /* the image placeholder's id; < 0 (the default): the
+				    * vocabulary's "<|image_pad|>" (Qwen-VL) */
 	/* Told of the RAM cache's fill and each prompt's evaluation (above). May be NULL. */
 	ns_progress_fn progress;
 	void *progress_user;
@@ -341,6 +357,13 @@ struct ns_engine_stats {
 	uint64_t arena_peak, arena_bytes;    /* peak reservation since start; the budget */
 	uint64_t requests, cache_hits;       /* over the call */
 	double cache_hit_rate;               /* cache_hits / requests (0..1) */
+	/* MoE prediction over the call: experts the real router chose in layers that had a
+	 * prediction, how many of them it named, the ratio (0..1; 0 with none) */
+	uint64_t predict_experts, predict_hits;
+	double predict_hit_rate;
+	/* nsio's side over the call: predicted windows read into spare arena; READs they served
+	 * before a real plan asked for them (kept out of cache_hits); windows promoted */
+	uint64_t predict_reads, predict_claims, predict_promoted;
 	uint64_t nsio_restarts;              /* restarts of nsio during the engine's life */
 	uint32_t stop_reason;                /* 0 prompt only, 1 length, 2 end of generation,
 					      * 3 context full, 4 callback */
@@ -353,9 +376,32 @@ struct ns_engine_stats {
 	uint32_t draft_k;                    /* the adaptive draft length at the end */
 	double accept_rate;                  /* accepted / drafted */
 	double passes_per_token;             /* n_decode / (n_gen - 1) */
+	/* images (ns_engine_set_images): their tokens in the prompt, and the vision tower's
+	 * time (decoding, preprocessing, tower; part of prefill_s) */
+	uint32_t n_image_tokens;
+	double tower_s;
 };
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
+
+/* Images of the next ns_engine_generate, ns_engine_chat, ns_engine_logits or ns_engine_eval
+ * call (which then starts the context over), in order; they are forgotten after it, taken or
+ * refused. Each file is checked here from its header (PNG, JPEG or WebP; not cut short, not
+ * 0x0, at most 64 Mpx, aspect ratio at most 200, at most opts.max_image_tokens tokens, all
+ * of them within the context), nothing decoded and no weight read: -EINVAL with one line
+ * otherwise, or when the engine has no vision tower (opts.mmproj). n 0 forgets them.
+ * In the call: generate and chat put each image where Qwen-VL's processor does: every
+ * "<|image_pad|>" of the prompt text (chat: the images open the last user message, each as
+ * "<|vision_start|><|image_pad|><|vision_end|>"; generate: the text is taken as is, so write
+ * the markers) becomes the next image's tokens; for logits and eval the caller writes the
+ * ids, each maximal run of the placeholder (ns_engine_image_token) as long as its image's
+ * token count (ns_engine_image_tokens), else -EINVAL with one line naming the count. */
+#define NS_ENGINE_MAX_IMAGES 64
+int ns_engine_set_images(struct ns_engine *e, const char *const *paths, uint32_t n);
+/* Tokens image i of the pending set becomes (0 when there is no such image). */
+uint32_t ns_engine_image_tokens(const struct ns_engine *e, uint32_t i);
+/* The image placeholder id (opts.image_token or the vocabulary's); -1 when none. */
+int32_t ns_engine_image_token(const struct ns_engine *e);
 
 /* MoE expert cache warm-up (needs opts.expert_stats, nsplan and nsrouter): evaluate text
  * from an empty context (as one user message with the model's chat template when chat, after
@@ -448,10 +494,12 @@ void ns_engine_set_thinking(struct ns_engine *e, bool on);
  * 1 MiB). Returns 0 with *out, -EINVAL (not a size) or -ERANGE (too large). */
 int ns_parse_size(const char *text, uint64_t *out);
 
-/* sizeof(struct ns_engine_opts), sizeof(struct ns_gen_params) of the library as built, so
- * bindings that mirror the structs (ctypes) can refuse a library they do not match. */
+/* sizeof(struct ns_engine_opts), sizeof(struct ns_gen_params), sizeof(struct
+ * ns_engine_stats) of the library as built, so bindings that mirror the structs (ctypes) can
+ * refuse a library they do not match. */
 size_t ns_engine_opts_size(void);
 size_t ns_gen_params_size(void);
+size_t ns_engine_stats_size(void);
 
 /* The options the engine runs with, defaults resolved (budgets, n_ctx, backend, lookahead;
  * string members point into e). */

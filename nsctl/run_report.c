@@ -23,7 +23,7 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 	ns_engine_stats(e, &s);
 	if (json) { /* one object on one line (jansson; keys in this order) */
 		json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:I, s:I, s:I, "
-				      "s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:s}",
+				      "s:I, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:f, s:I, s:s}",
 				      "session", ns_engine_session(e),
 				      "n_prompt", (json_int_t)s.n_prompt,
 				      "n_gen", (json_int_t)s.n_gen,
@@ -42,10 +42,18 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 				      "requests", (json_int_t)s.requests,
 				      "cache_hits", (json_int_t)s.cache_hits,
 				      "cache_hit_rate", s.cache_hit_rate,
+				      "predict_experts", (json_int_t)s.predict_experts,
+				      "predict_hits", (json_int_t)s.predict_hits,
+				      "predict_hit_rate", s.predict_hit_rate,
 				      "nsio_restarts", (json_int_t)s.nsio_restarts,
 				      "stop_reason", ns_stop_reason_name(s.stop_reason));
 
 		/* the generated text: not always UTF-8 (a random model's bytes) */
+		if (o && s.predict_experts)
+			json_object_set_new(o, "predict_io", json_pack("{s:I, s:I, s:I}",
+				"reads", (json_int_t)s.predict_reads,
+				"claims", (json_int_t)s.predict_claims,
+				"promoted", (json_int_t)s.predict_promoted));
 		if (o && content)
 			json_object_set_new(o, "content", ns_json_text(content->buf ? content->buf :
 								       "", content->len));
@@ -55,6 +63,9 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 				"acceptance_rate", s.accept_rate, "draft_passes",
 				(json_int_t)s.draft_passes, "passes_per_token", s.passes_per_token,
 				"draft_len", (json_int_t)s.draft_k));
+		if (o && s.n_image_tokens)
+			json_object_set_new(o, "images", json_pack("{s:I, s:f}", "image_tokens",
+				(json_int_t)s.n_image_tokens, "tower_s", s.tower_s));
 		if (o && reasoning)
 			json_object_set_new(o, "reasoning", ns_json_text(reasoning->buf ?
 									 reasoning->buf : "",
@@ -75,9 +86,13 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 		ns_format_bytes(s.arena_peak, peak, sizeof(peak)),
 		ns_format_bytes(s.arena_bytes, budget, sizeof(budget)), 100.0 * s.cache_hit_rate,
 		s.nsio_restarts ? " | nsio restarted" : "");
+	if (s.predict_experts)
+		fprintf(f, " | expert prediction %.1f%%", 100.0 * s.predict_hit_rate);
 	if (s.draft)
 		fprintf(f, " | draft %u, accepted %u (%.1f%%), %.3f passes/token", s.drafted,
 			s.accepted, 100.0 * s.accept_rate, s.passes_per_token);
+	if (s.n_image_tokens)
+		fprintf(f, " | images %u tok, tower %.3f s", s.n_image_tokens, s.tower_s);
 	fputs("\n", f);
 	fflush(f);
 }

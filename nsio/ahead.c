@@ -38,6 +38,17 @@ void nsio_ahead_drop(struct nsio *s, struct nsio_req *r)
 	free(r);
 }
 
+/* A claimed read-ahead block: a cache hit, unless only a prediction asked for it (then the
+ * real plan would have missed it: counted apart, so cache_hits stays the real plan's). */
+static void s_count_claim(struct nsio *s, struct nsio_req *r)
+{
+	if (r->predicted)
+		atomic_fetch_add(&s->ctl->stats.predict_claims, 1);
+	else
+		atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
+	r->predicted = false;
+}
+
 /* A READ for a block read ahead: adopt it (cache hit). Earlier unclaimed blocks are stale.
  * Not while the client still has older requests waiting for space: a client must never hold a
  * lease while an older ticket of its own is unallocated, or it could hold arena space that the
@@ -53,12 +64,12 @@ bool nsio_ahead_claim(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t 
 			return false;
 
 	for (r = s->waitq; r; r = r->next) { /* a prefetch still waiting for space */
-		if (r->client == NS_OWNER_NONE && r->tensor == tensor && r->row0 == row0 &&
-		    r->nrows == nrows) {
+		if (r->client == NS_OWNER_NONE && !r->promote && r->tensor == tensor &&
+		    r->row0 == row0 && r->nrows == nrows) {
 			r->client = client;
 			r->epoch = epoch;
 			r->ticket = ticket;
-			atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
+			s_count_claim(s, r);
 			return true;
 		}
 	}
@@ -77,7 +88,7 @@ bool nsio_ahead_claim(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t 
 	ns_ctl_leases(s->ctl)[r->lease].owner = client;
 	ns_ctl_leases(s->ctl)[r->lease].ticket = ticket;
 	ns_ctl_leases(s->ctl)[r->lease].client_epoch = epoch;
-	atomic_fetch_add(&s->ctl->stats.cache_hits, 1);
+	s_count_claim(s, r);
 	if (r->done)
 		nsio_deliver(s, r);
 	return true;
@@ -158,4 +169,74 @@ int nsio_run_ahead(struct nsio *s)
 		work++;
 	}
 	return work;
+}
+
+static bool s_same(const struct nsio_req *r, uint32_t tensor, uint64_t row0, uint64_t nrows)
+{
+	return r->tensor == tensor && r->row0 == row0 && r->nrows == nrows;
+}
+
+bool nsio_ahead_hint(struct nsio *s, bool predict, uint32_t tensor, uint64_t row0,
+		     uint64_t nrows, bool *promote)
+{
+	struct nsio_req *r;
+
+	*promote = false;
+	for (r = s->waitq; r; r = r->next) {
+		if (r->client != NS_OWNER_NONE || r->promote || !s_same(r, tensor, row0, nrows))
+			continue;
+		if (!predict && r->predicted) { /* still queued: promoted where it stands */
+			r->predicted = false;
+			atomic_fetch_add(&s->ctl->stats.predict_promoted, 1);
+		} else if (predict) {
+			atomic_fetch_add(&s->ctl->stats.predict_skipped, 1);
+		}
+		return true; /* never a second read of a queued window */
+	}
+	for (r = s->ahead; r; r = r->next) {
+		if (r->evict || !s_same(r, tensor, row0, nrows))
+			continue;
+		if (predict)
+			atomic_fetch_add(&s->ctl->stats.predict_skipped, 1);
+		/* a predicted block the real plan wants: it must take the real plan's place in
+		 * the list (a claim drops the unclaimed blocks before it), and that place is
+		 * where this PREFETCH stands in the queue, behind the plan's earlier windows */
+		*promote = !predict && r->predicted;
+		return !*promote;
+	}
+	return false;
+}
+
+bool nsio_ahead_promote(struct nsio *s, const struct nsio_req *q)
+{
+	struct nsio_req *r;
+
+	for (r = s->ahead; r; r = r->next)
+		if (!r->evict && r->predicted && s_same(r, q->tensor, q->row0, q->nrows))
+			break;
+	if (!r)
+		return false; /* evicted meanwhile (a real read needed the space) */
+	s_ahead_unlink(s, r);
+	s_ahead_bytes(s, -(int64_t)r->len);
+	r->predicted = false;
+	nsio_ahead_park(s, r);
+	atomic_fetch_add(&s->ctl->stats.predict_promoted, 1);
+	return true;
+}
+
+bool nsio_ahead_evict_predicted(struct nsio *s)
+{
+	struct nsio_req *a = s->ahead;
+	bool any = false;
+
+	while (a) {
+		struct nsio_req *nx = a->next;
+
+		if (a->predicted) {
+			nsio_ahead_drop(s, a);
+			any = true;
+		}
+		a = nx;
+	}
+	return any;
 }

@@ -511,6 +511,15 @@ int ns_client_prefetch(struct ns_client *c, uint64_t tensor, uint64_t row0, uint
 	return s_send_read(c, &tmp, NS_REQ_PREFETCH);
 }
 
+int ns_client_predict(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64_t nrows)
+{
+	struct s_out tmp = { .tensor = (uint32_t)tensor, .row0 = row0, .nrows = nrows };
+
+	if (s_check_window(c, tensor, row0, nrows))
+		return -EINVAL;
+	return s_send_read(c, &tmp, NS_REQ_PREDICT);
+}
+
 int ns_client_wait(struct ns_client *c, uint64_t ticket, struct ns_block *b)
 {
 	struct s_out *e = s_find(c, ticket);

@@ -98,6 +98,10 @@ int ns_client_request(struct ns_client *c, uint64_t tensor, uint64_t row0, uint6
 		      uint64_t *ticket);
 /* Hint: read this window ahead, unowned; a later request for exactly it is a cache hit. */
 int ns_client_prefetch(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64_t nrows);
+/* A weaker hint: a window a prediction expects to be needed (NS_REQ_PREDICT). nsio reads it
+ * only into spare arena, never twice, and a later ns_client_prefetch of the same window
+ * promotes it to an ordinary read-ahead block (nsio/README.md "Predicted windows"). */
+int ns_client_predict(struct ns_client *c, uint64_t tensor, uint64_t row0, uint64_t nrows);
 /* Wait for a ticket's block. Returns 0 with *b filled, or the error of the read (-EIO, ...),
  * -ENOENT for an unknown ticket, -EPIPE if nsio stays dead. */
 int ns_client_wait(struct ns_client *c, uint64_t ticket, struct ns_block *b);

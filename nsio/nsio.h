@@ -60,6 +60,10 @@ struct nsio_req {
 	uint32_t chunks_left;
 	int status;
 	bool allocated, done, evict;
+	bool predicted;         /* NS_REQ_PREDICT: spare arena only, evicted first, its claims
+				 * counted apart from cache_hits until a PREFETCH promotes it */
+	bool promote;           /* a PREFETCH of a window a prediction read ahead: at its turn
+				 * in the queue it moves that block to the ahead list's tail */
 	uint64_t sched_idx;      /* read-ahead: schedule position */
 	bool sync;              /* rows a checkpoint's converter would rewrite: made by
 				 * ns_model_read_rows into the lease (serve.c), not read in chunks */
@@ -160,6 +164,17 @@ bool nsio_ahead_claim(struct nsio *s, uint32_t client, uint64_t epoch, uint64_t 
 		      uint32_t tensor, uint64_t row0, uint64_t nrows);
 void nsio_ahead_follow(struct nsio *s, uint32_t tensor, uint64_t row0, uint64_t nrows);
 bool nsio_ahead_evict_done(struct nsio *s);
+/* A PREFETCH or PREDICT of a window already queued or read ahead: true when it needs no new
+ * read (a duplicate, or a PREFETCH promoting a queued prediction); *promote set when it must
+ * queue as a promotion of a predicted block on the ahead list (nsio_ahead_promote). */
+bool nsio_ahead_hint(struct nsio *s, bool predict, uint32_t tensor, uint64_t row0,
+		     uint64_t nrows, bool *promote);
+/* A promotion's turn in the queue: the predicted block, if still there, moves to the ahead
+ * list's tail as an ordinary read-ahead block (true); false when it is gone (evicted for a
+ * real read): the promotion is then read as the ordinary PREFETCH it was. */
+bool nsio_ahead_promote(struct nsio *s, const struct nsio_req *q);
+/* Drop the predicted blocks no one promoted or claimed. Returns whether any went. */
+bool nsio_ahead_evict_predicted(struct nsio *s);
 int nsio_run_ahead(struct nsio *s);
 /* Split an allocated request into chunks queued for submission. */
 int nsio_queue_chunks(struct nsio *s, struct nsio_req *r);

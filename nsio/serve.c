@@ -195,6 +195,7 @@ static void s_accept_read(struct nsio *s, uint32_t client, uint64_t epoch,
 {
 	struct nsio_req *r;
 	uint64_t bytes = q->nrows * s->rt[q->tensor].row_bytes; /* checked by the validator */
+	bool promote = false;
 	int err = 0;
 
 	if (q->nsio_gen != atomic_load(&s->ctl->nsio_gen)) {
@@ -216,8 +217,15 @@ static void s_accept_read(struct nsio *s, uint32_t client, uint64_t epoch,
 		if (nsio_ahead_claim(s, client, epoch, q->ticket, q->tensor, q->row0, q->nrows))
 			return;
 	}
+	if (q->op != NS_REQ_READ &&
+	    nsio_ahead_hint(s, q->op == NS_REQ_PREDICT, q->tensor, q->row0, q->nrows, &promote))
+		return; /* queued or read ahead already: a second read would only waste */
 	r = nsio_new_req(s, q->op == NS_REQ_READ ? client : NS_OWNER_NONE, epoch, q->ticket,
 		      q->tensor, q->row0, q->nrows, &err);
+	if (r) {
+		r->predicted = q->op == NS_REQ_PREDICT;
+		r->promote = promote;
+	}
 	if (!r) {
 		atomic_fetch_add(&s->ctl->stats.rejected, 1);
 		if (q->op == NS_REQ_READ)
@@ -306,7 +314,8 @@ static int s_poll_rings(struct nsio *s)
 					    q.ticket, q.tensor, rc);
 				continue;
 			}
-			if (q.op == NS_REQ_READ || q.op == NS_REQ_PREFETCH) {
+			if (q.op == NS_REQ_READ || q.op == NS_REQ_PREFETCH ||
+			    q.op == NS_REQ_PREDICT) {
 				s_accept_read(s, i, epoch, &q);
 			} else if (q.op == NS_REQ_RETIRE) {
 				s_retire(s, i, epoch, &q);
@@ -525,11 +534,33 @@ static int s_schedule(struct nsio *s)
 	while (s->waitq) {
 		struct nsio_req *r = s->waitq;
 		uint32_t owner = r->client;
-		int rc = ns_arena_alloc(s->ctl, r->len, owner, r->ticket, r->epoch, &r->lease);
+		int rc;
 
-		/* unclaimed read-ahead yields to real reads */
+		/* a promotion takes its place in the ahead list now (or, its block evicted
+		 * meanwhile, is read as the PREFETCH it is); a prediction only ever uses spare
+		 * arena (the read-ahead share), else it is not read */
+		if (owner == NS_OWNER_NONE && r->promote && !nsio_ahead_promote(s, r))
+			r->promote = false;
+		if (owner == NS_OWNER_NONE && (r->promote || (r->predicted &&
+		    s->ahead_bytes + r->len > s->ctl->arena_bytes / 2))) {
+			s->waitq = r->next;
+			if (!s->waitq)
+				s->waitq_tail = NULL;
+			if (!r->promote)
+				atomic_fetch_add(&s->ctl->stats.predict_skipped, 1);
+			free(r);
+			continue;
+		}
+		rc = ns_arena_alloc(s->ctl, r->len, owner, r->ticket, r->epoch, &r->lease);
+		/* unclaimed read-ahead yields to real reads, predicted blocks first; predicted
+		 * blocks yield to the real plan's prefetches too */
+		if (rc == -EAGAIN && !(owner == NS_OWNER_NONE && r->predicted) &&
+		    nsio_ahead_evict_predicted(s))
+			continue;
 		if (rc == -EAGAIN && owner != NS_OWNER_NONE && nsio_ahead_evict_done(s))
 			continue;
+		if (rc == -EAGAIN && owner == NS_OWNER_NONE && r->predicted)
+			atomic_fetch_add(&s->ctl->stats.predict_skipped, 1);
 		if (rc == -EAGAIN && owner == NS_OWNER_NONE)
 			rc = -ENOSPC; /* a prefetch never holds up the reads behind it */
 		if (rc == -EAGAIN)
@@ -551,6 +582,8 @@ static int s_schedule(struct nsio *s)
 		atomic_fetch_add(&s->ctl->stats.arena_wait_ns, ns_now_ns() - r->t_queued);
 		if (owner == NS_OWNER_NONE) /* explicit prefetch: park it on the ahead list */
 			nsio_ahead_park(s, r);
+		if (owner == NS_OWNER_NONE && r->predicted)
+			atomic_fetch_add(&s->ctl->stats.predict_reads, 1);
 		if (nsio_start_req(s, r))
 			return -ENOMEM;
 		work++;

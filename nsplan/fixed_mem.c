@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "arch.h"
+#include "kv_type.h"
 #include "ns_util.h"
 
 static const struct ns_model_tensor *s_layer_tensor(const struct ns_model *m, uint32_t il,
@@ -76,7 +78,8 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 {
 	uint64_t q_max = 0, k_max = 0, v_max = 0, ff_max, ao, wide, rows, sc = 0, B;
 	uint64_t state_size = 0, inner_size = 0;
-	bool ovf = false;
+	const struct ns_arch *arch;
+	bool ovf = false, ring;
 
 	memset(out, 0, sizeof(*out));
 	if (!n_ctx) {
@@ -85,6 +88,8 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	}
 	out->n_ctx = n_ctx;
 	out->overhead_bytes = overhead;
+	arch = ns_arch_find(hp->arch);
+	ring = arch && arch->builder == NS_BUILD_GEMMA && hp->sliding_window;
 	ns_hparams_get_u64(m, hp->arch, "ssm.state_size", &state_size);
 	ns_hparams_get_u64(m, hp->arch, "ssm.inner_size", &inner_size);
 	for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -109,10 +114,19 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			vw = k ? kw : (uint64_t)hp->n_head_kv * hp->head_dim_v;
 		uint64_t ctx = n_ctx;
 		out->n_kv_layers++;
-		/* a sliding layer's cache holds the whole context too: the cpu pass keeps no
-		 * ring of the window yet, and the count must bound what it allocates */
-		if (nsplan_layer_is_swa(m, hp, il))
+		/* a sliding layer of a gemma keeps a ring of its window and a chunk
+		 * (kv_type.h ns_kv_ring_positions, as nscompute/forward/gemma.c allocates);
+		 * llama.c's sliding layers (gpt-oss) share one cache with the global ones and
+		 * hold the whole context */
+		if (nsplan_layer_is_swa(m, hp, il)) {
 			out->n_swa_layers++;
+			if (ring) {
+				ctx = ns_kv_ring_positions(hp->sliding_window,
+							   n_ctx < NSPLAN_PREFILL_BATCH ? n_ctx :
+							   NSPLAN_PREFILL_BATCH, n_ctx);
+				out->ring_positions = ctx < n_ctx ? (uint32_t)ctx : 0;
+			}
+		}
 		/* widths < 2^32 and b32 <= 128: the products fit; K in whole tiles */
 		ovf |= s_mac(&out->kv_bytes, (ctx + NSPLAN_KV_TILE - 1) / NSPLAN_KV_TILE *
 			     NSPLAN_KV_TILE, kw * k_b32 / 32);

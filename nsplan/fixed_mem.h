@@ -8,9 +8,12 @@
  * q8_0 34: nsplan_fixed_compute_kv; nsplan_fixed_compute counts f32),
  * where k_width = n_head_kv * head_dim_k is the row count of blk.N.attn_k.weight (so per-layer
  * head geometry, e.g. gemma4, is exact), v_width the row count of attn_v (k_width when the layer
- * has none: V = K), and n_ctx_layer = n_ctx on every layer, sliding-window ones included
- * (the cpu pass's caches hold the whole context: no ring of the window yet; counting the
- * window under-counted what it allocates).
+ * has none: V = K), and n_ctx_layer = n_ctx on every layer but the sliding-window layers of
+ * the gemma builder (gemma3, gemma4), whose caches are rings of
+ *     R = min(n_ctx, ceil16(sliding_window + B - 1))   positions (B as below)
+ * (modelfile/kv_type.h ns_kv_ring_positions, nscompute/forward/kvcache.h; R rounds to whole
+ * K tiles). gpt-oss's sliding layers share llama.c's one cache with its global layers and
+ * hold the whole context.
  * With uniform geometry and n_ctx a multiple of 16 this is
  * n_layer * n_ctx * n_head_kv * head_dim * 2 * 4. tests/forward/test_fwd_cache_bytes holds it
  * to what the cpu pass allocates (ns_fwd_cache_bytes).
@@ -32,9 +35,10 @@
  *                                            per-thread tiles (attn.c's workspace; 32 a row
  *                                            covers its rounding to 16 floats, R >= 4):
  *                                            R = NSPLAN_ATTN_TB * n_head / n_head_kv
- *                                            rows, T = NSPLAN_ATTN_THREADS (nscompute's
- *                                            default thread count is at most 64; an explicit
- *                                            --threads above 64 is not counted)
+ *                                            rows, T = NSPLAN_ATTN_THREADS: the slots of
+ *                                            attention's workspace, never more than 64
+ *                                            whatever --threads says (attn.h
+ *                                            NS_ATTN_MAX_SLOTS: more threads share them)
  *         + B * (n_expert + 3 * n_used + (2 + n_used) * n_embd + 3 * n_ff_exp)   MoE only:
  *                                            router logits, choices, expert input and output,
  *                                            one output row per chosen expert, expert FFN
@@ -66,7 +70,7 @@
 
 #define NSPLAN_PREFILL_BATCH 512u  /* forward.c's default n_batch */
 #define NSPLAN_ATTN_TB 4u          /* query tokens per attention task (attn_internal.h) */
-#define NSPLAN_ATTN_THREADS 64u    /* nscompute's most threads by default */
+#define NSPLAN_ATTN_THREADS 64u    /* attention's workspace slots at most (NS_ATTN_MAX_SLOTS) */
 #define NSPLAN_KV_TILE 16u         /* K is kept in tiles of 16 positions (kvcache.h NS_KV_TILE) */
 #define NSPLAN_VOCAB_FLOATS 4u     /* logits row, the sampler's ids, probabilities, order */
 #define NSPLAN_PROC_BASE (2ull << 20)
@@ -78,7 +82,9 @@
 struct nsplan_fixed {
 	uint32_t n_ctx;
 	uint32_t n_kv_layers;     /* layers with a KV cache */
-	uint32_t n_swa_layers;    /* of which sliding-window (their caches still whole) */
+	uint32_t n_swa_layers;    /* of which sliding-window */
+	uint32_t ring_positions;  /* positions of a sliding layer's ring, 0 when they hold the
+				   * whole context (not a gemma, or R = n_ctx) */
 	uint32_t n_rec_layers;    /* recurrent-state layers */
 	uint32_t batch;           /* B of the scratch formula */
 	uint64_t kv_bytes;
@@ -89,6 +95,7 @@ struct nsplan_fixed {
 	uint64_t total;           /* the sum of the four and the margin (and draft_bytes) */
 	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
 				   * here; nsctl adds it to total (budgets.c) */
+	uint64_t tower_bytes;     /* a vision tower resident in nscompute (--mmproj): likewise */
 };
 
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */

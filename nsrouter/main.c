@@ -4,7 +4,9 @@
  *            [--quiet]
  *
  * Subscribes to ipc://RUNDIR/router.ipc (nscompute publishes one NS_ZMSG_ROUTER per MoE layer
- * and chunk as soon as the routing is known), builds the layer's plan (plan.h: every chosen
+ * and chunk as soon as the routing is known, and with --moe-predict an NS_ZMSG_ROUTER_PREDICT
+ * for the next layer one layer early: its windows go to nsio as NS_REQ_PREDICT hints, never
+ * into the --stats counts), builds the layer's plan (plan.h: every chosen
  * expert's gate, up and down blocks in consumption order) and hands each window to nsio as an
  * unowned prefetch (ns_client_prefetch) through its own client slot. A plan is capped at half
  * the arena so prefetches never crowd out the blocks compute holds; nsio drops a prefetch
@@ -63,6 +65,7 @@ struct s_opts {
 
 struct s_stats {
 	uint64_t decisions, rejected, plans, windows, bytes, refused;
+	uint64_t predictions, predict_windows; /* predicted decisions and their windows */
 	uint64_t resident_windows, resident_bytes; /* blocks in the RAM cache, not prefetched */
 };
 
@@ -298,23 +301,37 @@ static int s_handle(struct nsr_proc *p, const void *buf, size_t len)
 		p->st.rejected++;
 		return 0;
 	}
-	p->st.decisions++;
 	s_normalise(d);
-	if (p->hits)
-		ns_rhits_add(p->hits, d);
+	if (d->predicted) {
+		p->st.predictions++;
+	} else {
+		p->st.decisions++;
+		/* the statistics are the real router's choices only: a prediction is a guess */
+		if (p->hits)
+			ns_rhits_add(p->hits, d);
+	}
 	if (s_refresh(p) < 0)
 		return -EPERM;
-	n = ns_rplan_build(p->rp, d, p->cap, p->res, p->skip, plan, &bs);
+	/* a prediction is published before the layer's attention runs, so nothing of it is
+	 * requested yet: no block is left to compute. Its plan is capped at a quarter of the
+	 * arena (nsio also reads it only into spare arena). The real decision's plan then
+	 * goes out as always; nsio promotes the predicted blocks it names and the others are
+	 * the first to go when space is needed. */
+	n = ns_rplan_build(p->rp, d, d->predicted ? p->cap / 2 : p->cap, p->res,
+			   d->predicted ? 0 : p->skip, plan, &bs);
 	if (n < 0) {
 		p->st.rejected++;
 		return 0;
 	}
-	p->st.resident_windows += bs.resident_windows;
-	p->st.resident_bytes += bs.resident_bytes;
-	plan->plan_id = p->st.plans++;
+	if (!d->predicted) {
+		p->st.resident_windows += bs.resident_windows;
+		p->st.resident_bytes += bs.resident_bytes;
+		plan->plan_id = p->st.plans++;
+	}
 	for (uint32_t i = 0; i < plan->n_items; i++) {
 		const struct ns_zplan_item *it = &plan->item[i];
-		int rc = ns_client_prefetch(p->c, it->tensor, it->row0, it->nrows);
+		int rc = d->predicted ? ns_client_predict(p->c, it->tensor, it->row0, it->nrows)
+				      : ns_client_prefetch(p->c, it->tensor, it->row0, it->nrows);
 
 		if (rc == -EPIPE)
 			return rc;
@@ -322,7 +339,10 @@ static int s_handle(struct nsr_proc *p, const void *buf, size_t len)
 			p->st.refused += plan->n_items - i;
 			break;
 		}
-		p->st.windows++;
+		if (d->predicted)
+			p->st.predict_windows++;
+		else
+			p->st.windows++;
 	}
 	return 0;
 }
@@ -387,9 +407,11 @@ static void s_teardown(struct nsr_proc *p)
 	if (!p->o.quiet && p->sock)
 		fprintf(stderr, "nsrouter: %" PRIu64 " decisions, %" PRIu64 " plans, %" PRIu64
 			" windows prefetched, %" PRIu64 " refused, %" PRIu64 " malformed, %" PRIu64
-			" resident windows skipped (%" PRIu64 " bytes)\n", p->st.decisions,
+			" resident windows skipped (%" PRIu64 " bytes), %" PRIu64 " predictions, %"
+			PRIu64 " predicted windows\n", p->st.decisions,
 			p->st.plans, p->st.windows, p->st.refused, p->st.rejected,
-			p->st.resident_windows, p->st.resident_bytes);
+			p->st.resident_windows, p->st.resident_bytes, p->st.predictions,
+			p->st.predict_windows);
 	if (p->sock)
 		zmq_close(p->sock);
 	if (p->zctx)

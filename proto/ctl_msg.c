@@ -10,13 +10,13 @@ int ns_cmsg_type(const void *buf, size_t len)
 {
 	int t = ns_zmsg_type(buf, len);
 
-	return t >= NS_CMSG_HELLO && t <= NS_CMSG_PROGRESS ? t : -EPROTO;
+	return t >= NS_CMSG_HELLO && t <= NS_CMSG_IMAGES ? t : -EPROTO;
 }
 
 /* --- sizes --- */
 
 #define S_SAMPLING_BYTES (4 * 6 + 8)
-#define S_DONE_BYTES (5 * 4 + 9 * 8)
+#define S_DONE_BYTES (6 * 4 + 10 * 8)
 #define S_PROGRESS_BYTES (3 * 4 + 8)
 #define S_EVAL_FIXED (5 * 4 + S_SAMPLING_BYTES)
 #define S_DRAFT_FIXED (4 * 4)
@@ -144,6 +144,8 @@ int ns_cmsg_enc_done(const struct ns_cmsg_done *m, void *buf, size_t cap)
 	ns_wr_u64(&w, m->req_decode);
 	ns_wr_u64(&w, m->dev_prefill);
 	ns_wr_u64(&w, m->dev_decode);
+	ns_wr_u32(&w, m->n_image_tokens);
+	ns_wr_u64(&w, m->tower_ns);
 	return ns_wr_finish(&w);
 }
 
@@ -304,7 +306,10 @@ int ns_cmsg_dec_done(const void *buf, size_t len, struct ns_cmsg_done *m)
 	m->req_decode = ns_rd_u64(&r);
 	m->dev_prefill = ns_rd_u64(&r);
 	m->dev_decode = ns_rd_u64(&r);
-	if (r.bad || m->reason > NS_DONE_STOPPED || m->n_decode > m->n_gen)
+	m->n_image_tokens = ns_rd_u32(&r);
+	m->tower_ns = ns_rd_u64(&r);
+	if (r.bad || m->reason > NS_DONE_STOPPED || m->n_decode > m->n_gen ||
+	    m->n_image_tokens > m->n_prompt)
 		return -EPROTO;
 	return 0;
 }
@@ -441,4 +446,75 @@ int ns_cmsg_dec_progress(const void *buf, size_t len, struct ns_cmsg_progress *m
 	    m->layers_done > m->n_layers || m->n_tokens > NS_CMSG_MAX_TOKENS)
 		return -EPROTO;
 	return 0;
+}
+
+/* --- IMAGES --- */
+
+size_t ns_cmsg_size_images(const struct ns_cmsg_images *m)
+{
+	size_t n = NS_CMSG_HDR + 28;
+
+	if (m->n_images == 0 || m->n_images > NS_CMSG_MAX_IMAGES)
+		return 0;
+	for (uint32_t i = 0; i < m->n_images; i++) {
+		size_t l = m->path[i] ? strlen(m->path[i]) : 0;
+
+		if (l == 0 || l > NS_CMSG_MAX_PATH)
+			return 0;
+		n += 4 + l;
+	}
+	return n;
+}
+
+int ns_cmsg_enc_images(const struct ns_cmsg_images *m, void *buf, size_t cap)
+{
+	struct ns_wr w = { .p = buf, .cap = cap };
+	size_t n = ns_cmsg_size_images(m);
+
+	if (!n)
+		return -EINVAL;
+	ns_wr_envelope(&w, NS_CMSG_IMAGES, (uint32_t)(n - NS_CMSG_HDR));
+	ns_wr_u32(&w, m->image_id);
+	ns_wr_u32(&w, m->max_tokens);
+	ns_wr_u32(&w, m->n_images);
+	ns_wr_u64(&w, m->min_pixels);
+	ns_wr_u64(&w, m->max_pixels);
+	for (uint32_t i = 0; i < m->n_images; i++) {
+		size_t l = strlen(m->path[i]);
+
+		ns_wr_u32(&w, (uint32_t)l);
+		ns_wr_put(&w, m->path[i], l);
+	}
+	return ns_wr_finish(&w);
+}
+
+int ns_cmsg_dec_images(const void *buf, size_t len, uint32_t n_vocab, char *strbuf, size_t cap,
+		       struct ns_cmsg_images *m)
+{
+	struct ns_rd r;
+	size_t used = 0;
+
+	if (ns_rd_open(&r, buf, len, NS_CMSG_IMAGES) || len < NS_CMSG_HDR + 28)
+		return -EPROTO;
+	m->image_id = ns_rd_u32(&r);
+	m->max_tokens = ns_rd_u32(&r);
+	m->n_images = ns_rd_u32(&r);
+	m->min_pixels = ns_rd_u64(&r);
+	m->max_pixels = ns_rd_u64(&r);
+	if (r.bad || m->image_id >= n_vocab || m->n_images == 0 ||
+	    m->n_images > NS_CMSG_MAX_IMAGES)
+		return -EPROTO;
+	for (uint32_t i = 0; i < m->n_images; i++) {
+		uint32_t l = ns_rd_u32(&r);
+
+		if (r.bad || l == 0 || l > NS_CMSG_MAX_PATH || l > len || used + l + 1 > cap)
+			return -EPROTO;
+		ns_rd_get(&r, strbuf + used, l);
+		if (r.bad || memchr(strbuf + used, 0, l))
+			return -EPROTO;
+		strbuf[used + l] = 0;
+		m->path[i] = strbuf + used;
+		used += (size_t)l + 1;
+	}
+	return ns_rd_close(&r) ? -EPROTO : 0;
 }

@@ -22,6 +22,11 @@
  *                    SPEC   (EVAL with DRAFT and n_predict > 0) drafted and accepted
  *                           tokens, passes
  *                    DONE   end of this EVAL, with timings;  ERROR instead on failure
+ *   ctl -> compute   IMAGES (optional, just before an EVAL that starts the sequence over) the
+ *                           image files of that EVAL's prompt, in order: each maximal run of
+ *                           image_id in its tokens stands for the next image (nscompute
+ *                           --mmproj runs the tower over it; no reply of its own: a bad image
+ *                           is the EVAL's ERROR)
  *   ctl -> compute   STOP   (during a generation) stop after the current token: DONE
  *   ctl -> compute   QUIT   exit 0
  *
@@ -58,7 +63,11 @@ enum ns_cmsg_type {
 	NS_CMSG_STEP = NS_ZMSG_CTL_STEP,
 	NS_CMSG_SPEC = NS_ZMSG_CTL_SPEC,
 	NS_CMSG_PROGRESS = NS_ZMSG_CTL_PROGRESS,
+	NS_CMSG_IMAGES = NS_ZMSG_CTL_IMAGES,
 };
+
+#define NS_CMSG_MAX_IMAGES 64
+#define NS_CMSG_MAX_PATH 4095
 
 enum ns_eval_flags {
 	NS_EVAL_RESET = 1u << 0,      /* forget the sequence first */
@@ -151,6 +160,22 @@ struct ns_cmsg_done {
 	uint64_t blocks, block_bytes;
 	/* nsio's counters over the phases (bytes requested; read from the device) */
 	uint64_t req_prefill, req_decode, dev_prefill, dev_decode;
+	/* the prompt's images (IMAGES): their tokens, and the vision tower's time (decoding,
+	 * preprocessing and the tower; in prefill_ns too) */
+	uint32_t n_image_tokens;
+	uint64_t tower_ns;
+};
+
+/* IMAGES: image files (paths nscompute can open: absolute) of the next EVAL's prompt.
+ * 1 <= n_images <= NS_CMSG_MAX_IMAGES, each path 1..NS_CMSG_MAX_PATH bytes without NUL;
+ * image_id < n_vocab; max_tokens: the tokens an image may become (0: no cap). Wire: u32
+ * image_id, max_tokens, n_images, u64 min_pixels, max_pixels, then per image u32 length and
+ * the bytes. */
+struct ns_cmsg_images {
+	uint32_t image_id, max_tokens, n_images;
+	uint64_t min_pixels, max_pixels; /* the processor's resize bounds (0: its defaults) */
+	const char *path[NS_CMSG_MAX_IMAGES]; /* decode: NUL-terminated copies in the caller's
+					       * buffer */
 };
 
 /* STEP: seq[i]'s tokens are tokens[sum of n_tokens before i ..], in order. */
@@ -209,6 +234,9 @@ int ns_cmsg_enc_quit(void *buf, size_t cap);
 int ns_cmsg_enc_stop(void *buf, size_t cap);
 int ns_cmsg_enc_spec(const struct ns_cmsg_spec *m, void *buf, size_t cap);
 int ns_cmsg_enc_progress(const struct ns_cmsg_progress *m, void *buf, size_t cap);
+/* IMAGES: ns_cmsg_size_images(m) bytes (0 when over the limits). */
+size_t ns_cmsg_size_images(const struct ns_cmsg_images *m);
+int ns_cmsg_enc_images(const struct ns_cmsg_images *m, void *buf, size_t cap);
 /* STEP: ns_cmsg_size_step(n_seq, total tokens) bytes; -EINVAL for counts over the limits. */
 size_t ns_cmsg_size_step(uint32_t n_seq, uint64_t n_tokens);
 int ns_cmsg_enc_step(const struct ns_cmsg_step *m, void *buf, size_t cap);
@@ -234,5 +262,8 @@ int ns_cmsg_dec_spec(const void *buf, size_t len, struct ns_cmsg_spec *m);
 /* PROGRESS: 1 <= n_layers <= NS_CMSG_MAX_LAYERS, layers_done <= n_layers, n_tokens
  * <= NS_CMSG_MAX_TOKENS. */
 int ns_cmsg_dec_progress(const void *buf, size_t len, struct ns_cmsg_progress *m);
+/* IMAGES: the paths are copied NUL-terminated into strbuf (cap bytes: len is enough). */
+int ns_cmsg_dec_images(const void *buf, size_t len, uint32_t n_vocab, char *strbuf, size_t cap,
+		       struct ns_cmsg_images *m);
 
 #endif

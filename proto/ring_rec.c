@@ -28,6 +28,7 @@ int ns_req_validate(const struct ns_req_rec *r, const struct ns_rec_tensor *tens
 	switch (r->op) {
 	case NS_REQ_READ:
 	case NS_REQ_PREFETCH:
+	case NS_REQ_PREDICT:
 		if (r->tensor >= n_tensors)
 			return -EINVAL;
 		rc = s_window(&tensors[r->tensor], r->row0, r->nrows, &bytes);

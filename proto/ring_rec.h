@@ -17,6 +17,8 @@ enum ns_req_op {
 	NS_REQ_RETIRE = 2,   /* give back lease (lease_idx, lease_seq) */
 	NS_REQ_PREFETCH = 3, /* read ahead a window without an owner (served to a later READ) */
 	NS_REQ_CLOSE = 4,    /* the client leaves: free its leases and its slot */
+	NS_REQ_PREDICT = 5,  /* a PREFETCH of a predicted window: lower class, spare arena only
+			      * (nsio/README.md "Predicted windows") */
 };
 
 enum ns_cpl_op {

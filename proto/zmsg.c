@@ -34,7 +34,8 @@ int ns_zrouter_encode(const struct ns_zrouter *m, void *buf, size_t cap)
 
 	if (m->n_used > NS_ZMSG_MAX_EXPERTS)
 		return -EINVAL;
-	ns_wr_envelope(&w, NS_ZMSG_ROUTER, 16 + 8 * m->n_used);
+	ns_wr_envelope(&w, m->predicted ? NS_ZMSG_ROUTER_PREDICT : NS_ZMSG_ROUTER,
+		       16 + 8 * m->n_used);
 	ns_wr_u64(&w, m->token);
 	ns_wr_u32(&w, m->layer);
 	ns_wr_u32(&w, m->n_used);
@@ -48,10 +49,15 @@ int ns_zrouter_encode(const struct ns_zrouter *m, void *buf, size_t cap)
 int ns_zrouter_decode(const void *buf, size_t len, uint32_t n_expert, struct ns_zrouter *m)
 {
 	struct ns_rd r;
-	int rc = ns_rd_open(&r, buf, len, NS_ZMSG_ROUTER);
+	const int type = ns_zmsg_type(buf, len);
+	int rc;
 
+	if (type != NS_ZMSG_ROUTER && type != NS_ZMSG_ROUTER_PREDICT)
+		return -EPROTO;
+	rc = ns_rd_open(&r, buf, len, type);
 	if (rc)
 		return rc;
+	m->predicted = type == NS_ZMSG_ROUTER_PREDICT;
 	m->token = ns_rd_u64(&r);
 	m->layer = ns_rd_u32(&r);
 	m->n_used = ns_rd_u32(&r);

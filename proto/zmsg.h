@@ -39,11 +39,15 @@ enum ns_zmsg_type {
 	NS_ZMSG_CTL_STEP = 10,
 	NS_ZMSG_CTL_SPEC = 11,   /* speculative decoding's counters, before DONE (ctl_msg.h) */
 	NS_ZMSG_CTL_PROGRESS = 12, /* prefill's pass over the layers (ctl_msg.h) */
-	NS_ZMSG_TYPE_MAX = 12,
+	NS_ZMSG_ROUTER_PREDICT = 13, /* a predicted decision (the next layer's router on this
+				      * layer's output): the payload of NS_ZMSG_ROUTER */
+	NS_ZMSG_CTL_IMAGES = 14, /* the images of the next EVAL's prompt (ctl_msg.h) */
+	NS_ZMSG_TYPE_MAX = 14,
 };
 
 struct ns_zrouter {
 	uint64_t token;   /* position in the sequence */
+	uint32_t predicted; /* 1: sent as NS_ZMSG_ROUTER_PREDICT, a guess for I/O only */
 	uint32_t layer;
 	uint32_t n_used;  /* experts chosen, <= NS_ZMSG_MAX_EXPERTS */
 	uint32_t expert[NS_ZMSG_MAX_EXPERTS];
@@ -66,6 +70,8 @@ struct ns_zplan {
 /* Type of a message (after an envelope check), or -EPROTO. */
 int ns_zmsg_type(const void *buf, size_t len);
 
+/* predicted picks the type: NS_ZMSG_ROUTER_PREDICT when set, else NS_ZMSG_ROUTER; the
+ * decoder takes either and sets predicted from the type. */
 int ns_zrouter_encode(const struct ns_zrouter *m, void *buf, size_t cap);
 int ns_zrouter_decode(const void *buf, size_t len, uint32_t n_expert, struct ns_zrouter *m);
 

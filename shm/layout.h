@@ -68,6 +68,16 @@ struct ns_stats {
 	_Atomic uint64_t restarts;        /* nsio attaches after the first */
 	_Atomic uint64_t nsio_cpu_ns;     /* CPU time of the current nsio (updated ~10 Hz) */
 	_Atomic uint64_t ahead_bytes;     /* gauge: arena bytes held by unclaimed read-ahead */
+	/* MoE expert prediction (nscompute's --moe-predict, nsrouter, nsio NS_REQ_PREDICT) */
+	_Atomic uint64_t predict_experts; /* nscompute: experts the real router chose in layers
+					   * that had a prediction */
+	_Atomic uint64_t predict_hits;    /* of them, the ones the prediction named */
+	_Atomic uint64_t predict_reads;   /* nsio: predicted windows read into spare arena */
+	_Atomic uint64_t predict_promoted; /* of them, asked for by the real plan's PREFETCH */
+	_Atomic uint64_t predict_claims;  /* READs served by a predicted window never promoted
+					   * (not counted in cache_hits: not the real plan's) */
+	_Atomic uint64_t predict_skipped; /* predicted windows not read: no spare arena, or
+					   * already queued or read ahead */
 };
 
 /* Liveness: each process of a session bumps its role's beat counter as it makes progress

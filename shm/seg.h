@@ -23,7 +23,7 @@
 #include <sys/types.h>
 
 #define NS_SEG_MAGIC 0x4d4853534e52554eull /* "NURNSSHM" little-endian */
-#define NS_SEG_LAYOUT_VERSION 2u
+#define NS_SEG_LAYOUT_VERSION 3u /* 3: the MoE prediction counters in ns_stats */
 #define NS_SEG_NAME_LEN 128
 #define NS_SESSION_ID_LEN 16 /* hex characters of a random 64-bit id */
 #define NS_SEG_KEY_LEN 16    /* hex characters of the session's random 64-bit name key */

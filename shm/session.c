@@ -512,6 +512,12 @@ void ns_stats_snapshot(struct ns_ctl *c, struct ns_stats_snapshot *o)
 	o->restarts = atomic_load(&st->restarts);
 	o->nsio_cpu_ns = atomic_load(&st->nsio_cpu_ns);
 	o->ahead_bytes = atomic_load(&st->ahead_bytes);
+	o->predict_experts = atomic_load(&st->predict_experts);
+	o->predict_hits = atomic_load(&st->predict_hits);
+	o->predict_reads = atomic_load(&st->predict_reads);
+	o->predict_promoted = atomic_load(&st->predict_promoted);
+	o->predict_claims = atomic_load(&st->predict_claims);
+	o->predict_skipped = atomic_load(&st->predict_skipped);
 	o->arena_bytes = c->arena_bytes;
 	o->arena_reserved = atomic_load(&c->arena.reserved);
 	o->arena_peak = atomic_load(&c->arena.peak);

@@ -105,6 +105,8 @@ struct ns_stats_snapshot {
 	uint64_t bytes_requested, bytes_device, reads, requests, blocks_delivered, stall_ns,
 		arena_wait_ns, cache_hits, rejected, stale_dropped, short_reads, eagain,
 		leases_reclaimed, restarts, nsio_cpu_ns, ahead_bytes;
+	uint64_t predict_experts, predict_hits, predict_reads, predict_promoted, predict_claims,
+		predict_skipped;
 	uint64_t arena_bytes, arena_reserved, arena_peak, live_leases;
 	uint32_t nsio_gen, nsio_state;
 	int32_t nsio_pid;

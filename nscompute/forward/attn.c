@@ -3,6 +3,7 @@
  * slots; the reference and the scalar path (see attn.h). */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,8 @@ struct ns_attn_ws *ns_attn_ws_new(int n_threads, uint32_t n_head, uint32_t n_hea
 	struct ns_attn_ws *ws;
 	uint64_t rows, per, tot;
 
+	if (n_threads > NS_ATTN_MAX_SLOTS)
+		n_threads = NS_ATTN_MAX_SLOTS;
 	if (n_threads < 1 || !n_head_kv || n_head % n_head_kv || !dk || !dv || !n_ctx)
 		return NULL;
 	rows = (uint64_t)NS_ATTN_TB * (n_head / n_head_kv);
@@ -185,15 +188,19 @@ struct s_run {
 	void (*fn)(const struct ns_attn_task *t);
 };
 
+/* A free slot. With no more pool threads than slots one is always free; with more (over
+ * NS_ATTN_MAX_SLOTS threads) a task waits for one, yielding its CPU between passes. */
 static uint32_t s_claim(struct ns_attn_ws *ws)
 {
-	for (;;) /* at most n_slots tasks run at once: one is always free */
+	for (;;) {
 		for (uint32_t i = 0; i < ws->n_slots; i++) {
 			uint32_t free_ = 0;
 
 			if (atomic_compare_exchange_strong(&ws->busy[i], &free_, 1))
 				return i;
 		}
+		sched_yield();
+	}
 }
 
 static void s_task(void *ctx, uint64_t i)
@@ -235,11 +242,19 @@ int ns_attn_run(struct ns_pool *p, struct ns_attn_ws *ws, enum ns_kpath path,
 	if (!kv->n_head_kv || a->n_head % kv->n_head_kv || a->layer >= kv->n_layer ||
 	    (uint64_t)a->pos0 + a->n_tok > kv->n_ctx || a->n_head != ws->n_head ||
 	    kv->n_head_kv != ws->n_head_kv || kv->dk != ws->dk || kv->dv != ws->dv ||
-	    kv->n_ctx > ws->n_ctx || (ns_pool_threads(p) > 0 &&
-				      (uint32_t)ns_pool_threads(p) > ws->n_slots))
+	    kv->n_ctx > ws->n_ctx)
 		return -EINVAL;
 	if (a->n_tok == 0)
 		return 0;
+	if (ns_kvcache_is_ring(kv)) {
+		/* every position the chunk reads, pos0 + 1 - window .., must still be in the ring
+		 * (a full-causal read of a ring, or a ring too small for the chunk, fails here) */
+		const uint32_t need = a->window && a->pos0 + 1 > a->window ?
+				      a->pos0 + 1 - a->window : 0;
+
+		if (!a->window || need < kv->lo)
+			return -ERANGE;
+	}
 	run = (struct s_run){ .a = a, .ws = ws, .G = a->n_head / kv->n_head_kv,
 			      .n_tb = (a->n_tok + NS_ATTN_TB - 1) / NS_ATTN_TB };
 	run.fn = path == NS_KPATH_AVX512 && kv->dk % 16 == 0 && kv->dv % 16 == 0

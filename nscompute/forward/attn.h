@@ -47,15 +47,23 @@ struct ns_attn {
 
 struct ns_attn_ws;
 
-/* Scratch for up to n_threads concurrent tasks of a cache of these dimensions. NULL when out
- * of memory or the sizes overflow. */
+/* Workspace slots at most: a pool with more threads shares them (a task waits for a free
+ * slot), so the scratch stays min(threads, NS_ATTN_MAX_SLOTS) tiles whatever --threads says;
+ * nsplan counts this many (nsplan/fixed_mem.h NSPLAN_ATTN_THREADS). */
+#define NS_ATTN_MAX_SLOTS 64
+
+/* Scratch for min(n_threads, NS_ATTN_MAX_SLOTS) concurrent tasks of a cache of these
+ * dimensions. NULL when out of memory or the sizes overflow. */
 struct ns_attn_ws *ns_attn_ws_new(int n_threads, uint32_t n_head, uint32_t n_head_kv,
 				  uint32_t dk, uint32_t dv, uint32_t n_ctx);
 void ns_attn_ws_destroy(struct ns_attn_ws **ws);
 
 /* Attention of a on pool p (may be NULL) through path (NS_KPATH_AUTO: the best this CPU has;
  * AVX2 runs the scalar code). Returns 0, -ENOTSUP for a path this CPU lacks, -EINVAL for
- * arguments that do not fit the cache or the workspace. */
+ * arguments that do not fit the cache or the workspace, -ERANGE when the cache is a ring
+ * (kvcache.h) that no longer holds a position the chunk reads (its `lo` is past
+ * pos0 + 1 - window, or the layer has no window). A ring gives the whole cache's result bit
+ * for bit: only the addressing differs. */
 int ns_attn_run(struct ns_pool *p, struct ns_attn_ws *ws, enum ns_kpath path,
 		const struct ns_attn *a);
 

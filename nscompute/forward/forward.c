@@ -71,6 +71,7 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 			  NS_BACKEND_CPU, &f, err, errlen);
 	if (rc < 0)
 		return rc;
+	f->moe_predict = opts->moe_predict && opts->on_route;
 	if (opts->kv_k < NS_KV_F32 || opts->kv_k > NS_KV_Q8_0 || opts->kv_v < NS_KV_F32 ||
 	    opts->kv_v > NS_KV_Q8_0) {
 		ns_errf(err, errlen, "forward: unknown KV cache type %d/%d", opts->kv_k, opts->kv_v);
@@ -209,6 +210,8 @@ int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
 
 void ns_fwd_reset(struct ns_fwd *f)
 {
+	if (f->arch_cut)
+		(void)f->arch_cut(f, 0); /* a reset always may */
 	f->kv->n_past = 0;
 	f->rope_delta = 0;
 	f->mm_end = 0;
@@ -227,6 +230,12 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 		ns_errf(f->err, sizeof(f->err), "forward: a context with an image goes back "
 			"only to 0 or past the image (position %u of %u)", n_past, f->mm_end);
 		return -EINVAL;
+	}
+	if (f->arch_cut && n_past != f->kv->n_past) {
+		int rc = f->arch_cut(f, n_past);
+
+		if (rc < 0)
+			return rc;
 	}
 	if (!n_past) {
 		f->rope_delta = 0;

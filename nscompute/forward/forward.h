@@ -24,6 +24,8 @@
  * rows [e * n_ff_exp, (e + 1) * n_ff_exp)), so the provider only ever sees windows. In a
  * chunk, every expert chosen by any token is multiplied once over all the tokens routed to it.
  * The routing of a layer is reported (opts.on_route) before any expert weight is requested.
+ * With opts.moe_predict a predicted routing of layer l + 1 is reported too, right after layer
+ * l: it reads l + 1's router one more time and changes no value of the pass.
  *
  * Ownership: the model and the weight provider are borrowed and must outlive the ns_fwd;
  * ns_fwd_destroy(&f) frees the rest and nulls f. Not thread-safe. */
@@ -48,6 +50,9 @@ struct ns_fwd_route {
 	uint32_t n_expert;       /* experts in the layer */
 	const int32_t *experts;  /* (n_tok, n_used) expert ids, highest router score first */
 	const float *weights;    /* (n_tok, n_used) mixing weights of those experts */
+	bool predicted;          /* a prediction (opts.moe_predict): layer's router applied to
+				  * the previous layer's output before layer's attention ran; a
+				  * guess for I/O scheduling, never used for the tokens */
 };
 
 /* Called once per MoE layer and chunk, after routing and before any expert row is read.
@@ -65,6 +70,10 @@ struct ns_fwd_opts {
 			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
 	void *route_user;         /* passed to on_route */
+	bool moe_predict;         /* with on_route: after each MoE layer l, route the next
+				   * layer's router over l's output (normed by l + 1's ffn_norm,
+				   * attention skipped, as pre-gating MoE does) and report it as a
+				   * predicted route before l + 1's attention (cpu builder) */
 };
 
 /* Returns 0, or a negative errno with one line in err: -EINVAL for a model we cannot run
@@ -152,7 +161,10 @@ void ns_fwd_reset(struct ns_fwd *f);
 
 /* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
  * or -EINVAL when n_past is past the sequence's end (or, for a recurrent pass, neither 0
- * nor the end). */
+ * nor the end), or -ERANGE when a sliding layer's ring cache (gemma) has overwritten
+ * positions the next token would read: a cut goes back at most R + 1 - window positions
+ * from the furthest position written (R the ring's positions, docs/decisions.md); the
+ * caller then evaluates the prefix again from 0 (ns_fwd_reset). Nothing changes on error. */
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);

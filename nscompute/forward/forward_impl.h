@@ -15,6 +15,10 @@ struct ns_fwd {
 	 * out_rows names; do not advance n_past. */
 	int (*eval_chunk)(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			  bool all);
+	/* May sequence 0 be cut back to keep positions (keep 0: a reset, always)? 0, or
+	 * -ERANGE with f->err when a ring cache no longer holds what keep needs; NULL: any
+	 * cut. Called before n_past changes. */
+	int (*arch_cut)(struct ns_fwd *f, uint32_t keep);
 	void (*arch_destroy)(void *arch);
 	void *arch;              /* the architecture's state, owned */
 	struct ns_arch_model *am; /* the model bound to the architecture table, owned */
@@ -53,6 +57,7 @@ struct ns_fwd {
 	uint64_t n_tok_rows;     /* valid token ids: [0, n_tok_rows) */
 	ns_fwd_route_fn on_route; /* from the options, may be NULL */
 	void *route_user;
+	bool moe_predict;        /* from the options: report predicted routes (moe.h) */
 	uint32_t n_moe_layer;    /* MoE only: layers and experts per layer of expert_hits */
 	uint32_t n_expert;
 	uint64_t *expert_hits;   /* (n_moe_layer, n_expert) selection counts, owned; NULL dense */

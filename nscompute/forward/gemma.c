@@ -180,7 +180,54 @@ static float s_attn_scale(const struct ns_fwd *f)
 	return 1.0f / sqrtf((float)hp->head_dim_k);
 }
 
-/* Each layer with its own K/V: a one-layer cache, and the workspace of its geometry. */
+/* The window a cache's ring must serve: the widest of the layers reading it (itself and
+ * the KV-shared ones), 0 when one of them attends to everything. */
+static uint32_t s_ring_window(const struct ns_gemma *G, uint32_t src)
+{
+	uint32_t w = G->layers[src].window;
+
+	for (uint32_t l = src + 1; l < G->n_layer && w; l++) {
+		const struct ns_gemma_layer *y = &G->layers[l];
+
+		if (y->own_kv || y->kv_src != src)
+			continue;
+		if (!y->window)
+			return 0;
+		if (y->window > w)
+			w = y->window;
+	}
+	return w;
+}
+
+/* f->arch_cut: a cut back to keep needs positions keep + 1 - window .. keep - 1 of every
+ * ring (the next token's window); a ring that overwrote one of them refuses. */
+static int s_cut(struct ns_fwd *f, uint32_t keep)
+{
+	struct ns_gemma *G = f->arch;
+
+	for (uint32_t l = 0; l < G->n_layer; l++) {
+		struct ns_kvcache *kv = G->layers[l].kv;
+		const uint32_t w = G->layers[l].ring_window;
+
+		if (!kv || !ns_kvcache_is_ring(kv))
+			continue;
+		if (!keep) {
+			kv->lo = 0; /* everything is written again before it is read */
+			continue;
+		}
+		if (kv->lo > (keep + 1 > w ? keep + 1 - w : 0)) {
+			ns_errf(f->err, sizeof(f->err), "forward: cannot go back to position %u: "
+				"layer %u's sliding-window cache (a ring of %u positions, window %u) "
+				"no longer holds position %u; evaluate from the start", keep, l,
+				kv->n_slot, w, kv->lo - 1);
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+/* Each layer with its own K/V: a one-layer cache (a ring of the window on sliding layers),
+ * and the workspace of its geometry. */
 static int s_caches_init(struct ns_fwd *f, struct ns_gemma *G, char *err, size_t errlen)
 {
 	struct ns_pool *pool = ns_weights_pool(f->w);
@@ -196,8 +243,11 @@ static int s_caches_init(struct ns_fwd *f, struct ns_gemma *G, char *err, size_t
 
 		if (!y->own_kv)
 			continue;
-		rc = ns_kvcache_new(1, f->n_ctx, y->n_head_kv, y->dk, y->dk,
-				    (enum ns_kv_type)f->kv_k, (enum ns_kv_type)f->kv_v, &y->kv);
+		y->ring_window = s_ring_window(G, l);
+		rc = ns_kvcache_new_ring(1, f->n_ctx, ns_kv_ring_positions(y->ring_window,
+									   f->n_batch, f->n_ctx),
+					 y->n_head_kv, y->dk, y->dk, (enum ns_kv_type)f->kv_k,
+					 (enum ns_kv_type)f->kv_v, &y->kv);
 		if (rc == -EINVAL) {
 			ns_errf(err, errlen, "forward: a %s/%s KV cache needs head sizes that are "
 				"multiples of 32 (layer %u: %u)",
@@ -306,6 +356,7 @@ int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen)
 	}
 	f->arch = G;
 	f->arch_destroy = s_destroy;
+	f->arch_cut = s_cut;
 	f->eval_chunk = ns_gemma_eval_chunk;
 	rc = ns_held_load(am, f->w, &f->held, err, errlen);
 	if (rc < 0)
@@ -322,7 +373,7 @@ int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen)
 		ns_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	f->kv->n_ctx = f->n_ctx;
+	f->kv->n_ctx = f->kv->n_slot = f->n_ctx; /* holds nothing: not a ring */
 	rc = s_caches_init(f, G, err, errlen);
 	if (rc == 0)
 		rc = s_scratch_init(G, f->n_batch);

@@ -33,7 +33,12 @@ struct ns_gemma_layer {
 	bool has_v;                       /* attn_v present; else V is K (gemma4 global) */
 	uint32_t n_head_kv, dk, n_ff, window;
 	uint32_t kv_src;                  /* the layer whose cache this one reads */
-	struct ns_kvcache *kv;            /* own cache (1 layer), NULL when shared */
+	struct ns_kvcache *kv;            /* own cache (1 layer), NULL when shared; a ring of
+					   * ring_window + n_batch - 1 positions (kvcache.h)
+					   * when every layer reading it slides */
+	uint32_t ring_window;             /* own cache: the widest window of the layers
+					   * reading it (0: one of them is global, or it holds
+					   * the whole context anyway) */
 	struct ns_attn_ws *ws;            /* borrowed from ns_gemma.ws of this geometry */
 	struct ns_rope rope;
 	const float *attn_norm, *q_norm, *k_norm, *attn_post_norm; /* (n_embd) / (dk) */

@@ -113,7 +113,8 @@ static int s_attention_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, u
 	rc = ns_attn_run(ns_weights_pool(f->w), y->ws, NS_KPATH_AUTO, &a);
 	if (rc < 0) {
 		ns_errf(f->err, sizeof(f->err), "forward: attention of layer %u: %s", l,
-			strerror(-rc));
+			rc == -ERANGE ? "its sliding-window ring no longer holds the positions "
+			"the chunk reads" : strerror(-rc));
 		return rc;
 	}
 	/* x += rmsnorm(ao Wo^T) * post_attention_norm   (n, n_embd) */

@@ -27,11 +27,23 @@ static int s_slab(uint64_t a, uint64_t b, uint64_t c, uint8_t **p)
 int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_t dk,
 		   uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv, struct ns_kvcache **out)
 {
+	return ns_kvcache_new_ring(n_layer, n_ctx, n_ctx, n_head_kv, dk, dv, tk, tv, out);
+}
+
+int ns_kvcache_new_ring(uint32_t n_layer, uint32_t n_ctx, uint32_t n_slot, uint32_t n_head_kv,
+			uint32_t dk, uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv,
+			struct ns_kvcache **out)
+{
 	struct ns_kvcache *c;
 	int rc;
 
 	*out = NULL;
 	if (!ns_kv_type_fits(tk, dk) || !ns_kv_type_fits(tv, dv))
+		return -EINVAL;
+	if (n_slot > n_ctx)
+		n_slot = n_ctx;
+	/* a ring's tiles hold whole tiles of positions: slot p mod n_slot keeps p's column */
+	if (n_slot < n_ctx && (n_slot == 0 || n_slot % NS_KV_TILE))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -43,12 +55,13 @@ int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_
 	c->dv = dv;
 	c->tk = tk;
 	c->tv = tv;
-	c->n_tile = (n_ctx + NS_KV_TILE - 1) / NS_KV_TILE;
+	c->n_slot = n_slot;
+	c->n_tile = (n_slot + NS_KV_TILE - 1) / NS_KV_TILE;
 	c->k_tile_bytes = ns_kv_row_bytes(tk, dk) * NS_KV_TILE;
 	c->v_row_bytes = ns_kv_row_bytes(tv, dv);
 	rc = s_slab((uint64_t)n_layer * n_head_kv, c->n_tile, c->k_tile_bytes, &c->k);
 	if (rc == 0)
-		rc = s_slab((uint64_t)n_layer * n_head_kv, n_ctx, c->v_row_bytes, &c->v);
+		rc = s_slab((uint64_t)n_layer * n_head_kv, n_slot, c->v_row_bytes, &c->v);
 	if (rc < 0) {
 		ns_kvcache_destroy(&c);
 		return rc;
@@ -61,7 +74,7 @@ uint64_t ns_kvcache_bytes(const struct ns_kvcache *c)
 {
 	/* the sizes s_slab allocated without overflow */
 	return (uint64_t)c->n_layer * c->n_head_kv *
-	       (c->n_tile * c->k_tile_bytes + (uint64_t)c->n_ctx * c->v_row_bytes);
+	       (c->n_tile * c->k_tile_bytes + (uint64_t)c->n_slot * c->v_row_bytes);
 }
 
 void ns_kvcache_destroy(struct ns_kvcache **c)
@@ -98,6 +111,8 @@ void ns_kvcache_store(struct ns_kvcache *c, uint32_t l, uint32_t pos, const floa
 {
 	const uint32_t tile = pos / NS_KV_TILE, col = pos % NS_KV_TILE;
 
+	if (pos >= c->n_slot && pos - c->n_slot + 1 > c->lo)
+		c->lo = pos - c->n_slot + 1; /* the slot held pos - n_slot */
 	for (uint32_t h = 0; h < c->n_head_kv; h++) {
 		uint8_t *kt = (uint8_t *)ns_kvcache_ktile(c, l, h, tile);
 		uint8_t *vr = (uint8_t *)ns_kvcache_vrow(c, l, h, pos);

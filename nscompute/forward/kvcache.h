@@ -14,6 +14,12 @@
  *   V of (l, h): one row of dv per position (f32, f16, or Q8_0 blocks of 34 bytes), so the
  *     weighted sum of rows runs along the row.
  * Bytes per position per layer are ns_kv_bytes_per_pos (the planner counts them).
+ * Ring (sliding-window layers, ns_kvcache_new_ring): the cache holds n_slot < n_ctx positions,
+ *   n_slot a multiple of NS_KV_TILE, position p in slot p mod n_slot (K: tile (p / 16) mod
+ *   (n_slot / 16), column p mod 16 as before). Callers keep addressing by position: the
+ *   accessors below map it, so the kernels' arithmetic and order of positions are those of a
+ *   whole cache. Storing p overwrites p - n_slot: positions below `lo` are gone, and
+ *   attention refuses (ns_attn_run -ERANGE) a chunk that needs one of them.
  *
  * Ownership: ns_kvcache_new allocates everything; ns_kvcache_destroy(&c) frees and nulls. */
 #ifndef NS_KVCACHE_H
@@ -33,24 +39,36 @@ struct ns_kvcache {
 	uint32_t dk, dv;
 	enum ns_kv_type tk, tv;
 	uint32_t n_past;          /* positions filled */
-	uint32_t n_tile;          /* K tiles per head: ceil(n_ctx / 16) */
+	uint32_t n_slot;          /* positions held: n_ctx, or a ring's (a multiple of 16) */
+	uint32_t lo;              /* ring: positions below lo were overwritten (0 when whole) */
+	uint32_t n_tile;          /* K tiles per head: ceil(n_slot / 16) */
 	uint64_t k_tile_bytes;    /* one K tile of one head */
 	uint64_t v_row_bytes;     /* one V row of one head */
 	uint8_t *k;               /* (n_layer, n_head_kv, n_tile) tiles */
-	uint8_t *v;               /* (n_layer, n_head_kv, n_ctx) rows */
+	uint8_t *v;               /* (n_layer, n_head_kv, n_slot) rows */
 };
 
 /* Returns 0, -EINVAL when a type does not fit its head dimension, -EOVERFLOW when the sizes
  * do not fit, -ENOMEM. */
 int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_t dk,
 		   uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv, struct ns_kvcache **out);
+/* The same holding n_slot positions of the n_ctx (a ring when n_slot < n_ctx: then n_slot
+ * must be a positive multiple of NS_KV_TILE, else -EINVAL). */
+int ns_kvcache_new_ring(uint32_t n_layer, uint32_t n_ctx, uint32_t n_slot, uint32_t n_head_kv,
+			uint32_t dk, uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv,
+			struct ns_kvcache **out);
 void ns_kvcache_destroy(struct ns_kvcache **c);
+
+static inline bool ns_kvcache_is_ring(const struct ns_kvcache *c)
+{
+	return c->n_slot < c->n_ctx;
+}
 
 /* Bytes of its K and V storage. */
 uint64_t ns_kvcache_bytes(const struct ns_kvcache *c);
 
 /* Store position pos (< n_ctx, the caller's) of layer l: k (n_head_kv, dk), v (n_head_kv, dv),
- * converted to the cache's types. */
+ * converted to the cache's types (a ring: into its slot, raising lo past what it overwrote). */
 void ns_kvcache_store(struct ns_kvcache *c, uint32_t l, uint32_t pos, const float *k,
 		      const float *v);
 
@@ -61,17 +79,22 @@ float ns_kvcache_k_at(const struct ns_kvcache *c, uint32_t l, uint32_t h, uint32
 float ns_kvcache_v_at(const struct ns_kvcache *c, uint32_t l, uint32_t h, uint32_t pos,
 		      uint32_t d);
 
-/* Tile `tile` of K, row pos of V, of head h in layer l. */
+/* Tile `tile` (positions 16 tile ..) of K, row pos of V, of head h in layer l; a ring maps
+ * them to their slots (the branch is never taken on a whole cache). */
 static inline const uint8_t *ns_kvcache_ktile(const struct ns_kvcache *c, uint32_t l,
 					      uint32_t h, uint32_t tile)
 {
+	if (tile >= c->n_tile)
+		tile %= c->n_tile;
 	return c->k + (((uint64_t)l * c->n_head_kv + h) * c->n_tile + tile) * c->k_tile_bytes;
 }
 
 static inline const uint8_t *ns_kvcache_vrow(const struct ns_kvcache *c, uint32_t l,
 					     uint32_t h, uint32_t pos)
 {
-	return c->v + (((uint64_t)l * c->n_head_kv + h) * c->n_ctx + pos) * c->v_row_bytes;
+	if (pos >= c->n_slot)
+		pos %= c->n_slot;
+	return c->v + (((uint64_t)l * c->n_head_kv + h) * c->n_slot + pos) * c->v_row_bytes;
 }
 
 #endif

@@ -407,6 +407,12 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 		if (f->mm && f->mm->deepstack && l < f->mm->n_deepstack)
 			s_mm_rows(f, L, n, f->mm->deepstack + (uint64_t)l * f->mm_n * L->n_embd,
 				  L->x, true);
+		/* MoE prediction: l + 1's router over l's output, reported before l + 1's
+		 * attention so its expert reads can start meanwhile (moe.h) */
+		if (L->moe && f->moe_predict && l + 1 < L->n_layer &&
+		    (rc = ns_moe_predict(f, L->moe, l + 1, f->row_pos[0], L->x, n,
+					 L->layers[l + 1].ffn_norm, L->eps)))
+			return rc;
 	}
 	if (!logits)
 		return 0;

@@ -297,16 +297,14 @@ static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns
 	return 0;
 }
 
-int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
-		const float *xb, uint32_t n, float *out)
+/* The router of layer y over x (n, n_embd): logits (n, n_expert), then each token's k experts
+ * and weights in moe->sel / moe->wts. */
+static int s_router(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
+		    const float *x, uint32_t n)
 {
-	const struct ns_moe_layer *y = &moe->layers[layer];
-	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
-	uint64_t *hits = f->expert_hits + (uint64_t)layer * E;
-	int rc;
+	const uint32_t E = moe->n_expert, K = moe->n_used;
+	int rc = ns_fwd_matmul(f, y->router, 0, E, x, n, moe->logits, E);
 
-	/* router: logits (n, n_expert), then each token's k experts and weights */
-	rc = ns_fwd_matmul(f, y->router, 0, E, xb, n, moe->logits, E);
 	if (rc)
 		return rc;
 	for (uint32_t t = 0; t < n; t++) {
@@ -316,6 +314,47 @@ int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t p
 			s_add_row(lg, y->router_b, E);
 		s_route(moe, lg, moe->sel + (uint64_t)t * K, moe->wts + (uint64_t)t * K);
 	}
+	return 0;
+}
+
+int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		   const float *x, uint32_t n, const float *norm, float eps)
+{
+	const struct ns_moe_layer *y;
+	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
+	int rc;
+
+	if (layer >= moe->n_layer || !f->on_route || n == 0)
+		return 0;
+	y = &moe->layers[layer];
+	for (uint32_t t = 0; t < n; t++)
+		ns_rmsnorm(moe->xg + (uint64_t)t * D, x + (uint64_t)t * D, norm, D, eps);
+	if ((rc = s_router(f, moe, y, moe->xg, n)))
+		return rc;
+	{
+		const struct ns_fwd_route r = {
+			.layer = layer, .pos0 = pos0, .n_tok = n, .n_used = K, .n_expert = E,
+			.experts = moe->sel, .weights = moe->wts, .predicted = true,
+		};
+
+		rc = f->on_route(f->route_user, &r);
+	}
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: routing callback of layer %u (predicted) "
+			"failed: %s", layer, strerror(-rc));
+	return rc < 0 ? rc : 0;
+}
+
+int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		const float *xb, uint32_t n, float *out)
+{
+	const struct ns_moe_layer *y = &moe->layers[layer];
+	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
+	uint64_t *hits = f->expert_hits + (uint64_t)layer * E;
+	int rc;
+
+	if ((rc = s_router(f, moe, y, xb, n)))
+		return rc;
 	if (f->on_route) {
 		const struct ns_fwd_route r = {
 			.layer = layer, .pos0 = pos0, .n_tok = n, .n_used = K, .n_expert = E,

@@ -70,6 +70,16 @@ struct ns_moe {
 	float *shu;       /* (n_batch, shexp_rows) its up projection of one window */
 };
 
+/* A predicted routing of layer `layer` for the chunk's n tokens at pos0: the layer's router
+ * over x: (n, n_embd), the residual stream after layer - 1 (before layer's attention), normed
+ * with norm (layer's ffn_norm), reported through f->on_route with predicted set. Only the
+ * MoE scratch (xg, logits, sel, wts, taken) is written, and ns_moe_eval writes all of it
+ * again before reading it, so the pass's values never depend on a prediction. Does nothing
+ * past the last layer or without on_route. Returns 0, the provider's or the callback's
+ * error (f->err says why). */
+int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		   const float *x, uint32_t n, const float *norm, float eps);
+
 /* Index the MoE tensors of every layer (blk.L.ffn_gate_inp, ffn_{gate,up,down}_exps and,
  * where the file has them, their biases) from f->am, allocate scratch for n_batch tokens and
  * f->expert_hits. ffn_rows: expert neurons per gate/up window (0 = n_ff_exp). Returns 0 or a

@@ -76,6 +76,14 @@ int srv_engine_step(struct srv_engine *e, struct srv_eval *ev, uint32_t n)
 						     .logits = ev[i].logits };
 	}
 	rc = ns_engine_step(e->ns, e->seqs, n);
+	if (rc == -ERANGE) { /* a cut refused before anything was evaluated: each slot holds
+			      * at least its keep (srv_sched.c evaluates the refused one again) */
+		ns_errf(e->err, sizeof(e->err), "%s", ns_engine_error(e->ns));
+		for (uint32_t i = 0; i < n; i++)
+			if (e->cached[ev[i].slot] > ev[i].keep)
+				e->cached[ev[i].slot] = ev[i].keep;
+		return rc;
+	}
 	if (rc < 0) {
 		ns_errf(e->err, sizeof(e->err), "%s", ns_engine_error(e->ns));
 		memset(e->cached, 0, e->n_slots * sizeof(*e->cached));

@@ -333,6 +333,13 @@ static int s_step(struct srv_sched *s)
 		return 0;
 	rc = srv_engine_step(s->eng, ev, n);
 	s->steps++;
+	if (rc == -ERANGE && pre >= 0 && ev[n - 1].keep && s->slots[pre].seq.first_eval) {
+		/* the reused prefix reaches back past what a sliding layer's ring cache still
+		 * holds (nscompute refused the cut, evaluating nothing): the prompt from 0 */
+		s->slots[pre].seq.n_done = 0;
+		s->slots[pre].n = 0;
+		return s_step(s);
+	}
 	if (rc < 0)
 		return rc;
 	for (uint32_t k = 0; k < n; k++) {

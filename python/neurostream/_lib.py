@@ -30,6 +30,7 @@ class EngineOpts(ctypes.Structure):
         ("cache_type_v", ctypes.c_char_p),
         ("no_plan", ctypes.c_bool),
         ("run_ahead", ctypes.c_int),
+        ("moe_predict", ctypes.c_bool),
         ("verbose", ctypes.c_bool),
         ("stall_ms", ctypes.c_uint32),
         ("thinking", ctypes.c_bool),
@@ -39,6 +40,11 @@ class EngineOpts(ctypes.Structure):
         ("wrap", ctypes.c_char_p * NS_PROC_COUNT),
         ("cancel", ctypes.c_void_p),
         ("draft_model", ctypes.c_char_p),
+        ("mmproj", ctypes.c_char_p),
+        ("max_image_tokens", ctypes.c_uint32),
+        ("min_image_pixels", ctypes.c_uint64),
+        ("max_image_pixels", ctypes.c_uint64),
+        ("image_token", ctypes.c_int32),
         ("progress", ctypes.c_void_p),
         ("progress_user", ctypes.c_void_p),
     ]
@@ -83,12 +89,17 @@ class Stats(ctypes.Structure):
         ("arena_peak", ctypes.c_uint64), ("arena_bytes", ctypes.c_uint64),
         ("requests", ctypes.c_uint64), ("cache_hits", ctypes.c_uint64),
         ("cache_hit_rate", ctypes.c_double),
+        ("predict_experts", ctypes.c_uint64), ("predict_hits", ctypes.c_uint64),
+        ("predict_hit_rate", ctypes.c_double),
+        ("predict_reads", ctypes.c_uint64), ("predict_claims", ctypes.c_uint64),
+        ("predict_promoted", ctypes.c_uint64),
         ("nsio_restarts", ctypes.c_uint64),
         ("stop_reason", ctypes.c_uint32),
         ("draft", ctypes.c_bool),
         ("drafted", ctypes.c_uint32), ("accepted", ctypes.c_uint32),
         ("draft_passes", ctypes.c_uint32), ("draft_k", ctypes.c_uint32),
         ("accept_rate", ctypes.c_double), ("passes_per_token", ctypes.c_double),
+        ("n_image_tokens", ctypes.c_uint32), ("tower_s", ctypes.c_double),
     ]
 
 
@@ -104,6 +115,7 @@ _SIGS = {
     "ns_gen_params_default": (None, [_P(GenParams)]),
     "ns_engine_opts_size": (ctypes.c_size_t, []),
     "ns_gen_params_size": (ctypes.c_size_t, []),
+    "ns_engine_stats_size": (ctypes.c_size_t, []),
     "ns_parse_size": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_uint64)]),
     "ns_engine_load": (ctypes.c_int, [ctypes.c_char_p, _P(EngineOpts), _P(_E),
                                       ctypes.c_char_p, ctypes.c_size_t]),
@@ -201,11 +213,13 @@ def lib() -> ctypes.CDLL:
         fn.restype = res
         fn.argtypes = args
     if (handle.ns_engine_opts_size() != ctypes.sizeof(EngineOpts) or
-            handle.ns_gen_params_size() != ctypes.sizeof(GenParams)):
-        raise RuntimeError("neurostream: libneurostream %s has structs of %d/%d bytes, this "
-                           "package declares %d/%d (a different version)" % (
+            handle.ns_gen_params_size() != ctypes.sizeof(GenParams) or
+            handle.ns_engine_stats_size() != ctypes.sizeof(Stats)):
+        raise RuntimeError("neurostream: libneurostream %s has structs of %d/%d/%d bytes, "
+                           "this package declares %d/%d/%d (a different version)" % (
                                handle.ns_version().decode(), handle.ns_engine_opts_size(),
-                               handle.ns_gen_params_size(), ctypes.sizeof(EngineOpts),
-                               ctypes.sizeof(GenParams)))
+                               handle.ns_gen_params_size(), handle.ns_engine_stats_size(),
+                               ctypes.sizeof(EngineOpts), ctypes.sizeof(GenParams),
+                               ctypes.sizeof(Stats)))
     _lib = handle
     return handle

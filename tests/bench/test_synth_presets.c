@@ -383,10 +383,11 @@ static void s_check_real(const struct ns_gguf *g, const char *preset, uint32_t l
 
 static char s_dir[256];
 
-static int s_gen(const char *preset, const char *quant, uint32_t layers, bool small,
-		 uint32_t split, const char *file, char *path, size_t len)
+static int s_gen_opt(const char *preset, const char *quant, uint32_t layers, bool small,
+		     uint32_t split, bool no_data, const char *file, char *path, size_t len)
 {
-	struct ns_synth_opts o = { .preset = preset, .layers = layers, .seed = 3, .split = split };
+	struct ns_synth_opts o = { .preset = preset, .layers = layers, .seed = 3, .split = split,
+				   .no_data = no_data };
 	char err[512];
 	int ret;
 
@@ -403,6 +404,12 @@ static int s_gen(const char *preset, const char *quant, uint32_t layers, bool sm
 	ret = ns_synth_write(&o, path, err, sizeof(err));
 	CHECK(ret == 0, "%s: %s", preset, err);
 	return ret;
+}
+
+static int s_gen(const char *preset, const char *quant, uint32_t layers, bool small,
+		 uint32_t split, const char *file, char *path, size_t len)
+{
+	return s_gen_opt(preset, quant, layers, small, split, false, file, path, len);
 }
 
 static void s_case(const char *preset, const char *quant, const char *oracle, enum type_rule rule)
@@ -645,6 +652,250 @@ static void s_case_qwen35(const char *preset, const char *oracle, bool moe)
 	fprintf(stderr, "checked %s against %s\n", what, oracle);
 }
 
+/* ---- Gemma 4 ---- */
+
+static uint64_t s_min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* llama-quant.cpp's use_more_bits */
+static bool s_more_bits(uint64_t i, uint64_t n)
+{
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The published Gemma 4 dimensions (the sources are cited at s_presets in modelfile/synth.c):
+ * hidden, ffn, heads, sliding KV heads, global KV heads (0: the same), sliding and global head
+ * size, layers, per-layer input size, KV-shared layers of the whole model, sliding window,
+ * whether a global layer's V is its K. */
+static const struct {
+	const char *preset;
+	uint64_t E, F, H, HKV, HKV_full, HD_swa, HD, L, ple, shared, window;
+	bool k_eq_v;
+} s_real_gemma4[] = {
+	{ "gemma-4-31b", 5376, 21504, 32, 16, 4, 256, 512, 60, 0, 0, 1024, true },
+	{ "gemma-4-e4b", 2560, 10240, 8, 2, 0, 256, 512, 42, 256, 18, 512, false },
+};
+
+static uint64_t s_layer_u64(const struct ns_gguf *g, const char *key, uint64_t l)
+{
+	char k[128];
+	const struct ns_gguf_value *a;
+	uint64_t v = 0;
+
+	snprintf(k, sizeof(k), "gemma4.%s", key);
+	a = ns_gguf_get_arr(g, k);
+	if (a)
+		return l < a->v.arr.n ? (uint64_t)ns_gguf_arr_i64(a, l) : 0;
+	ns_gguf_get_u64(g, k, &v);
+	return v;
+}
+
+static bool s_gemma4_slides(const struct ns_gguf *g, uint64_t l)
+{
+	return s_layer_u64(g, "attention.sliding_window_pattern", l) != 0;
+}
+
+static bool s_gemma4_shared(const struct ns_gguf *g, uint64_t l)
+{
+	uint64_t L = s_layer_u64(g, "block_count", 0);
+
+	return l + s_layer_u64(g, "attention.shared_kv_layers", 0) >= L;
+}
+
+/* llama-quantize's Q4_K_M type of a gemma4 tensor (llama-quant.cpp, written out here, and
+ * checked on llama.cpp's own tiny-gemma4-Q4_K_M first): 1-D F32; tied token_embd and
+ * per_layer_token_embd the output's Q6_K; per_layer_model_proj never quantized (0: any float);
+ * attn_v Q6_K where use_more_bits(its index among the attn_v tensors, their count); ffn_down
+ * by layer; everything else Q4_K. */
+static uint32_t s_gemma4_q4km(const struct ns_gguf *g, uint64_t i)
+{
+	const struct ns_gguf_tensor *t = &g->tensors[i];
+	const char *rest;
+	long l = s_split_name(t->name.s, &rest);
+	uint64_t L = s_layer_u64(g, "block_count", 0), n_v = 0, i_v = 0;
+
+	if (t->n_dims == 1)
+		return NS_TYPE_F32;
+	if (!strcmp(rest, "token_embd.weight") || !strcmp(rest, "per_layer_token_embd.weight"))
+		return NS_TYPE_Q6_K;
+	if (!strcmp(rest, "per_layer_model_proj.weight"))
+		return 0;
+	if (!strcmp(rest, "attn_v.weight")) {
+		for (uint64_t k = 0; k < g->n_tensors; k++) {
+			const char *r;
+			long kl = s_split_name(g->tensors[k].name.s, &r);
+
+			if (strcmp(r, "attn_v.weight"))
+				continue;
+			n_v++;
+			i_v += kl < l;
+		}
+		return s_more_bits(i_v, n_v) ? NS_TYPE_Q6_K : NS_TYPE_Q4_K;
+	}
+	if (!strcmp(rest, "ffn_down.weight"))
+		return s_more_bits((uint64_t)l, L) ? NS_TYPE_Q6_K : NS_TYPE_Q4_K;
+	return NS_TYPE_Q4_K;
+}
+
+static void s_check_gemma4_types(const struct ns_gguf *g, const char *what)
+{
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		uint32_t want = s_gemma4_q4km(g, i), got = g->tensors[i].type;
+
+		if (want)
+			CHECK(got == want, "%s: %s is %s, llama-quantize's Q4_K_M %s", what,
+			      g->tensors[i].name.s, ns_type_get(got)->name, ns_type_get(want)->name);
+		else
+			CHECK(got == NS_TYPE_F16 || got == NS_TYPE_BF16 || got == NS_TYPE_F32,
+			      "%s: %s is %s, unquantized expected", what, g->tensors[i].name.s,
+			      ns_type_get(got)->name);
+	}
+}
+
+/* The tensor names of layer l without "blk.l.", sorted into buf as one string. */
+static void s_layer_names(const struct ns_gguf *g, long l, char *buf, size_t n)
+{
+	const char *names[64];
+	size_t k = 0, used = 0;
+
+	for (uint64_t i = 0; i < g->n_tensors && k < 64; i++) {
+		const char *rest;
+
+		if (s_split_name(g->tensors[i].name.s, &rest) == l)
+			names[k++] = rest;
+	}
+	for (size_t a = 1; a < k; a++) /* insertion sort: a few dozen names */
+		for (size_t b = a; b > 0 && strcmp(names[b - 1], names[b]) > 0; b--) {
+			const char *x = names[b];
+			names[b] = names[b - 1];
+			names[b - 1] = x;
+		}
+	buf[0] = 0;
+	for (size_t i = 0; i < k && used < n; i++)
+		used += (size_t)snprintf(buf + used, n - used, "%s ", names[i]);
+}
+
+/* A gemma4 preset cut to `layers` (its header only: the data is a hole) against llama.cpp's
+ * gemma4 file `oracle`: every layer has the tensor names of the oracle's layer of the same
+ * kind (sliding or global, KV-shared or not), the global names and keys are the oracle's,
+ * llama-quantize's Q4_K_M rules (checked on the oracle first when it is Q4_K_M), the
+ * published dimensions in the shapes and keys. */
+static void s_case_gemma4(const char *preset, const char *oracle, uint32_t layers)
+{
+	char path[512], opath[512], err[512], what[128], a[4096], b[4096];
+	struct ns_gguf *ours = NULL, *ref = NULL;
+	uint64_t ft = 0;
+	size_t r;
+
+	for (r = 0; strcmp(s_real_gemma4[r].preset, preset); r++)
+		;
+	snprintf(what, sizeof(what), "%s/default", preset);
+	ns_test_oracle_path(opath, sizeof(opath), oracle);
+	if (ns_gguf_open(opath, &ref, err, sizeof(err))) {
+		CHECK(0, "oracle: %s", err);
+		return;
+	}
+	if (ns_gguf_get_u64(ref, "general.file_type", &ft) && ft == 15)
+		s_check_gemma4_types(ref, oracle);
+	if (s_gen_opt(preset, NULL, layers, true, 0, true, "g.gguf", path, sizeof(path))) {
+		ns_gguf_close(&ref);
+		return;
+	}
+	if (ns_gguf_open(path, &ours, err, sizeof(err))) {
+		CHECK(0, "%s: %s", what, err);
+		goto out;
+	}
+	/* keys: the oracle's (but its size label, and the feed_forward_length array of a
+	 * double-wide MLP the published model has not), of the same type, nothing else */
+	for (uint64_t i = 0; i < ref->n_kv; i++) {
+		const struct ns_gguf_kv *kv = &ref->kv[i], *o;
+
+		if (s_is_tok_key(kv->key.s) || !strcmp(kv->key.s, "general.size_label"))
+			continue;
+		o = ns_gguf_find(ours, kv->key.s);
+		CHECK(o, "%s: key %s missing", what, kv->key.s);
+		if (o && strcmp(kv->key.s, "gemma4.feed_forward_length"))
+			CHECK(o->value.type == kv->value.type, "%s: key %s is %s, llama.cpp's is %s",
+			      what, kv->key.s, ns_gguf_vtype_name(o->value.type),
+			      ns_gguf_vtype_name(kv->value.type));
+	}
+	for (uint64_t i = 0; i < ours->n_kv; i++)
+		CHECK(s_is_tok_key(ours->kv[i].key.s) || ns_gguf_find(ref, ours->kv[i].key.s),
+		      "%s: extra key %s", what, ours->kv[i].key.s);
+	/* names: per layer kind, and the globals */
+	s_layer_names(ours, -1, a, sizeof(a));
+	s_layer_names(ref, -1, b, sizeof(b));
+	CHECK(!strcmp(a, b), "%s: global tensors '%s', llama.cpp's '%s'", what, a, b);
+	for (uint64_t l = 0; l < layers; l++) {
+		uint64_t RL = s_layer_u64(ref, "block_count", 0), m;
+
+		for (m = 0; m < RL; m++)
+			if (s_gemma4_slides(ref, m) == s_gemma4_slides(ours, l) &&
+			    s_gemma4_shared(ref, m) == s_gemma4_shared(ours, l))
+				break;
+		CHECK(m < RL, "%s: layer %" PRIu64 "'s kind is not in %s", what, l, oracle);
+		if (m == RL)
+			continue;
+		s_layer_names(ours, (long)l, a, sizeof(a));
+		s_layer_names(ref, (long)m, b, sizeof(b));
+		CHECK(!strcmp(a, b), "%s: layer %" PRIu64 " has '%s', llama.cpp's layer %" PRIu64
+		      " of its kind '%s'", what, l, a, m, b);
+	}
+	s_check_gemma4_types(ours, what);
+	/* the published dimensions, in the keys and the shapes */
+	{
+		const uint64_t E = s_real_gemma4[r].E, H = s_real_gemma4[r].H;
+		uint64_t n_shared = 0;
+
+		CHECK(s_layer_u64(ours, "embedding_length", 0) == E &&
+		      s_layer_u64(ours, "feed_forward_length", 0) == s_real_gemma4[r].F &&
+		      s_layer_u64(ours, "attention.head_count", 0) == H &&
+		      s_layer_u64(ours, "attention.key_length", 0) == s_real_gemma4[r].HD &&
+		      s_layer_u64(ours, "attention.key_length_swa", 0) == s_real_gemma4[r].HD_swa &&
+		      s_layer_u64(ours, "embedding_length_per_layer_input", 0) == s_real_gemma4[r].ple &&
+		      s_layer_u64(ours, "attention.sliding_window", 0) == s_real_gemma4[r].window,
+		      "%s: dims differ from the published model", what);
+		for (uint64_t l = 0; l < layers; l++) {
+			const bool swa = s_gemma4_slides(ours, l);
+			const uint64_t hd = swa ? s_real_gemma4[r].HD_swa : s_real_gemma4[r].HD;
+			const uint64_t kv = !swa && s_real_gemma4[r].HKV_full ? s_real_gemma4[r].HKV_full
+									   : s_real_gemma4[r].HKV;
+			char nm[64];
+			int64_t k;
+
+			CHECK(swa == (l % 6 != 5), "%s: layer %" PRIu64 " sliding %d", what, l, swa);
+			CHECK(s_layer_u64(ours, "attention.head_count_kv", l) == kv,
+			      "%s: layer %" PRIu64 " KV heads", what, l);
+			n_shared += s_gemma4_shared(ours, l);
+			snprintf(nm, sizeof(nm), "blk.%" PRIu64 ".attn_q.weight", l);
+			k = ns_gguf_find_tensor(ours, nm);
+			CHECK(k >= 0 && ours->tensors[k].ne[0] == E && ours->tensors[k].ne[1] == H * hd,
+			      "%s: %s shape", what, nm);
+			snprintf(nm, sizeof(nm), "blk.%" PRIu64 ".attn_k.weight", l);
+			k = ns_gguf_find_tensor(ours, nm);
+			CHECK(s_gemma4_shared(ours, l) ? k < 0
+						       : k >= 0 && ours->tensors[k].ne[1] == kv * hd,
+			      "%s: %s", what, nm);
+			snprintf(nm, sizeof(nm), "blk.%" PRIu64 ".attn_v.weight", l);
+			CHECK((ns_gguf_find_tensor(ours, nm) >= 0) ==
+			      (!s_gemma4_shared(ours, l) && (swa || !s_real_gemma4[r].k_eq_v)),
+			      "%s: %s present or not", what, nm);
+		}
+		/* a cut keeps the whole model's share of KV-shared layers (rounded down), but one
+		 * period of six unshared layers before them (what a shared layer reads) */
+		CHECK(n_shared == s_min_u64(layers * s_real_gemma4[r].shared / s_real_gemma4[r].L,
+					    layers > 6 ? layers - 6 : 0),
+		      "%s: %" PRIu64 " KV-shared layers of %u", what, n_shared, layers);
+	}
+	ns_gguf_close(&ours);
+out:
+	unlink(path);
+	ns_gguf_close(&ref);
+	fprintf(stderr, "checked %s (%u layers) against %s\n", what, layers, oracle);
+}
+
 /* A command's exit status, its stdout+stderr in out (NUL-terminated, truncated). */
 static int s_sh(const char *cmd, char *out, size_t n)
 {
@@ -671,17 +922,18 @@ static int s_sh(const char *cmd, char *out, size_t n)
 /* A layer-truncated preset (4 layers: three Gated DeltaNet, one full attention; the small
  * vocabulary and 8 experts of the test caps) through the engine: nsctl info says runnable,
  * run -n 4 decodes, logits writes finite logits of every position. */
-static void s_engine_case(const char *nsctl, const char *preset)
+static void s_engine_case(const char *nsctl, const char *preset, uint32_t layers,
+			  const char *info_says)
 {
 	char path[512], lpath[600], cmd[2048], out[8192];
 	FILE *f;
 	int rc;
 
-	if (s_gen(preset, NULL, 4, true, 0, "e.gguf", path, sizeof(path)))
+	if (s_gen(preset, NULL, layers, true, 0, "e.gguf", path, sizeof(path)))
 		return;
 	snprintf(cmd, sizeof(cmd), "'%s' info '%s' 2>&1", nsctl, path);
 	rc = s_sh(cmd, out, sizeof(out));
-	CHECK(rc == 0 && strstr(out, "runnable:       yes") && strstr(out, "recurrent:"),
+	CHECK(rc == 0 && strstr(out, "runnable:       yes") && strstr(out, info_says),
 	      "%s: nsctl info (exit %d): %.600s", preset, rc, out);
 	snprintf(cmd, sizeof(cmd), "'%s' run '%s' -p 'hello there' -n 4 -s 7 --threads 1 "
 		 "--mem-budget 64MB 2>&1", nsctl, path);
@@ -711,7 +963,7 @@ static void s_engine_case(const char *nsctl, const char *preset)
 	}
 	unlink(lpath);
 	unlink(path);
-	fprintf(stderr, "ran %s (4 layers) through the engine\n", preset);
+	fprintf(stderr, "ran %s (%u layers) through the engine\n", preset, layers);
 }
 
 int main(int argc, char **argv)
@@ -734,9 +986,16 @@ int main(int argc, char **argv)
 	s_case_qwen35("qwen3.5-4b", "tiny-qwen35-Q4_K_M.gguf", false);
 	s_case_qwen35("qwen3.5-35b-a3b", "tiny-qwen35moe-Q4_K_M.gguf", true);
 	s_case_qwen35("qwen3.5-397b-a17b", "tiny-qwen35moe-Q4_K_M.gguf", true);
+	s_case_gemma4("gemma-4-31b", "tiny/tiny-gemma4-Q4_K_M.gguf", 6);
+	s_case_gemma4("gemma-4-31b", "tiny/tiny-gemma4-Q4_K_M.gguf", 60);
+	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 6);
+	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 12);
+	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 42);
 	if (argc > 1) {
-		s_engine_case(argv[1], "qwen3.5-4b");
-		s_engine_case(argv[1], "qwen3.5-35b-a3b");
+		s_engine_case(argv[1], "qwen3.5-4b", 4, "recurrent:");
+		s_engine_case(argv[1], "qwen3.5-35b-a3b", 4, "recurrent:");
+		/* 12 layers: two periods, the last five on the first period's K/V */
+		s_engine_case(argv[1], "gemma-4-e4b", 12, "sliding window: 512");
 	} else {
 		CHECK(0, "usage: test_synth_presets NSCTL (the engine runs are part of the test)");
 	}

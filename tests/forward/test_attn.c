@@ -7,7 +7,10 @@
  *     round them (half, ggml's Q8_0), within a float-rounding tolerance; the cache's own
  *     elements equal those values exactly;
  *   - GQA and MHA, head sizes 8 (scalar only), 32, 64, 128, K and V sizes apart, sliding
- *     windows, attention sinks, chunks starting past position 0. */
+ *     windows, attention sinks, chunks starting past position 0;
+ *   - ring caches of sliding layers (window + chunk - 1 positions) bit-identical to the
+ *     whole cache on every path and type, chunkings wrapping the ring many times, and the
+ *     reads a ring cannot serve refused. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,10 +20,11 @@
 #include "attn.h"
 #include "fp16.h"
 #include "ns_test.h"
+#include "ns_util.h"
 #include "ops.h"
 
 static uint64_t s_seed = 0x853c49e6748fea9bull;
-static int s_n_exact, s_n_tol;
+static int s_n_exact, s_n_tol, s_n_ring;
 static double s_worst[3];
 
 static float s_rand(void)
@@ -155,8 +159,11 @@ static void s_check(const struct s_case *c, enum ns_kv_type tk, enum ns_kv_type 
 		if (!ns_kpath_supported(paths[pi]))
 			continue;
 		for (int ci = 0; ci < 3; ci++)
-			for (int th = 0; th < 3; th++) {
-				struct ns_attn_ws *ws = ns_attn_ws_new(th + 1, c->n_head, c->n_head_kv,
+			for (int th = 0; th < 4; th++) {
+				/* th 3: three threads sharing one workspace slot, as a pool of more
+				 * than NS_ATTN_MAX_SLOTS threads shares the slots */
+				const int n_thr = th < 3 ? th + 1 : 3, n_slot = th < 3 ? th + 1 : 1;
+				struct ns_attn_ws *ws = ns_attn_ws_new(n_slot, c->n_head, c->n_head_kv,
 								       c->dk, c->dv, c->n_pos);
 				uint32_t step = chunkings[ci];
 
@@ -172,16 +179,17 @@ static void s_check(const struct s_case *c, enum ns_kv_type tk, enum ns_kv_type 
 						.pos0 = p0, .n_head = c->n_head, .window = c->window,
 						.scale = scale, .sinks = c->sinks ? sinks : NULL,
 					};
-					int rc = ns_attn_run(pools[th], ws, paths[pi], &a);
+					int rc = ns_attn_run(pools[n_thr - 1], ws, paths[pi], &a);
 
 					if (rc)
 						NS_FAIL("ns_attn_run: %d", rc);
 				}
 				if (exact) {
 					if (memcmp(out, ref, c->n_pos * no * 4))
-						NS_FAIL("f32 cache, %s path, chunks of %u, %d threads, heads "
-							"%u/%u, dk %u dv %u, window %u, sinks %d: not bit-identical "
-							"to the reference", s_path_name(paths[pi]), step, th + 1,
+						NS_FAIL("f32 cache, %s path, chunks of %u, %d threads on %d "
+							"slots, heads %u/%u, dk %u dv %u, window %u, sinks %d: not "
+							"bit-identical to the reference", s_path_name(paths[pi]),
+							step, n_thr, n_slot,
 							c->n_head, c->n_head_kv, c->dk, c->dv, c->window, c->sinks);
 					s_n_exact++;
 				} else {
@@ -208,6 +216,110 @@ next:
 	}
 	ns_kvcache_destroy(&kv);
 	free(q), free(k), free(v), free(kr), free(vr), free(ref), free(out);
+}
+
+/* A ring cache (kvcache.h ns_kvcache_new_ring) of window + chunk - 1 positions against the
+ * whole cache: the forward pass's order (store a chunk's K/V, then its attention), chunks of
+ * `chunk` tokens over n_pos positions that wrap the ring many times; every output bit for
+ * bit equal to the whole cache's on every path and cache type (only the addressing
+ * differs), and ns_attn_reference's too. Then: a chunk longer than the ring serves, and a
+ * full-causal read of a ring, are refused (-ERANGE). */
+static void s_check_ring(const struct s_case *c, uint32_t chunk, enum ns_kv_type tk,
+			 enum ns_kv_type tv, struct ns_pool *pool)
+{
+	const uint64_t nk = (uint64_t)c->n_head_kv * c->dk, nv = (uint64_t)c->n_head_kv * c->dv;
+	const uint64_t nq = (uint64_t)c->n_head * c->dk, no = (uint64_t)c->n_head * c->dv;
+	const uint32_t R = ns_kv_ring_positions(c->window, chunk, c->n_pos);
+	float *q = malloc(c->n_pos * nq * 4), *k = malloc(c->n_pos * nk * 4);
+	float *v = malloc(c->n_pos * nv * 4), *ow = malloc(chunk * no * 4);
+	float *orr = malloc(chunk * no * 4), *att = malloc(c->n_pos * 4), sinks[64];
+	const float scale = 1.0f / sqrtf((float)c->dk);
+	enum ns_kpath paths[2] = { NS_KPATH_SCALAR, NS_KPATH_AVX512 };
+	struct ns_kvcache *whole, *ring;
+	struct ns_attn_ws *ws = ns_attn_ws_new(2, c->n_head, c->n_head_kv, c->dk, c->dv, c->n_pos);
+
+	if (!q || !k || !v || !ow || !orr || !att || !ws)
+		NS_FAIL("out of memory");
+	if (R >= c->n_pos || c->n_pos / R < 3)
+		NS_FAIL("case: a ring of %u positions does not wrap %u positions 3 times", R,
+			c->n_pos);
+	for (uint64_t i = 0; i < c->n_pos * nq; i++)
+		q[i] = 2.0f * s_rand();
+	for (uint64_t i = 0; i < c->n_pos * nk; i++)
+		k[i] = 2.0f * s_rand();
+	for (uint64_t i = 0; i < c->n_pos * nv; i++)
+		v[i] = s_rand();
+	for (uint32_t h = 0; h < c->n_head; h++)
+		sinks[h] = 3.0f * s_rand();
+	for (int pi = 0; pi < 2; pi++) {
+		if (!ns_kpath_supported(paths[pi]) ||
+		    (paths[pi] == NS_KPATH_AVX512 && (c->dk % 16 || c->dv % 16)))
+			continue;
+		if (ns_kvcache_new(1, c->n_pos, c->n_head_kv, c->dk, c->dv, tk, tv, &whole) ||
+		    ns_kvcache_new_ring(1, c->n_pos, R, c->n_head_kv, c->dk, c->dv, tk, tv, &ring) ||
+		    !ns_kvcache_is_ring(ring) || ns_kvcache_bytes(ring) >= ns_kvcache_bytes(whole))
+			NS_FAIL("ns_kvcache_new_ring");
+		for (uint32_t p0 = 0; p0 < c->n_pos; p0 += chunk) {
+			const uint32_t n = c->n_pos - p0 < chunk ? c->n_pos - p0 : chunk;
+			struct ns_attn a = {
+				.layer = 0, .q = q + p0 * nq, .n_tok = n, .pos0 = p0,
+				.n_head = c->n_head, .window = c->window, .scale = scale,
+				.sinks = c->sinks ? sinks : NULL,
+			};
+			int rc;
+
+			for (uint32_t p = p0; p < p0 + n; p++) {
+				ns_kvcache_store(whole, 0, p, k + p * nk, v + p * nv);
+				ns_kvcache_store(ring, 0, p, k + p * nk, v + p * nv);
+			}
+			a.kv = whole;
+			a.out = ow;
+			rc = ns_attn_run(pool, ws, paths[pi], &a);
+			a.kv = ring;
+			a.out = orr;
+			if (rc || (rc = ns_attn_run(pool, ws, paths[pi], &a)))
+				NS_FAIL("ns_attn_run: %d", rc);
+			if (memcmp(ow, orr, n * no * 4))
+				NS_FAIL("%s/%s ring of %u (window %u, chunks of %u), %s path: chunk at %u "
+					"differs from the whole cache", ns_kv_type_name(tk),
+					ns_kv_type_name(tv), R, c->window, chunk,
+					s_path_name(paths[pi]), p0);
+			if (pi == 0 && p0 % (3 * chunk) == 0) { /* the reference's addressing too */
+				ns_attn_reference(&a, att);
+				a.kv = whole;
+				a.out = ow;
+				ns_attn_reference(&a, att);
+				if (memcmp(ow, orr, n * no * 4))
+					NS_FAIL("ns_attn_reference over a ring of %u differs at %u", R,
+						p0);
+			}
+		}
+		if (ring->lo != c->n_pos - R)
+			NS_FAIL("ring lo %u, want %u", ring->lo, c->n_pos - R);
+		{	/* the boundary: a query at lo + window - 1 reads lo (held), one a position
+			 * earlier reads lo - 1 (overwritten) */
+			struct ns_attn a = {
+				.kv = ring, .layer = 0, .q = q, .out = orr, .n_tok = 1,
+				.pos0 = ring->lo + c->window - 1, .n_head = c->n_head,
+				.window = c->window, .scale = scale,
+			};
+			int rc = ns_attn_run(pool, ws, paths[pi], &a);
+
+			a.pos0--;
+			if (rc || ns_attn_run(pool, ws, paths[pi], &a) != -ERANGE)
+				NS_FAIL("ring holding %u..: a read from %u gave %d, from %u was not "
+					"refused", ring->lo, ring->lo, rc, ring->lo - 1);
+			a.pos0 = c->n_pos - 1;
+			a.window = 0;
+			if (ns_attn_run(pool, ws, paths[pi], &a) != -ERANGE)
+				NS_FAIL("a full-causal read of a ring was not refused");
+		}
+		ns_kvcache_destroy(&whole);
+		ns_kvcache_destroy(&ring);
+		s_n_ring++;
+	}
+	ns_attn_ws_destroy(&ws);
+	free(q), free(k), free(v), free(ow), free(orr), free(att);
 }
 
 static void s_check_contract(void)
@@ -249,6 +361,12 @@ int main(void)
 		{ 6, 2, 128, 64, 200, 0, true },   { 2, 2, 8, 8, 40, 0, false },
 		{ 4, 2, 64, 64, 33, 16, false },   { 32, 8, 64, 64, 40, 0, false },
 	};
+	/* rings: windows 7, 16, 40 over 300 positions, chunks 1 .. 37 (rings of 16 .. 80) */
+	static const struct s_case ring_cases[] = {
+		{ 4, 2, 64, 64, 300, 7, false }, { 8, 1, 64, 32, 300, 40, true },
+		{ 2, 2, 8, 8, 300, 16, false },  { 4, 4, 32, 32, 300, 16, true },
+	};
+	static const uint32_t ring_chunks[] = { 1, 5, 16, 37 };
 	struct ns_pool *pools[3] = { ns_pool_new(1), ns_pool_new(2), ns_pool_new(3) };
 
 	if (!pools[0] || !pools[1] || !pools[2])
@@ -266,8 +384,18 @@ int main(void)
 			if (tk == NS_KV_F16 && ns_kv_type_fits(NS_KV_Q8_0, c->dv))
 				s_check(c, NS_KV_F16, NS_KV_Q8_0, pools);
 		}
+	for (size_t i = 0; i < NS_ARRAY_LEN(ring_cases); i++)
+		for (size_t ch = 0; ch < NS_ARRAY_LEN(ring_chunks); ch++)
+			for (int tk = NS_KV_F32; tk <= NS_KV_Q8_0; tk++)
+				if (ns_kv_type_fits((enum ns_kv_type)tk, ring_cases[i].dk) &&
+				    ns_kv_type_fits((enum ns_kv_type)tk, ring_cases[i].dv))
+					s_check_ring(&ring_cases[i], ring_chunks[ch],
+						     (enum ns_kv_type)tk, (enum ns_kv_type)tk,
+						     pools[1]);
+	s_check_ring(&ring_cases[0], 5, NS_KV_F16, NS_KV_Q8_0, pools[1]);
 	printf("%d runs bit-identical to the reference (f32 cache), %d within tolerance; worst "
-	       "|err| / max|v|: f16 %.3g, q8_0 %.3g\n", s_n_exact, s_n_tol, s_worst[1], s_worst[2]);
+	       "|err| / max|v|: f16 %.3g, q8_0 %.3g; %d ring runs bit-identical to the whole "
+	       "cache\n", s_n_exact, s_n_tol, s_worst[1], s_worst[2], s_n_ring);
 	for (int i = 0; i < 3; i++)
 		ns_pool_destroy(&pools[i]);
 	return 0;

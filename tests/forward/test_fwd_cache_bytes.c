@@ -1,7 +1,8 @@
 /* test_fwd_cache_bytes - nsplan's KV-cache term (nsplan/fixed_mem.h, what `plan`'s host_total
  * and the named-budget check count) equals the bytes the cpu pass allocates for its caches
  * (ns_fwd_cache_bytes), for every architecture's tiny oracle model, contexts that are and are
- * not multiples of the K tile, every cache type, and serve's several sequences. An
+ * not multiples of the K tile, every cache type, and serve's several sequences, and -c 1024
+ * where the gemmas' sliding layers keep rings of window + n_batch - 1 positions. An
  * under-count lets a capped run be killed; it once missed sliding-window layers (counted at
  * the window, allocated at the whole context) and K's tile rounding.
  * Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI). */
@@ -27,13 +28,14 @@ int main(void)
 		"hf/gemma4_e/gguf/gemma4_e-f32.gguf", "tiny/tiny-qwen35-Q4_K_M.gguf",
 		"tiny/tiny-qwen3vlmoe-Q4_K_M.gguf",
 	};
-	static const uint32_t ctxs[] = { 4, 100, 256 };
+	/* 1024: past the gemmas' window + n_batch - 1, their sliding layers keep rings */
+	static const uint32_t ctxs[] = { 4, 100, 256, 1024 };
 	/* (K, V) types and their bytes per 32 elements */
 	static const struct { enum ns_kv_type k, v; uint32_t kb, vb; } types[] = {
 		{ NS_KV_F32, NS_KV_F32, 128, 128 }, { NS_KV_F16, NS_KV_Q8_0, 64, 34 },
 	};
 	char path[1024], err[NS_ERR_LEN];
-	int fails = 0, n = 0;
+	int fails = 0, n = 0, n_ring = 0;
 
 	ns_test_require_oracle();
 	for (size_t i = 0; i < NS_ARRAY_LEN(models); i++) {
@@ -68,6 +70,7 @@ int main(void)
 					}
 					got = ns_fwd_cache_bytes(f);
 					n++;
+					n_ring += fx.ring_positions != 0;
 					if (got != fx.kv_bytes * n_seq) {
 						fprintf(stderr, "FAIL: %s -c %u %s/%s x%u: the pass holds "
 							"%" PRIu64 " bytes of KV cache, the plan counts "
@@ -84,7 +87,11 @@ int main(void)
 		ns_weights_destroy(&w);
 		ns_model_close(&m);
 	}
-	printf("%d passes: KV cache bytes %s the plan's count\n", n, fails ? "DIFFER from" :
-	       "equal to");
+	printf("%d passes (%d with rings): KV cache bytes %s the plan's count\n", n, n_ring,
+	       fails ? "DIFFER from" : "equal to");
+	if (n_ring < 6) { /* the three gemmas at -c 1024, both type pairs */
+		fprintf(stderr, "FAIL: only %d passes had ring caches\n", n_ring);
+		fails++;
+	}
 	return fails ? 1 : 0;
 }

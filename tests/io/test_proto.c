@@ -31,6 +31,10 @@ static void s_ring_records(void)
 	IOT_CHECK(ns_req_validate(&r, s_tensors, 3, 8, 0) == -EPROTO, "version");
 	r = ok; r.op = 0;
 	IOT_CHECK(ns_req_validate(&r, s_tensors, 3, 8, 0) == -EPROTO, "op");
+	r = ok; r.op = NS_REQ_PREDICT; /* a prefetch of a predicted window: checked as one */
+	IOT_CHECK(ns_req_validate(&r, s_tensors, 3, 8, 0) == 0, "predict");
+	r.nrows = 11;
+	IOT_CHECK(ns_req_validate(&r, s_tensors, 3, 8, 0) == -EINVAL, "predict row range");
 	r = (struct ns_req_rec){ .version = 1, .op = NS_REQ_RETIRE, .lease_idx = 8 };
 	IOT_CHECK(ns_req_validate(&r, s_tensors, 3, 8, 0) == -EINVAL, "lease index");
 	r.lease_idx = 7;
@@ -96,6 +100,15 @@ static void s_zmsgs(void)
 	IOT_CHECK(ns_zrouter_decode(buf, (size_t)n, 128, &rt2) == 0 && rt2.n_used == 4 &&
 		  rt2.expert[3] == 90 && rt2.token == 7, "router round trip");
 	IOT_CHECK(ns_zrouter_decode(buf, (size_t)n, 64, &rt2) == -EINVAL, "expert id range");
+	rt.predicted = 1; /* a prediction: its own type, the same payload */
+	n = ns_zrouter_encode(&rt, buf, sizeof(buf));
+	IOT_CHECK(n > 0 && ns_zmsg_type(buf, (size_t)n) == NS_ZMSG_ROUTER_PREDICT, "predict type");
+	IOT_CHECK(ns_zrouter_decode(buf, (size_t)n, 128, &rt2) == 0 && rt2.predicted == 1 &&
+		  rt2.expert[3] == 90 && rt2.layer == 3, "predicted round trip");
+	rt.predicted = 0;
+	n = ns_zrouter_encode(&rt, buf, sizeof(buf));
+	IOT_CHECK(ns_zrouter_decode(buf, (size_t)n, 128, &rt2) == 0 && rt2.predicted == 0,
+		  "real decision is not predicted");
 	s_fuzz(buf, (size_t)n, s_dec_router, "router");
 	IOT_CHECK(ns_zrouter_encode(&rt, buf, 10) == -ENOSPC, "router small buffer");
 	/* cross-type, both ways: a router decision is not a control message and a control

@@ -35,8 +35,8 @@ static void s_logits(const char *nsctl, const char *model, const char *toks, con
 	size_t len;
 	char *e;
 
-	if (!ram) /* no RAM cache: nsctl logits takes no --ram-budget 0 */
-		a[9] = NULL;
+	if (!ram) /* no RAM cache, as run's --ram-budget 0 */
+		a[10] = "0";
 	rc = rt_run(a, NULL, errf);
 	e = ns_test_read_file(errf, &len);
 	RT_CHECK(rc == 0, "nsctl logits --ram-budget %s: exit %d: %s", ram ? ram : "(none)", rc,

@@ -14,8 +14,10 @@ Each one must, within 10 s:
 nsio rows use a session id of their own: no shared-memory segment of it may be left behind.
 Then two limits must be honoured, not only refused past: the largest --seed, and nsctl logits'
 --ram-budget (fewer bytes requested than without it).
-argv: NSCTL NSIO NSPLAN NSROUTER NSCOMPUTE. Exit 0 pass, 1 fail, 77 skip (oracle missing
-outside CI)."""
+argv: NSCTL NSIO NSPLAN NSROUTER NSCOMPUTE [EVERY]. EVERY (1): under the sanitizers (3) each
+list of malformed values (numbers, sizes, models) is tried one value in EVERY per option,
+rotating, so every value still meets some option; the rows written out one by one all run.
+Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI)."""
 import os
 import shutil
 import socket
@@ -27,6 +29,7 @@ import time
 from run_testlib import fail, failures, require_model
 
 NSCTL, NSIO, NSPLAN, NSROUTER, NSCOMPUTE = sys.argv[1:6]
+EVERY = int(sys.argv[6]) if len(sys.argv) > 6 else 1
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 MODEL = os.path.join(ORACLE, "tiny/tiny-llama-Q4_K_M.gguf")
 TIMEOUT = 10
@@ -44,6 +47,17 @@ def row(prog, args, rc=2, words=(), one_line=True, first=None):
     command itself (a budget nsio refuses: its line, then the command's)."""
     return {"prog": prog, "args": [str(a) for a in args], "rc": rc, "words": words,
             "one_line": one_line and not first, "first": first}
+
+
+_rotation = [0]
+
+
+def vals(values):
+    """values, or one in EVERY of them, starting one further at each call."""
+    if EVERY <= 1:
+        return list(values)
+    _rotation[0] += 1
+    return list(values)[_rotation[0] % EVERY::EVERY]
 
 
 def who(r):
@@ -145,7 +159,7 @@ def run_all(tmp):
           row(NSCTL, ["info", m, "--bogus"], 2, ["--bogus"]),
           row(NSCTL, ["info", m, m], 2, ["more than one"]),
           row(NSCTL, ["info", m, "--metadata"], 2, ["--json"])]
-    R += [row(NSCTL, ["info", b], 2, [os.path.basename(b)]) for b in bad_models]
+    R += [row(NSCTL, ["info", b], 2, [os.path.basename(b)]) for b in vals(bad_models)]
 
     # plan
     R += [row(NSCTL, ["plan"], 2, ["MODEL"]),
@@ -164,10 +178,10 @@ def run_all(tmp):
           row(NSCTL, ["plan", m, "--stats", nofile], 2, ["nonexistent"]),
           row(NSCTL, ["plan", m, "--stats", text], 2, ["text.gguf"]),
           row(NSCTL, ["plan", m, "--meminfo", nofile], 2, ["nonexistent"])]
-    R += [row(NSCTL, ["plan", m, "-c", v], 2, ["-c"]) for v in bad_ints]
-    R += [row(NSCTL, ["plan", m, "--mem-budget", v], 2, ["--mem-budget"]) for v in bad_sizes]
-    R += [row(NSCTL, ["plan", m, "--ram-budget", v], 2, ["--ram-budget"]) for v in bad_sizes]
-    R += [row(NSCTL, ["plan", b], 2, [os.path.basename(b)]) for b in bad_models]
+    R += [row(NSCTL, ["plan", m, "-c", v], 2, ["-c"]) for v in vals(bad_ints)]
+    R += [row(NSCTL, ["plan", m, "--mem-budget", v], 2, ["--mem-budget"]) for v in vals(bad_sizes)]
+    R += [row(NSCTL, ["plan", m, "--ram-budget", v], 2, ["--ram-budget"]) for v in vals(bad_sizes)]
+    R += [row(NSCTL, ["plan", b], 2, [os.path.basename(b)]) for b in vals(bad_models)]
 
     # bench: everything refused before a single configuration starts
     R += [row(NSCTL, ["bench"], 2, ["MODEL"]),
@@ -202,10 +216,10 @@ def run_all(tmp):
           row(NSCTL, ["bench", m, "--budgets", "1024TB", "-r", "1", "-p", "1", "-n", "1",
                       "--no-disk"], 2, ["budget"])]
     for opt in ("-p", "-n", "-r", "--threads", "-c", "--disk-repeats"):
-        R += [row(NSCTL, ["bench", m, opt, v], 2, [opt]) for v in bad_ints]
-    R += [row(NSCTL, ["bench", m, "--block-rows", v], 2, ["--block-rows"]) for v in bad_ints]
-    R += [row(NSCTL, ["bench", m, "--budgets", v], 2, ["--budgets"]) for v in bad_sizes]
-    R += [row(NSCTL, ["bench", b, "--no-disk"], 2, [os.path.basename(b)]) for b in bad_models]
+        R += [row(NSCTL, ["bench", m, opt, v], 2, [opt]) for v in vals(bad_ints)]
+    R += [row(NSCTL, ["bench", m, "--block-rows", v], 2, ["--block-rows"]) for v in vals(bad_ints)]
+    R += [row(NSCTL, ["bench", m, "--budgets", v], 2, ["--budgets"]) for v in vals(bad_sizes)]
+    R += [row(NSCTL, ["bench", b, "--no-disk"], 2, [os.path.basename(b)]) for b in vals(bad_models)]
 
     # run: no pipeline is started for any of these
     R += [row(NSCTL, ["run"], 2, ["MODEL"]),
@@ -248,17 +262,17 @@ def run_all(tmp):
               ["--mem-budget 64.00 TiB", "exceed", "available"]),
           row(NSCTL, ["run", m, "--ram-budget", "0", "--mem-budget", "1024TB"], 2,
               ["budget"])]
-    R += [row(NSCTL, ["run", m, "-n", v], 2, ["-n"]) for v in bad_ints if v != "-1"]
+    R += [row(NSCTL, ["run", m, "-n", v], 2, ["-n"]) for v in vals(bad_ints) if v != "-1"]
     for opt in ("--top-k", "--repeat-last-n", "--seed", "--block-rows", "--lookahead",
                 "-c", "--threads"):
         # --seed -1 is llama.cpp's "a random seed" (tests/run/test_cli_flags.py)
-        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in bad_ints
+        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in vals(bad_ints)
               if not (opt == "--seed" and v == "-1")]
     # the same refusals through llama.cpp's spellings, "=" forms and bundles (ns_opt.c):
     # the message names the option as it was typed
     for opt in ("-s", "-t", "--ctx-size", "-b", "--batch-size", "-ngl", "--n-gpu-layers",
                 "--n-predict", "--predict"):
-        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in bad_ints
+        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in vals(bad_ints)
               if not (v == "-1" and opt in ("-s", "-ngl", "--n-gpu-layers", "--n-predict",
                                             "--predict"))]
     R += [row(NSCTL, ["run", m, "--%s=%s" % (opt, v)], 2, ["--" + opt])
@@ -299,15 +313,15 @@ def run_all(tmp):
           row(NSCTL, ["serve", m, "--no-prompt-reuse=1"], 2, ["no value"]),
           row(NSCTL, ["serve", m, "-c", "0"], 2, ["-c"]),
           row(NSCTL, ["serve", m, "-t", "1025"], 2, ["-t"])]
-    R += [row(NSCTL, ["serve", m, opt, v], 2, [opt]) for v in bad_ints
+    R += [row(NSCTL, ["serve", m, opt, v], 2, [opt]) for v in vals(bad_ints)
           for opt in ("--port", "--queue", "--grace", "--prefill-chunk")]
     for opt in ("--temp", "--top-p"):
         R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in ("abc", "", "0.5x", "1e99")]
     for opt in ("--mem-budget", "--ram-budget", "--vram-budget"):
-        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in bad_sizes]
-    R += [row(NSCTL, ["run", b, "-n", "1"], 2, [os.path.basename(b)]) for b in bad_models]
+        R += [row(NSCTL, ["run", m, opt, v], 2, [opt]) for v in vals(bad_sizes)]
+    R += [row(NSCTL, ["run", b, "-n", "1"], 2, [os.path.basename(b)]) for b in vals(bad_models)]
     R += [row(NSCTL, ["run", b, "-n", "1", "--no-plan", "--mem-budget", "8MB"], 2,
-              [os.path.basename(b)]) for b in bad_models]
+              [os.path.basename(b)]) for b in vals(bad_models)]
 
     # logits
     lg = ["--tokens", "1,2", "-o", out]
@@ -324,7 +338,8 @@ def run_all(tmp):
           row(NSCTL, ["logits", m] + lg + ["--threads", "1025"], 2, ["--threads"]),
           row(NSCTL, ["logits", m] + lg + ["--lookahead", "1025"], 2, ["--lookahead"]),
           row(NSCTL, ["logits", m] + lg + ["--block-rows", "4294967296"], 2, ["--block-rows"]),
-          row(NSCTL, ["logits", m] + lg + ["--mem-budget", "0"], 2, ["--mem-budget"]),
+          row(NSCTL, ["logits", m] + lg + ["--mem-budget", "lots"], 2, ["--mem-budget"]),
+          row(NSCTL, ["logits", m] + lg + ["--ram-budget", "-1"], 2, ["--ram-budget"]),
           row(NSCTL, ["logits", m] + lg + ["--mem-budget", "4KB"], 2, ["smallest"],
               first="nsio"),
           row(NSCTL, ["logits", m, "--tokens", "1,99999999", "-o", out], 2, ["99999999"]),
@@ -333,10 +348,10 @@ def run_all(tmp):
               "1.5"):
         R.append(row(NSCTL, ["logits", m, "--tokens", v, "-o", out], 2, ["--tokens"]))
     for opt in ("--threads", "--block-rows", "--lookahead"):
-        R += [row(NSCTL, ["logits", m] + lg + [opt, v], 2, [opt]) for v in bad_ints]
+        R += [row(NSCTL, ["logits", m] + lg + [opt, v], 2, [opt]) for v in vals(bad_ints)]
     R += [row(NSCTL, ["logits", m] + lg + ["--mem-budget", v], 2, ["--mem-budget"])
-          for v in bad_sizes]
-    R += [row(NSCTL, ["logits", b] + lg, 2, [os.path.basename(b)]) for b in bad_models]
+          for v in vals(bad_sizes)]
+    R += [row(NSCTL, ["logits", b] + lg, 2, [os.path.basename(b)]) for b in vals(bad_models)]
 
     # tensor
     tn = "blk.0.attn_q.weight"
@@ -354,7 +369,7 @@ def run_all(tmp):
               "1x:2", ""):
         R.append(row(NSCTL, ["tensor", m, tn, "--rows", v, "-o", out], 2, ["--rows"]))
     R += [row(NSCTL, ["tensor", b, tn, "-o", out], 2, [os.path.basename(b)])
-          for b in bad_models]
+          for b in vals(bad_models)]
 
     # tokenize / detokenize
     R += [row(NSCTL, ["tokenize"], 2, ["MODEL"]),
@@ -375,7 +390,7 @@ def run_all(tmp):
               "2100-02-29", "2024-12-32"):
         R.append(row(NSCTL, ["tokenize", m, "--chat", "--chat-template", "gptoss",
                              "--chat-date", d, "hi"], 2, [d]))
-    R += [row(NSCTL, ["tokenize", b, "hi"], 2, [os.path.basename(b)]) for b in bad_models]
+    R += [row(NSCTL, ["tokenize", b, "hi"], 2, [os.path.basename(b)]) for b in vals(bad_models)]
     R += [row(NSCTL, ["detokenize"], 2, ["MODEL"]),
           row(NSCTL, ["detokenize", m], 2, ["IDS"]),
           row(NSCTL, ["detokenize", m, "--json"], 2, ["IDS"]),
@@ -383,7 +398,7 @@ def run_all(tmp):
           row(NSCTL, ["detokenize", m, "1", "999999"], 2, ["999999"])]
     for v in ("abc", "-1", "12abc", "1.5", "0x10", "99999999999", "99999999999999999999"):
         R.append(row(NSCTL, ["detokenize", m, v], 2, [v]))
-    R += [row(NSCTL, ["detokenize", b, "1"], 2, [os.path.basename(b)]) for b in bad_models]
+    R += [row(NSCTL, ["detokenize", b, "1"], 2, [os.path.basename(b)]) for b in vals(bad_models)]
 
     # mkmodel (nothing is written for these)
     mk = ["--preset", "demo", "-o", out]
@@ -408,7 +423,7 @@ def run_all(tmp):
           row(NSCTL, ["mkmodel", "--preset", "demo", "--layers", "1", "-o", text], 2,
               ["text.gguf", "exists", "--force"])]
     for opt in ("--layers", "--split", "--seed"):
-        R += [row(NSCTL, ["mkmodel"] + mk + [opt, v], 2, [opt]) for v in bad_ints]
+        R += [row(NSCTL, ["mkmodel"] + mk + [opt, v], 2, [opt]) for v in vals(bad_ints)]
 
     # ps
     R += [row(NSCTL, ["ps", "--bogus"], 2, ["--bogus"]),
@@ -436,13 +451,13 @@ def run_all(tmp):
                  row(NSIO, io + ["--mem-budget", "4KB"], 2, ["smallest"])]
     for opt in ("--queue-depth", "--block-rows", "--lookahead", "--restart-quarantine-ms",
                 "--plan-wait-ms"):
-        nsio_rows += [row(NSIO, io + [opt, v], 2, [opt]) for v in bad_ints]
+        nsio_rows += [row(NSIO, io + [opt, v], 2, [opt]) for v in vals(bad_ints)]
     for opt in ("--mem-budget", "--ram-budget", "--block-bytes"):
-        nsio_rows += [row(NSIO, io + [opt, v], 2, [opt]) for v in bad_sizes]
+        nsio_rows += [row(NSIO, io + [opt, v], 2, [opt]) for v in vals(bad_sizes)]
     # a model nsio or nscompute cannot open (missing, a directory, no GGUF): bad input, exit 2
     # like every other command (nsctl checks the path before starting them)
     nsio_rows += [row(NSIO, ["--model", b, "--session", sid, "--mem-budget", "8MB"], 2,
-                      [os.path.basename(b)]) for b in bad_models]
+                      [os.path.basename(b)]) for b in vals(bad_models)]
 
     sess = ["--session", sid]
     R += [row(NSPLAN, [], 2, ["--session", "required"]),
@@ -454,10 +469,10 @@ def run_all(tmp):
           row(NSPLAN, sess + [m, m], 2, ["more than one"]),
           row(NSPLAN, sess + [m, "-c", "0"], 2, ["-c"]),
           row(NSPLAN, sess + [m], 1, [sid])]  # no such session
-    R += [row(NSPLAN, sess + [m, "-c", v], 2, ["-c"]) for v in bad_ints]
+    R += [row(NSPLAN, sess + [m, "-c", v], 2, ["-c"]) for v in vals(bad_ints)]
     for opt in ("--mem-budget", "--ram-budget", "--vram-budget", "--reserve-vram"):
-        R += [row(NSPLAN, sess + [m, opt, v], 2, [opt]) for v in bad_sizes]
-    R += [row(NSPLAN, sess + [b], 2, [os.path.basename(b)]) for b in bad_models]
+        R += [row(NSPLAN, sess + [m, opt, v], 2, [opt]) for v in vals(bad_sizes)]
+    R += [row(NSPLAN, sess + [b], 2, [os.path.basename(b)]) for b in vals(bad_models)]
 
     rt = ["--session", sid, "--model", m]
     R += [row(NSROUTER, [], 2, ["--session", "required"]),
@@ -471,9 +486,9 @@ def run_all(tmp):
           row(NSROUTER, rt + ["--lookahead", "1025"], 2, ["--lookahead"]),
           row(NSROUTER, rt + ["--block-rows", "4294967296"], 2, ["--block-rows"])]
     for opt in ("--block-rows", "--lookahead"):
-        R += [row(NSROUTER, rt + [opt, v], 2, [opt]) for v in bad_ints]
+        R += [row(NSROUTER, rt + [opt, v], 2, [opt]) for v in vals(bad_ints)]
     R += [row(NSROUTER, ["--session", sid, "--model", b], 2, [os.path.basename(b)])
-          for b in bad_models]
+          for b in vals(bad_models)]
 
     R += [row(NSCOMPUTE, [], 2, ["--session", "required"]),
           row(NSCOMPUTE, ["--model", m], 2, ["--session", "required"]),
@@ -490,10 +505,10 @@ def run_all(tmp):
           row(NSCOMPUTE, rt + ["--lookahead", "1025"], 2, ["--lookahead"]),
           row(NSCOMPUTE, rt + ["--block-rows", "4294967296"], 2, ["--block-rows"])]
     for opt in ("--threads", "--block-rows", "--lookahead", "-c"):
-        R += [row(NSCOMPUTE, rt + [opt, v], 2, [opt]) for v in bad_ints]
-    R += [row(NSCOMPUTE, rt + ["--vram-budget", v], 2, ["--vram-budget"]) for v in bad_sizes]
+        R += [row(NSCOMPUTE, rt + [opt, v], 2, [opt]) for v in vals(bad_ints)]
+    R += [row(NSCOMPUTE, rt + ["--vram-budget", v], 2, ["--vram-budget"]) for v in vals(bad_sizes)]
     R += [row(NSCOMPUTE, ["--session", sid, "--model", b], 2, [os.path.basename(b)])
-          for b in bad_models]
+          for b in vals(bad_models)]
 
     t0 = time.monotonic()
     slow = []

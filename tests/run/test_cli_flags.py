@@ -461,6 +461,15 @@ def check_progress(tmp):
     if not re.search(r"\x1b\[Knsctl run: prefill \d+ tok", tty):
         fail("run on a terminal: the progress line is not erased before the summary: %r" %
              tty[-400:])
+    # teacher forcing (bench -d) gets the same PROGRESS for its prompt part: it was taken for
+    # a malformed message and bench ended with exit 1 and no line
+    p = nsctl(["bench", M, "-p", "0", "-n", "2", "-d", "600", "-r", "1", "--budgets", "8MB",
+               "--ram-budgets", "0", "--block-rows", "1", "-t", "1", "-c", "1024", "--no-disk",
+               "-o", "json"], text=True)
+    rows = json.loads(p.stdout) if p.returncode == 0 else []
+    if p.returncode != 0 or [r.get("n_depth") for r in rows] != [600]:
+        fail("bench -d 600 in one-row blocks: exit %d, rows %r: %r" % (p.returncode, rows,
+                                                                       p.stderr[-400:]))
     rc, quiet = stderr_on_pty(run + ["-q"])
     if rc != 0 or "\x1b[K" in quiet or "nsctl run: prefill" not in quiet:
         fail("run -q on a terminal: exit %d, %r" % (rc, quiet[-400:]))

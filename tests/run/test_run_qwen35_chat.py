@@ -4,9 +4,9 @@ tiny models carry no template), greedy:
   - -p goes through the template (a chat model), thinking off by default: the rendered prompt
     (--print-prompt) is the reference rendering's (tests/tokenizer/test_chat_qwen35.c) with the
     empty think block, and the prompt the engine evaluated has as many tokens as
-    `nsctl tokenize --chat --no-think` gives (what the template renders, tokenized apart);
-  - --thinking: the prompt opens the block, the tokens are `tokenize --chat`'s (the template's
-    own default), every generated token is reasoning: on stderr as one "[thinking] ..." block,
+    `nsctl tokenize --chat` gives (its default is run's) and `--chat --no-think`;
+  - --thinking: the prompt opens the block, the tokens are `tokenize --chat --thinking`'s,
+    every generated token is reasoning: on stderr as one "[thinking] ..." block,
     in --json's "reasoning", none on stdout, and the -n line says the thinking was cut;
   - --final-only hides the block; --system comes first in the prompt;
   - --thinking on a template that does not think on request is refused with one line.
@@ -54,9 +54,10 @@ def main():
     obj = json.loads(out) if rc == 0 else {}
     if rc or NO_THINK + "\n" not in err:
         rt.fail("-p: exit %d, no empty-think prompt on stderr: %r" % (rc, err[-400:]))
-    if obj.get("n_prompt") != n_tokens("--no-think"):
-        rt.fail("-p: %s prompt tokens, tokenize --chat --no-think %d" %
-                (obj.get("n_prompt"), n_tokens("--no-think")))
+    for extra in ((), ("--no-think",)):
+        if obj.get("n_prompt") != n_tokens(*extra):
+            rt.fail("-p: %s prompt tokens, tokenize --chat %s %d" %
+                    (obj.get("n_prompt"), " ".join(extra), n_tokens(*extra)))
     if "reasoning" not in obj or obj.get("n_gen") != 6:
         rt.fail("-p --json: no reasoning field or not 6 tokens: %r" % obj)
 
@@ -65,9 +66,9 @@ def main():
     obj = json.loads(out) if rc == 0 else {}
     if rc or THINK + "\n" not in err:
         rt.fail("--thinking: exit %d, no open-think prompt on stderr: %r" % (rc, err[-400:]))
-    if obj.get("n_prompt") != n_tokens():
-        rt.fail("--thinking: %s prompt tokens, tokenize --chat %d" %
-                (obj.get("n_prompt"), n_tokens()))
+    if obj.get("n_prompt") != n_tokens("--thinking") or n_tokens("--thinking") == n_tokens():
+        rt.fail("--thinking: %s prompt tokens, tokenize --chat --thinking %d (without %d)" %
+                (obj.get("n_prompt"), n_tokens("--thinking"), n_tokens()))
     if obj.get("content") != "" or not obj.get("reasoning"):
         rt.fail("--thinking --json: content %r, reasoning %r" %
                 (obj.get("content"), obj.get("reasoning")))

@@ -13,7 +13,6 @@ Refusals, each one line on stderr and exit 2: bad images (not an image, cut shor
 compute, which shows the image is judged before any weight is read - a model with no mmproj
 beside it, two mmproj files beside it, an mmproj whose width is not the model's, bad flags.
 """
-import array
 import json
 import os
 import shutil
@@ -22,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import zlib
+
+from vision_testlib import f32, png
 
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -35,23 +36,6 @@ def fail(msg):
     global fails
     print("FAIL " + msg)
     fails += 1
-
-
-def png(path, w, h, rgb, idat=None):
-    def chunk(t, data):
-        return struct.pack(">I", len(data)) + t + data + struct.pack(">I", zlib.crc32(t + data))
-    raw = b"".join(b"\0" + rgb[y * w * 3:(y + 1) * w * 3] for y in range(h))
-    body = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-    body += chunk(b"IDAT", zlib.compress(raw) if idat is None else idat) + chunk(b"IEND", b"")
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + body)
-
-
-def f32(path):
-    a = array.array("f")
-    with open(path, "rb") as f:
-        a.frombytes(f.read())
-    return a
 
 
 def nsctl(*args):

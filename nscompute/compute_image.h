@@ -1,0 +1,47 @@
+/* compute_image.h - images in a prompt (nscompute --mmproj PATH; proto IMAGES before an EVAL).
+ *
+ * The vision tower is resident in this process: the mmproj's tensors are read once into RAM
+ * at start (weights_fused.h, as the draft model's), and nsctl counts them in the fixed set
+ * (nsplan/fixed_mem.h tower_bytes), so they sit under the session's budgets but are not
+ * streamed through nsio (docs/decisions.md says why and what remains). The text model's
+ * weights stay streamed: an image's tokens go through them in the prompt's chunks of n_batch
+ * (512) rows, so each text weight is read once per chunk, not once per image token.
+ *
+ * nsctl sends IMAGES (the files, in order, the placeholder id) just before an EVAL that starts
+ * the sequence over; nscompute keeps them for that EVAL, which decodes, preprocesses and runs
+ * the tower over each image, gives every row its M-RoPE position (ns_fwd_mm_positions: each
+ * maximal run of the placeholder is the next image, of exactly its token count) and evaluates
+ * the prompt with ns_fwd_eval_mm. */
+#ifndef NS_COMPUTE_IMAGE_H
+#define NS_COMPUTE_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct nsc_proc;
+struct nsc_tower;
+struct ns_model;
+
+/* Opens the mmproj at path, checks it is a vision tower whose output width is the text model
+ * m's n_embd, reads its tensors and builds the tower. 0, or -EINVAL (not a tower, a mismatch,
+ * a tensor the tower cannot use), -ENOMEM, with one line in err. */
+int nsc_tower_open(const char *path, const struct ns_model *m, int threads,
+		   struct nsc_tower **out, char *err, size_t errlen);
+void nsc_tower_free(struct nsc_tower **t);
+
+/* IMAGES received: kept for the next EVAL (a malformed one makes that EVAL an ERROR).
+ * Always 0. */
+int nsc_images_set(struct nsc_proc *p, const void *buf, size_t len);
+bool nsc_images_pending(const struct nsc_proc *p);
+void nsc_images_clear(struct nsc_proc *p);
+
+/* The EVAL's prompt (tokens, n, starting at position 0) with the pending images: the tower over
+ * each, then ns_fwd_eval_mm into logits (all: every row). *image_tokens and *tower_ns say what
+ * the images took. Clears the pending images. 0, or a negative errno with one line in err
+ * (the sequence must be reset after it). */
+int nsc_images_eval(struct nsc_proc *p, const int32_t *tokens, uint32_t n, float *logits,
+		    bool all, uint32_t *image_tokens, uint64_t *tower_ns, char *err,
+		    size_t errlen);
+
+#endif

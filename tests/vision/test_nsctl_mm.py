@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""nsctl logits / run --image through the process pipeline (nsctl -> nscompute's tower and
+decoder), against Transformers.
+
+    test_nsctl_mm.py NSCTL
+
+For hf/qwen3_vl (GGUF, its mmproj found beside it) and hf/qwen3_5_cond (the safetensors
+checkpoint with --mmproj): image.u8 written to a PNG, `nsctl logits MODEL --image PNG --tokens
+<seqA.json vision.mm_tokens> --image-token 1000 --min-pixels 4096 -o F`; every row of F within
+1e-3 of mm.logits.f32 (the issue's bound). The image's tokens go through the weights in the
+prompt's one chunk: the bytes requested equal those of the same ids without the image (a text
+weight read once per chunk, not once per image token). `run --image -p` reports the image's 4
+tokens on its summary line. Refusals, one line and exit 2, before anything starts: a run of
+placeholders of the wrong length, not an image, a model that takes no images.
+Exit 0 pass, 1 fail (77: oracle missing outside CI).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from vision_testlib import f32, png
+
+NSCTL = sys.argv[1]
+ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
+if not os.path.isdir(os.path.join(ORACLE, "hf", "qwen3_vl")):
+    print(f"oracle data missing at {ORACLE}", file=sys.stderr)
+    sys.exit(1 if os.environ.get("CI") == "true" else 77)
+fails = 0
+
+
+def fail(msg):
+    global fails
+    print("FAIL " + msg)
+    fails += 1
+
+
+def nsctl(*args):
+    return subprocess.run([NSCTL] + [str(a) for a in args], capture_output=True, text=True,
+                          errors="replace",
+                          timeout=120)
+
+
+def requested(stderr):
+    part = stderr.split("streamed: ")[-1].split(" bytes requested")[0]
+    return int(part) if part.isdigit() else -1
+
+
+def refused(what, r, cmd):
+    lines = r.stderr.strip().split("\n")
+    if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(cmd + ": "):
+        fail(f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
+    else:
+        print(f"  {what:40} -> {lines[0]}")
+
+
+FLAGS = ["--image-token", "1000", "--min-pixels", "4096", "--mem-budget", "8MB"]
+
+with tempfile.TemporaryDirectory() as d:
+    for arch, model, extra in (
+            ("qwen3_vl", "gguf/qwen3_vl-f32.gguf", []),
+            ("qwen3_5_cond", "model-bf16", ["--mmproj",
+                                            "gguf/mmproj-qwen3_5_cond-f32.gguf"])):
+        base = os.path.join(ORACLE, "hf", arch)
+        model = os.path.join(base, model)
+        extra = [os.path.join(base, x) if x.startswith("gguf/") else x for x in extra]
+        image = os.path.join(d, arch + ".png")
+        png(image, 64, 64, open(os.path.join(base, "image.u8"), "rb").read())
+        toks = json.load(open(os.path.join(base, "seqA.json")))["vision"]["mm_tokens"]
+        ids = ",".join(map(str, toks))
+        out = os.path.join(d, arch + ".f32")
+        r = nsctl("logits", model, "--image", image, "--tokens", ids, "-o", out, *extra,
+                  *FLAGS)
+        if r.returncode != 0:
+            fail(f"{arch}: logits --image: exit {r.returncode}: {r.stderr[-500:]}")
+            continue
+        got, want = f32(out), f32(os.path.join(base, "mm.logits.f32"))
+        if len(got) != len(want):
+            fail(f"{arch}: {len(got)} logits, the reference {len(want)}")
+            continue
+        e = max(abs(a - b) for a, b in zip(got, want))
+        print(f"{arch}: logits --image, {len(toks)} rows: max |d| {e:.3g} from Transformers")
+        if not e <= 1e-3:
+            fail(f"{arch}: max |d| {e:.3g} > 1e-3")
+        # one pass: the same ids without the image request the same weight bytes
+        text = [t for t in toks]
+        r2 = nsctl("logits", model, "--tokens", ",".join(map(str, text)), "-o",
+                   os.path.join(d, "text.f32"), *FLAGS[4:])
+        a, b = requested(r.stderr), requested(r2.stderr)
+        print(f"  weight bytes requested: with the image {a}, the ids alone {b}")
+        if a <= 0 or a != b:
+            fail(f"{arch}: the image prompt requested {a} bytes, the text prompt {b}")
+        # a placeholder run one short of the image's 4 tokens
+        short = toks[:]
+        short.remove(1000)
+        refused(f"{arch}: 3 placeholders for a 4-token image",
+                nsctl("logits", model, "--image", image, "--tokens", ",".join(map(str, short)),
+                      "-o", out, *extra, *FLAGS), "nsctl logits")
+
+    vl = os.path.join(ORACLE, "hf", "qwen3_vl", "gguf", "qwen3_vl-f32.gguf")
+    image = os.path.join(d, "qwen3_vl.png")
+    r = nsctl("run", vl, "--image", image, "-p", "hello", "-n", "2", *FLAGS, "--ram-budget", "0")
+    if r.returncode != 0 or "images 4 tok" not in r.stderr:
+        fail(f"run --image: exit {r.returncode}, stderr {r.stderr[-500:]!r}")
+    else:
+        print("run --image -p: " + [x for x in r.stderr.split("\n") if "images 4 tok" in x][0])
+    # the tiny vocabulary has no <|image_pad|>: refused before any process starts
+    r = nsctl("run", vl, "--image", image, "-p", "hi", "--min-pixels", "4096", "--mem-budget",
+              "8MB", "--ram-budget", "0")
+    refused("run: no placeholder in the vocabulary", r, "nsctl run")
+    if "--image-token" not in r.stderr or "session" in r.stderr:
+        fail(f"run without a placeholder: {r.stderr!r}")
+    bad = os.path.join(d, "not-an-image.png")
+    with open(bad, "w") as f:
+        f.write("not an image\n" * 10)
+    refused("run: not an image", nsctl("run", vl, "--image", bad, "-p", "hi"), "nsctl run")
+    refused("run: a model without a tower",
+            nsctl("run", os.path.join(ORACLE, "models", "stories260K.gguf"), "--image", image,
+                  "-p", "hi"), "nsctl run")
+
+print("ok" if not fails else f"{fails} checks failed")
+sys.exit(1 if fails else 0)
