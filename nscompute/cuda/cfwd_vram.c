@@ -171,6 +171,7 @@ static int s_dnet_state(struct cfwd *c, char *err, size_t errlen)
 	const struct ns_dnet *D = c->L->dnet;
 	const uint64_t nb = c->n_batch, vd = (uint64_t)D->n_v * D->dv;
 	const uint64_t per = ((uint64_t)D->K - 1) * D->CH + vd * D->dk; /* floats of a layer */
+	const uint64_t used0 = ns_vram_used(c->vram);
 	uint64_t n_rec = 0;
 	int rc;
 
@@ -182,6 +183,7 @@ static int s_dnet_state(struct cfwd *c, char *err, size_t errlen)
 	    (rc = CFWD_DA(c, &c->d_o, nb, vd, 4)))
 		return rc;
 	c->dn_state_bytes = n_rec * per * 4;
+	c->st.recurrent_bytes = ns_vram_used(c->vram) - used0; /* test_cfwd: == the need's */
 	for (uint32_t l = 0, i = 0; l < c->L->n_layer; l++) {
 		if (!c->L->layers[l].recurrent)
 			continue;
