@@ -24,7 +24,7 @@ for part in $parts; do
     case $part in
     kernels)
         for t in test_range test_cuda_gemv test_cuda_gemv_q8 test_cuda_ops test_cuda_attn \
-            test_cuda_vram; do
+            test_cuda_vram test_cuda_dnet; do
             bin "tests/cuda/$t"
         done
         bin bench/cuda/bench_cuda_gemv ;;
