@@ -258,13 +258,13 @@ static const struct ns_arch s_archs[] = {
 	{ "gpt-oss", NS_ARCH_ROPE_NEOX | NS_ARCH_MOE | NS_ARCH_SINKS | NS_ARCH_SWA,
 	  NS_BUILD_LLAMA, S_BOTH, NS_ROUTER_TOPK_SOFTMAX, NS_FFN_SWIGLU_OAI, 2,
 	  ns_arch_rules_llama, S_READS(s_gptoss) },
-	/* Qwen3.5: the llama builder with Gated DeltaNet layers (deltanet.c); cpu only so far */
+	/* Qwen3.5: the llama builder with Gated DeltaNet layers (deltanet.c, cfwd_dnet.c) */
 	{ "qwen35", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_RECURRENT |
-	  NS_ARCH_GATED_ATTN | NS_ARCH_MROPE, NS_BUILD_LLAMA, NS_BACKEND_CPU, NS_ROUTER_NONE,
+	  NS_ARCH_GATED_ATTN | NS_ARCH_MROPE, NS_BUILD_LLAMA, S_BOTH, NS_ROUTER_NONE,
 	  NS_FFN_SWIGLU, 0, ns_arch_rules_qwen35, S_READS(s_qwen35) },
 	{ "qwen35moe", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_RECURRENT |
 	  NS_ARCH_GATED_ATTN | NS_ARCH_MROPE | NS_ARCH_MOE | NS_ARCH_SHARED_EXPERT, NS_BUILD_LLAMA,
-	  NS_BACKEND_CPU, NS_ROUTER_SOFTMAX, NS_FFN_SWIGLU, 0, ns_arch_rules_qwen35,
+	  S_BOTH, NS_ROUTER_SOFTMAX, NS_FFN_SWIGLU, 0, ns_arch_rules_qwen35,
 	  S_READS(s_qwen35moe) },
 	/* Gemma 3 and 4: the gemma builder (gemma.c); cpu only so far */
 	{ "gemma3", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_SWA | NS_ARCH_SANDWICH_NORM |

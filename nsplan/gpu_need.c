@@ -2,6 +2,7 @@
  * one rounded allocation per buffer, in the same list. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "arch.h"
@@ -33,12 +34,70 @@ uint64_t nsplan_gpu_attn_ws(uint64_t n_tok, uint64_t n_head, uint64_t n_ctx, uin
 	return r;
 }
 
+/* Tensor blk.<l>.<name>, or NULL. */
+static const struct ns_model_tensor *s_layer_tensor(const struct ns_model *m, uint32_t l,
+						    const char *name)
+{
+	char full[128];
+
+	snprintf(full, sizeof(full), "blk.%u.%s", l, name);
+	return ns_model_find(m, full);
+}
+
+/* Qwen3.5's recurrent layers (those with ssm_conv1d) as cfwd_vram.c s_dnet_state allocates
+ * them: the history (K - 1, CH) and states (dk, inner) of all in one buffer, then the
+ * chunk's scratch qkv (nb, CH), z (nb, inner), b, a (nb, n_v), o (nb, inner). *n_rec: their
+ * count. */
+static bool s_recurrent(const struct ns_model *m, const struct ns_hparams *hp, uint64_t nb,
+			uint64_t *n_rec, uint64_t *acc)
+{
+	uint64_t dk = 0, inner = 0, K = 0, CH = 0, n_v = 0, per = 0, st = 0;
+
+	*n_rec = 0;
+	ns_hparams_get_u64(m, hp->arch, "ssm.state_size", &dk);
+	ns_hparams_get_u64(m, hp->arch, "ssm.inner_size", &inner);
+	for (uint32_t l = 0; l < hp->n_layer; l++) {
+		const struct ns_model_tensor *conv = s_layer_tensor(m, l, "ssm_conv1d.weight");
+		const struct ns_model_tensor *beta = s_layer_tensor(m, l, "ssm_beta.weight");
+
+		if (!conv)
+			continue;
+		(*n_rec)++;
+		K = conv->ne[0];
+		CH = conv->ne[1];
+		n_v = beta ? beta->n_rows : 0;
+	}
+	if (!*n_rec)
+		return true;
+	if (!K || ns_mul_u64_overflow(K - 1, CH, &per) || ns_mul_u64_overflow(dk, inner, &st) ||
+	    ns_add_u64_overflow(per, st, &per))
+		return false;
+	return s_acc(acc, *n_rec, per, 1, 4) && s_acc(acc, nb, CH, 1, 4) &&
+	       s_acc(acc, nb, inner, 1, 4) && s_acc(acc, nb, n_v, 1, 4) &&
+	       s_acc(acc, nb, n_v, 1, 4) && s_acc(acc, nb, inner, 1, 4);
+}
+
+/* The widest shared expert (qwen35moe), 0 without one. */
+static uint64_t s_shexp_ff(const struct ns_model *m, const struct ns_hparams *hp)
+{
+	uint64_t w = 0;
+
+	for (uint32_t l = 0; l < hp->n_layer; l++) {
+		const struct ns_model_tensor *t = s_layer_tensor(m, l, "ffn_gate_shexp.weight");
+
+		if (t && t->n_rows > w)
+			w = t->n_rows;
+	}
+	return w;
+}
+
 int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		    uint64_t stage_bytes, struct nsplan_gpu_need *n, char *err, size_t errlen)
 {
 	struct ns_hparams hp;
 	const struct ns_model_tensor *out, *g0;
-	uint64_t nb, nq, nk, nv, no, ff, F, E, K, D, V, ws, s = 0, kv = 0, row_max = 0;
+	uint64_t nb, nq, nk, nv, no, ff, F, Fs, E, K, D, V, ws, s = 0, kv = 0, row_max = 0, n_rec;
+	const struct ns_arch *arch;
 	bool ok;
 	int rc;
 
@@ -71,16 +130,24 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	K = hp.n_expert_used;
 	F = E ? (hp.n_ff_exp ? hp.n_ff_exp : g0 ? g0->ne[1] : 0) : 0;
 	ff = E ? F : hp.n_ff;
+	Fs = s_shexp_ff(m, &hp);
+	ff = Fs > ff ? Fs : ff;
 	ws = nsplan_gpu_attn_ws(nb, hp.n_head, n_ctx, hp.head_dim_v);
-	/* cfwd_vram.c cfwd_state: K, V; x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
+	/* cfwd_vram.c cfwd_state: K, V of the attention layers (not the recurrent ones); x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
 	 * the decode graph's position */
-	ok = s_acc(&kv, hp.n_layer, n_ctx, nk, 4) && s_acc(&kv, hp.n_layer, n_ctx, nv, 4) &&
+	ok = s_recurrent(m, &hp, nb, &n_rec, &n->recurrent) && n_rec <= hp.n_layer &&
+	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, nk, 4) &&
+	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, nv, 4) &&
 	     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
 	     s_acc(&s, nb, nq, 1, 4) && s_acc(&s, nb, nk, 1, 4) && s_acc(&s, nb, nv, 1, 4) &&
 	     s_acc(&s, nb, no, 1, 4) && s_acc(&s, nb, ff ? ff : 1, 1, 4) &&
 	     s_acc(&s, nb, ff ? ff : 1, 1, 4) &&
 	     s_acc(&s, nb < NSPLAN_GPU_LOGIT_TOK ? nb : NSPLAN_GPU_LOGIT_TOK, V, 1, 4) &&
 	     ws != UINT64_MAX && s_acc(&s, 1, 1, 1, ws) && s_acc(&s, 1, 1, 1, 8);
+	/* gated attention (qwen35): attn_q's [q | gate] rows, then the gates */
+	arch = ns_arch_find(hp.arch);
+	if (ok && arch && (arch->flags & NS_ARCH_GATED_ATTN))
+		ok = s_acc(&s, nb, 2 * nq, 1, 4) && s_acc(&s, nb, nq, 1, 4);
 	/* MoE: router logits, weights, gathered rows, expert output, slot outputs; sel, tok, slot */
 	if (ok && E)
 		ok = s_acc(&s, nb, E, 1, 4) && s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
@@ -109,6 +176,7 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		n->staging = row_max;
 	n->staging = 2 * nsplan_gpu_round(n->staging);
 	if (!ok || ns_add_u64_overflow(n->kv, n->scratch, &n->total) ||
+	    ns_add_u64_overflow(n->total, n->recurrent, &n->total) ||
 	    ns_add_u64_overflow(n->total, n->vectors, &n->total) ||
 	    ns_add_u64_overflow(n->total, n->staging, &n->total) ||
 	    ns_add_u64_overflow(n->total, n->slack, &n->total)) {

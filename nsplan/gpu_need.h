@@ -1,5 +1,5 @@
 /* gpu_need.h - the VRAM the CUDA forward pass (nscompute/cuda/cfwd.h) takes besides its weight
- * windows, exactly: the KV cache, the activations of one prefill chunk, the small vectors it
+ * windows, exactly: the KV cache, the recurrent state (qwen35), the activations of one prefill chunk, the small vectors it
  * holds, and its two staging slots. nsplan uses it as the default --reserve-vram, so a plan's
  * VRAM weight windows always fit next to them; cfwd sizes its arena with the same function.
  * Pure arithmetic over the model index: no GPU needed. */
@@ -18,14 +18,16 @@
 #define NSPLAN_GPU_NBATCH 512u              /* nscompute's prefill chunk */
 
 struct nsplan_gpu_need {
-	uint64_t kv;        /* K and V of every layer for n_ctx positions */
+	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
+	uint64_t recurrent; /* qwen35's recurrent layers: conv history and DeltaNet states of
+			     * all (one sequence), and their chunk's scratch */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
 	uint64_t vectors;   /* held tensors: norms, biases, sinks, rope factors, bias tables */
 	uint64_t staging;   /* the two staging slots (each at least the widest weight row) */
 	uint64_t slack;     /* one granule per placeable piece (a matrix, or an expert slab of
 			     * a stacked one): what rounding a plan's VRAM windows to the
 			     * granule can add to their exact bytes */
-	uint64_t total;     /* the five, each allocation rounded to the granule: a reserve
+	uint64_t total;     /* the six, each allocation rounded to the granule: a reserve
 			     * that leaves room for any plan's windows as allocated */
 };
 

@@ -23,7 +23,7 @@ mkdir -p "$work"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
     echo
     for t in test_range test_cuda_vram test_cuda_dequant test_cuda_gemv test_cuda_gemv_q8 \
-        test_cuda_ops test_cuda_attn; do
+        test_cuda_ops test_cuda_attn test_cuda_dnet; do
         has "$t" && step "$t" 120 "$stage/bin/$t"
     done
     if has test_cfwd; then

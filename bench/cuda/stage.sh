@@ -4,8 +4,8 @@
 # Builds nothing. PARTs (default: kernels fwd):
 #   kernels   the CUDA kernel tests and the GEMV benchmark
 #   dequant   the dequantization test and its goldens (17 MB)
-#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss oracle models and
-#             the six stories260K ones (odd-width float rows, 3.3 MB),
+#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss/qwen35/qwen35moe oracle
+#             models and the six stories260K ones (odd-width float rows, 3.3 MB),
 #             bench_cuda_decode, and nsctl (mkmodel makes the 8B model there)
 #   fwd-f32   the F32 tiny models too (30 MB more: stage them in a call of their own)
 #   pipeline  nsctl, nsio, nsplan, nsrouter, nscompute, nscompute-cuda (nsctl run --backend cuda)
@@ -24,7 +24,7 @@ for part in $parts; do
     case $part in
     kernels)
         for t in test_range test_cuda_gemv test_cuda_gemv_q8 test_cuda_ops test_cuda_attn \
-            test_cuda_vram; do
+            test_cuda_vram test_cuda_dnet; do
             bin "tests/cuda/$t"
         done
         bin bench/cuda/bench_cuda_gemv ;;
@@ -39,7 +39,7 @@ for part in $parts; do
             cp "$oracle/models/$f.gguf" "$stage/oracle/models/"
         done
         for f in llama-Q8_0 llama-Q4_K_M qwen3-Q4_K_M qwen3-Q5_K_M qwen3-Q6_K qwen3-Q4_0 \
-            qwen3moe-Q4_K_M gpt-oss-MXFP4_MOE; do
+            qwen3moe-Q4_K_M gpt-oss-MXFP4_MOE qwen35-Q4_K_M qwen35moe-Q4_K_M; do
             cp "$oracle/tiny/tiny-$f.gguf" "$stage/oracle/tiny/"
         done ;;
     fwd-f32)
@@ -51,7 +51,7 @@ for part in $parts; do
         bin nsctl/nsctl nsio/nsio nsplan/nsplan nsrouter/nsrouter nscompute/nscompute \
             nscompute/nscompute-cuda
         cp "$oracle/tiny/tiny-qwen3moe-Q4_K_M.gguf" "$oracle/tiny/tiny-llama-Q4_K_M.gguf" \
-            "$stage/oracle/tiny/" ;;
+            "$oracle/tiny/tiny-qwen35moe-Q4_K_M.gguf" "$stage/oracle/tiny/" ;;
     *)
         echo "stage.sh: unknown part $part" >&2
         exit 2 ;;

@@ -98,9 +98,10 @@ static int s_cuda_init(struct cfwd *c, const struct ns_cfwd_opts *o, uint32_t n_
 		return -EINVAL;
 	}
 	if (state > reserve) {
-		ns_errf(err, errlen, "cuda: the KV cache (%llu B for %u positions), scratch (%llu "
-			"B), vectors (%llu B) and staging (%llu B) need %llu B of VRAM, more than "
-			"the %llu B reserved for them", (unsigned long long)need.kv, n_ctx,
+		ns_errf(err, errlen, "cuda: the KV cache (%llu B for %u positions), recurrent "
+			"state (%llu B), scratch (%llu B), vectors (%llu B) and staging (%llu B) "
+			"need %llu B of VRAM, more than the %llu B reserved for them",
+			(unsigned long long)need.kv, n_ctx, (unsigned long long)need.recurrent,
 			(unsigned long long)need.scratch, (unsigned long long)need.vectors,
 			(unsigned long long)need.staging, (unsigned long long)state,
 			(unsigned long long)reserve);
@@ -236,7 +237,8 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 	/* a row lands at x + t * n_embd: the dequant kernel wants 16-byte aligned rows of x */
 	if (cfwd_whole(c, c->L->tok_embd) && c->L->n_embd % 4 == 0)
 		c->embd_dev = c->t[c->L->tok_embd].w[0].dev;
-	c->graph_ok = !opts->no_graphs && !c->L->moe && cfwd_all_resident(c);
+	/* recurrent models (qwen35) take the plain path: their graph was never run on a GPU */
+	c->graph_ok = !opts->no_graphs && !c->L->moe && !c->L->dnet && cfwd_all_resident(c);
 	c->act_q8 = opts->act_q8;
 	c->st.graphs = c->graph_ok;
 	c->st.vram_budget = ns_vram_budget(c->vram);

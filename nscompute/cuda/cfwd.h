@@ -68,7 +68,8 @@ struct ns_cfwd_opts {
 };
 
 struct ns_cfwd_need {
-	uint64_t kv;        /* K and V of every layer for n_ctx positions */
+	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
+	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
 	uint64_t vectors;   /* norms, biases, sinks, rope factors, expert bias tables */
 	uint64_t staging;   /* the two staging slots */
@@ -96,6 +97,8 @@ struct ns_cfwd_stats {
 	uint64_t vram_bytes;    /* weight bytes resident in VRAM */
 	uint64_t vram_budget;   /* the arena */
 	uint64_t vram_used;     /* allocated in the arena */
+	uint64_t recurrent_bytes; /* VRAM of the recurrent layers' state and scratch (qwen35;
+				  * ns_cfwd_need.recurrent counts the same) */
 	uint64_t staged_blocks; /* blocks copied through the staging slots */
 	uint64_t staged_bytes;
 	uint64_t staged_pageable_bytes; /* of those, copied from pageable host memory (the

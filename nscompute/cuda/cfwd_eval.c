@@ -118,6 +118,9 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	if (rc < 0)
 		return rc;
 	c->res_pending = false; /* x is the embedding: nothing to add */
+	/* a new sequence: no conv history, zero DeltaNet states (deltanet.h) */
+	if (c->dn_state && f->kv->n_past == 0)
+		CFWD_TRY("state reset", ns_cuda_memset_async(c->dn_state, 0, c->dn_state_bytes, c->cs));
 	cfwd_mark(c, CFWD_P_EMBD);
 	if (n == 1 && logits && c->graph_ok && !c->prof.on) {
 		rc = s_eval_graph(f, c, logits);

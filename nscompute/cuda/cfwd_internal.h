@@ -4,6 +4,7 @@
  *   cfwd_vram.c    VRAM: sizes, scratch and KV buffers, held-vector uploads, weight windows
  *   cfwd_matmul.c  a matrix times activations: resident windows in place, the rest staged
  *   cfwd_layer.c   the layer: norms, attention, dense and MoE FFN
+ *   cfwd_dnet.c    a Gated DeltaNet layer's mixer (qwen35, qwen35moe)
  *   cfwd_eval.c    one chunk: embedding, layers, head, logits; decode graphs
  *   cfwd_prof.c    NS_CFWD_PROFILE's timing of each step
  * Launches go on one compute stream (cs), except a one-token step's q/k/v and gate/up GEMVs
@@ -42,6 +43,9 @@ struct cfwd_tensor {
 struct cfwd_dlayer { /* device copies of a layer's vectors (NULL where the host has none) */
 	float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *sinks;
 	float *router_b, *gate_b, *up_b, *down_b;
+	float *shexp_gate;               /* (n_embd) qwen35moe's shared-expert gate */
+	float *conv_w, *dt_b, *ssm_a, *ssm_norm; /* a recurrent layer's (deltanet.h) */
+	float *hist, *S;                 /* its state: in cfwd.dn_state, NULL elsewhere */
 };
 
 /* NS_CFWD_PROFILE=1: an event after every step of the pass, times summed per kind, printed
@@ -81,11 +85,17 @@ struct cfwd {
 	struct cfwd_tensor *t;       /* (n_tensors) VRAM windows */
 	struct cfwd_dlayer *dl;      /* (n_layer) */
 	float *output_norm, *rope_freqs;
-	float *kv_k, *kv_v;       /* (n_layer, n_ctx, kv_dim) */
+	float *kv_k, *kv_v;       /* (n_kv_layer, n_ctx, kv_dim): attention layers (kv_slot) */
 	uint32_t kv_dim_k, kv_dim_v;
 	/* scratch, n_batch tokens */
 	float *x, *xb, *xb2, *q, *k, *v, *ao, *hb, *hu, *logits;
 	void *attn_ws;
+	float *qg, *gate;         /* gated attention: attn_q's (n_batch, 2 nq), the gates (nq) */
+	/* recurrent layers (qwen35): the state of every one in one allocation (zeroed at
+	 * position 0), and the scratch of a chunk (deltanet.h's names) */
+	float *dn_state;
+	uint64_t dn_state_bytes;
+	float *d_qkv, *d_z, *d_b, *d_a, *d_o;
 	/* MoE scratch */
 	float *m_logits, *m_w, *m_xg, *m_hb, *m_hu, *m_yd, *m_ys;
 	int32_t *m_sel, *m_tok, *m_slot;
@@ -155,6 +165,12 @@ int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor, co
 int cfwd_norm(struct ns_fwd *f, struct cfwd *c, const float *w, uint32_t n);
 int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
 int cfwd_ffn_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
+
+/* ---------------------------------------------------------------- cfwd_dnet.c ----------- */
+
+/* x += deltanet(rmsnorm(x) * attn_norm) of recurrent layer l, pending in xb2 (the norm
+ * already done by the caller: xb). */
+int cfwd_dnet_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
 
 /* ---------------------------------------------------------------- cfwd_eval.c ----------- */
 

@@ -1,14 +1,18 @@
 /* cfwd_layer.c - the layer on the device, straight-line, as llama.c runs it (x: residual
  * stream on the device, one row per token of the chunk):
  *     xb = rmsnorm(x) * attn_norm
- *     q, k, v = xb Wq^T, xb Wk^T, xb Wv^T (+ biases); qwen3: per-head q/k norm; rope
+ *     qwen35 recurrent layers: the Gated DeltaNet mixer instead (cfwd_dnet.c)
+ *     q, k, v = xb Wq^T, xb Wk^T, xb Wv^T (+ biases); qwen35 gated: attn_q gives [q | gate]
+ *     per head, split; qwen3/qwen35: per-head q/k norm; rope (qwen35: partial NeoX)
  *     K[l][pos0..], V[l][pos0..] = k, v;  ao = attention(q, K, V)   (window, sinks, GQA)
+ *     qwen35 gated: ao *= sigmoid(gate)
  *     x += ao Wo^T (+ bo)
  *     xb = rmsnorm(x) * ffn_norm
  *     dense: x += (silu(xb Wg^T) * (xb Wu^T)) Wd^T
  *     MoE: router on the device, decision to the host (reported, counted, grouped), then per
  *          used expert over its tokens: gather, gate/up (+ biases), act, down (+ bias),
- *          weighted scatter into (token, slot) rows, slots summed in routing order; x += that
+ *          weighted scatter into (token, slot) rows, slots summed in routing order; qwen35moe:
+ *          plus sigmoid(xb . gate_inp_shexp) * shared_expert(xb); x += that
  *  * Each "x += ..." is left pending in xb2 and done by the next RMSNorm's launch
  * (ns_cuda_add_rmsnorm: the same bits as the add and the norm apart, one launch fewer).
  * The host waits only for the router decision of a MoE layer (and cfwd_eval.c for the
@@ -51,26 +55,33 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 	const struct cfwd_dlayer *d = &c->dl[l];
 	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk, nk = c->kv_dim_k, nv = c->kv_dim_v;
-	float *Kl = c->kv_k + (uint64_t)l * f->n_ctx * nk; /* (n_ctx, nk) */
-	float *Vl = c->kv_v + (uint64_t)l * f->n_ctx * nv; /* (n_ctx, nv) */
+	float *Kl = c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * nk; /* (n_ctx, nk) */
+	float *Vl = c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * nv; /* (n_ctx, nv) */
+	float *qdst = L->gated_attn ? c->qg : c->q; /* gated: [q | gate] per head, split below */
 	struct ns_cuda_rope r;
 	int rc;
 
 	/* x += xb2 (the previous layer's pending residual); xb = rmsnorm(x) * attn_norm */
 	if ((rc = cfwd_norm(f, c, d->attn_norm, n)))
 		return rc;
+	if (y->recurrent) /* qwen35: the Gated DeltaNet mixer instead (cfwd_dnet.c) */
+		return cfwd_dnet_block(f, c, l, n);
 	/* q (n, nq), k (n, nk), v (n, nv); one token: side by side when resident */
 	if (n == 1) {
 		const uint32_t qkv[3] = { y->wq, y->wk, y->wv };
-		float *const out[3] = { c->q, c->k, c->v };
+		float *const out[3] = { qdst, c->k, c->v };
 
 		if ((rc = cfwd_matmul_par(f, 3, qkv, c->xb, out)))
 			return rc;
-	} else if ((rc = cfwd_matmul(f, y->wq, 0, nq, c->xb, n, c->q, nq)) ||
+	} else if ((rc = cfwd_matmul(f, y->wq, 0, L->gated_attn ? 2 * nq : nq, c->xb, n, qdst,
+				     L->gated_attn ? 2 * nq : nq)) ||
 		   (rc = cfwd_matmul(f, y->wk, 0, nk, c->xb, n, c->k, nk)) ||
 		   (rc = cfwd_matmul(f, y->wv, 0, nv, c->xb, n, c->v, nv))) {
 		return rc;
 	}
+	if (L->gated_attn)
+		CFWD_TRY("gate split", ns_cuda_split_gate(c->q, c->gate, c->qg, L->n_head, L->dk, n,
+							c->cs));
 	if (d->bq)
 		CFWD_TRY("bias", ns_cuda_add_rows(c->q, nq, d->bq, nq, n, c->cs));
 	if (d->bk)
@@ -124,6 +135,8 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 						     c->cs));
 		cfwd_mark(c, CFWD_P_ATTN);
 	}
+	if (L->gated_attn) /* ao *= sigmoid(gate) */
+		CFWD_TRY("output gate", ns_cuda_mul_sigmoid(c->ao, c->gate, n * nq, c->cs));
 	/* x += ao Wo^T (+ bo)   (n, n_embd) */
 	rc = cfwd_matmul(f, y->wo, 0, L->n_embd, c->ao, n, c->xb2, L->n_embd);
 	if (rc)
@@ -236,6 +249,21 @@ static int s_moe_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	/* xb2[t] = ys[t][0] + ys[t][1] + ... in routing order; x += xb2 in the next RMSNorm */
 	CFWD_TRY("slot sum", ns_cuda_sum_slots(c->xb2, c->m_ys, n, K, D, c->cs));
 	cfwd_mark(c, CFWD_P_ELEM);
+	if (y->shexp.n_ff) { /* qwen35moe: xb2 += sigmoid(xb . gate_inp_shexp) * shexp(xb) */
+		const uint32_t Fs = y->shexp.n_ff;
+
+		if ((rc = cfwd_matmul(f, y->shexp.gate, 0, Fs, c->xb, n, c->m_hb, Fs)) ||
+		    (rc = cfwd_matmul(f, y->shexp.up, 0, Fs, c->xb, n, c->m_hu, Fs)))
+			return rc;
+		CFWD_TRY("activation", ns_cuda_swiglu(c->m_hb, c->m_hu, (uint64_t)n * Fs, false,
+						   c->cs));
+		rc = cfwd_matmul(f, y->shexp.down, 0, D, c->m_hb, n, c->m_yd, D);
+		if (rc)
+			return rc;
+		CFWD_TRY("shared expert", ns_cuda_add_sigmoid_scaled(c->xb2, c->m_yd, c->xb,
+								   d->shexp_gate, D, n, c->cs));
+		cfwd_mark(c, CFWD_P_EXPERT);
+	}
 	c->res_pending = true;
 	return 0;
 }

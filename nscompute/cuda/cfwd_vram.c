@@ -8,6 +8,7 @@
 
 #include "arch.h"
 #include "cfwd_internal.h"
+#include "deltanet.h"
 
 /* A tensor the kernels multiply or look rows up in (the table's roles: not held, read). */
 static bool cfwd_is_matrix(const struct ns_hparams *hp, const struct ns_model_tensor *t)
@@ -44,6 +45,7 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 	if (rc < 0)
 		return rc;
 	n->kv = g.kv;
+	n->recurrent = g.recurrent;
 	n->scratch = g.scratch;
 	n->vectors = g.vectors;
 	n->staging = g.staging;
@@ -153,6 +155,40 @@ int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t e
 		d->gate_b = s_dheld(c, y, NS_T_FFN_GATE_EXPS_B);
 		d->up_b = s_dheld(c, y, NS_T_FFN_UP_EXPS_B);
 		d->down_b = s_dheld(c, y, NS_T_FFN_DOWN_EXPS_B);
+		d->shexp_gate = s_dheld(c, y, NS_T_FFN_GATE_INP_SHEXP);
+		d->conv_w = s_dheld(c, y, NS_T_SSM_CONV1D);
+		d->dt_b = s_dheld(c, y, NS_T_SSM_DT_B);
+		d->ssm_a = s_dheld(c, y, NS_T_SSM_A);
+		d->ssm_norm = s_dheld(c, y, NS_T_SSM_NORM);
+	}
+	return 0;
+}
+
+/* The recurrent layers' history and states, one allocation (one reset), and their scratch:
+ * nsplan/gpu_need.c counts the same. */
+static int s_dnet_state(struct cfwd *c, char *err, size_t errlen)
+{
+	const struct ns_dnet *D = c->L->dnet;
+	const uint64_t nb = c->n_batch, vd = (uint64_t)D->n_v * D->dv;
+	const uint64_t per = ((uint64_t)D->K - 1) * D->CH + vd * D->dk; /* floats of a layer */
+	const uint64_t used0 = ns_vram_used(c->vram);
+	uint64_t n_rec = 0;
+	int rc;
+
+	for (uint32_t l = 0; l < c->L->n_layer; l++)
+		n_rec += c->L->layers[l].recurrent;
+	if ((rc = CFWD_DA(c, &c->dn_state, n_rec * per, 1, 4)) ||
+	    (rc = CFWD_DA(c, &c->d_qkv, nb, D->CH, 4)) || (rc = CFWD_DA(c, &c->d_z, nb, vd, 4)) ||
+	    (rc = CFWD_DA(c, &c->d_b, nb, D->n_v, 4)) || (rc = CFWD_DA(c, &c->d_a, nb, D->n_v, 4)) ||
+	    (rc = CFWD_DA(c, &c->d_o, nb, vd, 4)))
+		return rc;
+	c->dn_state_bytes = n_rec * per * 4;
+	c->st.recurrent_bytes = ns_vram_used(c->vram) - used0; /* test_cfwd: == the need's */
+	for (uint32_t l = 0, i = 0; l < c->L->n_layer; l++) {
+		if (!c->L->layers[l].recurrent)
+			continue;
+		c->dl[l].hist = c->dn_state + (uint64_t)i++ * per;
+		c->dl[l].S = c->dl[l].hist + ((uint64_t)D->K - 1) * D->CH;
 	}
 	return 0;
 }
@@ -163,14 +199,14 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 	const uint64_t nb = c->n_batch;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk, nk = (uint64_t)L->n_head_kv * L->dk;
 	const uint64_t nv = (uint64_t)L->n_head_kv * L->dv, no = (uint64_t)L->n_head * L->dv;
-	const uint64_t F = L->moe ? L->moe->n_ff_exp : 0;
-	const uint64_t ff = L->n_ff > F ? L->n_ff : F;
+	const uint64_t F = L->moe ? L->moe->n_ff_exp : 0, Fs = L->moe ? L->moe->n_ff_shexp : 0;
+	const uint64_t ff = L->n_ff > F ? (L->n_ff > Fs ? L->n_ff : Fs) : (F > Fs ? F : Fs);
 	int rc;
 
 	c->kv_dim_k = (uint32_t)nk;
 	c->kv_dim_v = (uint32_t)nv;
-	if ((rc = CFWD_DA(c, &c->kv_k, (uint64_t)L->n_layer * n_ctx, nk, 4)) ||
-	    (rc = CFWD_DA(c, &c->kv_v, (uint64_t)L->n_layer * n_ctx, nv, 4)) ||
+	if ((rc = CFWD_DA(c, &c->kv_k, (uint64_t)L->n_kv_layer * n_ctx, nk, 4)) ||
+	    (rc = CFWD_DA(c, &c->kv_v, (uint64_t)L->n_kv_layer * n_ctx, nv, 4)) ||
 	    (rc = CFWD_DA(c, &c->x, nb, L->n_embd, 4)) || (rc = CFWD_DA(c, &c->xb, nb, L->n_embd, 4)) ||
 	    (rc = CFWD_DA(c, &c->xb2, nb, L->n_embd, 4)) || (rc = CFWD_DA(c, &c->q, nb, nq, 4)) ||
 	    (rc = CFWD_DA(c, &c->k, nb, nk, 4)) || (rc = CFWD_DA(c, &c->v, nb, nv, 4)) ||
@@ -180,6 +216,11 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 	    (rc = CFWD_DA(c, &c->attn_ws, 1, 1,
 		       ns_cuda_attn_ws_bytes((uint32_t)nb, L->n_head, n_ctx, L->dv))) ||
 	    (rc = CFWD_DA(c, &c->dev_pos, 1, 1, 8)))
+		return rc;
+	if (L->gated_attn && ((rc = CFWD_DA(c, &c->qg, nb, 2 * nq, 4)) ||
+			      (rc = CFWD_DA(c, &c->gate, nb, nq, 4))))
+		return rc;
+	if (L->dnet && (rc = s_dnet_state(c, err, errlen)))
 		return rc;
 	if (L->moe) {
 		const uint64_t E = L->moe->n_expert, K = L->moe->n_used;

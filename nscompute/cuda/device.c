@@ -142,6 +142,11 @@ int ns_cuda_memset(void *dev_p, int byte, size_t bytes)
 	return ns_cuda_rc(cudaMemset(dev_p, byte, bytes));
 }
 
+int ns_cuda_memset_async(void *dev_p, int byte, size_t bytes, ns_cuda_stream_t s)
+{
+	return ns_cuda_rc(cudaMemsetAsync(dev_p, byte, bytes, (cudaStream_t)s));
+}
+
 int ns_cuda_sync(void)
 {
 	return ns_cuda_rc(cudaDeviceSynchronize());

@@ -1,7 +1,8 @@
 /* glue.cu - the element-wise kernels between the big ones of the forward pass (nscuda.h,
- * "forward-pass glue"): residual adds, bias rows, and the MoE gather / weighted scatter / slot
- * sum. Each output element is computed by one thread from the same operands in the same order
- * as nscompute/forward (llama.c, moe.c), so these agree with the CPU bit for bit. */
+ * "forward-pass glue"): residual adds, bias rows, the MoE gather / weighted scatter / slot
+ * sum, gated attention's [q | gate] split. Each output element is computed by one thread
+ * from the same operands in the same order as nscompute/forward (llama.c, moe.c), so these
+ * agree with the CPU bit for bit. */
 #include "nscuda.h"
 
 #include "launch.cuh"
@@ -85,6 +86,21 @@ __global__ void k_store_row(float *dst, uint64_t ld, const float *src, uint64_t 
 	for (uint64_t i = (uint64_t)blockIdx.x * GT + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * GT)
 		row[i] = src[i];
+}
+
+/* q[t][i] = qg[t][h][0][e], g[t][i] = qg[t][h][1][e], i = h * dim + e: grid (blocks over
+ * n_head * dim, n_tok) */
+__global__ void k_split_gate(float *q, float *g, const float *qg, uint32_t dim, uint64_t nq)
+{
+	const float *src = qg + (uint64_t)blockIdx.y * 2 * nq;
+
+	for (uint64_t i = (uint64_t)blockIdx.x * GT + threadIdx.x; i < nq;
+	     i += (uint64_t)gridDim.x * GT) {
+		const uint64_t h = i / dim, e = i % dim;
+
+		q[(uint64_t)blockIdx.y * nq + i] = src[h * 2 * dim + e];
+		g[(uint64_t)blockIdx.y * nq + i] = src[h * 2 * dim + dim + e];
+	}
 }
 
 /* Grid of (blocks over n, rows) with the row count in y (at most 65535). */
@@ -171,5 +187,19 @@ extern "C" int ns_cuda_store_row(float *dev_dst, uint64_t ld, const float *dev_s
 	if (!dev_dst || !dev_src || !dev_pos || ld < n)
 		return -EINVAL;
 	k_store_row<<<blocks_for(n), GT, 0, (cudaStream_t)s>>>(dev_dst, ld, dev_src, n, dev_pos);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_split_gate(float *dev_q, float *dev_g, const float *dev_qg,
+				  uint32_t n_head, uint32_t dim, uint32_t n_tok, ns_cuda_stream_t s)
+{
+	const uint64_t nq = (uint64_t)n_head * dim;
+	dim3 g;
+
+	if (nq == 0 || n_tok == 0)
+		return 0;
+	if (!dev_q || !dev_g || !dev_qg || !grid2(nq, n_tok, &g))
+		return -EINVAL;
+	k_split_gate<<<g, GT, 0, (cudaStream_t)s>>>(dev_q, dev_g, dev_qg, dim, nq);
 	return nsl::launched();
 }

@@ -70,6 +70,8 @@ int ns_cuda_h2d(void *dev_dst, const void *src, size_t bytes);
 int ns_cuda_d2h(void *dst, const void *dev_src, size_t bytes);
 int ns_cuda_d2d_async(void *dev_dst, const void *dev_src, size_t bytes, ns_cuda_stream_t s);
 int ns_cuda_memset(void *dev_p, int byte, size_t bytes);
+/* cudaMemsetAsync on stream s (ordered with its launches: a recurrent state's reset). */
+int ns_cuda_memset_async(void *dev_p, int byte, size_t bytes, ns_cuda_stream_t s);
 int ns_cuda_sync(void);                  /* whole device; reports asynchronous kernel errors */
 int ns_cuda_stream_new(ns_cuda_stream_t *out);
 void ns_cuda_stream_destroy(ns_cuda_stream_t *s);
@@ -298,6 +300,60 @@ int ns_cuda_scatter_scaled(float *dev_ys, const float *dev_src, const int32_t *d
  * (the first term copied, the others added in float, as nscompute/forward/moe.c). */
 int ns_cuda_sum_slots(float *dev_y, const float *dev_ys, uint32_t n_tok, uint32_t k, uint64_t n,
 		      ns_cuda_stream_t s);
+
+/* ------------------------------------------------------------ Qwen3.5 ------------------ */
+/* The Gated DeltaNet layers and gates of qwen35 / qwen35moe, as nscompute/forward/deltanet.c
+ * and llama.c / moe.c compute them (the emulation runs those functions: emu/emu_dnet.c).
+ * dnet.cu: conv, L2 norm, delta rule; ops.cu: the gated norm and the sigmoid gates; glue.cu:
+ * the [q | gate] split.
+ * Row counts (n_tok, n_rows) are at most 65535 unless said otherwise (-EINVAL beyond). */
+
+/* Causal depthwise conv1d with a carried history, then SiLU: for each channel ch < n_ch and
+ * token t in order, y[t][ch] = silu(sum_{j < K-1} hist[j][ch] w[ch][j] + x[t][ch] w[ch][K-1])
+ * (float, oldest tap first), then the history drops its oldest row and x[t] becomes its
+ * newest. dev_x, dev_y: (n_tok, n_ch), y may equal x; dev_hist: (K - 1, n_ch), updated;
+ * dev_w: (n_ch, K). 1 <= K <= 16; any n_tok. */
+int ns_cuda_conv1d_silu(float *dev_y, const float *dev_x, float *dev_hist, const float *dev_w,
+			uint32_t n_ch, uint32_t K, uint32_t n_tok, ns_cuda_stream_t s);
+
+/* L2 normalisation per head, in place: row (t, h) at dev_x + t * ld + h * dim, t < n_tok,
+ * h < n_heads, becomes x / max(|x|, eps) * scale (sum of squares in double). */
+int ns_cuda_l2norm(float *dev_x, uint64_t ld, uint32_t n_heads, uint32_t dim, uint32_t n_tok,
+		   float eps, float scale, ns_cuda_stream_t s);
+
+/* The gated delta rule over n_tok tokens in order (any n_tok), one state per value head:
+ *   dev_qkv: (n_tok, ld) rows [q (n_k, dk) | k (n_k, dk) | v (n_v, dv)] (normalised q, k)
+ *   dev_a, dev_b: (n_tok, n_v) decay and beta logits; dev_dt_b, dev_ssm_a: (n_v)
+ *   dev_S: (n_v, dk, dv) the states, advanced; dev_o: (n_tok, n_v * dv)
+ * For value head h (key head h mod n_k): decay = exp(softplus(a + dt_b) * ssm_a),
+ * beta = sigmoid(b); S *= decay; d = (v - S^T k) * beta; S += k d^T; o = S^T q. Each output
+ * column's sums run over the key dimension in order, as the CPU's. dk, dv <= 1024,
+ * n_v <= 65535, n_v a multiple of n_k. */
+int ns_cuda_delta_rule(float *dev_S, const float *dev_qkv, uint64_t ld, const float *dev_a,
+		       const float *dev_b, const float *dev_dt_b, const float *dev_ssm_a,
+		       uint32_t n_k, uint32_t n_v, uint32_t dk, uint32_t dv, uint32_t n_tok,
+		       float *dev_o, ns_cuda_stream_t s);
+
+/* dev_y = rmsnorm(dev_x) * dev_w * silu(dev_z) per row of n, all (n_rows, n) (the DeltaNet
+ * output's gated norm; ns_cuda_rmsnorm's arithmetic, then the gate). y may equal x.
+ * n_rows any up to INT32_MAX. */
+int ns_cuda_rmsnorm_gated(float *dev_y, const float *dev_x, const float *dev_w,
+			  const float *dev_z, uint32_t n, uint32_t n_rows, float eps,
+			  ns_cuda_stream_t s);
+
+/* Gated attention's query projection split: dev_qg (n_tok, n_head, 2, dim) [q | gate] per
+ * head -> dev_q (n_tok, n_head * dim) and dev_g (n_tok, n_head * dim). Copies (exact). */
+int ns_cuda_split_gate(float *dev_q, float *dev_g, const float *dev_qg, uint32_t n_head,
+		       uint32_t dim, uint32_t n_tok, ns_cuda_stream_t s);
+
+/* dev_y[i] *= sigmoid(dev_g[i]) for i < n (the gated attention's output). */
+int ns_cuda_mul_sigmoid(float *dev_y, const float *dev_g, uint64_t n, ns_cuda_stream_t s);
+
+/* The shared expert's scale: per token t < n_tok, g = sigmoid(dev_x[t] . dev_gw) (n each),
+ * then dev_y[t] += dev_src[t] * g. All rows (n_tok, n). */
+int ns_cuda_add_sigmoid_scaled(float *dev_y, const float *dev_src, const float *dev_x,
+			       const float *dev_gw, uint64_t n, uint32_t n_tok,
+			       ns_cuda_stream_t s);
 
 /* ------------------------------------------------------------ graphs -------------------- */
 /* A decode step replayed as a CUDA graph reads its position from device memory: these

@@ -1,5 +1,6 @@
-/* ops.cu - small kernels of the forward pass: RMSNorm, RoPE, SwiGLU, softmax, MoE router
- * top-k, greedy argmax (nscuda.h). Written to follow nscompute/forward's CPU versions
+/* ops.cu - small kernels of the forward pass: RMSNorm (also gated by silu(z), Qwen3.5's
+ * DeltaNet output), RoPE, SwiGLU, softmax, MoE router top-k, greedy argmax, the sigmoid gates
+ * of Qwen3.5's attention output and shared expert (nscuda.h). Written to follow nscompute/forward's CPU versions
  * operation by operation (sums of squares and softmax sums in double, no fused multiply-adds
  * where the CPU rounds twice); exp/sin/cos come from CUDA's libm, so results agree with the
  * CPU to a few ulps, not bit for bit. Block reductions use a fixed tree: deterministic. */
@@ -46,7 +47,8 @@ __device__ float block_max(float v, float *sh)
 }
 
 __global__ void __launch_bounds__(RT)
-k_rmsnorm(float *y, float *x, const float *res, const float *w, uint32_t n, float eps)
+k_rmsnorm(float *y, float *x, const float *res, const float *w, uint32_t n, float eps,
+	  const float *z)
 {
 	__shared__ double sh[RT / 32];
 	float *xr = x + (uint64_t)blockIdx.x * n;
@@ -64,8 +66,38 @@ k_rmsnorm(float *y, float *x, const float *res, const float *w, uint32_t n, floa
 	const double sum = block_sum(part, sh);
 	const float mean = (float)(sum / n);
 	const float scale = 1.0f / sqrtf(mean + eps);
-	for (uint32_t i = threadIdx.x; i < n; i += RT)
-		yr[i] = w ? __fmul_rn(__fmul_rn(xr[i], scale), w[i]) : __fmul_rn(xr[i], scale);
+	const float *zr = z ? z + (uint64_t)blockIdx.x * n : nullptr;
+	for (uint32_t i = threadIdx.x; i < n; i += RT) {
+		float v = w ? __fmul_rn(__fmul_rn(xr[i], scale), w[i]) : __fmul_rn(xr[i], scale);
+
+		if (zr) /* the DeltaNet output: times silu(z), after the norm as the CPU */
+			v = __fmul_rn(v, __fdiv_rn(zr[i], __fadd_rn(1.0f, expf(-zr[i]))));
+		yr[i] = v;
+	}
+}
+
+/* y *= sigmoid(g), element-wise (gated attention) */
+__global__ void k_mul_sigmoid(float *y, const float *g, uint64_t n)
+{
+	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = __fmul_rn(y[i], __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g[i]))));
+}
+
+/* One block per row: y += src * sigmoid(x . gw) (the shared expert's gate; dot in double) */
+__global__ void __launch_bounds__(RT)
+k_add_sigmoid_scaled(float *y, const float *src, const float *x, const float *gw, uint64_t n)
+{
+	__shared__ double sh[RT / 32];
+	const uint64_t at = (uint64_t)blockIdx.x * n;
+	double part = 0.0;
+
+	for (uint64_t i = threadIdx.x; i < n; i += RT)
+		part += (double)__fmul_rn(x[at + i], gw[i]);
+	const float dot = (float)block_sum(part, sh);
+	const float g = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-dot)));
+	for (uint64_t i = threadIdx.x; i < n; i += RT)
+		y[at + i] = __fadd_rn(y[at + i], __fmul_rn(src[at + i], g));
 }
 
 struct rope_k {
@@ -300,7 +332,7 @@ extern "C" int ns_cuda_rmsnorm(float *dev_y, const float *dev_x, const float *de
 		return -EINVAL;
 	/* x is only read when res is NULL */
 	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, const_cast<float *>(dev_x), nullptr,
-						     dev_w, n, eps);
+						     dev_w, n, eps, nullptr);
 	return nsl::launched();
 }
 
@@ -313,7 +345,46 @@ extern "C" int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_
 	if (!dev_y || !dev_x || !dev_res || n_tok > INT32_MAX || dev_y == dev_x ||
 	    dev_y == dev_res || dev_x == dev_res)
 		return -EINVAL;
-	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, dev_x, dev_res, dev_w, n, eps);
+	k_rmsnorm<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, dev_x, dev_res, dev_w, n, eps, nullptr);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_rmsnorm_gated(float *dev_y, const float *dev_x, const float *dev_w,
+				     const float *dev_z, uint32_t n, uint32_t n_rows, float eps,
+				     ns_cuda_stream_t s)
+{
+	if (n == 0 || n_rows == 0)
+		return 0;
+	if (!dev_y || !dev_x || !dev_z || n_rows > INT32_MAX)
+		return -EINVAL;
+	k_rmsnorm<<<n_rows, RT, 0, (cudaStream_t)s>>>(dev_y, const_cast<float *>(dev_x), nullptr,
+						      dev_w, n, eps, dev_z);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_mul_sigmoid(float *dev_y, const float *dev_g, uint64_t n,
+				   ns_cuda_stream_t s)
+{
+	const uint64_t b = (n + 255) / 256;
+
+	if (n == 0)
+		return 0;
+	if (!dev_y || !dev_g)
+		return -EINVAL;
+	k_mul_sigmoid<<<(unsigned)(b > 65535 ? 65535 : b), 256, 0, (cudaStream_t)s>>>(dev_y, dev_g,
+										     n);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_add_sigmoid_scaled(float *dev_y, const float *dev_src, const float *dev_x,
+					  const float *dev_gw, uint64_t n, uint32_t n_tok,
+					  ns_cuda_stream_t s)
+{
+	if (n == 0 || n_tok == 0)
+		return 0;
+	if (!dev_y || !dev_src || !dev_x || !dev_gw || n_tok > 65535)
+		return -EINVAL;
+	k_add_sigmoid_scaled<<<n_tok, RT, 0, (cudaStream_t)s>>>(dev_y, dev_src, dev_x, dev_gw, n);
 	return nsl::launched();
 }
 

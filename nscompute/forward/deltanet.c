@@ -8,31 +8,6 @@
 #include "deltanet.h"
 #include "ops.h"
 
-/* One recurrent layer's weights (the table's reads, arch.h) and state. */
-struct s_layer {
-	uint32_t qkv, gate, beta, alpha, out; /* matrices (tensor indices) */
-	const float *conv_w;  /* (CH, K) ssm_conv1d: K taps per channel, oldest first */
-	const float *dt_b;    /* (n_v) ssm_dt.bias */
-	const float *ssm_a;   /* (n_v) -exp(A_log) */
-	const float *norm;    /* (dv) ssm_norm */
-	float *hist;          /* (K - 1, CH) the last K - 1 conv inputs, oldest first */
-	float *S;             /* (n_v, dk, dv) states */
-};
-
-struct ns_dnet {
-	uint32_t n_embd, n_k, n_v, dk, dv, K, CH, n_layer;
-	float eps;
-	struct s_layer *layers;  /* (n_layer) indexed by model layer; unused for attention */
-	/* scratch, sized for n_batch tokens */
-	float *qkv;   /* (n_batch, CH) projections, then conv outputs */
-	float *z;     /* (n_batch, n_v * dv) output gate */
-	float *b;     /* (n_batch, n_v) beta logits */
-	float *a;     /* (n_batch, n_v) decay logits */
-	float *o;     /* (n_batch, n_v * dv) gated, normed outputs */
-	float *conv;  /* (CH) one token's conv output */
-	float *kv;    /* (dv) S^T k of one head */
-};
-
 static float *s_floats(uint64_t a, uint64_t b)
 {
 	uint64_t n;
@@ -66,9 +41,9 @@ void ns_dnet_destroy(struct ns_dnet **pd)
 	*pd = NULL;
 }
 
-static int s_layer_init(const struct ns_fwd *f, struct ns_dnet *d, uint32_t l)
+static int s_layer_init(const struct ns_fwd *f, struct ns_dnet *d, uint32_t l, bool host_state)
 {
-	struct s_layer *y = &d->layers[l];
+	struct ns_dnet_layer *y = &d->layers[l];
 	const int32_t i = (int32_t)l;
 
 	y->qkv = (uint32_t)ns_arch_tensor(f->am, i, NS_T_ATTN_QKV);
@@ -80,13 +55,15 @@ static int s_layer_init(const struct ns_fwd *f, struct ns_dnet *d, uint32_t l)
 	y->dt_b = ns_held_get(f->held, i, NS_T_SSM_DT_B);
 	y->ssm_a = ns_held_get(f->held, i, NS_T_SSM_A);
 	y->norm = ns_held_get(f->held, i, NS_T_SSM_NORM);
+	if (!host_state) /* the backend keeps the state */
+		return 0;
 	y->hist = s_floats((uint64_t)d->K - 1, d->CH);
 	y->S = s_floats((uint64_t)d->n_v * d->dk, d->dv);
 	return y->hist && y->S ? 0 : -ENOMEM;
 }
 
-int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, struct ns_dnet **out, char *err,
-		size_t errlen)
+int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, bool host_state, struct ns_dnet **out,
+		char *err, size_t errlen)
 {
 	const struct ns_arch_model *am = f->am;
 	const uint64_t groups_x_state = am->dim[NS_DIM_SSM_CH] - am->dim[NS_DIM_SSM_INNER];
@@ -121,8 +98,8 @@ int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, struct ns_dnet **out, char *
 	}
 	for (uint32_t l = 0; l < am->n_layer && rc == 0; l++)
 		if (am->layer[l].kinds & NS_LAYER_RECURRENT)
-			rc = s_layer_init(f, d, l);
-	if (rc == 0 &&
+			rc = s_layer_init(f, d, l, host_state);
+	if (rc == 0 && host_state &&
 	    (!(d->qkv = s_floats(n_batch, d->CH)) ||
 	     !(d->z = s_floats(n_batch, (uint64_t)d->n_v * d->dv)) ||
 	     !(d->b = s_floats(n_batch, d->n_v)) || !(d->a = s_floats(n_batch, d->n_v)) ||
@@ -143,27 +120,26 @@ int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, struct ns_dnet **out, char *
 
 /* c = silu(conv(history, x)) per channel, then x joins the history. ggml_ssm_conv's order:
  * the taps summed oldest first, in float. */
-static void s_conv(const struct ns_dnet *d, struct s_layer *y, const float *x, float *c)
+void ns_dnet_conv_token(const float *w, float *hist, uint32_t K, uint32_t CH, const float *x,
+			float *c)
 {
-	const uint32_t K = d->K, CH = d->CH;
-
 	for (uint32_t ch = 0; ch < CH; ch++) {
-		const float *w = y->conv_w + (uint64_t)ch * K; /* (K) */
+		const float *wc = w + (uint64_t)ch * K; /* (K) */
 		float s = 0.0f;
 
 		for (uint32_t j = 0; j + 1 < K; j++)
-			s += y->hist[(uint64_t)j * CH + ch] * w[j];
-		s += x[ch] * w[K - 1];
+			s += hist[(uint64_t)j * CH + ch] * wc[j];
+		s += x[ch] * wc[K - 1];
 		c[ch] = ns_silu(s);
 	}
 	if (K > 1) {
-		memmove(y->hist, y->hist + CH, (uint64_t)(K - 2) * CH * sizeof(float));
-		memcpy(y->hist + (uint64_t)(K - 2) * CH, x, CH * sizeof(float));
+		memmove(hist, hist + CH, (uint64_t)(K - 2) * CH * sizeof(float));
+		memcpy(hist + (uint64_t)(K - 2) * CH, x, CH * sizeof(float));
 	}
 }
 
 /* x / max(|x|, eps) in place, the sum of squares in double (ggml_l2_norm). */
-static void s_l2norm(float *x, uint32_t n, float eps, float extra_scale)
+void ns_dnet_l2norm(float *x, uint32_t n, float eps, float extra_scale)
 {
 	double sum = 0.0;
 	float scale;
@@ -175,18 +151,23 @@ static void s_l2norm(float *x, uint32_t n, float eps, float extra_scale)
 		x[i] = x[i] * scale * extra_scale;
 }
 
-static float s_softplus(float x)
+float ns_dnet_decay(float a, float dt_b, float ssm_a)
 {
-	return x > 20.0f ? x : logf(1.0f + expf(x)); /* ggml's threshold */
+	const float x = a + dt_b;
+	const float sp = x > 20.0f ? x : logf(1.0f + expf(x)); /* softplus, ggml's threshold */
+
+	return expf(sp * ssm_a);
 }
 
-/* The delta rule for value head h of one token: S, then o_h (dv). */
-static void s_head(struct ns_dnet *d, float *S, const float *q, const float *k,
-		   const float *v, float decay, float beta, float *o)
+float ns_dnet_beta(float b)
 {
-	const uint32_t dk = d->dk, dv = d->dv;
-	float *kv = d->kv;
+	return 1.0f / (1.0f + expf(-b));
+}
 
+/* The delta rule for one value head and token: S, then o (dv). */
+void ns_dnet_rule(float *S, const float *q, const float *k, const float *v, float decay,
+		  float beta, uint32_t dk, uint32_t dv, float *kv, float *o)
+{
 	/* S *= exp(g); kv = S^T k   (dv) */
 	memset(kv, 0, dv * sizeof(float));
 	for (uint32_t i = 0; i < dk; i++) {
@@ -212,41 +193,45 @@ static void s_head(struct ns_dnet *d, float *S, const float *q, const float *k,
 	}
 }
 
+void ns_dnet_gated_norm(float *o, const float *w, const float *z, uint32_t n, float eps)
+{
+	ns_rmsnorm(o, o, w, n, eps);
+	for (uint32_t j = 0; j < n; j++)
+		o[j] *= ns_silu(z[j]);
+}
+
 /* Token t of the chunk: conv, normalisation, every head's rule, the gated norm into o. */
-static void s_token(struct ns_dnet *d, struct s_layer *y, uint32_t t)
+static void s_token(struct ns_dnet *d, struct ns_dnet_layer *y, uint32_t t)
 {
 	const uint32_t dk = d->dk, dv = d->dv, nk = d->n_k;
 	const uint64_t vd = (uint64_t)d->n_v * dv;
 	float *c = d->conv; /* (CH): q (nk, dk), k (nk, dk), v (n_v, dv) */
 	const float qscale = 1.0f / sqrtf((float)dk);
 
-	s_conv(d, y, d->qkv + (uint64_t)t * d->CH, c);
+	ns_dnet_conv_token(y->conv_w, y->hist, d->K, d->CH, d->qkv + (uint64_t)t * d->CH, c);
 	for (uint32_t h = 0; h < nk; h++) {
-		s_l2norm(c + (uint64_t)h * dk, dk, d->eps, qscale);
-		s_l2norm(c + (uint64_t)(nk + h) * dk, dk, d->eps, 1.0f);
+		ns_dnet_l2norm(c + (uint64_t)h * dk, dk, d->eps, qscale);
+		ns_dnet_l2norm(c + (uint64_t)(nk + h) * dk, dk, d->eps, 1.0f);
 	}
 	for (uint32_t h = 0; h < d->n_v; h++) {
 		const uint32_t kh = h % nk;
-		const float a = d->a[(uint64_t)t * d->n_v + h] + y->dt_b[h];
-		const float b = d->b[(uint64_t)t * d->n_v + h];
-		const float decay = expf(s_softplus(a) * y->ssm_a[h]);
-		const float beta = 1.0f / (1.0f + expf(-b));
+		const float decay = ns_dnet_decay(d->a[(uint64_t)t * d->n_v + h], y->dt_b[h],
+						  y->ssm_a[h]);
+		const float beta = ns_dnet_beta(d->b[(uint64_t)t * d->n_v + h]);
 		float *o = d->o + (uint64_t)t * vd + (uint64_t)h * dv;       /* (dv) */
 		const float *z = d->z + (uint64_t)t * vd + (uint64_t)h * dv; /* (dv) */
 
-		s_head(d, y->S + (uint64_t)h * dk * dv, c + (uint64_t)kh * dk,
-		       c + (uint64_t)(nk + kh) * dk, c + 2ull * nk * dk + (uint64_t)h * dv, decay,
-		       beta, o);
-		ns_rmsnorm(o, o, y->norm, dv, d->eps);
-		for (uint32_t j = 0; j < dv; j++)
-			o[j] *= ns_silu(z[j]);
+		ns_dnet_rule(y->S + (uint64_t)h * dk * dv, c + (uint64_t)kh * dk,
+			     c + (uint64_t)(nk + kh) * dk, c + 2ull * nk * dk + (uint64_t)h * dv,
+			     decay, beta, dk, dv, d->kv, o);
+		ns_dnet_gated_norm(o, y->norm, z, dv, d->eps);
 	}
 }
 
 int ns_dnet_eval(struct ns_fwd *f, struct ns_dnet *d, uint32_t layer, uint32_t pos0,
 		 const float *xb, uint32_t n, float *out)
 {
-	struct s_layer *y = &d->layers[layer];
+	struct ns_dnet_layer *y = &d->layers[layer];
 	const uint64_t vd = (uint64_t)d->n_v * d->dv;
 	int rc;
 

@@ -29,22 +29,67 @@
 #ifndef NS_DELTANET_H
 #define NS_DELTANET_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "forward_impl.h"
 
-struct ns_dnet;
+/* One recurrent layer's weights (the table's reads, arch.h) and, with host state, its state. */
+struct ns_dnet_layer {
+	uint32_t qkv, gate, beta, alpha, out; /* matrices (tensor indices) */
+	const float *conv_w;  /* (CH, K) ssm_conv1d: K taps per channel, oldest first */
+	const float *dt_b;    /* (n_v) ssm_dt.bias */
+	const float *ssm_a;   /* (n_v) -exp(A_log) */
+	const float *norm;    /* (dv) ssm_norm */
+	float *hist;          /* (K - 1, CH) the last K - 1 conv inputs, oldest first (host) */
+	float *S;             /* (n_v, dk, dv) states (host) */
+};
 
-/* State and scratch for f->am's recurrent layers, n_batch tokens per chunk. Returns 0, or
- * -EINVAL/-ENOMEM/-EOVERFLOW with one line in err. */
-int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, struct ns_dnet **out, char *err,
-		size_t errlen);
+/* The description (dims, tensors, vectors: read by the CUDA pass too, cfwd_dnet.c) and, for
+ * the CPU pass, the state and scratch. */
+struct ns_dnet {
+	uint32_t n_embd, n_k, n_v, dk, dv, K, CH, n_layer;
+	float eps;
+	struct ns_dnet_layer *layers;  /* (n_layer) indexed by model layer; unused for attention */
+	/* scratch, sized for n_batch tokens (host state only) */
+	float *qkv;   /* (n_batch, CH) projections, then conv outputs */
+	float *z;     /* (n_batch, n_v * dv) output gate */
+	float *b;     /* (n_batch, n_v) beta logits */
+	float *a;     /* (n_batch, n_v) decay logits */
+	float *o;     /* (n_batch, n_v * dv) gated, normed outputs */
+	float *conv;  /* (CH) one token's conv output */
+	float *kv;    /* (dv) S^T k of one head */
+};
+
+/* The description of f->am's recurrent layers and, with host_state, their state and scratch
+ * for n_batch tokens per chunk. Returns 0, or -EINVAL/-ENOMEM/-EOVERFLOW with one line in
+ * err. */
+int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, bool host_state, struct ns_dnet **out,
+		char *err, size_t errlen);
 
 /* out: (n, n_embd) = the mixer of recurrent layer `layer` applied to xb: (n, n_embd) for the
  * tokens at positions pos0 ... pos0 + n - 1, advancing that layer's state. Returns 0 or the
  * provider's error (f->err says why). */
 int ns_dnet_eval(struct ns_fwd *f, struct ns_dnet *d, uint32_t layer, uint32_t pos0,
 		 const float *xb, uint32_t n, float *out);
+
+/* The steps of one token, the only definition of their arithmetic on the host (the CUDA
+ * emulation, nscompute/cuda/emu/emu_dnet.c, runs these too):
+ * c (CH) = silu(conv of hist (K - 1, CH) and x (CH) with w (CH, K)), then x joins hist. */
+void ns_dnet_conv_token(const float *w, float *hist, uint32_t K, uint32_t CH, const float *x,
+			float *c);
+/* x (n) = x / max(|x|, eps) * extra_scale, the sum of squares in double (ggml_l2_norm). */
+void ns_dnet_l2norm(float *x, uint32_t n, float eps, float extra_scale);
+/* The state's decay exp(softplus(a + dt_b) * ssm_a) and the write strength sigmoid(b). */
+float ns_dnet_decay(float a, float dt_b, float ssm_a);
+float ns_dnet_beta(float b);
+/* The delta rule of one value head: S (dk, dv) *= decay; d = (v - S^T k) * beta;
+ * S += k d^T; o (dv) = S^T q. kv: (dv) scratch. */
+void ns_dnet_rule(float *S, const float *q, const float *k, const float *v, float decay,
+		  float beta, uint32_t dk, uint32_t dv, float *kv, float *o);
+/* o (n) = rmsnorm(o) * w * silu(z): the head's output norm gated by z. */
+void ns_dnet_gated_norm(float *o, const float *w, const float *z, uint32_t n, float eps);
 
 void ns_dnet_destroy(struct ns_dnet **d);
 

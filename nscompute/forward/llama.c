@@ -488,7 +488,11 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	if ((am->kinds & NS_LAYER_MOE) &&
 	    (rc = ns_moe_new(f, f->n_batch, ffn_rows, &L->moe, err, errlen)))
 		return rc;
-	if (!host_state) { /* n_past only: the backend keeps its own cache */
+	f->recurrent = am->kinds & NS_LAYER_RECURRENT;
+	if (f->recurrent &&
+	    (rc = ns_dnet_new(f, f->n_batch, host_state, &L->dnet, err, errlen)))
+		return rc;
+	if (!host_state) { /* n_past only: the backend keeps its own cache and state */
 		f->kv = calloc(1, sizeof(*f->kv));
 		if (!f->kv) {
 			ns_errf(err, errlen, "out of memory");
@@ -497,11 +501,8 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 		f->kv->n_ctx = f->n_ctx;
 		return 0;
 	}
-	f->recurrent = am->kinds & NS_LAYER_RECURRENT;
 	/* images (ns_fwd_eval_mm): M-RoPE with its sections in the file */
 	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
-	if (f->recurrent && (rc = ns_dnet_new(f, f->n_batch, &L->dnet, err, errlen)))
-		return rc;
 	rc = ns_kvcache_new(L->n_kv_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,
 			    (enum ns_kv_type)f->kv_k, (enum ns_kv_type)f->kv_v, &f->kv);
 	if (rc == -EINVAL) {

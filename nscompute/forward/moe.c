@@ -269,6 +269,17 @@ static void s_group(struct ns_moe *moe, uint32_t n)
 		moe->order[moe->fill[moe->sel[i]]++] = i;
 }
 
+void ns_moe_shexp_add(float *o, const float *sh, const float *x, const float *gw, uint32_t D)
+{
+	float dot = 0.0f, g;
+
+	for (uint32_t c = 0; c < D; c++)
+		dot += x[c] * gw[c];
+	g = 1.0f / (1.0f + expf(-dot));
+	for (uint32_t c = 0; c < D; c++)
+		o[c] += sh[c] * g;
+}
+
 /* out (n, n_embd) += sigmoid(xb . gate_inp_shexp) * shexp(xb), the shared expert through
  * ys (free again once the routed slots are summed). */
 static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
@@ -280,18 +291,9 @@ static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns
 
 	if (rc)
 		return rc;
-	for (uint32_t t = 0; t < n; t++) {
-		const float *x = xb + (uint64_t)t * D;       /* (n_embd) */
-		const float *sh = moe->ys + (uint64_t)t * D; /* (n_embd) */
-		float *o = out + (uint64_t)t * D;            /* (n_embd) */
-		float dot = 0.0f, g;
-
-		for (uint32_t c = 0; c < D; c++)
-			dot += x[c] * y->shexp_gate[c];
-		g = 1.0f / (1.0f + expf(-dot));
-		for (uint32_t c = 0; c < D; c++)
-			o[c] += sh[c] * g;
-	}
+	for (uint32_t t = 0; t < n; t++)
+		ns_moe_shexp_add(out + (uint64_t)t * D, moe->ys + (uint64_t)t * D,
+				 xb + (uint64_t)t * D, y->shexp_gate, D);
 	return 0;
 }
 

@@ -102,4 +102,8 @@ void ns_moe_destroy(struct ns_moe **moe);
 void ns_moe_route_token(float *lg, uint32_t E, uint32_t K, bool softmax_first, bool norm_w,
 			float w_scale, uint8_t *taken, int32_t *sel, float *w);
 
+/* One token's shared-expert term: o (D) += sh (D) * sigmoid(x (D) . gw (D)), the dot in
+ * float in order. Also what the CUDA emulation computes (ns_cuda_add_sigmoid_scaled). */
+void ns_moe_shexp_add(float *o, const float *sh, const float *x, const float *gw, uint32_t D);
+
 #endif

@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_cpu_only_arch.sh NSCTL NSCOMPUTE_CUDA MODEL - an architecture only the cpu backend
-# computes (qwen35) with `nsctl run --backend cuda` is refused by nsctl before any process
+# computes (gemma3) with `nsctl run --backend cuda` is refused by nsctl before any process
 # starts: exit 2 and the one line naming the architecture and the cpu backend; nothing from
 # nscompute, no "died". The same model runs with the cpu backend.
 set -u

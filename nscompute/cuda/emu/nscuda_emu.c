@@ -202,6 +202,16 @@ int ns_cuda_memset(void *dev_p, int byte, size_t bytes)
 	return 0;
 }
 
+int ns_cuda_memset_async(void *dev_p, int byte, size_t bytes, ns_cuda_stream_t s)
+{
+	if (bytes && !dev_p)
+		return -EINVAL;
+	ns_emu_launch_order(s);
+	if (bytes)
+		memset(dev_p, byte, bytes);
+	return 0;
+}
+
 int ns_cuda_sync(void)
 {
 	ns_emu_legacy_order();
