@@ -89,7 +89,8 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	out->n_ctx = n_ctx;
 	out->overhead_bytes = overhead;
 	arch = ns_arch_find(hp->arch);
-	ring = arch && arch->builder == NS_BUILD_GEMMA && hp->sliding_window;
+	ring = arch && (arch->builder == NS_BUILD_GEMMA || arch->builder == NS_BUILD_LLAMA) &&
+	       hp->sliding_window;
 	ns_hparams_get_u64(m, hp->arch, "ssm.state_size", &state_size);
 	ns_hparams_get_u64(m, hp->arch, "ssm.inner_size", &inner_size);
 	for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -114,10 +115,9 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			vw = k ? kw : (uint64_t)hp->n_head_kv * hp->head_dim_v;
 		uint64_t ctx = n_ctx;
 		out->n_kv_layers++;
-		/* a sliding layer of a gemma keeps a ring of its window and a chunk
-		 * (kv_type.h ns_kv_ring_positions, as nscompute/forward/gemma.c allocates);
-		 * llama.c's sliding layers (gpt-oss) share one cache with the global ones and
-		 * hold the whole context */
+		/* a sliding layer keeps a ring of its window and a chunk (kv_type.h
+		 * ns_kv_ring_positions, as nscompute/forward/gemma.c and llama.c (gpt-oss)
+		 * allocate on the cpu pass) */
 		if (nsplan_layer_is_swa(m, hp, il)) {
 			out->n_swa_layers++;
 			if (ring) {

@@ -8,12 +8,12 @@
  * q8_0 34: nsplan_fixed_compute_kv; nsplan_fixed_compute counts f32),
  * where k_width = n_head_kv * head_dim_k is the row count of blk.N.attn_k.weight (so per-layer
  * head geometry, e.g. gemma4, is exact), v_width the row count of attn_v (k_width when the layer
- * has none: V = K), and n_ctx_layer = n_ctx on every layer but the sliding-window layers of
- * the gemma builder (gemma3, gemma4), whose caches are rings of
+ * has none: V = K), and n_ctx_layer = n_ctx on every layer but the sliding-window layers
+ * (gemma3, gemma4, gpt-oss), whose caches are rings of
  *     R = min(n_ctx, ceil16(sliding_window + B - 1))   positions (B as below)
  * (modelfile/kv_type.h ns_kv_ring_positions, nscompute/forward/kvcache.h; R rounds to whole
- * K tiles). gpt-oss's sliding layers share llama.c's one cache with its global layers and
- * hold the whole context.
+ * K tiles; gpt-oss's in one ring per sequence beside its global layers' cache, llama.c).
+ * The CUDA pass keeps whole caches in VRAM (gpu_need.h) and none on the host.
  * With uniform geometry and n_ctx a multiple of 16 this is
  * n_layer * n_ctx * n_head_kv * head_dim * 2 * 4. tests/forward/test_fwd_cache_bytes holds it
  * to what the cpu pass allocates (ns_fwd_cache_bytes).
@@ -84,7 +84,7 @@ struct nsplan_fixed {
 	uint32_t n_kv_layers;     /* layers with a KV cache */
 	uint32_t n_swa_layers;    /* of which sliding-window */
 	uint32_t ring_positions;  /* positions of a sliding layer's ring, 0 when they hold the
-				   * whole context (not a gemma, or R = n_ctx) */
+				   * whole context (R = n_ctx) */
 	uint32_t n_rec_layers;    /* recurrent-state layers */
 	uint32_t batch;           /* B of the scratch formula */
 	uint64_t kv_bytes;

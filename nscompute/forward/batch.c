@@ -34,8 +34,8 @@ int ns_fwd_seqs_init(struct ns_fwd *f, uint32_t n_seq, char *err, size_t errlen)
 	}
 	f->seq_kv[0] = f->kv;
 	for (uint32_t s = 1; s < n_seq && rc == 0; s++) {
-		rc = ns_kvcache_new(kv->n_layer, kv->n_ctx, kv->n_head_kv, kv->dk, kv->dv,
-				    kv->tk, kv->tv, &f->seq_kv[s]); /* f->kv's element types */
+		/* f->kv's shape and element types, its sliding layers' ring included */
+		rc = ns_kvcache_new_like(kv, &f->seq_kv[s]);
 		if (rc == 0)
 			f->n_seq = s + 1;
 	}
@@ -67,6 +67,12 @@ int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past)
 	if (seq >= ns_fwd_n_seq(f) || n_past > s_kv(f, seq)->n_past ||
 	    (f->recurrent && n_past && n_past != s_kv(f, seq)->n_past))
 		return -EINVAL;
+	if (f->arch_cut && n_past != s_kv(f, seq)->n_past) { /* a ring: -ERANGE, nothing changed */
+		int rc = f->arch_cut(f, seq, n_past);
+
+		if (rc < 0)
+			return rc;
+	}
 	s_kv(f, seq)->n_past = n_past; /* later positions are written before they are read */
 	return 0;
 }

@@ -211,7 +211,7 @@ int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
 void ns_fwd_reset(struct ns_fwd *f)
 {
 	if (f->arch_cut)
-		(void)f->arch_cut(f, 0); /* a reset always may */
+		(void)f->arch_cut(f, 0, 0); /* a reset always may */
 	f->kv->n_past = 0;
 	f->rope_delta = 0;
 	f->mm_end = 0;
@@ -232,7 +232,7 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 		return -EINVAL;
 	}
 	if (f->arch_cut && n_past != f->kv->n_past) {
-		int rc = f->arch_cut(f, n_past);
+		int rc = f->arch_cut(f, 0, n_past);
 
 		if (rc < 0)
 			return rc;

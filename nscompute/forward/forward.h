@@ -153,7 +153,8 @@ uint64_t ns_fwd_cache_bytes(const struct ns_fwd *f);
 /* Positions held by sequence seq (0: ns_fwd_n_past's). */
 uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq);
 /* Keep only the first n_past positions of sequence seq. 0, or -EINVAL (seq out of range,
- * n_past past its end, or a recurrent pass cut anywhere but 0 or its end). */
+ * n_past past its end, or a recurrent pass cut anywhere but 0 or its end), or -ERANGE as
+ * ns_fwd_truncate (the sequence's sliding-window ring, gpt-oss; nothing changes). */
 int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past);
 
 /* Forget the sequence (n_past = 0). */
@@ -161,10 +162,11 @@ void ns_fwd_reset(struct ns_fwd *f);
 
 /* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
  * or -EINVAL when n_past is past the sequence's end (or, for a recurrent pass, neither 0
- * nor the end), or -ERANGE when a sliding layer's ring cache (gemma) has overwritten
- * positions the next token would read: a cut goes back at most R + 1 - window positions
- * from the furthest position written (R the ring's positions, docs/decisions.md); the
- * caller then evaluates the prefix again from 0 (ns_fwd_reset). Nothing changes on error. */
+ * nor the end), or -ERANGE when a sliding layer's ring cache (gemma, gpt-oss) has
+ * overwritten positions the next token would read: a cut goes back at most R + 1 - window
+ * positions from the furthest position written (R the ring's positions, docs/decisions.md);
+ * the caller then evaluates the prefix again from 0 (ns_fwd_reset). Nothing changes on
+ * error. */
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);

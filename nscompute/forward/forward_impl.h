@@ -15,10 +15,10 @@ struct ns_fwd {
 	 * out_rows names; do not advance n_past. */
 	int (*eval_chunk)(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			  bool all);
-	/* May sequence 0 be cut back to keep positions (keep 0: a reset, always)? 0, or
+	/* May sequence seq be cut back to keep positions (keep 0: a reset, always)? 0, or
 	 * -ERANGE with f->err when a ring cache no longer holds what keep needs; NULL: any
 	 * cut. Called before n_past changes. */
-	int (*arch_cut)(struct ns_fwd *f, uint32_t keep);
+	int (*arch_cut)(struct ns_fwd *f, uint32_t seq, uint32_t keep);
 	void (*arch_destroy)(void *arch);
 	void *arch;              /* the architecture's state, owned */
 	struct ns_arch_model *am; /* the model bound to the architecture table, owned */

@@ -201,9 +201,11 @@ static uint32_t s_ring_window(const struct ns_gemma *G, uint32_t src)
 
 /* f->arch_cut: a cut back to keep needs positions keep + 1 - window .. keep - 1 of every
  * ring (the next token's window); a ring that overwrote one of them refuses. */
-static int s_cut(struct ns_fwd *f, uint32_t keep)
+static int s_cut(struct ns_fwd *f, uint32_t seq, uint32_t keep)
 {
 	struct ns_gemma *G = f->arch;
+
+	(void)seq; /* one sequence (ns_fwd_seqs_init refuses more without a host cache) */
 
 	for (uint32_t l = 0; l < G->n_layer; l++) {
 		struct ns_kvcache *kv = G->layers[l].kv;

@@ -82,13 +82,25 @@ uint64_t ns_kvcache_bytes(const struct ns_kvcache *c)
 {
 	/* the sizes s_slab allocated without overflow */
 	return (uint64_t)c->n_layer * c->n_head_kv *
-	       (c->n_tile * c->k_tile_bytes + (uint64_t)c->n_slot * c->v_row_bytes);
+	       (c->n_tile * c->k_tile_bytes + (uint64_t)c->n_slot * c->v_row_bytes) +
+	       (c->swa ? ns_kvcache_bytes(c->swa) : 0);
+}
+
+int ns_kvcache_new_like(const struct ns_kvcache *c, struct ns_kvcache **out)
+{
+	int rc = ns_kvcache_new_ring(c->n_layer, c->n_ctx, c->n_slot, c->n_head_kv, c->dk, c->dv,
+				     c->tk, c->tv, out);
+
+	if (rc == 0 && c->swa && (rc = ns_kvcache_new_like(c->swa, &(*out)->swa)) < 0)
+		ns_kvcache_destroy(out);
+	return rc;
 }
 
 void ns_kvcache_destroy(struct ns_kvcache **c)
 {
 	if (!c || !*c)
 		return;
+	ns_kvcache_destroy(&(*c)->swa);
 	if ((*c)->k)
 		munmap((*c)->k, (*c)->k_map);
 	if ((*c)->v)

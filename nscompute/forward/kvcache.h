@@ -21,7 +21,12 @@
  *   whole cache. Storing p overwrites p - n_slot: positions below `lo` are gone, and
  *   attention refuses (ns_attn_run -ERANGE) a chunk that needs one of them.
  *
- * Ownership: ns_kvcache_new allocates everything; ns_kvcache_destroy(&c) frees and nulls. */
+ * Companion ring (llama.c, gpt-oss): a multi-layer cache whose layers all attend to everything
+ *   may carry `swa`, the sliding layers' ring of the same sequence, so one pointer per
+ *   sequence (f->kv, f->seq_kv, f->row_kv) still names all of its cache.
+ *
+ * Ownership: ns_kvcache_new allocates everything; ns_kvcache_destroy(&c) frees and nulls
+ * (the companion too). */
 #ifndef NS_KVCACHE_H
 #define NS_KVCACHE_H
 
@@ -47,6 +52,9 @@ struct ns_kvcache {
 	size_t k_map, v_map;      /* the slabs' mapped sizes */
 	uint8_t *k;               /* (n_layer, n_head_kv, n_tile) tiles */
 	uint8_t *v;               /* (n_layer, n_head_kv, n_slot) rows */
+	struct ns_kvcache *swa;   /* llama.c (gpt-oss): the same sequence's sliding-window
+				   * layers, a ring of their own (owned: freed and counted with
+				   * this cache; n_past is this one's), or NULL */
 };
 
 /* Returns 0, -EINVAL when a type does not fit its head dimension, -EOVERFLOW when the sizes
@@ -58,6 +66,8 @@ int ns_kvcache_new(uint32_t n_layer, uint32_t n_ctx, uint32_t n_head_kv, uint32_
 int ns_kvcache_new_ring(uint32_t n_layer, uint32_t n_ctx, uint32_t n_slot, uint32_t n_head_kv,
 			uint32_t dk, uint32_t dv, enum ns_kv_type tk, enum ns_kv_type tv,
 			struct ns_kvcache **out);
+/* An empty cache of c's shape, its companion ring (swa) included: another sequence's. */
+int ns_kvcache_new_like(const struct ns_kvcache *c, struct ns_kvcache **out);
 void ns_kvcache_destroy(struct ns_kvcache **c);
 
 static inline bool ns_kvcache_is_ring(const struct ns_kvcache *c)
@@ -65,7 +75,7 @@ static inline bool ns_kvcache_is_ring(const struct ns_kvcache *c)
 	return c->n_slot < c->n_ctx;
 }
 
-/* Bytes of its K and V storage. */
+/* Bytes of its K and V storage (its companion ring's included). */
 uint64_t ns_kvcache_bytes(const struct ns_kvcache *c);
 
 /* Store position pos (< n_ctx, the caller's) of layer l: k (n_head_kv, dk), v (n_head_kv, dv),

@@ -9,7 +9,9 @@
  *     cache k, v at pos
  *     ao = softmax(q k^T * scale, causal) v           (GQA: q head h reads kv head h / gqa)
  *         gpt-oss: sliding-window layers (even) see only the last `sliding_window` positions,
- *         and each head's sink logit joins the softmax denominator
+ *         and each head's sink logit joins the softmax denominator; the cpu pass keeps
+ *         their K/V in a ring of window + n_batch - 1 positions (kvcache.h, the sequence
+ *         cache's companion `swa`), the global layers' in the whole cache
  *     x += ao Wo^T
  *     xb = rmsnorm(x) * ffn_norm                     (gpt-oss: post_attention_norm)
  *     dense: x += (silu(xb Wgate^T) * (xb Wup^T)) Wdown^T   (SwiGLU, two row-contiguous phases)
@@ -202,6 +204,12 @@ static void s_add_bias(float *y, const float *b, uint32_t n_tok, uint64_t dim)
 			y[t * dim + i] += b[i];
 }
 
+/* The cache of layer y in a sequence's cache kv: its ring, or kv itself. */
+static struct ns_kvcache *s_layer_kv(struct ns_kvcache *kv, const struct ns_llama_layer *y)
+{
+	return y->in_ring ? kv->swa : kv;
+}
+
 /* ao = attention of the chunk's queries over their caches (attn.h), on the provider's threads.
  * Row t is position row_pos[t] of the sequence whose cache is row_kv[t] (a batch mixes
  * sequences; a row sees only its own): the chunk goes to attn.h in runs of rows of one cache
@@ -216,7 +224,8 @@ static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 				  f->row_pos[t1] == f->row_pos[t0] + (t1 - t0); t1++)
 			;
 		const struct ns_attn a = {
-			.kv = f->row_kv[t0], .layer = L->layers[l].kv_slot,
+			.kv = s_layer_kv(f->row_kv[t0], &L->layers[l]),
+			.layer = L->layers[l].kv_slot,
 			.q = L->q + (uint64_t)t0 * L->n_head * L->dk,
 			.out = L->ao + (uint64_t)t0 * L->n_head * L->dv,
 			.n_tok = t1 - t0, .pos0 = f->row_pos[t0], .n_head = L->n_head,
@@ -228,7 +237,8 @@ static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 	}
 	if (rc < 0)
 		ns_errf(f->err, sizeof(f->err), "forward: attention of layer %u: %s", l,
-			strerror(-rc));
+			rc == -ERANGE ? "its sliding-window ring no longer holds the positions "
+			"the chunk reads" : strerror(-rc));
 	return rc;
 }
 
@@ -322,7 +332,8 @@ static int s_attention_block(struct ns_fwd *f, struct ns_llama *L, uint32_t l, u
 		ns_rope_rotate(&L->rope, L->cs, qt, L->n_head, L->dk);
 		ns_rope_rotate(&L->rope, L->cs, kt, L->n_head_kv, L->dk);
 		/* into the cache of the row's own sequence */
-		ns_kvcache_store(f->row_kv[t], y->kv_slot, f->row_pos[t], kt, L->v + t * nv);
+		ns_kvcache_store(s_layer_kv(f->row_kv[t], y), y->kv_slot, f->row_pos[t], kt,
+				 L->v + t * nv);
 	}
 	if ((rc = s_attention(f, L, l, n)))
 		return rc;
@@ -433,6 +444,62 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 			     n - t0, logits, L->n_vocab);
 }
 
+/* f->arch_cut: a cut of sequence seq back to keep needs positions keep + 1 - window ..
+ * keep - 1 of its ring (the next token's window); a ring that overwrote one refuses. */
+static int s_cut(struct ns_fwd *f, uint32_t seq, uint32_t keep)
+{
+	const struct ns_llama *L = f->arch;
+	struct ns_kvcache *ring = (seq ? f->seq_kv[seq] : f->kv)->swa;
+	const uint32_t w = L->ring_window;
+
+	if (!ring)
+		return 0;
+	if (!keep) {
+		ring->lo = 0; /* everything is written again before it is read */
+		return 0;
+	}
+	if (ring->lo > (keep + 1 > w ? keep + 1 - w : 0)) {
+		ns_errf(f->err, sizeof(f->err), "forward: cannot go back to position %u%s: the "
+			"sliding-window layers' cache (a ring of %u positions, window %u) no "
+			"longer holds position %u; evaluate from the start", keep,
+			seq ? " of a sequence" : "", ring->n_slot, w, ring->lo - 1);
+		return -ERANGE;
+	}
+	return 0;
+}
+
+/* The KV caches of sequence 0: the sliding layers in a ring of their own (kvcache.h swa)
+ * when it holds fewer than n_ctx positions, the others whole; kv_slot numbers each layer in
+ * its cache. -EINVAL: a type that does not fit the head size. */
+static int s_caches_init(struct ns_fwd *f, struct ns_llama *L)
+{
+	const enum ns_kv_type tk = (enum ns_kv_type)f->kv_k, tv = (enum ns_kv_type)f->kv_v;
+	uint32_t n_ring = 0, n_whole = 0, R;
+	int rc;
+
+	for (uint32_t l = 0; l < L->n_layer; l++)
+		if (!L->layers[l].recurrent && L->layers[l].window > L->ring_window)
+			L->ring_window = L->layers[l].window;
+	R = ns_kv_ring_positions(L->ring_window, f->n_batch, f->n_ctx);
+	for (uint32_t l = 0; l < L->n_layer && R < f->n_ctx; l++) {
+		struct ns_llama_layer *y = &L->layers[l];
+
+		if (y->recurrent)
+			continue;
+		y->in_ring = y->window != 0;
+		y->kv_slot = y->in_ring ? n_ring++ : n_whole++;
+	}
+	L->n_ring_layer = n_ring;
+	rc = ns_kvcache_new(n_ring ? n_whole : L->n_kv_layer, f->n_ctx, L->n_head_kv, L->dk,
+			    L->dv, tk, tv, &f->kv);
+	if (rc == 0 && n_ring) {
+		rc = ns_kvcache_new_ring(n_ring, f->n_ctx, R, L->n_head_kv, L->dk, L->dv, tk, tv,
+					 &f->kv->swa);
+		f->arch_cut = s_cut;
+	}
+	return rc;
+}
+
 int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *err,
 		   size_t errlen)
 {
@@ -503,8 +570,7 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	}
 	/* images (ns_fwd_eval_mm): M-RoPE with its sections in the file */
 	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
-	rc = ns_kvcache_new(L->n_kv_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,
-			    (enum ns_kv_type)f->kv_k, (enum ns_kv_type)f->kv_v, &f->kv);
+	rc = s_caches_init(f, L);
 	if (rc == -EINVAL) {
 		ns_errf(err, errlen, "forward: a %s/%s KV cache needs head sizes that are multiples "
 			"of 32 (K %u, V %u)", ns_kv_type_name((enum ns_kv_type)f->kv_k),

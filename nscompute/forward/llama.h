@@ -37,7 +37,9 @@ struct ns_llama_layer {
 	const float *sinks;     /* (n_head) attention sink logits (gpt-oss) or NULL */
 	uint32_t window;  /* sliding window in positions, 0 = full causal attention */
 	bool recurrent;   /* a linear-attention layer (deltanet.h): no q/k/v, no KV cache */
-	uint32_t kv_slot; /* attention layers: the layer's index in the KV cache */
+	uint32_t kv_slot; /* attention layers: the layer's index in the KV cache, or in its
+			   * ring (kv->swa) when in_ring */
+	bool in_ring;     /* a sliding layer of a cpu pass whose sliding layers keep a ring */
 };
 
 struct ns_llama {
@@ -54,6 +56,11 @@ struct ns_llama {
 	struct ns_dnet *dnet; /* the recurrent layers' mixer and state (qwen35), or NULL */
 	bool gated_attn;    /* attn_q gives per head [q | gate]; output * sigmoid(gate) */
 	uint32_t n_kv_layer; /* layers with a KV cache (all but the recurrent ones) */
+	uint32_t n_ring_layer; /* of which sliding ones in each sequence's ring (kvcache.h
+				* swa: R = ns_kv_ring_positions(ring_window, n_batch, n_ctx)
+				* positions), 0 when the cache holds every layer whole (the
+				* CUDA pass, no sliding layer, or R = n_ctx) */
+	uint32_t ring_window; /* the widest sliding window: what the ring serves */
 	uint32_t ffn_rows;  /* neurons per phase-1 window */
 	/* scratch, sized for n_batch tokens */
 	int64_t *ids; /* (n_batch) token ids as embedding rows */

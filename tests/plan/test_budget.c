@@ -187,9 +187,9 @@ static void s_split(void)
 /* KV cache, by hand from tiny/README.md (f32 K and V, 4 bytes):
  *   qwen3: 2 layers, kv width 2*64 = 128:  2 * (ceil16(n_ctx) + n_ctx) * 128 * 4 (K in tiles
  *          of 16 positions)
- *   gpt-oss: layer 0 slides (window 8), layer 1 full; every cache holds the whole context
- *   gemma3: layers 0-4 slide (window 8), layer 5 full; past -c 519 the sliding ones keep
- *   rings of window + 512 - 1 rounded to 16 (gpt-oss's do not: one cache for all layers)
+ *   gpt-oss: layer 0 slides (window 8), layer 1 full
+ *   gemma3: layers 0-4 slide (window 8), layer 5 full; past -c 519 the sliding ones (gpt-oss's
+ *   too) keep rings of window + 512 - 1 rounded to 16
  *   gemma4: layers 0,1 slide, width 128; layer 2 full, 1 kv head of 128, V = K
  *   qwen35: only layer 3 has attention; layers 0-2 carry conv (3 * 512) and 64 * 256 state */
 static void s_fixed(void)
@@ -214,8 +214,8 @@ static void s_fixed(void)
 		  (5ull * 528 + 2048) * 128 * 4, 5, 0 },
 		{ "tiny/tiny-gemma4-Q4_K_M.gguf", 2048, (2ull * 528 + 2048) * 128 * 4,
 		  (2ull * 528 + 2048) * 128 * 4, 2, 0 },
-		{ "tiny/tiny-gpt-oss-MXFP4_MOE.gguf", 2048, 2ull * 2048 * 128 * 4,
-		  2ull * 2048 * 128 * 4, 1, 0 },
+		{ "tiny/tiny-gpt-oss-MXFP4_MOE.gguf", 2048, (528ull + 2048) * 128 * 4,
+		  (528ull + 2048) * 128 * 4, 1, 0 },
 		{ "tiny/tiny-qwen35-Q4_K_M.gguf", 256, 256ull * 128 * 4, 256ull * 128 * 4, 0,
 		  3ull * (3 * 512 + 64 * 256) * 4 },
 	};

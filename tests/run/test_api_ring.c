@@ -1,6 +1,6 @@
-/* test_api_ring: the C API (neurostream.h) on a gemma whose sliding layers keep ring caches
- * (nscompute/forward/kvcache.h; tiny-gemma4, window 8, -c 640: rings of 8 + 512 - 1 -> 528
- * positions). A rollback within the rings' bound (R + 1 - window = 521 back) and one past it
+/* test_api_ring: the C API (neurostream.h) on a model whose sliding layers keep ring caches
+ * (nscompute/forward/kvcache.h; argv[1]: tiny-gemma4 or tiny-gpt-oss, window 8, -c 640: rings
+ * of 8 + 512 - 1 -> 528 positions). A rollback within the rings' bound (R + 1 - window = 521 back) and one past it
  * (nscompute refuses the cut, the engine evaluates the kept prefix again from 0: api.c
  * s_run_kept) both give the logits of the whole sequence evaluated at once, bit for bit;
  * without the re-evaluation the second would fail. */
@@ -10,7 +10,7 @@
 #define S_N 600u
 #define S_CTX 640u
 
-int main(void)
+int main(int argc, char **argv)
 {
 	char model[PATH_MAX], err[512];
 	struct ns_engine_opts o;
@@ -20,8 +20,9 @@ int main(void)
 	uint32_t nv;
 	int rc;
 
+	RT_CHECK(argc == 2, "usage: test_api_ring MODEL.gguf (under the oracle)");
 	ns_test_require_oracle();
-	ns_test_oracle_path(model, sizeof(model), "tiny/tiny-gemma4-F32.gguf");
+	ns_test_oracle_path(model, sizeof(model), argv[1]);
 	ns_engine_opts_default(&o);
 	o.n_ctx = S_CTX;
 	o.threads = 2;
@@ -50,8 +51,8 @@ int main(void)
 		 ns_engine_n_past(e) == S_N,
 		 "after a rollback to 50: logits differ from the whole sequence's (n_past %u)",
 		 ns_engine_n_past(e));
-	printf("tiny-gemma4 -c %u: rollbacks by 10 and by %u (past the rings' 521) give the "
-	       "whole sequence's logits bit for bit\n", S_CTX, S_N - 50);
+	printf("%s -c %u: rollbacks by 10 and by %u (past the rings' 521) give the whole "
+	       "sequence's logits bit for bit\n", argv[1], S_CTX, S_N - 50);
 	ns_engine_free(&e);
 	free(ref);
 	free(got);
