@@ -456,11 +456,14 @@ int main(int argc, char **argv)
 			}
 			printf("n_batch %u, calls 10+1+26: cosine >= %.6f with the CPU fed the same "
 			       "way\n", batches[b], worst);
-			/* the CPU refuses the cut for a recurrent model only (tested there) */
+			/* the CPU refuses the cut for a recurrent model (tested there), and one past
+			 * its sliding layers' rings (-ERANGE: gpt-oss, whose CUDA pass keeps whole
+			 * caches and takes the cut) */
 			int rc = ns_fwd_truncate(cc, N_PROMPT / 2);
 			int rg = ns_fwd_truncate(cg, N_PROMPT / 2);
 
-			CHECK(rg == rc, "cut back to %d: CUDA %d, CPU %d", N_PROMPT / 2, rg, rc);
+			CHECK(rg == rc || (rc == -ERANGE && rg == 0), "cut back to %d: CUDA %d, CPU %d",
+			      N_PROMPT / 2, rg, rc);
 			if (rc == -EINVAL) {
 				printf("n_batch %u: cut back to %d refused: %s\n", batches[b],
 				       N_PROMPT / 2, ns_fwd_error(cg));
