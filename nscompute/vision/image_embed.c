@@ -77,6 +77,44 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 	return rc;
 }
 
+int ns_image_work_bytes(const struct ns_vision_hparams *hp, const struct ns_image_limits *lim,
+			uint32_t n_ctx, uint32_t max_images, struct ns_image_work *w)
+{
+	const uint64_t f = (uint64_t)hp->patch * hp->merge, group = (uint64_t)hp->merge * hp->merge;
+	const uint64_t patch_dim = 3ull * hp->temporal * hp->patch * hp->patch;
+	const uint64_t row = (uint64_t)hp->n_embd_out * (1 + hp->n_deepstack) * sizeof(float);
+	struct ns_image_geom g;
+	uint64_t held, px, rows;
+
+	memset(w, 0, sizeof(*w));
+	ns_vision_image_geom(hp, lim, &g);
+	if (!f)
+		return -EOVERFLOW;
+	/* smart resize keeps an image within max_pixels (and max_tokens' pixels): the largest
+	 * is max_pixels / f^2 tokens, and the engine takes no more than n_ctx */
+	w->max_tokens = g.max_pixels / (f * f);
+	if (g.max_tokens && g.max_tokens < w->max_tokens)
+		w->max_tokens = g.max_tokens;
+	if (w->max_tokens > n_ctx)
+		w->max_tokens = n_ctx;
+	w->n_patches = w->max_tokens * group;
+	/* every image's embeddings at once, n_ctx tokens of them at most */
+	held = (uint64_t)max_images * w->max_tokens;
+	if (held > n_ctx)
+		held = n_ctx;
+	w->tower = ns_vision_work_bytes(hp, w->n_patches, 0);
+	if (w->tower == UINT64_MAX || ns_mul_u64_overflow(w->n_patches, patch_dim * sizeof(float),
+							    &px) ||
+	    ns_add_u64_overflow(w->tower, px, &w->tower) ||
+	    ns_mul_u64_overflow(held, row, &w->embeddings) ||
+	    /* nsc_images_eval's rows: embeddings, DeepStack, 3 int32 positions, a flag */
+	    ns_mul_u64_overflow(n_ctx, row + 3 * sizeof(int32_t) + 1, &rows) ||
+	    ns_add_u64_overflow(w->embeddings, rows, &w->embeddings) ||
+	    ns_add_u64_overflow(w->tower, w->embeddings, &w->total))
+		return -EOVERFLOW;
+	return 0;
+}
+
 void ns_image_embedding_free(struct ns_image_embedding *e)
 {
 	if (!e)

@@ -211,6 +211,28 @@ static int s_alloc_act(struct ns_vision *v, struct s_act *a)
 	return -ENOMEM;
 }
 
+uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n, uint64_t n_batch)
+{
+	const uint64_t d = hp->n_embd, npos = (uint64_t)hp->pos_side * hp->pos_side;
+	const uint64_t group = (uint64_t)hp->merge * hp->merge;
+	uint64_t chunk = group ? n_batch / group * group : n_batch, f = 0, t, attn;
+
+	if (n_batch && !chunk)
+		chunk = group;
+	chunk = chunk && chunk < n ? chunk : n; /* s_chunk */
+	/* s_alloc_act's floats: x, h, ao (n, d), qkv (n, 3d), cs (n, head_dim), ff (chunk,
+	 * n_ff), pos (npos, d); all live through the pass */
+	if (ns_mul_u64_overflow(n, 6 * d + hp->head_dim, &f) ||
+	    ns_mul_u64_overflow(chunk, hp->n_ff, &t) || ns_add_u64_overflow(f, t, &f) ||
+	    ns_add_u64_overflow(f, npos * d, &f) || ns_mul_u64_overflow(f, sizeof(float), &f))
+		return UINT64_MAX;
+	/* the patch embedding's row ids (s_embed) and one frame's attention (s_block) never
+	 * overlap: the larger of the two */
+	attn = ns_vision_attention_bytes(n, hp->head_dim);
+	t = npos * sizeof(int64_t) > attn ? npos * sizeof(int64_t) : attn;
+	return ns_add_u64_overflow(f, t, &f) ? UINT64_MAX : f;
+}
+
 int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, uint32_t grid_h,
 		     uint32_t grid_w, const struct ns_vision_out *out)
 {

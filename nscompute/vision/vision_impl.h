@@ -70,6 +70,9 @@ void ns_vision_rope_apply(float *x, uint64_t n, uint64_t stride, uint32_t heads,
 /* Full (bidirectional) attention of one frame's `n` patches, all heads:
  * qkv (n, 3 * heads * hd) rows of [q | k | v]; out (n, heads * hd). Uses the gemm kernels.
  * Returns 0 or -ENOMEM / a kernel error. */
+/* Bytes ns_vision_attention allocates for n rows of head_dim hd (UINT64_MAX on overflow). */
+uint64_t ns_vision_attention_bytes(uint64_t n, uint32_t hd);
+
 int ns_vision_attention(struct ns_pool *pool, const float *qkv, uint64_t n, uint32_t heads,
 			uint32_t hd, float *out);
 

@@ -128,6 +128,21 @@ float *ns_vision_falloc(uint64_t a, uint64_t b)
 	return malloc(n ? (size_t)n : 1);
 }
 
+uint64_t ns_vision_attention_bytes(uint64_t n, uint32_t hd)
+{
+	const uint64_t qb = n < S_Q_BLOCK ? n : S_Q_BLOCK;
+	uint64_t kv, q, sc, t;
+
+	/* kh and vt (n, hd); qh and oh (qb, hd); s (qb, n): as ns_vision_attention below */
+	if (ns_mul_u64_overflow(n, 2ull * hd, &kv) || ns_mul_u64_overflow(qb, n, &sc))
+		return UINT64_MAX;
+	q = qb * 2ull * hd;
+	if (ns_add_u64_overflow(kv, q, &t) || ns_add_u64_overflow(t, sc, &t) ||
+	    ns_mul_u64_overflow(t, sizeof(float), &t))
+		return UINT64_MAX;
+	return t;
+}
+
 struct s_attn {
 	float *kh; /* (n, hd) keys of the head */
 	float *vt; /* (hd, n) values of the head, transposed: rows for the gemm */
