@@ -84,7 +84,7 @@ int ns_image_work_bytes(const struct ns_vision_hparams *hp, const struct ns_imag
 	const uint64_t patch_dim = 3ull * hp->temporal * hp->patch * hp->patch;
 	const uint64_t row = (uint64_t)hp->n_embd_out * (1 + hp->n_deepstack) * sizeof(float);
 	struct ns_image_geom g;
-	uint64_t held, px, rows;
+	uint64_t held, px, rows, raw;
 
 	memset(w, 0, sizeof(*w));
 	ns_vision_image_geom(hp, lim, &g);
@@ -110,7 +110,12 @@ int ns_image_work_bytes(const struct ns_vision_hparams *hp, const struct ns_imag
 	    /* nsc_images_eval's rows: embeddings, DeepStack, 3 int32 positions, a flag */
 	    ns_mul_u64_overflow(n_ctx, row + 3 * sizeof(int32_t) + 1, &rows) ||
 	    ns_add_u64_overflow(w->embeddings, rows, &w->embeddings) ||
-	    ns_add_u64_overflow(w->tower, w->embeddings, &w->total))
+	    /* RGB of the image at its size: decoded, and its file at most that + 1/64 */
+	    ns_mul_u64_overflow(w->n_patches, 3ull * hp->patch * hp->patch, &raw) ||
+	    ns_mul_u64_overflow(raw, 2, &w->decode) ||
+	    ns_add_u64_overflow(w->decode, raw / 64, &w->decode) ||
+	    ns_add_u64_overflow(w->tower, w->embeddings, &w->total) ||
+	    ns_add_u64_overflow(w->total, w->decode, &w->total))
 		return -EOVERFLOW;
 	return 0;
 }

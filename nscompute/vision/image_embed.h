@@ -62,15 +62,19 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
  * max_images of them and n_ctx tokens in all (the engine refuses more):
  *   max_tokens, n_patches: the largest image the limits let through (one frame)
  *   tower:      ns_vision_work_bytes for it + its pixel values (n_patches x patch_dim floats)
+ *   decode:     its file (held until its tower pass ends) and its decoded RGB, for an image
+ *               stored at that size (raw pixels + 1/64 for the container)
  *   embeddings: every image's embeddings and DeepStack features, held until the decoder
  *               consumes them (n_image_tokens x n_embd_out x (1 + n_deepstack) floats), and
  *               the prompt's rows of them with their positions (compute_image.c: n_ctx rows)
- * Not counted: the decoded file (its pixels before the resize; freed before the tower runs)
- * and the image codecs' own buffers. 0, or -EOVERFLOW. */
+ * Not counted: what an image stored larger than it is resized to takes beyond that (its
+ * bigger file and decoded pixels, and the resize's output; freed before the tower runs), and
+ * the image codecs' own buffers. 0, or -EOVERFLOW. */
 struct ns_image_work {
 	uint64_t max_tokens;
 	uint64_t n_patches;
 	uint64_t tower;
+	uint64_t decode;
 	uint64_t embeddings;
 	uint64_t total;
 };

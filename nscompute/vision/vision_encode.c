@@ -211,6 +211,11 @@ static int s_alloc_act(struct ns_vision *v, struct s_act *a)
 	return -ENOMEM;
 }
 
+static uint64_t s_max(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
 uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n, uint64_t n_batch)
 {
 	const uint64_t d = hp->n_embd, npos = (uint64_t)hp->pos_side * hp->pos_side;
@@ -230,7 +235,16 @@ uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n, ui
 	 * overlap: the larger of the two */
 	attn = ns_vision_attention_bytes(n, hp->head_dim);
 	t = npos * sizeof(int64_t) > attn ? npos * sizeof(int64_t) : attn;
-	return ns_add_u64_overflow(f, t, &f) ? UINT64_MAX : f;
+	if (ns_add_u64_overflow(f, t, &f))
+		return UINT64_MAX;
+	/* and the gemm's copy of its input (gemv.h), one call at a time: the largest of the
+	 * pixels (patch kernel), a chunk's MLP hidden, a d- or merged 4d-wide activation (the
+	 * attention's own are in ns_vision_attention_bytes) */
+	t = ns_gemm_x_bytes(n, 3ull * hp->temporal * hp->patch * hp->patch);
+	t = s_max(t, ns_gemm_x_bytes(chunk, hp->n_ff));
+	t = s_max(t, ns_gemm_x_bytes(n, d));
+	t = s_max(t, group ? ns_gemm_x_bytes(n / group, d * group) : 0);
+	return t == UINT64_MAX || ns_add_u64_overflow(f, t, &f) ? UINT64_MAX : f;
 }
 
 int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, uint32_t grid_h,

@@ -131,14 +131,16 @@ float *ns_vision_falloc(uint64_t a, uint64_t b)
 uint64_t ns_vision_attention_bytes(uint64_t n, uint32_t hd)
 {
 	const uint64_t qb = n < S_Q_BLOCK ? n : S_Q_BLOCK;
-	uint64_t kv, q, sc, t;
+	uint64_t kv, q, sc, t, g1 = ns_gemm_x_bytes(qb, hd), g2 = ns_gemm_x_bytes(qb, n);
 
-	/* kh and vt (n, hd); qh and oh (qb, hd); s (qb, n): as ns_vision_attention below */
+	/* kh and vt (n, hd); qh and oh (qb, hd); s (qb, n): as ns_vision_attention below; and
+	 * the larger of its two gemms' copies of their input (gemv.h) */
 	if (ns_mul_u64_overflow(n, 2ull * hd, &kv) || ns_mul_u64_overflow(qb, n, &sc))
 		return UINT64_MAX;
 	q = qb * 2ull * hd;
 	if (ns_add_u64_overflow(kv, q, &t) || ns_add_u64_overflow(t, sc, &t) ||
-	    ns_mul_u64_overflow(t, sizeof(float), &t))
+	    ns_mul_u64_overflow(t, sizeof(float), &t) || g1 == UINT64_MAX || g2 == UINT64_MAX ||
+	    ns_add_u64_overflow(t, g1 > g2 ? g1 : g2, &t))
 		return UINT64_MAX;
 	return t;
 }
