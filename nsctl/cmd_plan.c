@@ -301,7 +301,7 @@ static void s_print_text(const struct s_report *r)
 		       ns_format_bytes(fx->tower_bytes, s[0], 32), a->img.mmproj);
 	if (fx->tower_bytes)
 		printf("  images      %12" PRIu64 " bytes %11s  an image of up to %" PRIu64 " tokens "
-		       "through the tower (activations, pixels) and %u tokens of embeddings held "
+		       "through the tower (its file, pixels, activations) and %u tokens of embeddings held "
 		       "for the decoder\n", fx->image_bytes,
 		       ns_format_bytes(fx->image_bytes, s[0], 32), fx->image_tokens, fx->n_ctx);
 	printf("  total       %12" PRIu64 " bytes %11s\n", fx->total,
