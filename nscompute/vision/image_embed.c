@@ -52,8 +52,12 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 	e->n_deepstack = hp->n_deepstack;
 	ns_vision_image_geom(hp, lim, &g);
 	rc = ns_image_decode(file, &img, err, errlen);
+	if (rc == 0 && v->progress) /* a large file's decoding and resize take seconds */
+		v->progress(v->progress_user);
 	if (rc == 0)
 		rc = ns_image_preprocess(&img, &g, plan, &pixels, err, errlen);
+	if (rc == 0 && v->progress)
+		v->progress(v->progress_user);
 	ns_image_free(&img);
 	if (rc < 0)
 		return rc;

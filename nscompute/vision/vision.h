@@ -41,6 +41,11 @@ struct ns_vision_opts {
 	int n_threads;    /* threads of the patch-embedding and attention kernels; <= 0: 1 */
 	uint64_t n_batch; /* patches per weight matmul (each call reads the weights once);
 			   * 0 = all of an image's; rounded down to whole merge groups */
+	/* called after each matmul and each frame's attention (a long pass is progress:
+	 * nscompute beats its heartbeat, which the streaming provider's products beat for the
+	 * text model); NULL: none */
+	void (*progress)(void *user);
+	void *progress_user;
 };
 
 /* Where ns_vision_encode writes, all caller-owned, sized from the grid and the hparams:

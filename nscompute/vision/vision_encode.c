@@ -48,6 +48,9 @@ static int s_linear(struct ns_vision *v, uint32_t id, const float *bias, const f
 		int rc = ns_weights_matmul(v->w, id, 0, n_out, x + t0 * n_in, nt, y + t0 * n_out,
 					   n_out);
 
+		if (v->progress)
+			v->progress(v->progress_user);
+
 		if (rc < 0) {
 			ns_errf(v->err, sizeof(v->err), "vision: %s: %s", v->m->tensors[id].name,
 				ns_weights_error(v->w));
@@ -122,6 +125,8 @@ static int s_embed(struct ns_vision *v, struct s_act *a, const float *pixels, ui
 	if (!rows)
 		return -ENOMEM;
 	rc = ns_gemm(v->pool, NS_TYPE_F32, v->patch_w, v->patch_dim, d, pixels, a->n, a->x, d);
+	if (v->progress)
+		v->progress(v->progress_user);
 	for (uint64_t t = 0; rc == 0 && t < a->n; t++)
 		s_add(a->x + t * d, v->patch_b, d);
 	for (uint64_t r = 0; r < npos; r++)
@@ -152,7 +157,7 @@ static int s_block(struct ns_vision *v, const struct ns_vision_layer *y, struct 
 	ns_vision_rope_apply(a->qkv + d, n, 3 * d, hp->n_head, hp->head_dim, a->cs); /* k */
 	for (uint32_t f = 0; f < grid_t; f++) /* each frame attends to itself */
 		if ((rc = ns_vision_attention(v->pool, a->qkv + f * frame * 3 * d, frame,
-					      hp->n_head, hp->head_dim, a->ao + f * frame * d))) {
+					      hp->n_head, hp->head_dim, a->ao + f * frame * d, v))) {
 			ns_errf(v->err, sizeof(v->err), "vision: attention: error %d", rc);
 			return rc;
 		}

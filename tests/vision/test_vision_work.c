@@ -7,7 +7,8 @@
  * For images stored at their resized size (1024x1024: 1024 tokens, 4096 patches; 64x64 with
  * --min-pixels 4096: 4 tokens), the tower as nscompute runs it (fused weights, n_batch 0, 2
  * threads): the peak is at most the count for one image (tower + decode + its embeddings) and
- * at least half of it (a count that grew far past the allocations would show). Not under
+ * at least half of it (a count that grew far past the allocations would show); the progress
+ * hook (nscompute's heartbeat) is called through the pass, at each block of attention. Not under
  * ASan (its allocator is not interposable here). */
 #include <errno.h>
 #include <malloc.h>
@@ -107,6 +108,14 @@ void free(void *p)
 	__libc_free(p);
 }
 
+static uint64_t s_beats; /* progress calls (nscompute's heartbeat) */
+
+static void s_progress(void *user)
+{
+	(void)user;
+	s_beats++;
+}
+
 /* One image of w x h random pixels through the tower: its measured peak against the count. */
 static void s_check(struct ns_vision *v, uint32_t w, uint32_t h, uint64_t min_pixels)
 {
@@ -135,7 +144,16 @@ static void s_check(struct ns_vision *v, uint32_t w, uint32_t h, uint64_t min_pi
 		   err);
 	NS_REQUIRE(plan.width == w && plan.height == h, "%ux%u is resized to %ux%u", w, h,
 		   plan.width, plan.height);
+	s_beats = 0;
 	NS_REQUIRE(ns_image_embed(v, f, &plan, &lim, &e, err, sizeof(err)) == 0, "%s", err);
+	/* progress at least after the decode, the pixels, the patch kernel, each block of 128
+	 * queries of each head of each layer and each of the layers' 4 matmuls */
+	uint64_t want = 3 + (uint64_t)hp->n_layer * (hp->n_head * ((plan.n_patches + 127) / 128) +
+						    4);
+	printf("%ux%u: %llu progress calls (at least %llu)\n", w, h,
+	       (unsigned long long)s_beats, (unsigned long long)want);
+	NS_EXPECT(s_fails, s_beats >= want, "%llu progress calls, fewer than %llu",
+		  (unsigned long long)s_beats, (unsigned long long)want);
 	peak = __atomic_load_n(&s_peak, __ATOMIC_RELAXED) - base;
 	ns_image_embedding_free(&e);
 	ns_image_close(&f);
@@ -163,7 +181,8 @@ static void s_check(struct ns_vision *v, uint32_t w, uint32_t h, uint64_t min_pi
 int main(int argc, char **argv)
 {
 	struct ns_weights_fused_opts fo = { .n_threads = 2 };
-	struct ns_vision_opts vo = { .n_threads = 2 }; /* n_batch 0: as nscompute */
+	struct ns_vision_opts vo = { .n_threads = 2, .progress = s_progress };
+	/* n_batch 0: as nscompute */
 	struct ns_model *m = NULL;
 	struct ns_weights *w = NULL;
 	struct ns_vision *v = NULL;
