@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client.h"
 #include "compute_eval.h"
 #include "compute_image.h"
 #include "ctl_msg.h"
@@ -30,11 +31,17 @@ struct nsc_images {
 	char *strbuf;
 };
 
+static void s_beat(void *c)
+{
+	ns_client_beat(c);
+}
+
 int nsc_tower_open(const char *path, const struct ns_model *text, int threads,
-		   struct nsc_tower **out, char *err, size_t errlen)
+		   struct ns_client *c, struct nsc_tower **out, char *err, size_t errlen)
 {
 	struct ns_weights_fused_opts fo = { .n_threads = threads };
-	struct ns_vision_opts vo = { .n_threads = threads };
+	struct ns_vision_opts vo = { .n_threads = threads, .progress = c ? s_beat : NULL,
+				     .progress_user = c };
 	struct nsc_tower *t = calloc(1, sizeof(*t));
 	struct ns_hparams thp;
 	char why[NS_ERR_LEN];
@@ -141,6 +148,8 @@ static int s_embed_all(struct nsc_proc *p, const struct nsc_images *im, uint32_t
 				im->m.path[i], plan.n_tokens, n);
 			rc = -EINVAL;
 		}
+		if (rc == 0 && p->c) /* decoding a large file is progress too */
+			ns_client_beat(p->c);
 		if (rc == 0)
 			rc = ns_image_embed(p->tower->v, f, &plan, &lim, &e[i], err, errlen);
 		ns_image_close(&f);

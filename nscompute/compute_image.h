@@ -24,10 +24,12 @@ struct nsc_tower;
 struct ns_model;
 
 /* Opens the mmproj at path, checks it is a vision tower whose output width is the text model
- * m's n_embd, reads its tensors and builds the tower. 0, or -EINVAL (not a tower, a mismatch,
- * a tensor the tower cannot use), -ENOMEM, with one line in err. */
+ * m's n_embd, reads its tensors and builds the tower; its passes beat c's heartbeat (NULL:
+ * none) at each matmul, so a large image is not taken for a stall. 0, or -EINVAL (not a
+ * tower, a mismatch, a tensor the tower cannot use), -ENOMEM, with one line in err. */
+struct ns_client;
 int nsc_tower_open(const char *path, const struct ns_model *m, int threads,
-		   struct nsc_tower **out, char *err, size_t errlen);
+		   struct ns_client *c, struct nsc_tower **out, char *err, size_t errlen);
 void nsc_tower_free(struct nsc_tower **t);
 
 /* IMAGES received: kept for the next EVAL (a malformed one makes that EVAL an ERROR).

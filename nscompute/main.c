@@ -299,7 +299,7 @@ static int s_attach(struct nsc_proc *p)
 				 derr);
 	}
 	if (rc == 0 && p->mmproj_path) /* resident: every tensor read now, once */
-		rc = nsc_tower_open(p->mmproj_path, p->m, p->threads, &p->tower, err,
+		rc = nsc_tower_open(p->mmproj_path, p->m, p->threads, p->c, &p->tower, err,
 				    sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);

@@ -649,7 +649,7 @@ static int s_run_kept(struct ns_engine *e, struct s_run *r)
 	return rc;
 }
 
-#define S_IMAGE_MARK "<|vision_start|><|image_pad|><|vision_end|>"
+#define S_IMAGE_MARK NS_ENGINE_IMAGE_MARK
 
 /* "<|vision_start|><|image_pad|><|vision_end|>" per pending image, then text (Qwen-VL's
  * processor: an image part before the text). 0 or -ENOMEM. */
@@ -746,7 +746,9 @@ const char *ns_engine_chat_template(const struct ns_engine *e)
 }
 
 /* The conversation rendered with the pending images opening the last user message, as
- * Qwen-VL's chat template writes image parts before the text. */
+ * Qwen-VL's chat template writes image parts before the text; taken as is when a message
+ * already places them (nsctl run --chat's /image: every image of the conversation, each in
+ * its turn). */
 static int s_chat_images(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 			 char **text)
 {
@@ -760,6 +762,11 @@ static int s_chat_images(struct ns_engine *e, const struct ns_engine_msg *msgs, 
 			last = i;
 	if (!m)
 		return ns_errf(e->err, sizeof(e->err), "out of memory"), -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (strstr(msgs[i].content, "<|image_pad|>")) {
+			free(m);
+			return ns_engine_chat_prompt(e, msgs, n, text);
+		}
 	if (last == n) {
 		free(m);
 		return ns_errf(e->err, sizeof(e->err), "images need a user message"), -EINVAL;

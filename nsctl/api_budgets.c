@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "budgets.h"
 #include "commands.h"
 #include "engine_internal.h"
 
@@ -13,6 +14,10 @@ int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked)
 	bool mem_auto = e->o.mem_budget == NS_BUDGET_AUTO;
 	bool ram_auto = e->o.ram_budget == NS_BUDGET_AUTO;
 	uint64_t mem = mem_auto ? 0 : e->o.mem_budget, ram = ram_auto ? 0 : e->o.ram_budget;
+	const struct nsctl_tower tw = { .mmproj = e->o.mmproj,
+					.lim = { .max_tokens = e->o.max_image_tokens,
+						 .min_pixels = e->o.min_image_pixels,
+						 .max_pixels = e->o.max_image_pixels } };
 	static const char who[] = "neurostream";
 	char line[320];
 	int rc;
@@ -26,7 +31,7 @@ int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked)
 		e->o.ram_budget = ram;
 		return 0;
 	}
-	rc = nsctl_pick_budgets(who, e->model_path, e->o.draft_model, e->o.mmproj, n_ctx_asked,
+	rc = nsctl_pick_budgets(who, e->model_path, e->o.draft_model, &tw, n_ctx_asked,
 				e->o.n_seq ? e->o.n_seq : 1,
 				e->o.cache_type_k,
 				e->o.cache_type_v, !mem_auto, &mem, !ram_auto, &ram, line,

@@ -12,6 +12,8 @@
 #include "commands.h"
 #include "arch.h"
 #include "draft_model.h"
+#include "image_embed.h"
+#include "neurostream.h"
 #include "vision_hparams.h"
 #include "gpu_need.h"
 #include "kv_type.h"
@@ -72,13 +74,15 @@ int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
 	return 0;
 }
 
-int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const char *mmproj, char *err,
+int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tower, char *err,
 			  size_t errlen)
 {
+	const char *mmproj = tower ? tower->mmproj : NULL;
 	struct ns_model *t = NULL;
 	struct ns_vision_hparams vhp;
+	struct ns_image_work w = { 0 };
 	char why[NS_ERR_LEN];
-	uint64_t b = 0, kernel;
+	uint64_t b = 0, kernel, sum;
 	int rc;
 
 	if (!mmproj)
@@ -87,11 +91,15 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const char *mmproj, char *err
 	if (rc == 0)
 		rc = ns_vision_hparams_load(t, &vhp, why, sizeof(why));
 	/* its tensors as read (weights_fused.h) and the patch kernel held as float
-	 * (vision.h): n_embd x 3 * temporal * patch^2 */
+	 * (vision.h): n_embd x 3 * temporal * patch^2; then what one prompt's images take
+	 * while nscompute embeds them (image_embed.h) */
 	if (rc == 0) {
 		kernel = 4ull * vhp.n_embd * 3 * vhp.temporal * vhp.patch * vhp.patch;
 		if (ns_add_u64_overflow(t->total_tensor_bytes, kernel, &b) ||
-		    ns_add_u64_overflow(fx->total, b, &fx->total)) {
+		    ns_image_work_bytes(&vhp, &tower->lim, fx->n_ctx, NS_ENGINE_MAX_IMAGES,
+					&w) < 0 ||
+		    ns_add_u64_overflow(b, w.total, &sum) ||
+		    ns_add_u64_overflow(fx->total, sum, &fx->total)) {
 			snprintf(why, sizeof(why), "the fixed set overflows");
 			rc = -EOVERFLOW;
 		}
@@ -100,6 +108,8 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const char *mmproj, char *err
 	if (rc < 0)
 		return ns_errf(err, errlen, "--mmproj %s: %s", mmproj, why), rc;
 	fx->tower_bytes = b;
+	fx->image_bytes = w.total;
+	fx->image_tokens = w.max_tokens;
 	return 0;
 }
 
@@ -166,7 +176,7 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 	uint64_t fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
 	uint64_t avail = probe->available;
 	bool cg = probe->cgroup_limit < probe->mem_available;
-	char s[12][32], fix[160], draft[64] = "";
+	char s[14][32], fix[160], draft[128] = "";
 
 	if (avail > mem && avail - mem > fx->total)
 		snprintf(fix, sizeof(fix), "lower --ram-budget to %" PRIu64 " or less",
@@ -174,12 +184,19 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 	else if (avail > fx->total + fill)
 		snprintf(fix, sizeof(fix), "lower --mem-budget to %" PRIu64 " or less (the arena "
 			 "alone is over), or -c", avail - fx->total - fill);
+	else if (fx->image_bytes)
+		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c or "
+			 "--max-patches (or -ctk/-ctv f16|q8_0)");
 	else
 		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c (or -ctk/-ctv "
 			 "f16|q8_0)");
 	if (fx->draft_bytes)
 		snprintf(draft, sizeof(draft), ", draft model %s",
 			 ns_format_bytes(fx->draft_bytes, s[11], 32));
+	if (fx->tower_bytes)
+		snprintf(draft + strlen(draft), sizeof(draft) - strlen(draft), ", vision tower %s, "
+			 "images %s", ns_format_bytes(fx->tower_bytes, s[12], 32),
+			 ns_format_bytes(fx->image_bytes, s[13], 32));
 	s_refuse(a, "--mem-budget %s + --ram-budget %s (%s of it for this model's %s) + "
 		 "the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s%s at -c %u) = %s "
 		 "exceed the %s of memory available (%s%s%s); %s",
@@ -214,7 +231,7 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 			   bool *probed, struct nsplan_default_out *dflt, bool *defaulted)
 {
 	uint64_t gpu_fixed = fx->kv_bytes + fx->recurrent_bytes + fx->scratch_bytes;
-	char err[NS_ERR_LEN], s[4][32];
+	char err[NS_ERR_LEN], s[5][32];
 
 	if (a->b.vram) {
 		/* the CUDA pass's exact set besides weight windows (nsplan/gpu_need.h) */
@@ -256,6 +273,25 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 				 ns_format_bytes(fx->total - fx->draft_bytes, s[1], 32),
 				 ns_format_bytes(arena, s[2], 32),
 				 ns_format_bytes(probe->available, s[3], 32),
+				 probe->cgroup_limit < probe->mem_available ? "the cgroup's limit"
+									     : "MemAvailable");
+			return 2;
+		}
+	}
+	if (*probed && fx->tower_bytes) { /* likewise the tower and its images */
+		uint64_t arena = a->mem_given ? a->b.mem : sum->min_mem_budget;
+
+		if (fx->total > probe->available || arena > probe->available - fx->total) {
+			s_refuse(a, "the vision tower's %s and its images' working memory %s "
+				 "(images of up to %" PRIu64 " tokens at -c %u) do not fit: with the "
+				 "rest of the fixed set %s and the arena %s they exceed the %s of "
+				 "memory available (%s); lower --max-patches or -c",
+				 ns_format_bytes(fx->tower_bytes, s[0], 32),
+				 ns_format_bytes(fx->image_bytes, s[1], 32), fx->image_tokens,
+				 fx->n_ctx, ns_format_bytes(fx->total - fx->tower_bytes -
+							    fx->image_bytes, s[2], 32),
+				 ns_format_bytes(arena, s[3], 32),
+				 ns_format_bytes(probe->available, s[4], 32),
 				 probe->cgroup_limit < probe->mem_available ? "the cgroup's limit"
 									     : "MemAvailable");
 			return 2;
@@ -311,7 +347,7 @@ static int s_fixed_for_seqs(struct nsplan_fixed *fx, uint32_t n_seq, char *err, 
 }
 
 int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
-		       const char *mmproj, uint32_t n_ctx,
+		       const struct nsctl_tower *tower, uint32_t n_ctx,
 		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
 		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
 		       char *errbuf, size_t errlen)
@@ -325,7 +361,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
 	struct nsplan_mem_probe probe;
 	struct nsplan_default_out dflt;
 	bool probed = false, defaulted = false;
-	char err[NS_ERR_LEN], s[5][32];
+	char err[NS_ERR_LEN], s[6][32];
 	int ret;
 
 	a.b.mem = mem_given ? *mem : 0;
@@ -342,7 +378,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
 	if (!ret)
 		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
 	if (!ret)
-		ret = nsctl_fixed_add_tower(&fx, mmproj, err, sizeof(err));
+		ret = nsctl_fixed_add_tower(&fx, tower, err, sizeof(err));
 	if (ret) {
 		s_refuse(&a, "%s", err);
 		ret = ret == -ENOMEM ? 1 : 2;
@@ -365,9 +401,10 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
 		if (fx.draft_bytes) /* counted in the fixed set: the RAM cache makes room */
 			snprintf(dr, sizeof(dr), " (draft model %s)",
 				 ns_format_bytes(fx.draft_bytes, s[4], 32));
-		if (fx.tower_bytes) /* likewise */
-			snprintf(dr + strlen(dr), sizeof(dr) - strlen(dr), " (vision tower %s)",
-				 ns_format_bytes(fx.tower_bytes, s[4], 32));
+		if (fx.tower_bytes) /* likewise, with the images' working memory */
+			snprintf(dr + strlen(dr), sizeof(dr) - strlen(dr), " (vision tower %s, "
+				 "images %s)", ns_format_bytes(fx.tower_bytes, s[4], 32),
+				 ns_format_bytes(fx.image_bytes, s[5], 32));
 		snprintf(line, linelen, "%s: budgets from %s available (%s): --mem-budget %s "
 			 "--ram-budget %s, fixed %s%s at -c %u%s", who,
 			 ns_format_bytes(probe.available, s[0], 32),
@@ -384,7 +421,7 @@ out:
 }
 
 int nsctl_check_budgets(const char *who, const char *model, const char *draft,
-			const char *mmproj, uint32_t n_ctx,
+			const struct nsctl_tower *tower, uint32_t n_ctx,
 			uint32_t n_seq,
 			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
 			size_t n)
@@ -407,7 +444,7 @@ int nsctl_check_budgets(const char *who, const char *model, const char *draft,
 	if (!ret)
 		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
 	if (!ret)
-		ret = nsctl_fixed_add_tower(&fx, mmproj, err, sizeof(err));
+		ret = nsctl_fixed_add_tower(&fx, tower, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		ret = ret == -ENOMEM ? 1 : 2;

@@ -12,6 +12,7 @@
 #include "model.h"
 #include "plan.h"
 #include "summary.h"
+#include "vision_hparams.h"
 
 #define NSCTL_DEFAULT_CTX 4096u /* -c when not given, unless the model was trained shorter */
 
@@ -40,10 +41,20 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
 			  size_t errlen);
 
-/* A vision tower (--mmproj PATH; NULL: none) resident in nscompute: its tensors and the patch
- * kernel held as float, added to the fixed set as fx->tower_bytes (the activations of an
- * image's pass are not counted). 0, or -errno with one line in err. */
-int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const char *mmproj, char *err,
+/* A vision tower and the limits of its images (--mmproj, --max-patches, --min-pixels,
+ * --max-pixels: image_args.h). */
+struct nsctl_tower {
+	const char *mmproj;          /* NULL: no tower */
+	struct ns_image_limits lim;  /* 0s: the processor's defaults, no token cap */
+};
+
+/* A vision tower (tower NULL or its mmproj NULL: none) resident in nscompute, added to the
+ * fixed set at fx->n_ctx: its tensors and the patch kernel held as float (fx->tower_bytes),
+ * and the working memory of a prompt's images (fx->image_bytes, image_embed.h
+ * ns_image_work_bytes: the tower's activations for the largest image the limits let through,
+ * fx->image_tokens of them, its pixels, and the embeddings held until the decoder consumes
+ * them). 0, or -errno with one line in err. */
+int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tower, char *err,
 			  size_t errlen);
 
 /* Host memory a session of model m takes at most with arena mem and RAM budget ram: what the

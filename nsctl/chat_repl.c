@@ -146,6 +146,70 @@ int chat_template_arg(const char *who, const char *arg, const char **family)
 	return 0;
 }
 
+/* The conversation's images (/image, --image), in the order of their marks in the log: the
+ * first n_conv are in sent user messages, the rest open the next one. */
+struct s_images {
+	char *path[NS_ENGINE_MAX_IMAGES];
+	uint32_t n, n_conv;
+};
+
+static void s_images_clear(struct s_images *im)
+{
+	for (uint32_t i = 0; i < im->n; i++)
+		free(im->path[i]);
+	im->n = im->n_conv = 0;
+}
+
+/* /image FILE: checked from its header with those before it (ns_engine_set_images: a file
+ * the engine refuses, too many tokens for the context) and kept for the next turn. 0, or
+ * -ENOMEM; a refusal is one line on stderr and the conversation goes on. */
+static int s_image_add(struct ns_engine *e, struct s_images *im, const char *path)
+{
+	uint32_t tok;
+	int rc;
+
+	if (ns_engine_image_token(e) < 0) {
+		fprintf(stderr, S_WHO ": /image: no vision tower (start nsctl run with --mmproj, or "
+			"with the mmproj-*.gguf beside the model and --image)\n");
+		return 0;
+	}
+	if (im->n >= NS_ENGINE_MAX_IMAGES) {
+		fprintf(stderr, S_WHO ": /image %s: at most %d images in a conversation (/reset)\n",
+			path, NS_ENGINE_MAX_IMAGES);
+		return 0;
+	}
+	if (!(im->path[im->n] = strdup(path)))
+		return -ENOMEM;
+	rc = ns_engine_set_images(e, (const char *const *)im->path, im->n + 1);
+	tok = rc == 0 ? ns_engine_image_tokens(e, im->n) : 0;
+	ns_engine_set_images(e, NULL, 0);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0) {
+		fprintf(stderr, S_WHO ": /image %s: %s (not attached)\n", path, ns_engine_error(e));
+		free(im->path[im->n]);
+		return 0;
+	}
+	im->n++;
+	fprintf(stderr, "(image %s attached to your next message: %u tokens)\n", path, tok);
+	return 0;
+}
+
+/* The user's text opened by the marks of the images attached to it: malloc'd, NULL when out
+ * of memory. */
+static char *s_with_marks(const char *text, uint32_t n_marks)
+{
+	const size_t mark = strlen(NS_ENGINE_IMAGE_MARK);
+	char *s = malloc(n_marks * mark + strlen(text) + 1);
+
+	if (!s)
+		return NULL;
+	for (uint32_t i = 0; i < n_marks; i++)
+		memcpy(s + i * mark, NS_ENGINE_IMAGE_MARK, mark);
+	strcpy(s + n_marks * mark, text);
+	return s;
+}
+
 /* ns_run_out_piece, ended early when Ctrl-C asked to stop this reply. */
 struct s_reply {
 	struct ns_run_out out;
@@ -163,13 +227,22 @@ static int s_piece(const char *piece, size_t len, int32_t id, void *user)
 
 /* One turn: the user's text added, the reply streamed and added. */
 static int s_turn(struct ns_engine *e, const struct chat_repl_opts *o, struct ns_chat_log *log,
-		  const char *text)
+		  struct s_images *im, const char *text)
 {
 	struct s_reply r = { .stop = o->stop_reply };
-	int rc = ns_chat_log_add(log, "user", text);
+	char *marked = im->n > im->n_conv ? s_with_marks(text, im->n - im->n_conv) : NULL;
+	int rc = im->n > im->n_conv && !marked ? -ENOMEM :
+		 ns_chat_log_add(log, "user", marked ? marked : text);
 
+	free(marked);
+	if (rc == 0)
+		im->n_conv = im->n;
 	if (rc == 0 && o->print_prompt)
 		rc = run_show_prompt(e, log->msgs, log->n);
+	/* the whole conversation with its images, from the start (nscompute runs a prompt with
+	 * images from an empty context) */
+	if (rc == 0 && im->n)
+		rc = ns_engine_set_images(e, (const char *const *)im->path, im->n);
 	if (rc < 0 || (rc = run_out_begin(e, &r.out, true, o->final_only, stdout)) < 0)
 		return rc;
 	*o->stop_reply = 0;
@@ -192,8 +265,10 @@ static int s_turn(struct ns_engine *e, const struct chat_repl_opts *o, struct ns
 	return rc;
 }
 
-static int s_reset(struct ns_engine *e, const struct chat_repl_opts *o, struct ns_chat_log *log)
+static int s_reset(struct ns_engine *e, const struct chat_repl_opts *o, struct ns_chat_log *log,
+		   struct s_images *im)
 {
+	s_images_clear(im);
 	ns_chat_log_clear(log);
 	ns_engine_reset(e);
 	return o->system ? ns_chat_log_add(log, "system", o->system) : 0;
@@ -214,7 +289,7 @@ static const char *s_cmd(const char *line, const char *cmd)
 
 /* A line starting with '/': 1 to quit, 0 to go on, < 0 to fail (out of memory). */
 static int s_command(struct ns_engine *e, const struct chat_repl_opts *o,
-		     struct ns_chat_log *log, const char *line)
+		     struct ns_chat_log *log, struct s_images *im, const char *line)
 {
 	char err[512];
 	const char *arg;
@@ -222,11 +297,16 @@ static int s_command(struct ns_engine *e, const struct chat_repl_opts *o,
 	if (s_cmd(line, "/quit") || s_cmd(line, "/exit"))
 		return 1;
 	if (s_cmd(line, "/reset")) {
-		if (s_reset(e, o, log) < 0)
+		if (s_reset(e, o, log, im) < 0)
 			return -ENOMEM;
 		fprintf(stderr, "(conversation reset)\n");
+	} else if ((arg = s_cmd(line, "/image")) && *arg) {
+		return s_image_add(e, im, arg);
 	} else if ((arg = s_cmd(line, "/save")) && *arg) {
-		if (chat_file_save(arg, log, err, sizeof(err)) < 0)
+		if (im->n) /* the file holds text: the marks would lose their images */
+			fprintf(stderr, S_WHO ": /save: a conversation with images is not saved (its "
+				"file holds text only)\n");
+		else if (chat_file_save(arg, log, err, sizeof(err)) < 0)
 			fprintf(stderr, S_WHO ": /save: %s\n", err);
 		else
 			fprintf(stderr, "(%zu messages saved to %s)\n", log->n, arg);
@@ -234,12 +314,14 @@ static int s_command(struct ns_engine *e, const struct chat_repl_opts *o,
 		if (chat_file_load(arg, log, err, sizeof(err)) < 0) {
 			fprintf(stderr, S_WHO ": /load: %s (conversation unchanged)\n", err);
 		} else {
+			s_images_clear(im); /* the loaded conversation has none */
 			ns_engine_reset(e); /* the next turn evaluates the loaded conversation */
 			fprintf(stderr, "(%zu messages loaded from %s)\n", log->n, arg);
 		}
 	} else if (s_cmd(line, "/help")) {
 		fprintf(stderr, "/reset  forget the conversation\n/save FILE  write it as JSON "
-			"messages\n/load FILE  continue one saved\n/quit  end (Ctrl-D too)\n"
+			"messages\n/load FILE  continue one saved\n/image FILE  an image in your "
+			"next message (with a vision tower: --mmproj)\n/quit  end (Ctrl-D too)\n"
 			"A line ending in \\ continues; \"\"\" opens and closes a block of lines. "
 			"Ctrl-C stops a reply.\n");
 	} else {
@@ -251,6 +333,7 @@ static int s_command(struct ns_engine *e, const struct chat_repl_opts *o,
 int chat_repl(struct ns_engine *e, const struct chat_repl_opts *o)
 {
 	struct ns_chat_log log = { 0 };
+	struct s_images im = { 0 };
 	struct line_input li;
 	char *text = NULL;
 	int rc;
@@ -261,6 +344,13 @@ int chat_repl(struct ns_engine *e, const struct chat_repl_opts *o)
 		fprintf(stderr, "(/help: commands; Ctrl-D or /quit ends)\n");
 	if (o->system && (rc = ns_chat_log_add(&log, "system", o->system)) < 0)
 		goto out;
+	for (uint32_t i = 0; i < o->n_images && i < NS_ENGINE_MAX_IMAGES; i++) {
+		if (!(im.path[i] = strdup(o->images[i]))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		im.n = i + 1;
+	}
 	for (;;) {
 		rc = line_input_read(&li, &text);
 		if (*o->interrupted) {
@@ -271,9 +361,9 @@ int chat_repl(struct ns_engine *e, const struct chat_repl_opts *o)
 			break;
 		rc = 0; /* an empty turn is skipped */
 		if (text[0] == '/')
-			rc = s_command(e, o, &log, text);
+			rc = s_command(e, o, &log, &im, text);
 		else if (text[0])
-			rc = s_turn(e, o, &log, text);
+			rc = s_turn(e, o, &log, &im, text);
 		free(text);
 		text = NULL;
 		if (rc) {
@@ -285,5 +375,6 @@ out:
 	free(text);
 	line_input_close(&li);
 	ns_chat_log_clear(&log);
+	s_images_clear(&im);
 	return rc;
 }

@@ -14,12 +14,18 @@ struct chat_repl_opts {
 	const char *system;  /* --system: the first message, again after /reset */
 	bool print_prompt, final_only, json;
 	const struct ns_gen_params *g;
+	/* --image: attached to the first user turn as /image attaches them (needs a tower) */
+	const char *const *images;
+	uint32_t n_images;
 	/* Signals (cmd_run.c's handler): while *replying is set a first SIGINT sets *stop_reply
 	 * (that reply ends, the session goes on) instead of *interrupted (the session ends). */
 	volatile sig_atomic_t *replying, *stop_reply, *interrupted;
 };
 
-/* Commands: /quit (also Ctrl-D, end of input), /reset, /save FILE, /load FILE, /help. Returns
+/* Commands: /quit (also Ctrl-D, end of input), /reset, /save FILE, /load FILE, /image FILE
+ * (with a vision tower: the image opens the next user message, as Qwen-VL's chat template
+ * places image parts; a conversation with images is evaluated anew at each turn, its images
+ * through the tower again), /help. Returns
  * 0 at the end of input or /quit, a negative errno when the engine fails (ns_engine_error) or
  * -ECANCELED when *interrupted was set. */
 int chat_repl(struct ns_engine *e, const struct chat_repl_opts *o);

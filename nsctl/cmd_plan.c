@@ -13,6 +13,7 @@
 #include "arch.h"
 #include "gpu_need.h"
 #include "hparams.h"
+#include "image_args.h"
 #include "json_out.h"
 #include "kv_type.h"
 #include "model.h"
@@ -32,6 +33,7 @@ struct s_args {
 	const char *stats_path;
 	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
 	const char *draft;     /* --draft MODEL: a draft model counted in the fixed set */
+	struct nsctl_images img; /* --mmproj and its limits: the tower counted as run counts it */
 };
 
 /* Everything the outputs print, gathered once. */
@@ -52,8 +54,12 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
 		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
-		   "[-ctk T] [-ctv T] [--draft MODEL]\n"
+		   "[-ctk T] [-ctv T] [--draft MODEL] [--mmproj F [--max-patches N] [--min-pixels N] "
+		   "[--max-pixels N]]\n"
 		   "  --draft: a draft model (nsctl run --draft) counted in the fixed set\n"
+		   "  --mmproj: a vision tower (nsctl run --mmproj) and its images' working memory "
+		   "for images\n    of up to --max-patches tokens (and within --min-pixels, "
+		   "--max-pixels) counted in the fixed set\n"
 		   "  -ctk/--cache-type-k, -ctv/--cache-type-v: KV cache types counted (f32, f16, "
 		   "q8_0)\n"
 		   "  --stats: expert hit counts ('tokens LAYER N' and 'LAYER EXPERT HITS' lines)\n"
@@ -97,6 +103,11 @@ static const struct ns_opt s_opts[] = {
 	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
 	{ "windows", NULL, NS_OPT_SWITCH, O_WINDOWS },
 	{ "embd-resident", NULL, NS_OPT_SWITCH, O_EMBD_RESIDENT },
+	/* the image flags of run that change what the tower takes (image_args.h) */
+	{ "mmproj", NULL, NS_OPT_VALUE, NSCTL_IMG_MMPROJ },
+	{ "max-patches", NULL, NS_OPT_VALUE, NSCTL_IMG_MAX_PATCHES },
+	{ "min-pixels", NULL, NS_OPT_VALUE, NSCTL_IMG_MIN_PIXELS },
+	{ "max-pixels", NULL, NS_OPT_VALUE, NSCTL_IMG_MAX_PIXELS },
 };
 
 /* One option (o NULL: the model) of s_opts, spelled f: 0, or -EINVAL after one line. */
@@ -161,6 +172,11 @@ static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const cha
 	case O_EMBD_RESIDENT:
 		a->q.embd_resident = true;
 		return 0;
+	case NSCTL_IMG_MMPROJ:
+	case NSCTL_IMG_MAX_PATCHES:
+	case NSCTL_IMG_MIN_PIXELS:
+	case NSCTL_IMG_MAX_PIXELS:
+		return nsctl_images_opt(&a->img, "nsctl plan", o->id, f, v);
 	}
 	if (a->path) {
 		fprintf(stderr, "nsctl plan: more than one model given ('%s')\n", v);
@@ -174,6 +190,11 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 {
 	if (ns_opt_parse("nsctl plan", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, a))
 		return 2;
+	if (!a->img.mmproj && (a->img.max_tokens || a->img.min_pixels || a->img.max_pixels)) {
+		fprintf(stderr, "nsctl plan: --max-patches, --min-pixels and --max-pixels go with "
+			"--mmproj\n");
+		return 2;
+	}
 	if (a->windows && !a->json) {
 		fprintf(stderr, "nsctl plan: --windows goes with --json\n");
 		return 2;
@@ -274,6 +295,15 @@ static void s_print_text(const struct s_report *r)
 		printf("  draft       %12" PRIu64 " bytes %11s  --draft %s: weights, f32 KV cache, "
 		       "scratch (resident in nscompute)\n", fx->draft_bytes,
 		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft);
+	if (fx->tower_bytes)
+		printf("  tower       %12" PRIu64 " bytes %11s  --mmproj %s: tensors and patch "
+		       "kernel (resident in nscompute)\n", fx->tower_bytes,
+		       ns_format_bytes(fx->tower_bytes, s[0], 32), a->img.mmproj);
+	if (fx->tower_bytes)
+		printf("  images      %12" PRIu64 " bytes %11s  an image of up to %" PRIu64 " tokens "
+		       "through the tower (its file, pixels, activations) and %u tokens of embeddings held "
+		       "for the decoder\n", fx->image_bytes,
+		       ns_format_bytes(fx->image_bytes, s[0], 32), fx->image_tokens, fx->n_ctx);
 	printf("  total       %12" PRIu64 " bytes %11s\n", fx->total,
 	       ns_format_bytes(fx->total, s[0], 32));
 	printf("host memory:  %s = RAM cache (what this model fills) + arena + fixed set: the "
@@ -380,6 +410,9 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "overhead_bytes"); jo_u64(&j, fx->overhead_bytes);
 	jo_key(&j, "margin_bytes"); jo_u64(&j, fx->margin_bytes);
 	jo_key(&j, "draft_bytes"); jo_u64(&j, fx->draft_bytes);
+	jo_key(&j, "tower_bytes"); jo_u64(&j, fx->tower_bytes);
+	jo_key(&j, "image_bytes"); jo_u64(&j, fx->image_bytes);
+	jo_key(&j, "image_tokens"); jo_u64(&j, fx->image_tokens);
 	jo_key(&j, "total"); jo_u64(&j, fx->total);
 	jo_end_obj(&j);
 	jo_key(&j, "host_total"); jo_u64(&j, r->host_total);
@@ -466,9 +499,17 @@ int cmd_plan(int argc, char **argv)
 	int ret;
 
 	a.q.who = "nsctl plan";
+	a.img.image_token = -1;
 	ret = s_parse_args(argc, argv, &a);
 	if (ret)
 		return ret == 1 ? 0 : ret;
+	/* the tower is this model's, as run checks it (one line, exit 2) */
+	if (a.img.mmproj) {
+		struct ns_engine_opts eo = { 0 };
+
+		if ((ret = nsctl_images_check(&a.img, "nsctl plan", a.path, 0, &eo)))
+			return ret;
+	}
 	ret = ns_model_open(a.path, &m, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "nsctl plan: %s\n", err);
@@ -479,6 +520,14 @@ int cmd_plan(int argc, char **argv)
 				  false, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)
 		ret = nsctl_fixed_add_draft(&fx, a.draft, err, sizeof(err));
+	if (!ret && a.img.mmproj) {
+		const struct nsctl_tower tw = { .mmproj = a.img.mmproj,
+						.lim = { .max_tokens = a.img.max_tokens,
+							 .min_pixels = a.img.min_pixels,
+							 .max_pixels = a.img.max_pixels } };
+
+		ret = nsctl_fixed_add_tower(&fx, &tw, err, sizeof(err));
+	}
 	if (!ret)
 		a.n_ctx = fx.n_ctx;
 	if (ret) {

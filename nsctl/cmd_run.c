@@ -85,7 +85,8 @@ static void s_usage(FILE *f)
 		"  --ignore-eos          do not stop at end-of-generation tokens\n"
 		"  --chat                interactive conversation on stdin with the model's chat\n"
 		"                        template: line editing and history on a terminal,\n"
-		"                        /reset, /save FILE, /load FILE, /quit (README: Chat)\n"
+		"                        /reset, /save FILE, /load FILE, /image FILE, /quit\n"
+		"                        (README: Chat)\n"
 		"  -sys, --system, --system-prompt TEXT  system message for --chat (and for -p\n"
 		"                        with a harmony or Qwen3.5 model)\n"
 		"reasoning: with the harmony (gpt-oss) or Qwen3.5 chat template -p is sent as a user\n"
@@ -118,7 +119,8 @@ static void s_usage(FILE *f)
 		"output:\n"
 		NSCTL_IMAGE_USAGE
 		"                        (-p: the images open the prompt, as the chat template puts\n"
-		"                        them, or go at each <|image_pad|> of it)\n"
+		"                        them, or go at each <|image_pad|> of it; --chat: they open\n"
+		"                        the first message, and /image FILE attaches one to the next)\n"
 		"  -q, --quiet           no progress lines: the RAM cache's fill and the prompt's\n"
 		"                        evaluation (tokens, tok/s) are drawn on a terminal only\n"
 		"  --json                stdout gets one JSON object and nothing else: the\n"
@@ -414,9 +416,9 @@ static int s_parse(struct s_opts *o, int argc, char **argv)
 			"--chat, --final-only, --reasoning or --thinking\n");
 		return -EINVAL;
 	}
-	if (o->img.n && (o->chat || o->warmup)) {
-		fprintf(stderr, "nsctl run: --image goes with -p (a prompt); not with --chat or "
-			"--warmup yet\n");
+	if (o->img.n && o->warmup) {
+		fprintf(stderr, "nsctl run: --image goes with -p or --chat; not with --warmup "
+			"yet\n");
 		return -EINVAL;
 	}
 	return s_prompt_text(o);
@@ -749,7 +751,8 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 					     .final_only = op->final_only, .json = op->json,
 					     .g = &op->g, .replying = &s_replying,
 					     .stop_reply = &s_stop_reply,
-					     .interrupted = &s_interrupted };
+					     .interrupted = &s_interrupted,
+					     .images = op->img.path, .n_images = op->img.n };
 
 		rc = chat_repl(e, &co);
 	}

@@ -28,13 +28,15 @@ int cmd_serve(int argc, char **argv);
  * the same model, context (0: the plan's default), n_seq KV caches (nsctl serve's sequences;
  * 1 otherwise), KV cache types (ctk / ctv names as nsctl_kv_set stores them, NULL: f32) and
  * given budgets (from MemAvailable and the cgroup limit, budget_defaults.h), a draft model
- * (--draft PATH, NULL: none) counted in the fixed set (nsctl_fixed_add_draft). mem / ram:
+ * (--draft PATH, NULL: none) and a vision tower with its images' working memory (tower,
+ * NULL: none) counted in the fixed set (nsctl_fixed_add_draft, nsctl_fixed_add_tower). mem / ram:
  * in: the given figures, out: the chosen ones.
  * Returns 0 (line: a description of the defaults, "" when all were given), or an exit code
  * (1 runtime, 2 impossible budgets) after one line on stderr prefixed with who, or in err
  * (errlen bytes, no prefix) when err is not NULL (the library, api_budgets.c). */
+struct nsctl_tower;
 int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
-		       const char *mmproj, uint32_t n_ctx,
+		       const struct nsctl_tower *tower, uint32_t n_ctx,
 		       uint32_t n_seq, const char *ctk, const char *ctv, bool mem_given,
 		       uint64_t *mem, bool ram_given, uint64_t *ram, char *line, size_t linelen,
 		       char *err, size_t errlen);
@@ -49,7 +51,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
  * after one line prefixed with who, naming the figures and what to lower, for the first pair
  * refused. */
 int nsctl_check_budgets(const char *who, const char *model, const char *draft,
-			const char *mmproj, uint32_t n_ctx,
+			const struct nsctl_tower *tower, uint32_t n_ctx,
 			uint32_t n_seq,
 			const char *ctk, const char *ctv, const uint64_t *mem, const uint64_t *ram,
 			size_t n);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budgets.h"
 #include "chat_repl.h"
 #include "commands.h"
 #include "engine_flags.h"
@@ -319,6 +320,10 @@ int nsctl_engine_args_check(struct nsctl_engine_args *a, const char *who)
 int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const char *model)
 {
 	struct ns_engine_opts *eo = &a->eo;
+	const struct nsctl_tower tw = { .mmproj = eo->mmproj,
+					.lim = { .max_tokens = eo->max_image_tokens,
+						 .min_pixels = eo->min_image_pixels,
+						 .max_pixels = eo->max_image_pixels } };
 	int rc;
 
 	if (a->ngl > 0 && !eo->vram_budget) { /* -ngl N: N layers' worth of VRAM */
@@ -334,7 +339,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	/* both named: a session the memory can hold, the fixed set counted
 	 * (nsctl_check_budgets) */
 	if (!eo->no_plan && a->mem_given && a->ram_given) {
-		rc = nsctl_check_budgets(who, model, eo->draft_model, eo->mmproj, eo->n_ctx, a->n_seq,
+		rc = nsctl_check_budgets(who, model, eo->draft_model, &tw, eo->n_ctx, a->n_seq,
 					 eo->cache_type_k,
 					 eo->cache_type_v, &eo->mem_budget, &eo->ram_budget, 1);
 		if (rc)
@@ -344,7 +349,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	if (!eo->no_plan && (!a->mem_given || !a->ram_given)) {
 		char line[320];
 
-		rc = nsctl_pick_budgets(who, model, eo->draft_model, eo->mmproj, eo->n_ctx, a->n_seq,
+		rc = nsctl_pick_budgets(who, model, eo->draft_model, &tw, eo->n_ctx, a->n_seq,
 					eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
 					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);

@@ -391,12 +391,15 @@ void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);
  * of them within the context), nothing decoded and no weight read: -EINVAL with one line
  * otherwise, or when the engine has no vision tower (opts.mmproj). n 0 forgets them.
  * In the call: generate and chat put each image where Qwen-VL's processor does: every
- * "<|image_pad|>" of the prompt text (chat: the images open the last user message, each as
- * "<|vision_start|><|image_pad|><|vision_end|>"; generate: the text is taken as is, so write
- * the markers) becomes the next image's tokens; for logits and eval the caller writes the
+ * "<|image_pad|>" of the prompt text (chat: when no message holds one, the images open the
+ * last user message, each as NS_ENGINE_IMAGE_MARK; a conversation whose messages hold the
+ * marks, e.g. images of earlier turns, is taken as is; generate: the text is taken as is, so
+ * write the markers) becomes the next image's tokens; for logits and eval the caller writes the
  * ids, each maximal run of the placeholder (ns_engine_image_token) as long as its image's
  * token count (ns_engine_image_tokens), else -EINVAL with one line naming the count. */
 #define NS_ENGINE_MAX_IMAGES 64
+/* An image part as Qwen-VL's chat templates write it in a message's text. */
+#define NS_ENGINE_IMAGE_MARK "<|vision_start|><|image_pad|><|vision_end|>"
 int ns_engine_set_images(struct ns_engine *e, const char *const *paths, uint32_t n);
 /* Tokens image i of the pending set becomes (0 when there is no such image). */
 uint32_t ns_engine_image_tokens(const struct ns_engine *e, uint32_t i);

@@ -96,6 +96,9 @@ struct nsplan_fixed {
 	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
 				   * here; nsctl adds it to total (budgets.c) */
 	uint64_t tower_bytes;     /* a vision tower resident in nscompute (--mmproj): likewise */
+	uint64_t image_bytes;     /* its images' working memory (activations, embeddings):
+				   * likewise */
+	uint64_t image_tokens;    /* the largest image counted in image_bytes, in tokens */
 };
 
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */

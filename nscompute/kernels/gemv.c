@@ -106,6 +106,22 @@ static ns_krows_fn s_path_fn(enum ns_kpath path)
 	}
 }
 
+uint64_t ns_gemm_x_bytes(uint64_t n_tok, uint64_t n_cols)
+{
+	/* as ns_gemm_ex below: the float copy's row stride, the q8 buffers' three strides */
+	uint64_t ldx = n_tok > 1 ? (n_cols + 15) / 16 * 16 + 16 : n_cols;
+	uint64_t ldq = (n_cols + 63) / 64 * 64 + 64;
+	uint64_t ldg = (n_cols / NS_KGROUP + 16 + 15) / 16 * 16;
+	uint64_t ldc = (n_cols / 4 + 16 + 15) / 16 * 16;
+	uint64_t f, q;
+
+	if (n_cols > UINT64_MAX / 64 || ns_mul_u64_overflow(n_tok, ldx * sizeof(float), &f) ||
+	    ns_mul_u64_overflow(n_tok, ldq + 2 * 4 * ldg + 2 * 4 * ldc, &q) ||
+	    (f > q ? f : q) > UINT64_MAX - 64)
+		return UINT64_MAX;
+	return (f > q ? f : q) + 64;
+}
+
 int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, const void *w,
 	       uint64_t n_cols, uint64_t n_rows, const float *x, uint64_t n_tok, float *y,
 	       uint64_t ldy)

@@ -92,6 +92,11 @@ int ns_gemm_ex(struct ns_pool *p, const struct ns_kopts *opts, uint32_t type, co
 	       uint64_t n_cols, uint64_t n_rows, const float *x, uint64_t n_tok, float *y,
 	       uint64_t ldy);
 
+/* The most heap one ns_gemm_ex call over n_tok rows of n_cols inputs takes for its copy of x
+ * (aligned, strided) or its quantized activations (NS_ACT_Q8, the vnni path); not the i8
+ * gemm's packing (ns_gemm_i8). UINT64_MAX on overflow. For callers that count memory. */
+uint64_t ns_gemm_x_bytes(uint64_t n_tok, uint64_t n_cols);
+
 static inline int ns_gemm(struct ns_pool *p, uint32_t type, const void *w, uint64_t n_cols,
 			  uint64_t n_rows, const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {

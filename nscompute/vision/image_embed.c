@@ -52,8 +52,12 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 	e->n_deepstack = hp->n_deepstack;
 	ns_vision_image_geom(hp, lim, &g);
 	rc = ns_image_decode(file, &img, err, errlen);
+	if (rc == 0 && v->progress) /* a large file's decoding and resize take seconds */
+		v->progress(v->progress_user);
 	if (rc == 0)
 		rc = ns_image_preprocess(&img, &g, plan, &pixels, err, errlen);
+	if (rc == 0 && v->progress)
+		v->progress(v->progress_user);
 	ns_image_free(&img);
 	if (rc < 0)
 		return rc;
@@ -75,6 +79,49 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 	if (rc < 0)
 		ns_image_embedding_free(e);
 	return rc;
+}
+
+int ns_image_work_bytes(const struct ns_vision_hparams *hp, const struct ns_image_limits *lim,
+			uint32_t n_ctx, uint32_t max_images, struct ns_image_work *w)
+{
+	const uint64_t f = (uint64_t)hp->patch * hp->merge, group = (uint64_t)hp->merge * hp->merge;
+	const uint64_t patch_dim = 3ull * hp->temporal * hp->patch * hp->patch;
+	const uint64_t row = (uint64_t)hp->n_embd_out * (1 + hp->n_deepstack) * sizeof(float);
+	struct ns_image_geom g;
+	uint64_t held, px, rows, raw;
+
+	memset(w, 0, sizeof(*w));
+	ns_vision_image_geom(hp, lim, &g);
+	if (!f)
+		return -EOVERFLOW;
+	/* smart resize keeps an image within max_pixels (and max_tokens' pixels): the largest
+	 * is max_pixels / f^2 tokens, and the engine takes no more than n_ctx */
+	w->max_tokens = g.max_pixels / (f * f);
+	if (g.max_tokens && g.max_tokens < w->max_tokens)
+		w->max_tokens = g.max_tokens;
+	if (w->max_tokens > n_ctx)
+		w->max_tokens = n_ctx;
+	w->n_patches = w->max_tokens * group;
+	/* every image's embeddings at once, n_ctx tokens of them at most */
+	held = (uint64_t)max_images * w->max_tokens;
+	if (held > n_ctx)
+		held = n_ctx;
+	w->tower = ns_vision_work_bytes(hp, w->n_patches, 0);
+	if (w->tower == UINT64_MAX || ns_mul_u64_overflow(w->n_patches, patch_dim * sizeof(float),
+							    &px) ||
+	    ns_add_u64_overflow(w->tower, px, &w->tower) ||
+	    ns_mul_u64_overflow(held, row, &w->embeddings) ||
+	    /* nsc_images_eval's rows: embeddings, DeepStack, 3 int32 positions, a flag */
+	    ns_mul_u64_overflow(n_ctx, row + 3 * sizeof(int32_t) + 1, &rows) ||
+	    ns_add_u64_overflow(w->embeddings, rows, &w->embeddings) ||
+	    /* RGB of the image at its size: decoded, and its file at most that + 1/64 */
+	    ns_mul_u64_overflow(w->n_patches, 3ull * hp->patch * hp->patch, &raw) ||
+	    ns_mul_u64_overflow(raw, 2, &w->decode) ||
+	    ns_add_u64_overflow(w->decode, raw / 64, &w->decode) ||
+	    ns_add_u64_overflow(w->tower, w->embeddings, &w->total) ||
+	    ns_add_u64_overflow(w->total, w->decode, &w->total))
+		return -EOVERFLOW;
+	return 0;
 }
 
 void ns_image_embedding_free(struct ns_image_embedding *e)

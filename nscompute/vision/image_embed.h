@@ -57,6 +57,30 @@ int ns_image_embed(struct ns_vision *v, const struct ns_image_file *file,
 		   const struct ns_image_plan *plan, const struct ns_image_limits *lim,
 		   struct ns_image_embedding *e, char *err, size_t errlen);
 
+/* What a prompt's images take in nscompute beyond the tower's weights (the budgets count it:
+ * nsctl's fixed set), for images under lim (NULL: the processor's defaults), at most
+ * max_images of them and n_ctx tokens in all (the engine refuses more):
+ *   max_tokens, n_patches: the largest image the limits let through (one frame)
+ *   tower:      ns_vision_work_bytes for it + its pixel values (n_patches x patch_dim floats)
+ *   decode:     its file (held until its tower pass ends) and its decoded RGB, for an image
+ *               stored at that size (raw pixels + 1/64 for the container)
+ *   embeddings: every image's embeddings and DeepStack features, held until the decoder
+ *               consumes them (n_image_tokens x n_embd_out x (1 + n_deepstack) floats), and
+ *               the prompt's rows of them with their positions (compute_image.c: n_ctx rows)
+ * Not counted: what an image stored larger than it is resized to takes beyond that (its
+ * bigger file and decoded pixels, and the resize's output; freed before the tower runs), and
+ * the image codecs' own buffers. 0, or -EOVERFLOW. */
+struct ns_image_work {
+	uint64_t max_tokens;
+	uint64_t n_patches;
+	uint64_t tower;
+	uint64_t decode;
+	uint64_t embeddings;
+	uint64_t total;
+};
+int ns_image_work_bytes(const struct ns_vision_hparams *hp, const struct ns_image_limits *lim,
+			uint32_t n_ctx, uint32_t max_images, struct ns_image_work *w);
+
 void ns_image_embedding_free(struct ns_image_embedding *e);
 
 /* The mmproj beside model_path: the single file named mmproj-*.gguf in its directory into

@@ -200,6 +200,8 @@ static int s_setup(struct ns_vision *v, const struct ns_vision_opts *opts)
 		return -ENOMEM;
 	}
 	v->n_batch = opts ? opts->n_batch / group * group : 0;
+	v->progress = opts ? opts->progress : NULL;
+	v->progress_user = opts ? opts->progress_user : NULL;
 	if (opts && opts->n_batch && !v->n_batch)
 		v->n_batch = group;
 	if ((rc = s_patch_kernel(v)) ||

@@ -41,6 +41,11 @@ struct ns_vision_opts {
 	int n_threads;    /* threads of the patch-embedding and attention kernels; <= 0: 1 */
 	uint64_t n_batch; /* patches per weight matmul (each call reads the weights once);
 			   * 0 = all of an image's; rounded down to whole merge groups */
+	/* called after each matmul and each frame's attention (a long pass is progress:
+	 * nscompute beats its heartbeat, which the streaming provider's products beat for the
+	 * text model); NULL: none */
+	void (*progress)(void *user);
+	void *progress_user;
 };
 
 /* Where ns_vision_encode writes, all caller-owned, sized from the grid and the hparams:
@@ -66,6 +71,15 @@ const struct ns_vision_hparams *ns_vision_hparams(const struct ns_vision *v);
  * ns_vision_error says why. */
 int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, uint32_t grid_h,
 		     uint32_t grid_w, const struct ns_vision_out *out);
+
+/* The most heap ns_vision_encode takes for an image of n_patches patches (one frame) with
+ * opts' n_batch (0: all of an image's, as nscompute runs it): its activations (s_alloc_act),
+ * the position rows of the patch embedding and one frame's attention scratch; the weights,
+ * the pixels and the outputs are the caller's. UINT64_MAX on overflow. Kept beside the
+ * allocations it counts (vision_encode.c), so that the budgets (nsctl's fixed set) follow
+ * them. */
+uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n_patches,
+			      uint64_t n_batch);
 
 const char *ns_vision_error(const struct ns_vision *v);
 

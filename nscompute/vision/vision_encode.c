@@ -48,6 +48,9 @@ static int s_linear(struct ns_vision *v, uint32_t id, const float *bias, const f
 		int rc = ns_weights_matmul(v->w, id, 0, n_out, x + t0 * n_in, nt, y + t0 * n_out,
 					   n_out);
 
+		if (v->progress)
+			v->progress(v->progress_user);
+
 		if (rc < 0) {
 			ns_errf(v->err, sizeof(v->err), "vision: %s: %s", v->m->tensors[id].name,
 				ns_weights_error(v->w));
@@ -122,6 +125,8 @@ static int s_embed(struct ns_vision *v, struct s_act *a, const float *pixels, ui
 	if (!rows)
 		return -ENOMEM;
 	rc = ns_gemm(v->pool, NS_TYPE_F32, v->patch_w, v->patch_dim, d, pixels, a->n, a->x, d);
+	if (v->progress)
+		v->progress(v->progress_user);
 	for (uint64_t t = 0; rc == 0 && t < a->n; t++)
 		s_add(a->x + t * d, v->patch_b, d);
 	for (uint64_t r = 0; r < npos; r++)
@@ -152,7 +157,7 @@ static int s_block(struct ns_vision *v, const struct ns_vision_layer *y, struct 
 	ns_vision_rope_apply(a->qkv + d, n, 3 * d, hp->n_head, hp->head_dim, a->cs); /* k */
 	for (uint32_t f = 0; f < grid_t; f++) /* each frame attends to itself */
 		if ((rc = ns_vision_attention(v->pool, a->qkv + f * frame * 3 * d, frame,
-					      hp->n_head, hp->head_dim, a->ao + f * frame * d))) {
+					      hp->n_head, hp->head_dim, a->ao + f * frame * d, v))) {
 			ns_errf(v->err, sizeof(v->err), "vision: attention: error %d", rc);
 			return rc;
 		}
@@ -209,6 +214,42 @@ static int s_alloc_act(struct ns_vision *v, struct s_act *a)
 	ns_errf(v->err, sizeof(v->err), "vision: out of memory for %llu patches",
 		(unsigned long long)a->n);
 	return -ENOMEM;
+}
+
+static uint64_t s_max(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n, uint64_t n_batch)
+{
+	const uint64_t d = hp->n_embd, npos = (uint64_t)hp->pos_side * hp->pos_side;
+	const uint64_t group = (uint64_t)hp->merge * hp->merge;
+	uint64_t chunk = group ? n_batch / group * group : n_batch, f = 0, t, attn;
+
+	if (n_batch && !chunk)
+		chunk = group;
+	chunk = chunk && chunk < n ? chunk : n; /* s_chunk */
+	/* s_alloc_act's floats: x, h, ao (n, d), qkv (n, 3d), cs (n, head_dim), ff (chunk,
+	 * n_ff), pos (npos, d); all live through the pass */
+	if (ns_mul_u64_overflow(n, 6 * d + hp->head_dim, &f) ||
+	    ns_mul_u64_overflow(chunk, hp->n_ff, &t) || ns_add_u64_overflow(f, t, &f) ||
+	    ns_add_u64_overflow(f, npos * d, &f) || ns_mul_u64_overflow(f, sizeof(float), &f))
+		return UINT64_MAX;
+	/* the patch embedding's row ids (s_embed) and one frame's attention (s_block) never
+	 * overlap: the larger of the two */
+	attn = ns_vision_attention_bytes(n, hp->head_dim);
+	t = npos * sizeof(int64_t) > attn ? npos * sizeof(int64_t) : attn;
+	if (ns_add_u64_overflow(f, t, &f))
+		return UINT64_MAX;
+	/* and the gemm's copy of its input (gemv.h), one call at a time: the largest of the
+	 * pixels (patch kernel), a chunk's MLP hidden, a d- or merged 4d-wide activation (the
+	 * attention's own are in ns_vision_attention_bytes) */
+	t = ns_gemm_x_bytes(n, 3ull * hp->temporal * hp->patch * hp->patch);
+	t = s_max(t, ns_gemm_x_bytes(chunk, hp->n_ff));
+	t = s_max(t, ns_gemm_x_bytes(n, d));
+	t = s_max(t, group ? ns_gemm_x_bytes(n / group, d * group) : 0);
+	return t == UINT64_MAX || ns_add_u64_overflow(f, t, &f) ? UINT64_MAX : f;
 }
 
 int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, uint32_t grid_h,

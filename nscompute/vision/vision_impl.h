@@ -34,6 +34,8 @@ struct ns_vision {
 	struct ns_weights *w;       /* borrowed */
 	struct ns_pool *pool;       /* patch embedding and attention kernels */
 	uint64_t n_batch;           /* patches per matmul, a multiple of merge^2; 0 = all */
+	void (*progress)(void *user); /* ns_vision_opts' */
+	void *progress_user;
 	uint64_t patch_dim;         /* 3 * temporal * patch^2 */
 	float *patch_w;             /* (d, patch_dim): row o = [channel][frame][y][x] */
 	float *patch_b;             /* (d) */
@@ -67,10 +69,14 @@ void ns_vision_rope_table(float *cs, uint32_t grid_t, uint32_t grid_h, uint32_t 
 void ns_vision_rope_apply(float *x, uint64_t n, uint64_t stride, uint32_t heads,
 			  uint32_t head_dim, const float *cs);
 
+/* Bytes ns_vision_attention allocates for n rows of head_dim hd (UINT64_MAX on overflow). */
+uint64_t ns_vision_attention_bytes(uint64_t n, uint32_t hd);
+
 /* Full (bidirectional) attention of one frame's `n` patches, all heads:
- * qkv (n, 3 * heads * hd) rows of [q | k | v]; out (n, heads * hd). Uses the gemm kernels.
- * Returns 0 or -ENOMEM / a kernel error. */
+ * qkv (n, 3 * heads * hd) rows of [q | k | v]; out (n, heads * hd). Uses the gemm kernels;
+ * v's progress (NULL v: none) after each block of queries. Returns 0 or -ENOMEM / a kernel
+ * error. */
 int ns_vision_attention(struct ns_pool *pool, const float *qkv, uint64_t n, uint32_t heads,
-			uint32_t hd, float *out);
+			uint32_t hd, float *out, const struct ns_vision *v);
 
 #endif

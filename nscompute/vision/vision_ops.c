@@ -128,6 +128,23 @@ float *ns_vision_falloc(uint64_t a, uint64_t b)
 	return malloc(n ? (size_t)n : 1);
 }
 
+uint64_t ns_vision_attention_bytes(uint64_t n, uint32_t hd)
+{
+	const uint64_t qb = n < S_Q_BLOCK ? n : S_Q_BLOCK;
+	uint64_t kv, q, sc, t, g1 = ns_gemm_x_bytes(qb, hd), g2 = ns_gemm_x_bytes(qb, n);
+
+	/* kh and vt (n, hd); qh and oh (qb, hd); s (qb, n): as ns_vision_attention below; and
+	 * the larger of its two gemms' copies of their input (gemv.h) */
+	if (ns_mul_u64_overflow(n, 2ull * hd, &kv) || ns_mul_u64_overflow(qb, n, &sc))
+		return UINT64_MAX;
+	q = qb * 2ull * hd;
+	if (ns_add_u64_overflow(kv, q, &t) || ns_add_u64_overflow(t, sc, &t) ||
+	    ns_mul_u64_overflow(t, sizeof(float), &t) || g1 == UINT64_MAX || g2 == UINT64_MAX ||
+	    ns_add_u64_overflow(t, g1 > g2 ? g1 : g2, &t))
+		return UINT64_MAX;
+	return t;
+}
+
 struct s_attn {
 	float *kh; /* (n, hd) keys of the head */
 	float *vt; /* (hd, n) values of the head, transposed: rows for the gemm */
@@ -147,7 +164,7 @@ static void s_attn_free(struct s_attn *a)
 
 /* One head: K and V^T gathered once, then query blocks: S = Q K^T, softmax, O = P V. */
 static int s_head(struct ns_pool *pool, const float *qkv, uint64_t n, uint32_t heads,
-		  uint32_t hd, uint32_t h, struct s_attn *a, float *out)
+		  uint32_t hd, uint32_t h, struct s_attn *a, float *out, const struct ns_vision *v)
 {
 	const uint64_t d = (uint64_t)heads * hd, stride = 3 * d;
 	const float scale = 1.0f / sqrtf((float)hd);
@@ -174,12 +191,14 @@ static int s_head(struct ns_pool *pool, const float *qkv, uint64_t n, uint32_t h
 		for (uint64_t i = 0; i < nq; i++)
 			for (uint32_t c = 0; c < hd; c++)
 				out[(q0 + i) * d + (uint64_t)h * hd + c] = a->oh[i * hd + c];
+		if (v && v->progress) /* a block of a large image's scores is seconds of work */
+			v->progress(v->progress_user);
 	}
 	return 0;
 }
 
 int ns_vision_attention(struct ns_pool *pool, const float *qkv, uint64_t n, uint32_t heads,
-			uint32_t hd, float *out)
+			uint32_t hd, float *out, const struct ns_vision *v)
 {
 	struct s_attn a = { 0 };
 	const uint64_t qb = n < S_Q_BLOCK ? n : S_Q_BLOCK;
@@ -193,7 +212,7 @@ int ns_vision_attention(struct ns_pool *pool, const float *qkv, uint64_t n, uint
 	if (!a.kh || !a.vt || !a.qh || !a.s || !a.oh)
 		rc = -ENOMEM;
 	for (uint32_t h = 0; rc == 0 && h < heads; h++)
-		rc = s_head(pool, qkv, n, heads, hd, h, &a, out);
+		rc = s_head(pool, qkv, n, heads, hd, h, &a, out, v);
 	s_attn_free(&a);
 	return rc;
 }
