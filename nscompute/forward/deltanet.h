@@ -24,11 +24,21 @@
  * f32, fixed size whatever the context (ns_dnet_state_bytes; nsplan counts the same). A chunk
  * that starts at position 0 starts from zero state: the sequence was reset.
  *
+ * Rollback (f->rb_cap > 0, speculative decoding: docs/decisions.md): ns_dnet_mark copies every
+ * layer's state and history aside and from then on logs each token's recurrence input (its
+ * qkv projections, alpha and beta logits: CH + 2 n_v floats, far smaller than the state), up
+ * to rb_cap tokens; ns_dnet_rollback(keep) restores the copy and runs the recurrence again
+ * (conv + delta rule, no projection, so no weight is read) over the first keep logged tokens.
+ * The result is bit-identical to a pass that never saw the tokens after them. Buffers: per
+ * layer one more state and history and rb_cap log rows, allocated with the state and counted
+ * with it (ns_dnet_state_bytes, nsplan/fixed_mem.h).
+ *
  * Ownership: ns_dnet_new borrows the forward pass (its bound model and held vectors); the
  * ns_dnet owns its state and scratch; ns_dnet_destroy(&d) frees and nulls. */
 #ifndef NS_DELTANET_H
 #define NS_DELTANET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "forward_impl.h"
@@ -45,6 +55,17 @@ int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, struct ns_dnet **out, char *
  * provider's error (f->err says why). */
 int ns_dnet_eval(struct ns_fwd *f, struct ns_dnet *d, uint32_t layer, uint32_t pos0,
 		 const float *xb, uint32_t n, float *out);
+
+/* Copy the state aside (zero: take a zero state, the next chunk starts at position 0) and log
+ * the tokens evaluated from now on. 0, or -ENOTSUP without rollback buffers. */
+int ns_dnet_mark(struct ns_dnet *d, bool zero);
+/* Stop logging (the mark is dropped). */
+void ns_dnet_unmark(struct ns_dnet *d);
+/* The state after the first keep tokens since the mark, recomputed from the copy and the log;
+ * the mark is dropped. 0, or -ERANGE (no mark, or more tokens than the log holds). */
+int ns_dnet_rollback(struct ns_dnet *d, uint32_t keep);
+/* Bytes of the recurrent states, histories and rollback buffers. */
+uint64_t ns_dnet_state_bytes(const struct ns_dnet *d);
 
 void ns_dnet_destroy(struct ns_dnet **d);
 

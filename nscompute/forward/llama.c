@@ -47,6 +47,40 @@
 
 /* ---------------------------------------------------------------- setup ---------------- */
 
+/* f->arch_cut of a recurrent pass: forward.c let only a cut to 0 or into the mark's tokens
+ * through; the latter rolls the state back (deltanet.h). */
+static int s_rec_cut(struct ns_fwd *f, uint32_t keep)
+{
+	struct ns_llama *L = f->arch;
+	int rc;
+
+	if (!keep)
+		return 0; /* the next chunk at position 0 zeroes the state */
+	rc = ns_dnet_rollback(L->dnet, keep - f->rb_pos);
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: the recurrent state's log does not reach "
+			"position %u (mark at %u)", keep, f->rb_pos);
+	return rc;
+}
+
+static int s_rec_mark(struct ns_fwd *f, bool on)
+{
+	struct ns_llama *L = f->arch;
+
+	if (!on) {
+		ns_dnet_unmark(L->dnet);
+		return 0;
+	}
+	return ns_dnet_mark(L->dnet, f->kv->n_past == 0);
+}
+
+static uint64_t s_rec_bytes(const struct ns_fwd *f)
+{
+	const struct ns_llama *L = f->arch;
+
+	return ns_dnet_state_bytes(L->dnet);
+}
+
 static void s_destroy(void *arch)
 {
 	struct ns_llama *L = arch;
@@ -502,6 +536,11 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
 	if (f->recurrent && (rc = ns_dnet_new(f, f->n_batch, &L->dnet, err, errlen)))
 		return rc;
+	if (f->recurrent) { /* the state's rollback (ns_fwd_mark) */
+		f->arch_cut = s_rec_cut;
+		f->arch_mark = s_rec_mark;
+		f->arch_state_bytes = s_rec_bytes;
+	}
 	rc = ns_kvcache_new(L->n_kv_layer, f->n_ctx, L->n_head_kv, L->dk, L->dv,
 			    (enum ns_kv_type)f->kv_k, (enum ns_kv_type)f->kv_v, &f->kv);
 	if (rc == -EINVAL) {
