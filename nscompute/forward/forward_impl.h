@@ -45,8 +45,8 @@ struct ns_fwd {
 				      * cpu pass); else a chunk is one sequence's consecutive
 				      * positions and `all` says which logits */
 	bool recurrent;              /* recurrent layers (qwen35): their state is one sequence's
-				      * and cannot go back, so one sequence, truncated to 0 or
-				      * not at all */
+				      * and goes back only to 0 or, after ns_fwd_mark, into the
+				      * marked tokens; one sequence */
 	/* rollback of a recurrent sequence 0 (ns_fwd_mark): up to rb_cap tokens after the
 	 * mark at rb_pos can be cut back while rb_on */
 	uint32_t rb_cap, rb_pos;
