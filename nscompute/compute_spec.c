@@ -4,7 +4,9 @@
  * chunk, so the weights are read once for up to k + 1 tokens; the logits of every position of
  * the chunk verify the drafts in order (ns_sampler_verify: under greedy decoding the agreeing
  * prefix, under sampling the speculative sampling rule), the first rejection is replaced by
- * the target's own token, and the KV cache is cut back past it (ns_fwd_truncate). The tokens,
+ * the target's own token, and the KV cache is cut back past it (ns_fwd_truncate; a recurrent
+ * state, qwen35's, is rolled back to the mark set before the pass and its recurrence run again
+ * over the kept tokens: ns_fwd_mark). The tokens,
  * their TOKEN messages (n_past as the one-token loop reports it) and the sampler's history are
  * those of compute_eval.c's loop; greedy output is the same, sampled output has the same
  * distribution. */
@@ -77,6 +79,11 @@ static int s_pass(struct s_spec *s, const int32_t *chunk, uint32_t n, bool *fail
 		return nsc_send_error(p, -EINVAL, rc == -ERANGE ? ns_fwd_error(p->f) :
 				      "speculative decoding: the sequence cannot be cut back (a "
 				      "recurrent state)");
+	}
+	/* a recurrent state can be rolled back into this pass's tokens (no-op for a KV cache) */
+	if (n > 1 && (rc = ns_fwd_mark(p->f)) < 0) {
+		*failed = true;
+		return nsc_send_error(p, rc, ns_fwd_error(p->f));
 	}
 	t0 = ns_now_ns();
 	rc = ns_fwd_eval(p->f, chunk, n, p->logits, true);

@@ -287,6 +287,9 @@ static int s_attach(struct nsc_proc *p)
 		fo.on_route = nsc_route_cb; /* publishes once s_connect opened the socket */
 		fo.route_user = p;
 		fo.moe_predict = p->moe_predict; /* route_pub.c: the hit rate */
+		/* speculative decoding on a recurrent model: a pass's tokens can be cut back
+		 * (ns_fwd_mark); nsplan counts the buffers (NSPLAN_ROLLBACK_TOKENS) */
+		fo.n_rollback = 1 + NS_CMSG_MAX_DRAFT;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
 	}
 	if (rc == 0 && p->draft_path) { /* resident: every tensor read now, once */

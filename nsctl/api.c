@@ -353,9 +353,6 @@ static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
 	if (d->max > NS_CMSG_MAX_DRAFT || d->min > d->max)
 		return ns_errf(e->err, sizeof(e->err), "draft lengths %u..%u: 1 <= min <= max <= "
 			       "%d", d->min, d->max, NS_CMSG_MAX_DRAFT), -EINVAL;
-	if (e->recurrent)
-		return ns_errf(e->err, sizeof(e->err), "speculative decoding needs a KV cache "
-			       "that can be cut back; this model has a recurrent state"), -EINVAL;
 	if (!strcmp(e->o.backend, "cuda"))
 		return ns_errf(e->err, sizeof(e->err), "speculative decoding runs on the cpu "
 			       "backend only"), -EINVAL;

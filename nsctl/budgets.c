@@ -203,7 +203,7 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 		ns_format_bytes(mem, s[0], 32), ns_format_bytes(ram, s[1], 32),
 		ns_format_bytes(fill, s[2], 32), ns_format_bytes(m->total_tensor_bytes, s[3], 32),
 		ns_format_bytes(fx->total, s[4], 32),
-		ns_format_bytes(fx->kv_bytes + fx->recurrent_bytes, s[5], 32),
+		ns_format_bytes(fx->kv_bytes + fx->recurrent_bytes + fx->rollback_bytes, s[5], 32),
 		ns_format_bytes(fx->scratch_bytes, s[6], 32),
 		ns_format_bytes(fx->overhead_bytes, s[7], 32),
 		ns_format_bytes(fx->margin_bytes, s[8], 32), draft, fx->n_ctx,

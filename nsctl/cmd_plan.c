@@ -275,6 +275,10 @@ static void s_print_text(const struct s_report *r)
 		printf("  recurrent   %12" PRIu64 " bytes %11s  %u layers (conv + ssm state)\n",
 		       fx->recurrent_bytes, ns_format_bytes(fx->recurrent_bytes, s[0], 32),
 		       fx->n_rec_layers);
+	if (fx->rollback_bytes)
+		printf("  rollback    %12" PRIu64 " bytes %11s  a copy of that state and %u tokens' "
+		       "recurrence inputs (speculative decoding)\n", fx->rollback_bytes,
+		       ns_format_bytes(fx->rollback_bytes, s[0], 32), NSPLAN_ROLLBACK_TOKENS);
 	printf("  scratch     %12" PRIu64 " bytes %11s  the cpu pass's activations, MoE rows, "
 	       "attention scores and sampler (nsplan/fixed_mem.h), B=%u\n", fx->scratch_bytes,
 	       ns_format_bytes(fx->scratch_bytes, s[0], 32), fx->batch);
@@ -405,6 +409,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "swa_layers"); jo_u64(&j, fx->n_swa_layers);
 	jo_key(&j, "swa_ring_positions"); jo_u64(&j, fx->ring_positions);
 	jo_key(&j, "recurrent_bytes"); jo_u64(&j, fx->recurrent_bytes);
+	jo_key(&j, "rollback_bytes"); jo_u64(&j, fx->rollback_bytes);
 	jo_key(&j, "scratch_bytes"); jo_u64(&j, fx->scratch_bytes);
 	jo_key(&j, "batch"); jo_u64(&j, fx->batch);
 	jo_key(&j, "overhead_bytes"); jo_u64(&j, fx->overhead_bytes);

@@ -103,7 +103,14 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			out->n_rec_layers++;
 			ovf |= s_mac(&conv_elems, conv->ne[0] ? conv->ne[0] - 1 : 0, conv->ne[1]);
 			ovf |= s_mac(&ssm_elems, state_size, inner_size);
+			uint64_t log_elems = 0, heads = s_width(s_layer_tensor(m, il,
+							   "ssm_beta.weight"));
+
+			/* the state, its copy and the log of the rollback (see fixed_mem.h) */
+			ovf |= s_mac(&log_elems, NSPLAN_ROLLBACK_TOKENS, conv->ne[1] + 2 * heads);
 			ovf |= s_mac(&out->recurrent_bytes, conv_elems + ssm_elems, 4);
+			ovf |= s_mac(&out->rollback_bytes, conv_elems + ssm_elems, 4);
+			ovf |= s_mac(&out->rollback_bytes, log_elems, 4);
 			ovf |= conv_elems + ssm_elems < conv_elems;
 		}
 		if (!k && !conv && s_layer_tensor(m, il, "attn_qkv.weight"))
@@ -156,6 +163,7 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	ovf |= ns_mul_u64_overflow(sc, 4, &out->scratch_bytes);
 	out->total = out->kv_bytes;
 	ovf |= ns_add_u64_overflow(out->total, out->recurrent_bytes, &out->total);
+	ovf |= ns_add_u64_overflow(out->total, out->rollback_bytes, &out->total);
 	ovf |= ns_add_u64_overflow(out->total, out->scratch_bytes, &out->total);
 	ovf |= ns_add_u64_overflow(out->total, out->overhead_bytes, &out->total);
 	out->margin_bytes = out->total / NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN;

@@ -21,7 +21,11 @@
  * l slides iff l % P < P - 1); without the key, llama.cpp's periods (gemma2/gpt-oss 2, gemma3 6,
  * cohere2 4); an unknown architecture is counted as full attention (an over-estimate).
  * Recurrent layers (those with ssm_conv1d): conv state (kernel - 1) * channels * 4 plus
- * ssm.state_size * ssm.inner_size * 4.
+ * ssm.state_size * ssm.inner_size * 4 (recurrent_bytes), and as much again plus
+ * NSPLAN_ROLLBACK_TOKENS * (channels + 2 * heads) * 4 (heads: the rows of ssm_beta) for
+ * speculative decoding's rollback: a copy of the state and a log of each token's recurrence
+ * input (rollback_bytes; nscompute/forward/deltanet.h). tests/forward/test_fwd_cache_bytes
+ * holds their sum to what the cpu pass allocates (ns_fwd_state_bytes).
  *
  * Activations/scratch: what the cpu pass allocates (nscompute/forward: llama.c's and moe.c's
  * scratch, the GEMM's packed activations, the sampler), in f32 words, for a batch of
@@ -77,7 +81,9 @@
 #define NSPLAN_META_FACTOR 20u
 #define NSPLAN_MARGIN_DIV 8u
 #define NSPLAN_MARGIN_MIN (4ull << 20)
-#define NSPLAN_N_PROCESSES 5u /* nsctl, nsio, nsplan, nscompute, nsrouter */
+#define NSPLAN_N_PROCESSES 5u
+#define NSPLAN_ROLLBACK_TOKENS 65u /* 1 + NS_CMSG_MAX_DRAFT (proto/ctl_msg.h): a speculative
+				    * pass's tokens, nscompute's ns_fwd_opts.n_rollback */ /* nsctl, nsio, nsplan, nscompute, nsrouter */
 
 struct nsplan_fixed {
 	uint32_t n_ctx;
@@ -89,6 +95,7 @@ struct nsplan_fixed {
 	uint32_t batch;           /* B of the scratch formula */
 	uint64_t kv_bytes;
 	uint64_t recurrent_bytes;
+	uint64_t rollback_bytes;  /* the recurrent state's rollback buffers (see above) */
 	uint64_t scratch_bytes;
 	uint64_t overhead_bytes;  /* as passed in */
 	uint64_t margin_bytes;    /* the sum of the four / NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN */

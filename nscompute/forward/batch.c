@@ -143,6 +143,7 @@ int ns_fwd_eval_batch(struct ns_fwd *f, const struct ns_fwd_batch *b)
 		ns_errf(f->err, sizeof(f->err), "out of memory");
 		return -ENOMEM;
 	}
+	ns_fwd_unmark(f); /* a rollback mark covers ns_fwd_eval's calls only */
 	rc = s_check(f, b, count);
 	if (rc == 0 && !f->rows_ok) {
 		rc = s_one_sequence(f, b);

@@ -28,6 +28,9 @@ void ns_dnet_destroy(struct ns_dnet **pd)
 	for (uint32_t l = 0; d->layers && l < d->n_layer; l++) {
 		free(d->layers[l].hist);
 		free(d->layers[l].S);
+		free(d->layers[l].hist0);
+		free(d->layers[l].S0);
+		free(d->layers[l].log);
 	}
 	free(d->layers);
 	free(d->qkv);
@@ -59,7 +62,20 @@ static int s_layer_init(const struct ns_fwd *f, struct ns_dnet *d, uint32_t l, b
 		return 0;
 	y->hist = s_floats((uint64_t)d->K - 1, d->CH);
 	y->S = s_floats((uint64_t)d->n_v * d->dk, d->dv);
-	return y->hist && y->S ? 0 : -ENOMEM;
+	if (!y->hist || !y->S)
+		return -ENOMEM;
+	d->state_bytes += ((uint64_t)(d->K - 1) * d->CH + (uint64_t)d->n_v * d->dk * d->dv) *
+			  sizeof(float);
+	if (!d->rb_cap)
+		return 0;
+	y->hist0 = s_floats((uint64_t)d->K - 1, d->CH);
+	y->S0 = s_floats((uint64_t)d->n_v * d->dk, d->dv);
+	y->log = s_floats(d->rb_cap, (uint64_t)d->CH + 2ull * d->n_v);
+	if (!y->hist0 || !y->S0 || !y->log)
+		return -ENOMEM;
+	d->state_bytes += ((uint64_t)(d->K - 1) * d->CH + (uint64_t)d->n_v * d->dk * d->dv +
+			   (uint64_t)d->rb_cap * (d->CH + 2ull * d->n_v)) * sizeof(float);
+	return 0;
 }
 
 int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, bool host_state, struct ns_dnet **out,
@@ -85,6 +101,7 @@ int ns_dnet_new(struct ns_fwd *f, uint32_t n_batch, bool host_state, struct ns_d
 	d->K = (uint32_t)am->dim[NS_DIM_SSM_CONV];
 	d->CH = (uint32_t)am->dim[NS_DIM_SSM_CH];
 	d->eps = (float)am->hp.rms_eps;
+	d->rb_cap = host_state ? f->rb_cap : 0; /* the CUDA pass keeps its own state */
 	/* q and k: ssm.group_count heads of ssm.state_size (the rules' SSM_CH = inner + 2 g s) */
 	ns_hparams_get_u64(am->m, am->hp.arch, "ssm.state_size", &state);
 	d->dk = state <= UINT32_MAX ? (uint32_t)state : 0;
@@ -200,32 +217,53 @@ void ns_dnet_gated_norm(float *o, const float *w, const float *z, uint32_t n, fl
 		o[j] *= ns_silu(z[j]);
 }
 
-/* Token t of the chunk: conv, normalisation, every head's rule, the gated norm into o. */
-static void s_token(struct ns_dnet *d, struct ns_dnet_layer *y, uint32_t t)
+/* One token through the recurrence: x (CH) its qkv projections, a and b (n_v) its decay and
+ * beta logits. Conv, normalisation, every head's rule; with z (n_v * dv, the output gate) the
+ * gated norm of the outputs into o (n_v * dv), without (a replay: only the state matters) o
+ * is scratch. */
+static void s_token(struct ns_dnet *d, struct ns_dnet_layer *y, const float *x, const float *a,
+		    const float *b, const float *z, float *o)
 {
 	const uint32_t dk = d->dk, dv = d->dv, nk = d->n_k;
-	const uint64_t vd = (uint64_t)d->n_v * dv;
 	float *c = d->conv; /* (CH): q (nk, dk), k (nk, dk), v (n_v, dv) */
 	const float qscale = 1.0f / sqrtf((float)dk);
 
-	ns_dnet_conv_token(y->conv_w, y->hist, d->K, d->CH, d->qkv + (uint64_t)t * d->CH, c);
+	ns_dnet_conv_token(y->conv_w, y->hist, d->K, d->CH, x, c);
 	for (uint32_t h = 0; h < nk; h++) {
 		ns_dnet_l2norm(c + (uint64_t)h * dk, dk, d->eps, qscale);
 		ns_dnet_l2norm(c + (uint64_t)(nk + h) * dk, dk, d->eps, 1.0f);
 	}
 	for (uint32_t h = 0; h < d->n_v; h++) {
 		const uint32_t kh = h % nk;
-		const float decay = ns_dnet_decay(d->a[(uint64_t)t * d->n_v + h], y->dt_b[h],
-						  y->ssm_a[h]);
-		const float beta = ns_dnet_beta(d->b[(uint64_t)t * d->n_v + h]);
-		float *o = d->o + (uint64_t)t * vd + (uint64_t)h * dv;       /* (dv) */
-		const float *z = d->z + (uint64_t)t * vd + (uint64_t)h * dv; /* (dv) */
+		const float decay = ns_dnet_decay(a[h], y->dt_b[h], y->ssm_a[h]);
+		const float beta = ns_dnet_beta(b[h]);
+		float *oh = o + (uint64_t)h * dv; /* (dv) */
 
 		ns_dnet_rule(y->S + (uint64_t)h * dk * dv, c + (uint64_t)kh * dk,
 			     c + (uint64_t)(nk + kh) * dk, c + 2ull * nk * dk + (uint64_t)h * dv,
-			     decay, beta, dk, dv, d->kv, o);
-		ns_dnet_gated_norm(o, y->norm, z, dv, d->eps);
+			     decay, beta, dk, dv, d->kv, oh);
+		if (z)
+			ns_dnet_gated_norm(oh, y->norm, z + (uint64_t)h * dv, dv, d->eps);
 	}
+}
+
+/* Layer y's inputs of the chunk's n tokens join its log (a mark is set). */
+static void s_log(struct ns_dnet *d, struct ns_dnet_layer *y, uint32_t n)
+{
+	const uint64_t w = (uint64_t)d->CH + 2ull * d->n_v;
+
+	if (d->log_lost || n > d->rb_cap - y->n_log) {
+		d->log_lost = true; /* the caller's bound was passed: refuse the rollback */
+		return;
+	}
+	for (uint32_t t = 0; t < n; t++) {
+		float *row = y->log + (uint64_t)(y->n_log + t) * w;
+
+		memcpy(row, d->qkv + (uint64_t)t * d->CH, d->CH * sizeof(float));
+		memcpy(row + d->CH, d->a + (uint64_t)t * d->n_v, d->n_v * sizeof(float));
+		memcpy(row + d->CH + d->n_v, d->b + (uint64_t)t * d->n_v, d->n_v * sizeof(float));
+	}
+	y->n_log += n;
 }
 
 int ns_dnet_eval(struct ns_fwd *f, struct ns_dnet *d, uint32_t layer, uint32_t pos0,
@@ -245,8 +283,88 @@ int ns_dnet_eval(struct ns_fwd *f, struct ns_dnet *d, uint32_t layer, uint32_t p
 	    (rc = ns_fwd_matmul(f, y->beta, 0, d->n_v, xb, n, d->b, d->n_v)) ||
 	    (rc = ns_fwd_matmul(f, y->alpha, 0, d->n_v, xb, n, d->a, d->n_v)))
 		return rc;
+	if (d->logging)
+		s_log(d, y, n);
 	for (uint32_t t = 0; t < n; t++)
-		s_token(d, y, t);
+		s_token(d, y, d->qkv + (uint64_t)t * d->CH, d->a + (uint64_t)t * d->n_v,
+			d->b + (uint64_t)t * d->n_v, d->z + (uint64_t)t * vd, d->o + (uint64_t)t * vd);
 	/* out = o Wout^T   (n, n_embd) */
 	return ns_fwd_matmul(f, y->out, 0, d->n_embd, d->o, n, out, d->n_embd);
+}
+
+/* ---------------------------------------------------------------- rollback ------------- */
+
+static uint64_t s_state_floats(const struct ns_dnet *d, uint64_t *hist)
+{
+	*hist = (uint64_t)(d->K - 1) * d->CH;
+	return (uint64_t)d->n_v * d->dk * d->dv;
+}
+
+int ns_dnet_mark(struct ns_dnet *d, bool zero)
+{
+	uint64_t nh, ns = s_state_floats(d, &nh);
+
+	if (!d->rb_cap)
+		return -ENOTSUP;
+	for (uint32_t l = 0; l < d->n_layer; l++) {
+		struct ns_dnet_layer *y = &d->layers[l];
+
+		if (!y->S)
+			continue;
+		if (zero) { /* the next chunk starts the sequence: its state is zero */
+			memset(y->hist0, 0, nh * sizeof(float));
+			memset(y->S0, 0, ns * sizeof(float));
+		} else {
+			memcpy(y->hist0, y->hist, nh * sizeof(float));
+			memcpy(y->S0, y->S, ns * sizeof(float));
+		}
+		y->n_log = 0;
+	}
+	d->logging = true;
+	d->log_lost = false;
+	return 0;
+}
+
+void ns_dnet_unmark(struct ns_dnet *d)
+{
+	d->logging = false;
+}
+
+int ns_dnet_rollback(struct ns_dnet *d, uint32_t keep)
+{
+	const uint64_t w = (uint64_t)d->CH + 2ull * d->n_v;
+	uint64_t nh, ns = s_state_floats(d, &nh);
+
+	if (!d->logging || d->log_lost)
+		return -ERANGE;
+	for (uint32_t l = 0; l < d->n_layer; l++) {
+		struct ns_dnet_layer *y = &d->layers[l];
+
+		if (!y->S)
+			continue;
+		if (keep > y->n_log)
+			return -ERANGE;
+	}
+	for (uint32_t l = 0; l < d->n_layer; l++) {
+		struct ns_dnet_layer *y = &d->layers[l];
+
+		if (!y->S)
+			continue;
+		memcpy(y->hist, y->hist0, nh * sizeof(float));
+		memcpy(y->S, y->S0, ns * sizeof(float));
+		/* the recurrence again over the kept tokens, from their logged inputs: the same
+		 * operations in the same order as the pass, so the same bits */
+		for (uint32_t t = 0; t < keep; t++) {
+			const float *row = y->log + (uint64_t)t * w;
+
+			s_token(d, y, row, row + d->CH, row + d->CH + d->n_v, NULL, d->o);
+		}
+	}
+	d->logging = false;
+	return 0;
+}
+
+uint64_t ns_dnet_state_bytes(const struct ns_dnet *d)
+{
+	return d ? d->state_bytes : 0;
 }

@@ -24,6 +24,15 @@
  * f32, fixed size whatever the context (ns_dnet_state_bytes; nsplan counts the same). A chunk
  * that starts at position 0 starts from zero state: the sequence was reset.
  *
+ * Rollback (f->rb_cap > 0, speculative decoding: docs/decisions.md): ns_dnet_mark copies every
+ * layer's state and history aside and from then on logs each token's recurrence input (its
+ * qkv projections, alpha and beta logits: CH + 2 n_v floats, far smaller than the state), up
+ * to rb_cap tokens; ns_dnet_rollback(keep) restores the copy and runs the recurrence again
+ * (conv + delta rule, no projection, so no weight is read) over the first keep logged tokens.
+ * The result is bit-identical to a pass that never saw the tokens after them. Buffers: per
+ * layer one more state and history and rb_cap log rows, allocated with the state and counted
+ * with it (ns_dnet_state_bytes, nsplan/fixed_mem.h).
+ *
  * Ownership: ns_dnet_new borrows the forward pass (its bound model and held vectors); the
  * ns_dnet owns its state and scratch; ns_dnet_destroy(&d) frees and nulls. */
 #ifndef NS_DELTANET_H
@@ -44,6 +53,10 @@ struct ns_dnet_layer {
 	const float *norm;    /* (dv) ssm_norm */
 	float *hist;          /* (K - 1, CH) the last K - 1 conv inputs, oldest first (host) */
 	float *S;             /* (n_v, dk, dv) states (host) */
+	/* rollback (rb_cap > 0): hist and S as they were at the mark, and the recurrence's
+	 * input of every token since, (rb_cap, CH + 2 n_v): qkv projections, alpha, beta */
+	float *hist0, *S0, *log;
+	uint32_t n_log;       /* tokens in log */
 };
 
 /* The description (dims, tensors, vectors: read by the CUDA pass too, cfwd_dnet.c) and, for
@@ -60,6 +73,10 @@ struct ns_dnet {
 	float *o;     /* (n_batch, n_v * dv) gated, normed outputs */
 	float *conv;  /* (CH) one token's conv output */
 	float *kv;    /* (dv) S^T k of one head */
+	uint32_t rb_cap;  /* tokens a mark can cover (0: no rollback buffers) */
+	bool logging;     /* a mark is set: each chunk's inputs go to the layers' logs */
+	bool log_lost;    /* more than rb_cap tokens came after the mark: no rollback */
+	uint64_t state_bytes; /* host state and rollback buffers (ns_dnet_state_bytes) */
 };
 
 /* The description of f->am's recurrent layers and, with host_state, their state and scratch
@@ -90,6 +107,16 @@ void ns_dnet_rule(float *S, const float *q, const float *k, const float *v, floa
 		  float beta, uint32_t dk, uint32_t dv, float *kv, float *o);
 /* o (n) = rmsnorm(o) * w * silu(z): the head's output norm gated by z. */
 void ns_dnet_gated_norm(float *o, const float *w, const float *z, uint32_t n, float eps);
+/* Copy the state aside (zero: take a zero state, the next chunk starts at position 0) and log
+ * the tokens evaluated from now on. 0, or -ENOTSUP without rollback buffers. */
+int ns_dnet_mark(struct ns_dnet *d, bool zero);
+/* Stop logging (the mark is dropped). */
+void ns_dnet_unmark(struct ns_dnet *d);
+/* The state after the first keep tokens since the mark, recomputed from the copy and the log;
+ * the mark is dropped. 0, or -ERANGE (no mark, or more tokens than the log holds). */
+int ns_dnet_rollback(struct ns_dnet *d, uint32_t keep);
+/* Bytes of the recurrent states, histories and rollback buffers. */
+uint64_t ns_dnet_state_bytes(const struct ns_dnet *d);
 
 void ns_dnet_destroy(struct ns_dnet **d);
 

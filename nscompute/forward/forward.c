@@ -80,6 +80,7 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	}
 	f->kv_k = opts->kv_k;
 	f->kv_v = opts->kv_v;
+	f->rb_cap = opts->n_rollback; /* the builder sizes a recurrent state's buffers by it */
 	if (f->am->arch->builder >= NS_ARRAY_LEN(s_builders) ||
 	    !s_builders[f->am->arch->builder]) { /* the table and this list disagree */
 		ns_errf(err, errlen, "forward: no cpu builder for %s", f->am->arch->name);
@@ -140,6 +141,9 @@ static int s_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, const str
 			return -EINVAL;
 		}
 	}
+	/* more tokens after the mark than its log holds: no cut back into them */
+	if (f->rb_on && (uint64_t)f->kv->n_past + n - f->rb_pos > f->rb_cap)
+		ns_fwd_unmark(f);
 	for (uint32_t i0 = 0; i0 < n; i0 += f->n_batch) {
 		uint32_t nb = n - i0 < f->n_batch ? n - i0 : f->n_batch;
 		bool last_chunk = i0 + nb == n;
@@ -208,8 +212,35 @@ int ns_fwd_eval_mm(struct ns_fwd *f, const int32_t *tokens, uint32_t n,
 	return rc;
 }
 
+void ns_fwd_unmark(struct ns_fwd *f)
+{
+	if (f->rb_on && f->arch_mark)
+		(void)f->arch_mark(f, false);
+	f->rb_on = false;
+}
+
+int ns_fwd_mark(struct ns_fwd *f)
+{
+	int rc;
+
+	if (!f->recurrent)
+		return 0; /* a KV cache is cut back anywhere */
+	ns_fwd_unmark(f);
+	if (!f->arch_mark || !f->rb_cap) {
+		ns_errf(f->err, sizeof(f->err), "forward: this pass keeps no rollback buffers for "
+			"its recurrent state");
+		return -ENOTSUP;
+	}
+	if ((rc = f->arch_mark(f, true)) < 0)
+		return rc;
+	f->rb_pos = f->kv->n_past;
+	f->rb_on = true;
+	return 0;
+}
+
 void ns_fwd_reset(struct ns_fwd *f)
 {
+	ns_fwd_unmark(f);
 	if (f->arch_cut)
 		(void)f->arch_cut(f, 0, 0); /* a reset always may */
 	f->kv->n_past = 0;
@@ -221,9 +252,11 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 {
 	if (n_past > f->kv->n_past)
 		return -EINVAL;
-	if (f->recurrent && n_past && n_past != f->kv->n_past) {
+	if (f->recurrent && n_past && n_past != f->kv->n_past &&
+	    !(f->rb_on && n_past >= f->rb_pos)) {
 		ns_errf(f->err, sizeof(f->err), "forward: a recurrent state cannot go back to "
-			"position %u of %u (only to 0)", n_past, f->kv->n_past);
+			"position %u of %u (only to 0%s)", n_past, f->kv->n_past,
+			f->rb_on ? ", or to its mark or after" : "");
 		return -EINVAL;
 	}
 	if (n_past && n_past < f->mm_end) { /* the M-RoPE offset before it is not kept */
@@ -236,10 +269,12 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 
 		if (rc < 0)
 			return rc;
+		ns_fwd_unmark(f); /* a recurrent state was rolled back: the log is spent */
 	}
 	if (!n_past) {
 		f->rope_delta = 0;
 		f->mm_end = 0;
+		ns_fwd_unmark(f);
 	}
 	f->kv->n_past = n_past; /* positions past it are written again before they are read */
 	return 0;
@@ -255,6 +290,11 @@ uint64_t ns_fwd_cache_bytes(const struct ns_fwd *f)
 		b += c && c->k ? ns_kvcache_bytes(c) : 0;
 	}
 	return b;
+}
+
+uint64_t ns_fwd_state_bytes(const struct ns_fwd *f)
+{
+	return f->arch_state_bytes ? f->arch_state_bytes(f) : 0;
 }
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f)

@@ -70,6 +70,9 @@ struct ns_fwd_opts {
 			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
 	void *route_user;         /* passed to on_route */
+	uint32_t n_rollback;      /* recurrent models (qwen35): tokens after a mark
+				   * (ns_fwd_mark) that can be cut back, for speculative
+				   * decoding; 0: none (no buffers). Other models: ignored */
 	bool moe_predict;         /* with on_route: after each MoE layer l, route the next
 				   * layer's router over l's output (normed by l + 1's ffn_norm,
 				   * attention skipped, as pre-gating MoE does) and report it as a
@@ -157,16 +160,30 @@ uint32_t ns_fwd_seq_n_past(const struct ns_fwd *f, uint32_t seq);
  * ns_fwd_truncate (the sequence's sliding-window ring, gpt-oss; nothing changes). */
 int ns_fwd_seq_truncate(struct ns_fwd *f, uint32_t seq, uint32_t n_past);
 
+/* Host bytes of the recurrent state (qwen35's conv histories and delta-rule states) and its
+ * rollback buffers (opts.n_rollback); 0 for a model without one. nsplan's fixed set counts
+ * the same (nsplan/fixed_mem.h, recurrent_bytes). */
+uint64_t ns_fwd_state_bytes(const struct ns_fwd *f);
+
+/* Speculative decoding on a recurrent model: mark sequence 0's current position P, so that
+ * after up to opts.n_rollback more tokens (evaluated by ns_fwd_eval) ns_fwd_truncate may cut
+ * back to any position from P on; the recurrent state is then recomputed from a copy taken
+ * here and the tokens' logged projections (no weight read, bit-identical to never having
+ * evaluated the cut tokens). A cut, a reset or more tokens than n_rollback drop the mark.
+ * 0 (also for a model without a recurrent state: its KV cache is cut anywhere), or -ENOTSUP
+ * (no rollback buffers: n_rollback 0, or the cuda pass) with ns_fwd_error. */
+int ns_fwd_mark(struct ns_fwd *f);
+
 /* Forget the sequence (n_past = 0). */
 void ns_fwd_reset(struct ns_fwd *f);
 
 /* Keep only the first n_past positions (a prefix shared with what comes next). Returns 0,
  * or -EINVAL when n_past is past the sequence's end (or, for a recurrent pass, neither 0
- * nor the end), or -ERANGE when a sliding layer's ring cache (gemma, gpt-oss) has
- * overwritten positions the next token would read: a cut goes back at most R + 1 - window
- * positions from the furthest position written (R the ring's positions, docs/decisions.md);
- * the caller then evaluates the prefix again from 0 (ns_fwd_reset). Nothing changes on
- * error. */
+ * nor the end nor at or after a mark: ns_fwd_mark), or -ERANGE when a sliding layer's ring
+ * cache (gemma, gpt-oss) has overwritten positions the next token would read: a cut goes back
+ * at most R + 1 - window positions from the furthest position written (R the ring's
+ * positions, docs/decisions.md); the caller then evaluates the prefix again from 0
+ * (ns_fwd_reset). Nothing changes on error. */
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past);
 
 uint32_t ns_fwd_n_vocab(const struct ns_fwd *f);

@@ -19,6 +19,11 @@ struct ns_fwd {
 	 * -ERANGE with f->err when a ring cache no longer holds what keep needs; NULL: any
 	 * cut. Called before n_past changes. */
 	int (*arch_cut)(struct ns_fwd *f, uint32_t seq, uint32_t keep);
+	/* Recurrent passes: set (on) or drop (!on) the rollback mark at sequence 0's current
+	 * position (ns_fwd_mark); NULL: no rollback. 0, or a negative errno. */
+	int (*arch_mark)(struct ns_fwd *f, bool on);
+	/* Host bytes of the recurrent state and its rollback buffers (0: none) */
+	uint64_t (*arch_state_bytes)(const struct ns_fwd *f);
 	void (*arch_destroy)(void *arch);
 	void *arch;              /* the architecture's state, owned */
 	struct ns_arch_model *am; /* the model bound to the architecture table, owned */
@@ -40,8 +45,12 @@ struct ns_fwd {
 				      * cpu pass); else a chunk is one sequence's consecutive
 				      * positions and `all` says which logits */
 	bool recurrent;              /* recurrent layers (qwen35): their state is one sequence's
-				      * and cannot go back, so one sequence, truncated to 0 or
-				      * not at all */
+				      * and goes back only to 0 or, after ns_fwd_mark, into the
+				      * marked tokens; one sequence */
+	/* rollback of a recurrent sequence 0 (ns_fwd_mark): up to rb_cap tokens after the
+	 * mark at rb_pos can be cut back while rb_on */
+	uint32_t rb_cap, rb_pos;
+	bool rb_on;
 	/* ns_fwd_eval_mm: the call's multimodal input while it runs (row t of a chunk is row
 	 * mm_row0 + t of the call's mm_n), else NULL; mm_ok when the builder reads it */
 	const struct ns_fwd_mm *mm;
@@ -72,6 +81,9 @@ struct ns_fwd {
 int ns_fwd_alloc(const struct ns_model *m, struct ns_weights *w, uint32_t n_ctx,
 		 uint32_t n_batch, ns_fwd_route_fn on_route, void *route_user, unsigned backend,
 		 struct ns_fwd **out, char *err, size_t errlen);
+
+/* Drop sequence 0's rollback mark, if any (forward.c). */
+void ns_fwd_unmark(struct ns_fwd *f);
 
 /* batch.c: caches for sequences 1 .. n_seq - 1 shaped as f->kv (set up by the
  * architecture). Returns 0, or -ENOMEM / -EINVAL (a pass without a host cache) with a line. */

@@ -49,6 +49,41 @@
 
 /* ---------------------------------------------------------------- setup ---------------- */
 
+/* f->arch_cut of a recurrent pass: forward.c let only a cut to 0 or into the mark's tokens
+ * through; the latter rolls the state back (deltanet.h). */
+static int s_rec_cut(struct ns_fwd *f, uint32_t seq, uint32_t keep)
+{
+	struct ns_llama *L = f->arch;
+	int rc;
+
+	if (!keep || seq)
+		return 0; /* the next chunk at position 0 zeroes the state (another sequence is
+			   * cut only to 0: ns_fwd_seq_truncate) */
+	rc = ns_dnet_rollback(L->dnet, keep - f->rb_pos);
+	if (rc < 0)
+		ns_errf(f->err, sizeof(f->err), "forward: the recurrent state's log does not reach "
+			"position %u (mark at %u)", keep, f->rb_pos);
+	return rc;
+}
+
+static int s_rec_mark(struct ns_fwd *f, bool on)
+{
+	struct ns_llama *L = f->arch;
+
+	if (!on) {
+		ns_dnet_unmark(L->dnet);
+		return 0;
+	}
+	return ns_dnet_mark(L->dnet, f->kv->n_past == 0);
+}
+
+static uint64_t s_rec_bytes(const struct ns_fwd *f)
+{
+	const struct ns_llama *L = f->arch;
+
+	return ns_dnet_state_bytes(L->dnet);
+}
+
 static void s_destroy(void *arch)
 {
 	struct ns_llama *L = arch;
@@ -570,6 +605,11 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	}
 	/* images (ns_fwd_eval_mm): M-RoPE with its sections in the file */
 	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
+	if (f->recurrent) { /* the state's rollback (ns_fwd_mark) */
+		f->arch_cut = s_rec_cut;
+		f->arch_mark = s_rec_mark;
+		f->arch_state_bytes = s_rec_bytes;
+	}
 	rc = s_caches_init(f, L);
 	if (rc == -EINVAL) {
 		ns_errf(err, errlen, "forward: a %s/%s KV cache needs head sizes that are multiples "

@@ -3,7 +3,8 @@
  * (ns_fwd_cache_bytes), for every architecture's tiny oracle model, contexts that are and are
  * not multiples of the K tile, every cache type, and serve's several sequences, and -c 1024
  * where the gemmas' and gpt-oss's sliding layers keep rings of window + n_batch - 1
- * positions (gpt-oss's one per sequence). An
+ * positions (gpt-oss's one per sequence); and its recurrent term (state and rollback
+ * buffers, qwen35) equals ns_fwd_state_bytes. An
  * under-count lets a capped run be killed; it once missed sliding-window layers (counted at
  * the window, allocated at the whole context) and K's tile rounding.
  * Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI). */
@@ -36,7 +37,7 @@ int main(void)
 		{ NS_KV_F32, NS_KV_F32, 128, 128 }, { NS_KV_F16, NS_KV_Q8_0, 64, 34 },
 	};
 	char path[1024], err[NS_ERR_LEN];
-	int fails = 0, n = 0, n_ring = 0;
+	int fails = 0, n = 0, n_ring = 0, n_rec = 0;
 
 	ns_test_require_oracle();
 	for (size_t i = 0; i < NS_ARRAY_LEN(models); i++) {
@@ -54,7 +55,9 @@ int main(void)
 				for (uint32_t n_seq = 1; n_seq <= 2; n_seq++) {
 					struct ns_fwd_opts o = { .n_ctx = ctxs[c], .n_seq = n_seq,
 								 .kv_k = types[t].k,
-								 .kv_v = types[t].v };
+								 .kv_v = types[t].v,
+								 .n_rollback =
+									 NSPLAN_ROLLBACK_TOKENS };
 					struct nsplan_fixed fx;
 					struct ns_fwd *f = NULL;
 					uint64_t got;
@@ -81,6 +84,17 @@ int main(void)
 							fx.kv_bytes * n_seq);
 						fails++;
 					}
+					/* the recurrent state and its rollback buffers */
+					if (ns_fwd_state_bytes(f) !=
+					    fx.recurrent_bytes + fx.rollback_bytes) {
+						fprintf(stderr, "FAIL: %s -c %u: the pass holds %" PRIu64
+							" bytes of recurrent state and rollback, the "
+							"plan counts %" PRIu64 "\n", models[i], ctxs[c],
+							ns_fwd_state_bytes(f),
+							fx.recurrent_bytes + fx.rollback_bytes);
+						fails++;
+					}
+					n_rec += fx.rollback_bytes != 0;
 					ns_fwd_destroy(&f);
 				}
 			}
@@ -90,6 +104,10 @@ int main(void)
 	}
 	printf("%d passes (%d with rings): KV cache bytes %s the plan's count\n", n, n_ring,
 	       fails ? "DIFFER from" : "equal to");
+	if (n_rec < 8) { /* qwen35 at every context and type pair */
+		fprintf(stderr, "FAIL: only %d passes had a recurrent state\n", n_rec);
+		fails++;
+	}
 	/* the three gemmas at -c 1024, both type pairs, and gpt-oss's with one and two
 	 * sequences */
 	if (n_ring < 10) {

@@ -239,10 +239,13 @@ static void s_fixed(void)
 		      "), swa %u (want %u), recurrent %" PRIu64 " (want %" PRIu64 ")", c[i].rel,
 		      c[i].ctx, fx.kv_bytes, c[i].kk + c[i].kv, fx.n_swa_layers, c[i].swa,
 		      fx.recurrent_bytes, c[i].rec);
-		CHECK(fx.margin_bytes == (fx.kv_bytes + fx.recurrent_bytes + fx.scratch_bytes + 777) /
-		      NSPLAN_MARGIN_DIV + NSPLAN_MARGIN_MIN &&
-		      fx.total == fx.kv_bytes + fx.recurrent_bytes + fx.scratch_bytes + 777 +
-		      fx.margin_bytes && fx.scratch_bytes > 0, "%s: total", c[i].rel);
+		CHECK(fx.margin_bytes == (fx.kv_bytes + fx.recurrent_bytes + fx.rollback_bytes +
+					  fx.scratch_bytes + 777) / NSPLAN_MARGIN_DIV +
+					 NSPLAN_MARGIN_MIN &&
+		      fx.total == fx.kv_bytes + fx.recurrent_bytes + fx.rollback_bytes +
+		      fx.scratch_bytes + 777 + fx.margin_bytes && fx.scratch_bytes > 0 &&
+		      (fx.rollback_bytes > fx.recurrent_bytes) == (fx.recurrent_bytes > 0),
+		      "%s: total", c[i].rel);
 		/* other cache types: f16 K (64 bytes per 32) and q8_0 V (34): both halves scale */
 		{
 			struct nsplan_fixed fh;
@@ -250,8 +253,8 @@ static void s_fixed(void)
 			CHECK(!nsplan_fixed_compute_kv(m, &hp, c[i].ctx, 64, 34, 777, &fh, err,
 						       sizeof(err)) &&
 			      fh.kv_bytes == c[i].kk / 2 + c[i].kv * 34 / 128 &&
-			      fh.total == fh.kv_bytes + fh.recurrent_bytes + fh.scratch_bytes + 777 +
-			      fh.margin_bytes,
+			      fh.total == fh.kv_bytes + fh.recurrent_bytes + fh.rollback_bytes +
+			      fh.scratch_bytes + 777 + fh.margin_bytes,
 			      "%s ctx %u: f16/q8_0 kv %" PRIu64 " (want %" PRIu64 ")", c[i].rel,
 			      c[i].ctx, fh.kv_bytes, c[i].kk / 2 + c[i].kv * 34 / 128);
 		}

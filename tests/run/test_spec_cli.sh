@@ -1,6 +1,5 @@
 #!/bin/sh
-# test_spec_cli.sh NSCTL ORACLE_DIR - nsctl run's drafter options (issue 26): a model with a
-# recurrent state (qwen35), --backend cuda, a draft model that is not there, --draft-min over --draft-max
+# test_spec_cli.sh NSCTL ORACLE_DIR - nsctl run's drafter options (issue 26): --backend cuda, a draft model that is not there, --draft-min over --draft-max
 # and --draft-max without --draft are refused with one line and exit 2 before any process
 # starts; --draft ngram prints its figures on the summary line and in --json, sampled too.
 set -u
@@ -9,7 +8,7 @@ oracle=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; cat "$tmp/err.txt"; exit 1; }
-for f in tiny/tiny-qwen35-Q4_K_M.gguf models/stories260K.gguf; do
+for f in tiny/tiny-qwen35-Q4_K_M.gguf tiny/tiny-qwen3-Q4_K_M.gguf models/stories260K.gguf; do
     if [ ! -f "$oracle/$f" ]; then
         [ "${CI:-}" = true ] && { echo "FAIL: oracle model missing under CI: $f"; exit 1; }
         echo "SKIP: oracle model missing: $f"; exit 77
@@ -25,8 +24,23 @@ refused() { # refused WHAT LINE_PATTERN ARGS...
     grep -q "^nsctl run: $pat" "$tmp/err.txt" || fail "$what: no '$pat' line"
     echo "ok: $what refused: $(cat "$tmp/err.txt")"
 }
-refused qwen35 "--draft needs a KV cache that can be cut back" \
-    "$oracle/tiny/tiny-qwen35-Q4_K_M.gguf" -p "hello" -n 4 --temp 0 --draft ngram
+refused "qwen35 on cuda" "--draft runs on the cpu backend only" \
+    "$oracle/tiny/tiny-qwen35-Q4_K_M.gguf" -p "hello" -n 4 --temp 0 --draft ngram --backend cuda
+# a recurrent target (qwen35): its state is rolled back past a rejected draft; same greedy text
+q35=$oracle/tiny/tiny-qwen35-Q4_K_M.gguf
+timeout 120 "$nsctl" run "$q35" -p "a b a b a b a b" -n 24 --temp 0 > "$tmp/plain.txt" \
+    2> "$tmp/err.txt" || fail "qwen35 greedy: exit $?"
+timeout 120 "$nsctl" run "$q35" -p "a b a b a b a b" -n 24 --temp 0 --draft ngram \
+    > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "qwen35 --draft ngram: exit $?"
+cmp -s "$tmp/plain.txt" "$tmp/out.txt" || fail "qwen35: --draft ngram changed the greedy text"
+echo "ok: qwen35 --draft ngram: the greedy text without it"
+# a non-recurrent draft model of the same vocabulary (tiny-qwen3) drafting for qwen35
+timeout 120 "$nsctl" run "$q35" -p "a b a b a b a b" -n 24 --temp 0 \
+    --draft "$oracle/tiny/tiny-qwen3-Q4_K_M.gguf" > "$tmp/out.txt" 2> "$tmp/err.txt" ||
+    fail "qwen35 --draft tiny-qwen3: exit $?"
+grep -q "| draft [1-9][0-9]*, accepted" "$tmp/err.txt" || fail "qwen35 --draft tiny-qwen3: no drafts"
+cmp -s "$tmp/plain.txt" "$tmp/out.txt" || fail "qwen35: --draft tiny-qwen3 changed the greedy text"
+echo "ok: qwen35 --draft tiny-qwen3 (a draft model): the greedy text without it"
 refused "--backend cuda" "--draft runs on the cpu backend only" \
     "$stories" -p "hello" -n 4 --draft ngram --backend cuda
 refused "a draft model that is not there" "--draft other.gguf: other.gguf: cannot open" \
