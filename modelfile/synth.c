@@ -289,15 +289,6 @@ int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t typ
 	return 0;
 }
 
-#define ADD(role, kind, nd, a, b, c, fmt, ...)                                              \
-	do {                                                                                \
-		char nm_[96];                                                               \
-		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
-		if ((ret = ns_synth_add(pl, nm_, role, ns_synth_matrix_type(pl, kind, a), nd, a, \
-					b, c)))                                             \
-			return ret;                                                         \
-	} while (0)
-
 static int s_plan_tensors(struct plan *pl)
 {
 	const struct preset *p = pl->p;

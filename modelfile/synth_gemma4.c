@@ -32,15 +32,6 @@ uint32_t ns_synth_gemma4_shared(const struct preset *p, uint32_t n_layer)
 	return n < most ? (uint32_t)n : most;
 }
 
-#define ADD(role, kind, nd, a, b, c, fmt, ...)                                              \
-	do {                                                                                \
-		char nm_[96];                                                               \
-		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
-		if ((ret = ns_synth_add(pl, nm_, role, ns_synth_matrix_type(pl, kind, a), nd, a, \
-					b, c)))                                             \
-			return ret;                                                         \
-	} while (0)
-
 /* gemma4 as llama.cpp's converter writes it (conversion/gemma.py Gemma4Model; the names of
  * ../shared/oracle/tiny/tiny-gemma4-*.gguf and hf/gemma4_e/gguf): no attn_v on a global layer
  * when K is V, no attn_k/attn_v/attn_k_norm on a KV-shared layer, rope_freqs for the global

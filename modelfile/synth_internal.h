@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gguf_write.h"
 #include "synth.h"
@@ -86,6 +87,18 @@ uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 /* Append a tensor (role other than ROLE_MATRIX: F32 whatever type); 0 or -errno. */
 int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
 		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2);
+
+/* One tensor of a plan's list (synth*.c): name from fmt, type from the plan's mix (kind as
+ * for ns_synth_matrix_type; ROLE_MATRIX only, other roles are F32). Needs `pl` (struct plan
+ * *) and `ret` (int) in scope; returns ret from the caller on failure. */
+#define ADD(role, kind, nd, a, b, c, fmt, ...)                                              \
+	do {                                                                                \
+		char nm_[96];                                                               \
+		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
+		if ((ret = ns_synth_add(pl, nm_, role, ns_synth_matrix_type(pl, kind, a), nd, a, \
+					b, c)))                                             \
+			return ret;                                                         \
+	} while (0)
 
 /* synth_qwen35.c: the qwen35/qwen35moe tensors and keys of a preset with hy set */
 int ns_synth_plan_qwen35(struct plan *pl);

@@ -11,15 +11,6 @@ const struct hybrid ns_synth_q35_4b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10
 const struct hybrid ns_synth_q35_35b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 512 };
 const struct hybrid ns_synth_q35_397b = { 4, 16, 64, 128, 128, 4, 64, { 11, 11, 10, 0 }, 1024 };
 
-#define ADD(role, kind, nd, a, b, c, fmt, ...)                                              \
-	do {                                                                                \
-		char nm_[96];                                                               \
-		snprintf(nm_, sizeof(nm_), fmt, __VA_ARGS__);                               \
-		if ((ret = ns_synth_add(pl, nm_, role, ns_synth_matrix_type(pl, kind, a), nd, a, \
-					b, c)))                                             \
-			return ret;                                                         \
-	} while (0)
-
 /* A matrix llama.cpp never quantizes (the router, ssm_conv1d, ffn_gate_inp_shexp): F32. */
 #define ADD_F32(nd, a, b, c, fmt, ...)                                                      \
 	do {                                                                                \
