@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from vision_testlib import png
+from vision_testlib import Checks, oracle_missing, png
 
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -30,18 +30,12 @@ BASE = os.path.join(ORACLE, "hf", "qwen3_vl")
 MODEL = os.path.join(BASE, "gguf", "qwen3_vl-f32.gguf")
 MMPROJ = os.path.join(BASE, "gguf", "mmproj-qwen3_vl-f32.gguf")
 if not os.path.isfile(MODEL) or not os.path.isfile(MMPROJ):
-    print(f"oracle data missing at {BASE}", file=sys.stderr)
-    sys.exit(1 if os.environ.get("CI") == "true" else 77)
+    oracle_missing(BASE)
 COMMON = ["--temp", "0", "-n", "8", "-c", "256", "--mem-budget", "8MB", "--ram-budget", "0",
           "--min-pixels", "4096", "--image-token", "1000"]
 TOWER = ["--mmproj", MMPROJ]
-fails = 0
-
-
-def fail(msg):
-    global fails
-    print("FAIL " + msg)
-    fails += 1
+checks = Checks()
+fail = checks.fail
 
 
 def chat(lines, *extra):
@@ -125,5 +119,4 @@ with tempfile.TemporaryDirectory() as d:
     else:
         print("  /image without a tower -> " + lines[0])
 
-print("ok" if not fails else f"{fails} checks failed")
-sys.exit(1 if fails else 0)
+checks.done()

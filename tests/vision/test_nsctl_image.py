@@ -22,20 +22,14 @@ import sys
 import tempfile
 import zlib
 
-from vision_testlib import f32, png
+from vision_testlib import Checks, f32, oracle_missing, png
 
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 if not os.path.isdir(ORACLE):
-    print(f"oracle data missing at {ORACLE}", file=sys.stderr)
-    sys.exit(1 if os.environ.get("CI") == "true" else 77)
-fails = 0
-
-
-def fail(msg):
-    global fails
-    print("FAIL " + msg)
-    fails += 1
+    oracle_missing(ORACLE)
+checks = Checks()
+fail = checks.fail
 
 
 def nsctl(*args):
@@ -146,5 +140,4 @@ with tempfile.TemporaryDirectory() as d:
     refused("--max-patches 1.5", nsctl(mmproj, "--image", good, "--max-patches", "1.5"))
     refused("--provider gpu", nsctl(mmproj, "--image", good, "--provider", "gpu"))
 
-print("ok" if not fails else f"{fails} checks failed")
-sys.exit(1 if fails else 0)
+checks.done()

@@ -20,20 +20,14 @@ import subprocess
 import sys
 import tempfile
 
-from vision_testlib import f32, png
+from vision_testlib import Checks, f32, oracle_missing, png
 
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
 if not os.path.isdir(os.path.join(ORACLE, "hf", "qwen3_vl")):
-    print(f"oracle data missing at {ORACLE}", file=sys.stderr)
-    sys.exit(1 if os.environ.get("CI") == "true" else 77)
-fails = 0
-
-
-def fail(msg):
-    global fails
-    print("FAIL " + msg)
-    fails += 1
+    oracle_missing(ORACLE)
+checks = Checks()
+fail = checks.fail
 
 
 def nsctl(*args):
@@ -119,5 +113,4 @@ with tempfile.TemporaryDirectory() as d:
             nsctl("run", os.path.join(ORACLE, "models", "stories260K.gguf"), "--image", image,
                   "-p", "hi"), "nsctl run")
 
-print("ok" if not fails else f"{fails} checks failed")
-sys.exit(1 if fails else 0)
+checks.done()

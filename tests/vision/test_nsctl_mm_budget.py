@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-from vision_testlib import png
+from vision_testlib import Checks, oracle_missing, png
 
 NSCTL, MEMCAP = sys.argv[1], sys.argv[2]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -35,15 +35,9 @@ BASE = os.path.join(ORACLE, "hf", "qwen3_vl", "gguf")
 MODEL = os.path.join(BASE, "qwen3_vl-f32.gguf")
 MMPROJ = os.path.join(BASE, "mmproj-qwen3_vl-f32.gguf")
 if not os.path.isfile(MODEL) or not os.path.isfile(MMPROJ):
-    print(f"oracle data missing at {BASE}", file=sys.stderr)
-    sys.exit(1 if os.environ.get("CI") == "true" else 77)
-fails = 0
-
-
-def fail(msg):
-    global fails
-    print("FAIL " + msg)
-    fails += 1
+    oracle_missing(BASE)
+checks = Checks()
+fail = checks.fail
 
 
 def nsctl(*args, cap=None):
@@ -118,8 +112,7 @@ try:
     os.rmdir(probe)
 except OSError as e:
     print(f"SKIP the cgroup part: no writable v1 memory cgroup ({e}); memcap.sh needs one")
-    print("ok" if not fails else f"{fails} checks failed")
-    sys.exit(1 if fails else 77)
+    checks.done(77)
 
 FLAGS = ["--min-pixels", "4096", "-c", "1100"]  # plan's and run's
 TOKEN = ["--image-token", "1000"]  # run's: the tiny vocabulary has no <|image_pad|>
@@ -161,5 +154,4 @@ with tempfile.TemporaryDirectory() as d:
                           MMPROJ, "--image-token", "1000", "-c", "4096", cap=cap),
                     "nsctl run", "the vision tower's", "working memory", "--max-patches")
 
-print("ok" if not fails else f"{fails} checks failed")
-sys.exit(1 if fails else 0)
+checks.done()

@@ -1,8 +1,32 @@
-"""What the nsctl image tests share: a minimal PNG writer (zlib + crc32, 8-bit RGB) and a
-float32 file reader."""
+"""What the nsctl image tests share: a minimal PNG writer (zlib + crc32, 8-bit RGB), a
+float32 file reader, the oracle's absence and the count of failed checks."""
 import array
+import os
 import struct
+import sys
 import zlib
+
+
+def oracle_missing(where):
+    """The oracle's data is not at `where`: a failure under CI=true, else a skip (77)."""
+    print(f"oracle data missing at {where}", file=sys.stderr)
+    sys.exit(1 if os.environ.get("CI") == "true" else 77)
+
+
+class Checks:
+    """Failed checks, counted: fail() prints one line, done() exits 1 after any failure, else
+    with `passed` (0; 77 for a test that found nothing it could check)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def fail(self, msg):
+        print("FAIL " + msg)
+        self.n += 1
+
+    def done(self, passed=0):
+        print("ok" if not self.n else f"{self.n} checks failed")
+        sys.exit(1 if self.n else passed)
 
 
 def png(path, w, h, rgb, idat=None):
