@@ -167,29 +167,37 @@ uint64_t nsctl_host_total(const struct ns_model *m, uint64_t mem, uint64_t ram,
 }
 
 /* The line for named budgets whose session does not fit the memory available: the figures,
- * where the limit comes from, and what to lower. */
+ * where the limit comes from, and what to lower. What to lower is the first of: the RAM
+ * budget alone, the arena alone (not below the smallest workable one), both together, and
+ * the fixed set (nothing a budget can give back). */
 static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *m, uint64_t mem,
-		       uint64_t ram, const struct nsplan_fixed *fx,
+		       uint64_t ram, uint64_t min_arena, const struct nsplan_fixed *fx,
 		       const struct nsplan_mem_probe *probe)
 {
 	uint64_t need = nsctl_host_total(m, mem, ram, fx);
 	uint64_t fill = ram < m->total_tensor_bytes ? ram : m->total_tensor_bytes;
 	uint64_t avail = probe->available;
+	uint64_t whole = avail & ~4095ull; /* charged in pages */
+	uint64_t room = whole > fx->total ? whole - fx->total : 0; /* for the budgets */
 	bool cg = probe->cgroup_limit < probe->mem_available;
-	char s[14][32], fix[160], draft[128] = "";
+	char s[14][32], fix[200], draft[128] = "", exact[64] = "";
 
-	if (avail > mem && avail - mem > fx->total)
+	if (fill && room > mem)
 		snprintf(fix, sizeof(fix), "lower --ram-budget to %" PRIu64 " or less",
-			 avail - mem - fx->total);
-	else if (avail > fx->total + fill)
-		snprintf(fix, sizeof(fix), "lower --mem-budget to %" PRIu64 " or less (the arena "
-			 "alone is over), or -c", avail - fx->total - fill);
+			 room - mem);
+	else if (room > fill && room - fill >= min_arena)
+		snprintf(fix, sizeof(fix), "lower --mem-budget to %" PRIu64 " or less", room - fill);
+	else if (room >= min_arena)
+		snprintf(fix, sizeof(fix), "lower both: --mem-budget and --ram-budget together "
+			 "%" PRIu64 " or less (the arena at least %" PRIu64 "), or -c", room,
+			 min_arena);
 	else if (fx->image_bytes)
-		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c or "
-			 "--max-patches (or -ctk/-ctv f16|q8_0)");
+		snprintf(fix, sizeof(fix), "the fixed set alone (with the smallest arena, %" PRIu64
+			 ") does not fit: lower -c or --max-patches (or -ctk/-ctv f16|q8_0)",
+			 min_arena);
 	else
-		snprintf(fix, sizeof(fix), "the fixed set alone does not fit: lower -c (or -ctk/-ctv "
-			 "f16|q8_0)");
+		snprintf(fix, sizeof(fix), "the fixed set alone (with the smallest arena, %" PRIu64
+			 ") does not fit: lower -c (or -ctk/-ctv f16|q8_0)", min_arena);
 	if (fx->draft_bytes)
 		snprintf(draft, sizeof(draft), ", draft model %s",
 			 ns_format_bytes(fx->draft_bytes, s[11], 32));
@@ -197,19 +205,25 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 		snprintf(draft + strlen(draft), sizeof(draft) - strlen(draft), ", vision tower %s, "
 			 "images %s", ns_format_bytes(fx->tower_bytes, s[12], 32),
 			 ns_format_bytes(fx->image_bytes, s[13], 32));
+	ns_format_bytes(avail, s[10], 32);
+	if (need == UINT64_MAX)
+		snprintf(s[9], 32, "more than 2^64 bytes");
+	else
+		ns_format_bytes(need, s[9], 32);
+	if (!strcmp(s[9], s[10])) /* a few pages over: the rounded figures would look equal */
+		snprintf(exact, sizeof(exact), "; %" PRIu64 " > %" PRIu64 " bytes", need, avail);
 	s_refuse(a, "--mem-budget %s + --ram-budget %s (%s of it for this model's %s) + "
 		 "the fixed set %s (KV cache %s, scratch %s, processes %s, margin %s%s at -c %u) = %s "
-		 "exceed the %s of memory available (%s%s%s); %s",
+		 "exceed the %s of memory available (%s%s%s%s); %s",
 		ns_format_bytes(mem, s[0], 32), ns_format_bytes(ram, s[1], 32),
 		ns_format_bytes(fill, s[2], 32), ns_format_bytes(m->total_tensor_bytes, s[3], 32),
 		ns_format_bytes(fx->total, s[4], 32),
 		ns_format_bytes(fx->kv_bytes + fx->recurrent_bytes + fx->rollback_bytes, s[5], 32),
 		ns_format_bytes(fx->scratch_bytes, s[6], 32),
 		ns_format_bytes(fx->overhead_bytes, s[7], 32),
-		ns_format_bytes(fx->margin_bytes, s[8], 32), draft, fx->n_ctx,
-		need == UINT64_MAX ? "more than 2^64 bytes" : ns_format_bytes(need, s[9], 32),
-		ns_format_bytes(avail, s[10], 32), cg ? "the cgroup's limit" : "MemAvailable",
-		cg && probe->cgroup_file[0] ? ", " : "", cg ? probe->cgroup_file : "", fix);
+		ns_format_bytes(fx->margin_bytes, s[8], 32), draft, fx->n_ctx, s[9], s[10],
+		cg ? "the cgroup's limit" : "MemAvailable",
+		cg && probe->cgroup_file[0] ? ", " : "", cg ? probe->cgroup_file : "", exact, fix);
 }
 
 /* The line for an arena under the smallest workable one. */
@@ -299,7 +313,7 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 	}
 	if (a->ram_given && a->mem_given) {
 		if (*probed && nsctl_host_total(m, a->b.mem, a->b.ram, fx) > probe->available) {
-			s_say_over(a, m, a->b.mem, a->b.ram, fx, probe);
+			s_say_over(a, m, a->b.mem, a->b.ram, sum->min_mem_budget, fx, probe);
 			return 2;
 		}
 		return 0;
@@ -466,7 +480,7 @@ int nsctl_check_budgets(const char *who, const char *model, const char *draft,
 		} else if (probed && nsctl_host_total(m, arena, ram[i], &fx) > probe.available) {
 			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
 
-			s_say_over(&q, m, arena, ram[i], &fx, &probe);
+			s_say_over(&q, m, arena, ram[i], sum.min_mem_budget, &fx, &probe);
 			ret = 2;
 		}
 	}

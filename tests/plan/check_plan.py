@@ -20,6 +20,7 @@ Refusals: exit 2 with one line naming the smallest workable figures. Default bud
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,72 @@ def check_defaults(path):
             fail(f"tiny memory: exit {r.returncode}, stderr {r.stderr!r}")
 
 
+def check_over(path):
+    """Named budgets over the memory available: the line names what to lower, in order the RAM
+    budget alone, the arena alone, both, the fixed set; each figure it gives fits exactly (a
+    page more does not), and a sum a few bytes over shows both byte counts (its rounded MiB
+    figures would read the same)."""
+    p = plan(path, "-c", "256")
+    if p is None:
+        return
+    fixed, fill, min_mem = p["fixed"]["total"], p["tensor_bytes"], p["budgets"]["min_mem"]
+    with tempfile.TemporaryDirectory() as d:
+        def budgets(avail, mem, ram):
+            mi = os.path.join(d, "meminfo")
+            with open(mi, "w") as f:
+                f.write(f"MemTotal: 33554432 kB\nMemAvailable: {avail // 1024} kB\n")
+            return run([path, "-c", "256", "--overhead", "1MB", "--meminfo", mi,
+                        "--cgroup-file", "none", "--cgroup-root", "none",
+                        "--mem-budget", str(mem), "--ram-budget", str(ram)])
+
+        def over(what, avail, mem, ram, want, pick):
+            r = budgets(avail, mem, ram)
+            lines = r.stderr.strip().split("\n")
+            m = re.search(want, lines[0]) if r.returncode == 2 and len(lines) == 1 else None
+            if not m:
+                fail(f"{what}: want exit 2 and one line matching {want!r}, got exit "
+                     f"{r.returncode}, stderr {r.stderr!r}")
+                return None
+            print(f"ok: {what}: {lines[0][-120:]}", flush=True)
+            return pick(int(m.group(1)))
+
+        def fits(what, avail, mem, ram):
+            r = budgets(avail, mem, ram)
+            if r.returncode != 0:
+                fail(f"{what}: the figure the line gave does not fit: exit {r.returncode}, "
+                     f"stderr {r.stderr.strip()!r}")
+
+        avail = 64 << 20
+        room = avail - fixed
+        # the RAM budget alone: arena + fixed fit, the RAM cache does not
+        ram = over("ram over", avail, room - fill // 2, fill,
+                   r"lower --ram-budget to (\d+) or less$", int)
+        if ram is not None:
+            fits("ram lowered", avail, room - fill // 2, ram)
+            if budgets(avail, room - fill // 2, ram + 4096).returncode != 2:
+                fail("ram lowered: a page more still fits: the figure is not the largest")
+        # the arena alone: no RAM budget
+        mem = over("arena over", avail, room + 4096, 0,
+                   r"lower --mem-budget to (\d+) or less$", int)
+        if mem is not None:
+            fits("arena lowered", avail, mem, 0)
+            if mem != room:
+                fail(f"arena lowered: {mem}, want {room}")
+        # both: the RAM cache and the smallest arena do not fit together
+        avail2 = (fixed + fill + 4095) // 4096 * 4096
+        both = over("both over", avail2, avail2 - fixed, fill,
+                    r"lower both: --mem-budget and --ram-budget together (\d+) or less", int)
+        if both is not None:
+            fits("both lowered", avail2, min_mem, both - min_mem)
+        # a page over: the exact byte counts
+        r = budgets(avail, room + 4096, 0)
+        if f"{room + fixed + 4096} > {avail} bytes" not in r.stderr:
+            fail(f"one page over: want both byte counts, got {r.stderr.strip()!r}")
+        # the fixed set alone
+        over("fixed over", fixed + 8192, min_mem, 0,
+             r"the fixed set alone \(with the smallest arena, (\d+)\) does not fit", int)
+
+
 def check_stats(path):
     """--stats: a hot expert's slabs are cached first (tiny-qwen3moe-F32: small every-token
     matrices 1589248 B + output 524288 B + 3 slabs of 256*256*4 B; the norms come last)."""
@@ -331,6 +398,7 @@ def main():
     moe = os.path.join(oracle, "tiny", "tiny-qwen3moe-Q4_K_M.gguf")
     check_refusals(moe)
     check_defaults(moe)
+    check_over(os.path.join(oracle, "tiny", "tiny-qwen3-Q4_K_M.gguf"))
     check_stats(os.path.join(oracle, "tiny", "tiny-qwen3moe-F32.gguf"))
     check_run_defaults(os.path.join(oracle, "tiny", "tiny-qwen3-Q4_K_M.gguf"))
     check_default_ctx()
