@@ -214,10 +214,6 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			"at a time\n", p->n_seq);
 		return -EINVAL;
 	}
-	if (p->cuda && p->draft_path) { /* its pass is the cpu one (weights_fused.h) */
-		fprintf(stderr, "nscompute: --draft-model runs on the cpu backend only\n");
-		return -EINVAL;
-	}
 	if (p->cuda && p->mmproj_path) { /* the multimodal pass is the cpu one (forward.h) */
 		fprintf(stderr, "nscompute: --mmproj (images) runs on the cpu backend only\n");
 		return -EINVAL;

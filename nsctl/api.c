@@ -156,10 +156,6 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 			*name = ns_kv_type_name(t); /* a static string */
 		}
 	}
-	if (rc == 0 && e->o.draft_model && !strcmp(e->o.backend, "cuda")) {
-		ns_errf(err, errlen, "a draft model runs on the cpu backend only");
-		rc = -EINVAL;
-	}
 	if (rc == 0 && e->o.draft_model) {
 		if ((rc = s_abs_path(e->o.draft_model, e->draft_path, sizeof(e->draft_path)))) {
 			ns_errf(err, errlen, "draft model %s: %s", e->o.draft_model, strerror(-rc));
@@ -353,9 +349,10 @@ static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
 	if (d->max > NS_CMSG_MAX_DRAFT || d->min > d->max)
 		return ns_errf(e->err, sizeof(e->err), "draft lengths %u..%u: 1 <= min <= max <= "
 			       "%d", d->min, d->max, NS_CMSG_MAX_DRAFT), -EINVAL;
-	if (!strcmp(e->o.backend, "cuda"))
-		return ns_errf(e->err, sizeof(e->err), "speculative decoding runs on the cpu "
-			       "backend only"), -EINVAL;
+	if (!strcmp(e->o.backend, "cuda") && e->recurrent)
+		return ns_errf(e->err, sizeof(e->err), "speculative decoding of a model with a "
+			       "recurrent state runs on the cpu backend only (the cuda pass keeps "
+			       "no copy of the state to roll back to)"), -EINVAL;
 	if (d->kind == NS_DRAFT_ORACLE) {
 		if (g->n_draft_oracle > NS_CMSG_MAX_TOKENS - ev->n_tokens)
 			return ns_errf(e->err, sizeof(e->err), "too many oracle drafts"), -EINVAL;

@@ -150,7 +150,8 @@ struct ns_engine_opts {
 	/* Speculative decoding's draft model (ns_gen_params.draft = NS_GEN_DRAFT_MODEL): a GGUF
 	 * with the model's vocabulary, read wholly into nscompute's RAM at load with its own KV
 	 * cache of n_ctx positions; the budgets the library picks leave room for it
-	 * (NS_BUDGET_AUTO). cpu backend only; a file that does not open or runs no pass, or
+	 * (NS_BUDGET_AUTO). Its pass is the cpu one on either backend (with cuda, beside the
+	 * CUDA pass that verifies its drafts); a file that does not open or runs no pass, or
 	 * another vocabulary size, fails the load (-EINVAL). NULL: none. */
 	const char *draft_model;
 	/* Images in prompts (ns_engine_set_images): the vision tower, an mmproj GGUF (Qwen3-VL /
@@ -194,8 +195,8 @@ struct ns_gen_params {
 	int32_t repeat_last_n;
 	uint64_t seed;
 	bool no_stop;          /* do not stop at end-of-generation tokens */
-	/* Speculative decoding (cpu backend; a model with a recurrent state, qwen35, is refused
-	 * with -EINVAL): the pending token and up to draft_max drafted ones are evaluated as one
+	/* Speculative decoding (a model with a recurrent state, qwen35, on the cuda backend is
+	 * refused with -EINVAL): the pending token and up to draft_max drafted ones are evaluated as one
 	 * pass over the weights and the agreeing prefix kept; greedy output is unchanged, sampled
 	 * output has the same distribution. The draft length adapts to the measured acceptance
 	 * and pass costs within [draft_min, draft_max]; a drafter with fewer than draft_min

@@ -11,9 +11,9 @@
 int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const char *a,
 		     const char *v);
 
-/* With a drafter: refused (one line, -EINVAL) for a model with a recurrent state (qwen35:
- * its state goes back only to the start, so a rejected draft cannot be taken back), for the
- * cuda backend, draft lengths min > max, and a draft model (draft_model, NULL: none) that
+/* With a drafter: refused (one line, -EINVAL) for a model with a recurrent state (qwen35) on
+ * the cuda backend (its pass keeps no copy of the state to roll back to; the cpu pass
+ * does: ns_fwd_mark), draft lengths min > max, and a draft model (draft_model, NULL: none) that
  * does not open, runs no cpu pass with a KV cache to cut back, or has another vocabulary
  * (nsctl_draft_compatible). 0 otherwise, or for a model that does not open (the engine
  * reports it). */

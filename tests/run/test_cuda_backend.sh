@@ -82,4 +82,23 @@ n=$(gb none) p=$(gb part) a=$(gb all)
 echo "GB read per token: none $n, part $p, all $a"
 awk -v n="$n" -v p="$p" -v a="$a" 'BEGIN { exit !(n > 0 && p < n && a < p && a < 0.00001) }' ||
     fail "bytes per token do not fall with VRAM: none $n, part $p, all $a"
+# speculative decoding: the verification chunks and the KV cut-backs are the CUDA pass's, a
+# draft model's pass the cpu's beside it; greedy text unchanged. A model with a recurrent
+# state (qwen35) is refused with one line before any process starts.
+if "$nsctl" info "$model" 2>/dev/null | grep -q '^recurrent:'; then
+    run specng --backend cuda --draft ngram
+    rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$tmp/specng.err")" = 1 ] &&
+        grep -q "recurrent state runs on the cpu backend only" "$tmp/specng.err" ||
+        fail "cuda --draft on a recurrent model: exit $rc, want 2 and one line"
+else
+    run specng --backend cuda --draft ngram --vram-budget "$part" ||
+        fail "cuda --draft ngram: exit $?"
+    run specdm --backend cuda --draft "$model" || fail "cuda --draft MODEL: exit $?"
+    grep -q "| draft [1-9][0-9]*, accepted [1-9]" "$tmp/specdm.err" ||
+        fail "cuda --draft MODEL (itself): no draft accepted"
+    for r in specng specdm; do
+        cmp -s "$tmp/none.txt" "$tmp/$r.txt" || fail "cuda ($r) text differs from cuda (none)"
+    done
+fi
 echo "cuda backend ok: same text at 3 VRAM budgets, refusal below $least B"

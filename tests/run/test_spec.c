@@ -9,15 +9,20 @@
  * length the oracle drafter's drafted / accepted / pass counts are exactly those a
  * simulation of the rule predicts (the longest agreeing prefix plus the target's token).
  *
- * usage: test_spec MODEL_IN_ORACLE NGRAM_ACCEPTS BLOCK_ROWS [nodm] (nodm: no draft model, for
- * the recurrent qwen35 targets, whose state is rolled back: ns_fwd_mark; 1: the ngram drafter must get a
- * draft accepted on this model's repetitive prompt; 0: only identical output; the streamed
- * configuration's rows per block) */
+ * usage: test_spec MODEL_IN_ORACLE NGRAM_ACCEPTS BLOCK_ROWS [nodm] [cuda=EXE] (nodm: no draft
+ * model, for the recurrent qwen35 targets, whose state is rolled back: ns_fwd_mark; 1: the
+ * ngram drafter must get a draft accepted on this model's repetitive prompt; 0: only
+ * identical output; the streamed configuration's rows per block; cuda=EXE: the cuda
+ * backend's process EXE ($NS_NSCOMPUTE_CUDA), the draft model on the cpu beside it) */
 #include "neurostream.h"
 #include "run_testlib.h"
 
 #define S_N 96
 #define S_CTX 192
+
+/* "cuda": the cuda backend's process (argv cuda=EXE), the weights all in VRAM in the
+ * first configuration and all streamed through the device in the second; NULL: cpu */
+static const char *s_backend;
 
 struct s_out {
 	int32_t ids[S_CTX];
@@ -122,6 +127,9 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 	o.mem_budget = budget;
 	o.block_rows = rows;
 	o.draft_model = dm ? model : NULL; /* NS_GEN_DRAFT_MODEL: the model drafting for itself */
+	o.backend = s_backend;
+	if (s_backend && !budget) /* the whole model and the GPU's fixed set in VRAM */
+		o.vram_budget = 256ull << 20;
 	RT_CHECK(ns_engine_load(model, &o, &e, err, sizeof(err)) == 0, "load: %s", err);
 	nv = ns_engine_n_vocab(e);
 	ns_gen_params_default(&g);
@@ -259,12 +267,21 @@ static void s_config(const char *model, uint64_t budget, uint64_t rows, bool ngr
 int main(int argc, char **argv)
 {
 	char model[PATH_MAX];
+	bool dm = true;
 
-	/* a model with a recurrent state cannot be a draft model (nsctl/draft_model.c): "nodm" */
-	bool dm = !(argc == 5 && !strcmp(argv[4], "nodm"));
-
-	RT_CHECK(argc == 4 || (argc == 5 && !dm),
-		 "usage: test_spec MODEL_IN_ORACLE NGRAM_ACCEPTS BLOCK_ROWS [nodm]");
+	RT_CHECK(argc >= 4, "usage: test_spec MODEL_IN_ORACLE NGRAM_ACCEPTS BLOCK_ROWS [nodm] "
+		 "[cuda=NSCOMPUTE]");
+	for (int i = 4; i < argc; i++) {
+		/* a model with a recurrent state cannot be a draft model (nsctl/draft_model.c) */
+		if (!strcmp(argv[i], "nodm"))
+			dm = false;
+		else if (!strncmp(argv[i], "cuda=", 5)) { /* the emulation's process in CI */
+			RT_CHECK(setenv("NS_NSCOMPUTE_CUDA", argv[i] + 5, 1) == 0, "setenv");
+			s_backend = "cuda";
+		} else {
+			RT_CHECK(0, "unknown option %s", argv[i]);
+		}
+	}
 	ns_test_require_oracle();
 	ns_test_oracle_path(model, sizeof(model), argv[1]);
 	RT_CHECK(access(model, R_OK) == 0, "%s missing from the oracle", model);

@@ -9,7 +9,7 @@
 #    shifted) proposes garbage and fails this;
 #  - refused with one line and exit 2 before any process starts: a missing file, a file that
 #    is not GGUF, another vocabulary (same size, other texts; other size), a draft with a
-#    recurrent state or vision inputs, --backend cuda;
+#    recurrent state or vision inputs (--backend cuda: tests/run/test_cuda_backend.sh);
 #  - the draft's bytes count in the fixed set: nsctl plan --draft shows them and refuses,
 #    with the draft's own line, a memory that holds the session but not the draft beside it.
 set -u
@@ -101,8 +101,6 @@ refused "a recurrent draft" "--draft .*: a draft model needs a text-only pass.*r
     "$qwen3" -p hi -n 4 --draft "$oracle/tiny/tiny-qwen35-Q4_K_M.gguf"
 refused "a vision draft" "--draft .*: a draft model needs a text-only pass.*vision" \
     "$qwen3" -p hi -n 4 --draft "$oracle/tiny/tiny-qwen3vlmoe-Q4_K_M.gguf"
-refused "--backend cuda" "--draft runs on the cpu backend only" \
-    "$stories" -p hi -n 4 --draft "$stories" --backend cuda
 
 # the fixed set: plan's figures, then a memory with room for the session but not the draft
 printf 'MemTotal: 67108864 kB\nMemAvailable: 33554432 kB\n' > "$tmp/meminfo"
