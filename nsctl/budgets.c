@@ -14,6 +14,7 @@
 #include "draft_model.h"
 #include "image_embed.h"
 #include "neurostream.h"
+#include "vision.h"
 #include "vision_hparams.h"
 #include "gpu_need.h"
 #include "kv_type.h"
@@ -82,7 +83,7 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tow
 	struct ns_vision_hparams vhp;
 	struct ns_image_work w = { 0 };
 	char why[NS_ERR_LEN];
-	uint64_t b = 0, kernel, sum;
+	uint64_t b = 0, sum;
 	int rc;
 
 	if (!mmproj)
@@ -90,13 +91,12 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tow
 	rc = ns_model_open(mmproj, &t, why, sizeof(why));
 	if (rc == 0)
 		rc = ns_vision_hparams_load(t, &vhp, why, sizeof(why));
-	/* its tensors as read (weights_fused.h) and the patch kernel held as float
-	 * (vision.h): n_embd x 3 * temporal * patch^2; then what one prompt's images take
-	 * while nscompute embeds them (image_embed.h) */
+	/* what the tower holds (vision.h: biases, norms, the patch kernel as float; its
+	 * matrices and position grid stream through the arena, nsio --mmproj); then what one
+	 * prompt's images take while nscompute embeds them (image_embed.h) */
 	if (rc == 0) {
-		kernel = 4ull * vhp.n_embd * 3 * vhp.temporal * vhp.patch * vhp.patch;
-		if (ns_add_u64_overflow(t->total_tensor_bytes, kernel, &b) ||
-		    ns_image_work_bytes(&vhp, &tower->lim, fx->n_ctx, NS_ENGINE_MAX_IMAGES,
+		b = ns_vision_held_bytes(&vhp);
+		if (ns_image_work_bytes(&vhp, &tower->lim, fx->n_ctx, NS_ENGINE_MAX_IMAGES,
 					&w) < 0 ||
 		    ns_add_u64_overflow(b, w.total, &sum) ||
 		    ns_add_u64_overflow(fx->total, sum, &fx->total)) {

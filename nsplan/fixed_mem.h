@@ -102,7 +102,8 @@ struct nsplan_fixed {
 	uint64_t total;           /* the sum of the four and the margin (and draft_bytes) */
 	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
 				   * here; nsctl adds it to total (budgets.c) */
-	uint64_t tower_bytes;     /* a vision tower resident in nscompute (--mmproj): likewise */
+	uint64_t tower_bytes;     /* what a vision tower holds in nscompute (--mmproj; its
+				   * matrices stream): likewise */
 	uint64_t image_bytes;     /* its images' working memory (activations, embeddings):
 				   * likewise */
 	uint64_t image_tokens;    /* the largest image counted in image_bytes, in tokens */
