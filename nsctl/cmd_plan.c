@@ -257,7 +257,7 @@ static void s_print_text(const struct s_report *r)
 	printf("              --ram-budget %s%s, --mem-budget %s%s (minimum %s)\n",
 	       ns_format_bytes(pl->hdr.ram_budget, s[2], 32), a->q.ram_given ? "" : " (default)",
 	       ns_format_bytes(pl->hdr.mem_budget, s[3], 32), a->q.mem_given ? "" : " (default)",
-	       ns_format_bytes(r->sum->min_mem_budget, s[4], 32));
+	       ns_format_bytes(nsplan_min_arena(r->sum->min_mem_budget, fx), s[4], 32));
 	printf("placed:       VRAM %s, RAM %s, disk %s\n",
 	       ns_format_bytes(pl->hdr.vram_used, s[0], 32), ns_format_bytes(pl->hdr.ram_used, s[1], 32),
 	       ns_format_bytes(r->m->total_tensor_bytes - pl->hdr.vram_used - pl->hdr.ram_used, s[2], 32));
@@ -381,7 +381,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "mem"); jo_u64(&j, pl->hdr.mem_budget);
 	jo_key(&j, "ram_default"); jo_bool(&j, !r->a->q.ram_given);
 	jo_key(&j, "mem_default"); jo_bool(&j, !r->a->q.mem_given);
-	jo_key(&j, "min_mem"); jo_u64(&j, r->sum->min_mem_budget);
+	jo_key(&j, "min_mem"); jo_u64(&j, nsplan_min_arena(r->sum->min_mem_budget, fx));
 	jo_end_obj(&j);
 	jo_key(&j, "memory");
 	if (r->probe) {
