@@ -73,6 +73,62 @@ void ns_model_close(struct ns_model **pm)
 	*pm = NULL;
 }
 
+int ns_model_append(struct ns_model *m, struct ns_model **extra, char *err, size_t errlen)
+{
+	struct ns_model *x = *extra, tmp;
+	struct ns_gguf **shards;
+	struct ns_model_tensor *tensors;
+	uint64_t n, files, bytes;
+	int rc;
+
+	if (x->format != NS_MODEL_GGUF || x->hf)
+		return ns_errf(err, errlen, "%s: not a GGUF file", ns_model_meta(x)->path), -EINVAL;
+	if (ns_add_u64_overflow(m->n_tensors, x->n_tensors, &n) ||
+	    (uint64_t)m->n_shards + x->n_shards > UINT32_MAX || n > SIZE_MAX / sizeof(*tensors) ||
+	    ns_add_u64_overflow(m->total_file_bytes, x->total_file_bytes, &files) ||
+	    ns_add_u64_overflow(m->total_tensor_bytes, x->total_tensor_bytes, &bytes))
+		return ns_errf(err, errlen, "%s: too many tensors", ns_model_meta(x)->path),
+		       -EOVERFLOW;
+	shards = calloc((size_t)m->n_shards + x->n_shards, sizeof(*shards));
+	tensors = calloc(n ? (size_t)n : 1, sizeof(*tensors));
+	if (!shards || !tensors) {
+		free(shards);
+		free(tensors);
+		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
+	}
+	memcpy(shards, m->shards, m->n_shards * sizeof(*shards));
+	memcpy(shards + m->n_shards, x->shards, x->n_shards * sizeof(*shards));
+	memcpy(tensors, m->tensors, m->n_tensors * sizeof(*tensors));
+	memcpy(tensors + m->n_tensors, x->tensors, x->n_tensors * sizeof(*tensors));
+	for (uint64_t i = m->n_tensors; i < n; i++)
+		tensors[i].shard += m->n_shards;
+	/* the index over both, on a copy: m stays as it was if a name is in both files */
+	tmp = *m;
+	tmp.shards = shards;
+	tmp.tensors = tensors;
+	tmp.n_tensors = n;
+	tmp.n_shards = m->n_shards + x->n_shards;
+	if ((rc = ns_model_build_index(&tmp, err, errlen)) < 0) {
+		free(tmp.slots);
+		free(shards);
+		free(tensors);
+		return rc;
+	}
+	free(m->shards);
+	free(m->tensors);
+	free(m->slots);
+	*m = tmp;
+	m->total_file_bytes = files;
+	m->total_tensor_bytes = bytes;
+	/* the shards (and the names in their headers) are m's now */
+	free(x->shards);
+	free(x->tensors);
+	free(x->slots);
+	free(x);
+	*extra = NULL;
+	return 0;
+}
+
 /* Split metadata of one shard: count 0 means "not split". */
 static int s_split_info(const struct ns_gguf *g, uint64_t *count, uint64_t *no, char *err,
 			size_t errlen)

@@ -106,6 +106,14 @@ int ns_model_open_flags(const char *path, unsigned flags, struct ns_model **out,
 int ns_model_build_index(struct ns_model *m, char *err, size_t errlen);
 void ns_model_close(struct ns_model **m);
 
+/* Append the tensors of *extra (a GGUF: a second file served beside the model, such as a
+ * vision tower's mmproj) to m: its shards after m's, its tensors after m's (indices of m's own
+ * tensors unchanged), one name index over both. On success *extra is consumed (freed, NULL)
+ * and m owns its files; metadata stays m's (shard 0). On failure m and *extra are unchanged:
+ * -EINVAL when extra is not a GGUF or a name appears in both (one line naming it), -ENOMEM,
+ * -EOVERFLOW. */
+int ns_model_append(struct ns_model *m, struct ns_model **extra, char *err, size_t errlen);
+
 const struct ns_model_tensor *ns_model_find(const struct ns_model *m, const char *name);
 /* Index of a tensor, or -1. */
 int64_t ns_model_find_index(const struct ns_model *m, const char *name);

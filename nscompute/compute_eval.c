@@ -289,7 +289,7 @@ static int s_eval(struct nsc_proc *p, const struct ns_cmsg_eval *e)
 	p->pf_t0 = p->pf_last = t0;
 	if (images) /* the tower, then the prompt with the images' rows (compute_image.h) */
 		rc = nsc_images_eval(p, e->tokens, n_prompt, p->logits, all, &d.n_image_tokens,
-				     &d.tower_ns, ierr, sizeof(ierr));
+				     &d.tower_ns, &d.tower_req, ierr, sizeof(ierr));
 	else
 		rc = ns_fwd_eval(p->f, e->tokens, n_prompt, p->logits, all);
 	p->pf_on = false;

@@ -15,11 +15,12 @@
 #include "image_embed.h"
 #include "model.h"
 #include "ns_util.h"
-#include "weights_fused.h"
+#include "weights_stream.h"
 
 struct nsc_tower {
 	struct ns_model *m;      /* the mmproj */
-	struct ns_weights *w;    /* its tensors, resident */
+	struct ns_weights *w;    /* its tensors, streamed through nsio (which serves the mmproj
+				  * beside the model: nsio --mmproj) */
 	struct ns_vision *v;
 	struct ns_vision_hparams hp;
 };
@@ -36,10 +37,17 @@ static void s_beat(void *c)
 	ns_client_beat(c);
 }
 
-int nsc_tower_open(const char *path, const struct ns_model *text, int threads,
-		   struct ns_client *c, struct nsc_tower **out, char *err, size_t errlen)
+int nsc_tower_open(const char *path, const struct ns_model *text,
+		   const struct ns_weights_stream_opts *wo, struct ns_client *c,
+		   struct nsc_tower **out, char *err, size_t errlen)
 {
-	struct ns_weights_fused_opts fo = { .n_threads = threads };
+	/* the text provider's threads, blocks and lookahead; no RAM tier (nsplan plans the
+	 * text model's tensors only: a tower weight is read once per image, a text weight once
+	 * per token); exact float activations, as the references */
+	struct ns_weights_stream_opts so = { .n_threads = wo->n_threads,
+					     .block_rows = wo->block_rows,
+					     .lookahead = wo->lookahead };
+	const int threads = wo->n_threads;
 	struct ns_vision_opts vo = { .n_threads = threads, .progress = c ? s_beat : NULL,
 				     .progress_user = c };
 	struct nsc_tower *t = calloc(1, sizeof(*t));
@@ -68,7 +76,7 @@ int nsc_tower_open(const char *path, const struct ns_model *text, int threads,
 		rc = -EINVAL;
 	}
 	if (rc == 0)
-		rc = ns_weights_fused_new(t->m, &fo, &t->w, why, sizeof(why));
+		rc = ns_weights_stream_new(t->m, c, &so, &t->w, why, sizeof(why));
 	if (rc == 0)
 		rc = ns_vision_new(t->m, t->w, &vo, &t->v, why, sizeof(why));
 	if (rc < 0) {
@@ -162,9 +170,10 @@ static int s_embed_all(struct nsc_proc *p, const struct nsc_images *im, uint32_t
 }
 
 int nsc_images_eval(struct nsc_proc *p, const int32_t *tokens, uint32_t n, float *logits,
-		    bool all, uint32_t *image_tokens, uint64_t *tower_ns, char *err,
-		    size_t errlen)
+		    bool all, uint32_t *image_tokens, uint64_t *tower_ns, uint64_t *tower_req,
+		    char *err, size_t errlen)
 {
+	struct ns_weights_stream_stats w0 = { 0 }, w1 = { 0 };
 	struct nsc_images *im = p->img;
 	struct ns_image_embedding e[NS_CMSG_MAX_IMAGES];
 	struct ns_fwd_mm_grid grids[NS_CMSG_MAX_IMAGES];
@@ -179,7 +188,10 @@ int nsc_images_eval(struct nsc_proc *p, const int32_t *tokens, uint32_t n, float
 	memset(e, 0, sizeof(e));
 	*image_tokens = 0;
 	*tower_ns = 0;
+	*tower_req = 0;
 	p->img = NULL;
+	if (p->tower)
+		ns_weights_stream_stats(p->tower->w, &w0);
 	if (im->bad)
 		rc = (ns_errf(err, errlen, "malformed IMAGES message"), -EPROTO);
 	else if (!p->tower)
@@ -191,6 +203,10 @@ int nsc_images_eval(struct nsc_proc *p, const int32_t *tokens, uint32_t n, float
 	if (rc == 0)
 		rc = s_embed_all(p, im, n, e, grids, err, errlen);
 	*tower_ns = ns_now_ns() - t0;
+	if (p->tower) { /* every byte of it streamed: no RAM tier for the tower */
+		ns_weights_stream_stats(p->tower->w, &w1);
+		*tower_req = w1.bytes - w0.bytes;
+	}
 	if (rc == 0) {
 		pos = malloc((size_t)n * 3 * sizeof(*pos));
 		is_embd = malloc(n);

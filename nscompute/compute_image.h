@@ -1,10 +1,13 @@
 /* compute_image.h - images in a prompt (nscompute --mmproj PATH; proto IMAGES before an EVAL).
  *
- * The vision tower is resident in this process: the mmproj's tensors are read once into RAM
- * at start (weights_fused.h, as the draft model's), and nsctl counts them in the fixed set
- * (nsplan/fixed_mem.h tower_bytes), so they sit under the session's budgets but are not
- * streamed through nsio (docs/decisions.md says why and what remains). The text model's
- * weights stay streamed: an image's tokens go through them in the prompt's chunks of n_batch
+ * The vision tower's weights stream through nsio under the session's budgets as the text
+ * model's do: nsio serves the mmproj beside the model (nsio --mmproj: its tensors after the
+ * model's in one table), and the tower runs over a streaming provider (weights_stream.h) of
+ * its own, so each matrix is read through the arena in blocks of rows once per image (per
+ * chunk of patches), the position grid once per image, and only the small tensors (biases,
+ * norms, the patch kernel as float: ns_vision_held_bytes) are held in this process, counted
+ * in the fixed set (nsplan/fixed_mem.h tower_bytes). No RAM tier for the tower. The text
+ * model's weights: an image's tokens go through them in the prompt's chunks of n_batch
  * (512) rows, so each text weight is read once per chunk, not once per image token.
  *
  * nsctl sends IMAGES (the files, in order, the placeholder id) just before an EVAL that starts
@@ -24,12 +27,16 @@ struct nsc_tower;
 struct ns_model;
 
 /* Opens the mmproj at path, checks it is a vision tower whose output width is the text model
- * m's n_embd, reads its tensors and builds the tower; its passes beat c's heartbeat (NULL:
- * none) at each matmul, so a large image is not taken for a stall. 0, or -EINVAL (not a
- * tower, a mismatch, a tensor the tower cannot use), -ENOMEM, with one line in err. */
+ * m's n_embd, builds the tower over a streaming provider on client c (wo: the text
+ * provider's options; threads, block rows and lookahead are taken, not its RAM tier) and
+ * reads its held tensors; its passes beat c's heartbeat at each matmul, so a large image is
+ * not taken for a stall. 0, or -EINVAL (not a tower, a mismatch, a tensor the tower cannot
+ * use, nsio not serving the mmproj), -ENOMEM, or the stream's error, with one line in err. */
 struct ns_client;
-int nsc_tower_open(const char *path, const struct ns_model *m, int threads,
-		   struct ns_client *c, struct nsc_tower **out, char *err, size_t errlen);
+struct ns_weights_stream_opts;
+int nsc_tower_open(const char *path, const struct ns_model *m,
+		   const struct ns_weights_stream_opts *wo, struct ns_client *c,
+		   struct nsc_tower **out, char *err, size_t errlen);
 void nsc_tower_free(struct nsc_tower **t);
 
 /* IMAGES received: kept for the next EVAL (a malformed one makes that EVAL an ERROR).
@@ -40,10 +47,11 @@ void nsc_images_clear(struct nsc_proc *p);
 
 /* The EVAL's prompt (tokens, n, starting at position 0) with the pending images: the tower over
  * each, then ns_fwd_eval_mm into logits (all: every row). *image_tokens and *tower_ns say what
- * the images took. Clears the pending images. 0, or a negative errno with one line in err
+ * the images took, *tower_req the weight bytes the tower requested from nsio. Clears the
+ * pending images. 0, or a negative errno with one line in err
  * (the sequence must be reset after it). */
 int nsc_images_eval(struct nsc_proc *p, const int32_t *tokens, uint32_t n, float *logits,
-		    bool all, uint32_t *image_tokens, uint64_t *tower_ns, char *err,
-		    size_t errlen);
+		    bool all, uint32_t *image_tokens, uint64_t *tower_ns, uint64_t *tower_req,
+		    char *err, size_t errlen);
 
 #endif

@@ -22,7 +22,8 @@
  * (forward.h moe_predict; nsrouter prefetches it as a weaker hint) and count how many of the
  * real router's experts it named (route_pub.c, the session's predict_* counters).
  *
- * --mmproj: the vision tower of a multimodal model, read into RAM as the draft model is; the
+ * --mmproj: the vision tower of a multimodal model, its matrices streamed through nsio as the
+ * model's (nsctl starts nsio with the same --mmproj; only its small tensors are held); the
  * images of an EVAL's prompt come as IMAGES just before it (compute_image.h). */
 #include <errno.h>
 #include <inttypes.h>
@@ -232,7 +233,7 @@ static int s_attach(struct nsc_proc *p)
 	/* SIGTERM (also the kernel's, when nsctl dies) ends a wait for nsio at once */
 	struct ns_client_opts co = { .attach_timeout_ms = 20000, .dead_timeout_ms = 15000,
 				     .beat_role = NS_BEAT_NSCOMPUTE, .cancel = p->stop };
-	struct ns_weights_stream_opts wo;
+	struct ns_weights_stream_opts wo = { 0 };
 	struct ns_fwd_opts fo = { 0 };
 	char err[NS_ERR_LEN];
 	int rc;
@@ -297,9 +298,8 @@ static int s_attach(struct nsc_proc *p)
 			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
 				 derr);
 	}
-	if (rc == 0 && p->mmproj_path) /* resident: every tensor read now, once */
-		rc = nsc_tower_open(p->mmproj_path, p->m, p->threads, p->c, &p->tower, err,
-				    sizeof(err));
+	if (rc == 0 && p->mmproj_path) /* streamed as the model: nsio serves the mmproj too */
+		rc = nsc_tower_open(p->mmproj_path, p->m, &wo, p->c, &p->tower, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);
 	return rc;

@@ -310,6 +310,7 @@ static void s_fill_stats(struct ns_engine *e, const struct ns_stats_snapshot *a,
 	s->stop_reason = d->reason;
 	s->n_image_tokens = d->n_image_tokens;
 	s->tower_s = (double)d->tower_ns / 1e9;
+	s->req_tower = d->tower_req;
 	if (sp)
 		s_fill_spec(s, d, sp);
 }
@@ -915,6 +916,7 @@ int ns_engine_step(struct ns_engine *e, const struct ns_engine_seq *seqs, uint32
 		e->st.prefill_s = (double)d.prefill_ns / 1e9;
 		e->st.req_prefill = d.req_prefill;
 		e->st.dev_prefill = d.dev_prefill;
+		e->st.req_tower = d.tower_req;
 	}
 	return rc;
 }

@@ -14,6 +14,7 @@
 #include "draft_model.h"
 #include "image_embed.h"
 #include "neurostream.h"
+#include "vision.h"
 #include "vision_hparams.h"
 #include "gpu_need.h"
 #include "kv_type.h"
@@ -82,7 +83,7 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tow
 	struct ns_vision_hparams vhp;
 	struct ns_image_work w = { 0 };
 	char why[NS_ERR_LEN];
-	uint64_t b = 0, kernel, sum;
+	uint64_t b = 0, sum;
 	int rc;
 
 	if (!mmproj)
@@ -90,13 +91,12 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tow
 	rc = ns_model_open(mmproj, &t, why, sizeof(why));
 	if (rc == 0)
 		rc = ns_vision_hparams_load(t, &vhp, why, sizeof(why));
-	/* its tensors as read (weights_fused.h) and the patch kernel held as float
-	 * (vision.h): n_embd x 3 * temporal * patch^2; then what one prompt's images take
-	 * while nscompute embeds them (image_embed.h) */
+	/* what the tower holds (vision.h: biases, norms, the patch kernel as float; its
+	 * matrices and position grid stream through the arena, nsio --mmproj); then what one
+	 * prompt's images take while nscompute embeds them (image_embed.h) */
 	if (rc == 0) {
-		kernel = 4ull * vhp.n_embd * 3 * vhp.temporal * vhp.patch * vhp.patch;
-		if (ns_add_u64_overflow(t->total_tensor_bytes, kernel, &b) ||
-		    ns_image_work_bytes(&vhp, &tower->lim, fx->n_ctx, NS_ENGINE_MAX_IMAGES,
+		b = ns_vision_held_bytes(&vhp);
+		if (ns_image_work_bytes(&vhp, &tower->lim, fx->n_ctx, NS_ENGINE_MAX_IMAGES,
 					&w) < 0 ||
 		    ns_add_u64_overflow(b, w.total, &sum) ||
 		    ns_add_u64_overflow(fx->total, sum, &fx->total)) {
@@ -104,6 +104,13 @@ int nsctl_fixed_add_tower(struct nsplan_fixed *fx, const struct nsctl_tower *tow
 			rc = -EOVERFLOW;
 		}
 	}
+	/* its matrices stream through the arena: the widest row sets a least arena too */
+	for (uint64_t i = 0; rc == 0 && i < t->n_tensors; i++)
+		if (t->tensors[i].row_bytes > fx->tower_row_bytes)
+			fx->tower_row_bytes = t->tensors[i].row_bytes;
+	if (rc == 0)
+		fx->tower_min_arena = ns_stream_min_budget(fx->tower_row_bytes,
+							   NS_DEFAULT_LOOKAHEAD);
 	ns_model_close(&t);
 	if (rc < 0)
 		return ns_errf(err, errlen, "--mmproj %s: %s", mmproj, why), rc;
@@ -228,15 +235,19 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 
 /* The line for an arena under the smallest workable one. */
 static void s_say_small_arena(const struct nsctl_budget_req *a, const struct ns_model *m,
-			      const struct ns_summary *sum, uint64_t mem)
+			      const struct ns_summary *sum, const struct nsplan_fixed *fx,
+			      uint64_t mem)
 {
+	uint64_t least = nsplan_min_arena(sum->min_mem_budget, fx);
+	bool tower = least > sum->min_mem_budget;
 	char s[2][32];
 
 	s_refuse(a, "--mem-budget %s is below the smallest workable arena: --mem-budget %"
 		PRIu64 " (%s: %u blocks of one row of %s, %" PRIu64 " bytes)",
-		ns_format_bytes(mem, s[0], 32), sum->min_mem_budget,
-		ns_format_bytes(sum->min_mem_budget, s[1], 32), NS_DEFAULT_LOOKAHEAD + 1,
-		m->tensors[sum->max_row_tensor].name, sum->max_row_bytes);
+		ns_format_bytes(mem, s[0], 32), least, ns_format_bytes(least, s[1], 32),
+		NS_DEFAULT_LOOKAHEAD + 1,
+		tower ? "the vision tower's widest tensor" : m->tensors[sum->max_row_tensor].name,
+		tower ? fx->tower_row_bytes : sum->max_row_bytes);
 }
 
 int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
@@ -270,13 +281,13 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		s_refuse(a, "--reserve-vram needs a --vram-budget");
 		return 2;
 	}
-	if (a->mem_given && a->b.mem < sum->min_mem_budget) {
-		s_say_small_arena(a, m, sum, a->b.mem);
+	if (a->mem_given && a->b.mem < nsplan_min_arena(sum->min_mem_budget, fx)) {
+		s_say_small_arena(a, m, sum, fx, a->b.mem);
 		return 2;
 	}
 	*probed = nsplan_mem_probe(&a->paths, probe, err, sizeof(err)) == 0;
 	if (*probed && fx->draft_bytes) { /* the draft first: its own line, what to drop */
-		uint64_t arena = a->mem_given ? a->b.mem : sum->min_mem_budget;
+		uint64_t arena = a->mem_given ? a->b.mem : nsplan_min_arena(sum->min_mem_budget, fx);
 
 		if (fx->total > probe->available || arena > probe->available - fx->total) {
 			s_refuse(a, "the draft model's %s (weights, KV cache and scratch at -c %u) does "
@@ -293,7 +304,7 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		}
 	}
 	if (*probed && fx->tower_bytes) { /* likewise the tower and its images */
-		uint64_t arena = a->mem_given ? a->b.mem : sum->min_mem_budget;
+		uint64_t arena = a->mem_given ? a->b.mem : nsplan_min_arena(sum->min_mem_budget, fx);
 
 		if (fx->total > probe->available || arena > probe->available - fx->total) {
 			s_refuse(a, "the vision tower's %s and its images' working memory %s "
@@ -323,7 +334,8 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		return 2;
 	}
 	struct nsplan_default_in in = {
-		.available = probe->available, .fixed = fx->total, .min_arena = sum->min_mem_budget,
+		.available = probe->available, .fixed = fx->total,
+		.min_arena = nsplan_min_arena(sum->min_mem_budget, fx),
 		.max_row_bytes = sum->max_row_bytes,
 		.cacheable = nsctl_cacheable_bytes(m, hp, a->embd_resident),
 		.lookahead = NS_DEFAULT_LOOKAHEAD, .block_bytes = NSPLAN_DEFAULT_BLOCK_BYTES,
@@ -472,10 +484,10 @@ int nsctl_check_budgets(const char *who, const char *model, const char *draft,
 
 		if (!mem[i] && arena > (512ull << 20))
 			arena = 512ull << 20;
-		if (mem[i] && mem[i] < sum.min_mem_budget) {
+		if (mem[i] && mem[i] < nsplan_min_arena(sum.min_mem_budget, &fx)) {
 			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */
 
-			s_say_small_arena(&q, m, &sum, mem[i]);
+			s_say_small_arena(&q, m, &sum, &fx, mem[i]);
 			ret = 2;
 		} else if (probed && nsctl_host_total(m, arena, ram[i], &fx) > probe.available) {
 			struct nsctl_budget_req q = { .who = who }; /* its line on stderr */

@@ -48,8 +48,9 @@ struct nsctl_tower {
 	struct ns_image_limits lim;  /* 0s: the processor's defaults, no token cap */
 };
 
-/* A vision tower (tower NULL or its mmproj NULL: none) resident in nscompute, added to the
- * fixed set at fx->n_ctx: its tensors and the patch kernel held as float (fx->tower_bytes),
+/* A vision tower (tower NULL or its mmproj NULL: none) run by nscompute, added to the fixed
+ * set at fx->n_ctx: what it holds (fx->tower_bytes, vision.h ns_vision_held_bytes: biases,
+ * norms, the patch kernel as float; its matrices stream through the arena as the model's),
  * and the working memory of a prompt's images (fx->image_bytes, image_embed.h
  * ns_image_work_bytes: the tower's activations for the largest image the limits let through,
  * fx->image_tokens of them, its pixels, and the embeddings held until the decoder consumes

@@ -319,8 +319,9 @@ static int s_logits(struct s_opts *o, const int32_t *ids, uint32_t n)
 			o->out, (unsigned long long)st.req_prefill,
 			(unsigned long long)st.arena_peak, (unsigned long long)st.arena_bytes);
 		if (o->img.n)
-			fprintf(stderr, "; %u image tokens, tower %.3f s", st.n_image_tokens,
-				st.tower_s);
+			fprintf(stderr, "; %u image tokens, tower %.3f s, its weights %llu "
+				"bytes of them", st.n_image_tokens, st.tower_s,
+				(unsigned long long)st.req_tower);
 		fprintf(stderr, ")\n");
 	}
 	status = 0;

@@ -257,7 +257,7 @@ static void s_print_text(const struct s_report *r)
 	printf("              --ram-budget %s%s, --mem-budget %s%s (minimum %s)\n",
 	       ns_format_bytes(pl->hdr.ram_budget, s[2], 32), a->q.ram_given ? "" : " (default)",
 	       ns_format_bytes(pl->hdr.mem_budget, s[3], 32), a->q.mem_given ? "" : " (default)",
-	       ns_format_bytes(r->sum->min_mem_budget, s[4], 32));
+	       ns_format_bytes(nsplan_min_arena(r->sum->min_mem_budget, fx), s[4], 32));
 	printf("placed:       VRAM %s, RAM %s, disk %s\n",
 	       ns_format_bytes(pl->hdr.vram_used, s[0], 32), ns_format_bytes(pl->hdr.ram_used, s[1], 32),
 	       ns_format_bytes(r->m->total_tensor_bytes - pl->hdr.vram_used - pl->hdr.ram_used, s[2], 32));
@@ -300,8 +300,9 @@ static void s_print_text(const struct s_report *r)
 		       "scratch (resident in nscompute)\n", fx->draft_bytes,
 		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft);
 	if (fx->tower_bytes)
-		printf("  tower       %12" PRIu64 " bytes %11s  --mmproj %s: tensors and patch "
-		       "kernel (resident in nscompute)\n", fx->tower_bytes,
+		printf("  tower       %12" PRIu64 " bytes %11s  --mmproj %s: biases, norms and "
+		       "patch kernel held in nscompute (its matrices stream through the arena)\n",
+		       fx->tower_bytes,
 		       ns_format_bytes(fx->tower_bytes, s[0], 32), a->img.mmproj);
 	if (fx->tower_bytes)
 		printf("  images      %12" PRIu64 " bytes %11s  an image of up to %" PRIu64 " tokens "
@@ -380,7 +381,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "mem"); jo_u64(&j, pl->hdr.mem_budget);
 	jo_key(&j, "ram_default"); jo_bool(&j, !r->a->q.ram_given);
 	jo_key(&j, "mem_default"); jo_bool(&j, !r->a->q.mem_given);
-	jo_key(&j, "min_mem"); jo_u64(&j, r->sum->min_mem_budget);
+	jo_key(&j, "min_mem"); jo_u64(&j, nsplan_min_arena(r->sum->min_mem_budget, fx));
 	jo_end_obj(&j);
 	jo_key(&j, "memory");
 	if (r->probe) {

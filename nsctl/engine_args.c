@@ -72,6 +72,10 @@ static void s_nsio(const struct ns_engine *e, struct s_argv *a)
 	s_add(a, e->id);
 	s_add(a, "--model");
 	s_add(a, e->model_path);
+	if (e->o.mmproj) { /* the vision tower's tensors, streamed as the model's */
+		s_add(a, "--mmproj");
+		s_add(a, e->o.mmproj);
+	}
 	s_num(a, "--lookahead", (unsigned)e->o.lookahead);
 	if (e->o.run_ahead > 0) {
 		s_add(a, "--run-ahead");
@@ -125,7 +129,7 @@ static void s_nscompute(const struct ns_engine *e, struct s_argv *a)
 		s_add(a, "--cache-type-v");
 		s_add(a, e->o.cache_type_v);
 	}
-	if (e->o.mmproj) { /* the vision tower, resident in nscompute's RAM (compute_image.h) */
+	if (e->o.mmproj) { /* the vision tower, its matrices streamed (compute_image.h) */
 		s_add(a, "--mmproj");
 		s_add(a, e->o.mmproj);
 	}

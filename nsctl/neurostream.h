@@ -381,6 +381,8 @@ struct ns_engine_stats {
 	 * time (decoding, preprocessing, tower; part of prefill_s) */
 	uint32_t n_image_tokens;
 	double tower_s;
+	uint64_t req_tower;                  /* of req_prefill, the vision tower's weight bytes
+					      * (streamed through nsio as the model's) */
 };
 
 void ns_engine_stats(const struct ns_engine *e, struct ns_engine_stats *out);

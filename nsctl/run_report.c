@@ -64,8 +64,9 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 				(json_int_t)s.draft_passes, "passes_per_token", s.passes_per_token,
 				"draft_len", (json_int_t)s.draft_k));
 		if (o && s.n_image_tokens)
-			json_object_set_new(o, "images", json_pack("{s:I, s:f}", "image_tokens",
-				(json_int_t)s.n_image_tokens, "tower_s", s.tower_s));
+			json_object_set_new(o, "images", json_pack("{s:I, s:f, s:I}",
+				"image_tokens", (json_int_t)s.n_image_tokens, "tower_s", s.tower_s,
+				"tower_bytes_requested", (json_int_t)s.req_tower));
 		if (o && reasoning)
 			json_object_set_new(o, "reasoning", ns_json_text(reasoning->buf ?
 									 reasoning->buf : "",
@@ -92,7 +93,8 @@ void ns_run_report(const struct ns_engine *e, bool json, const struct ns_text *c
 		fprintf(f, " | draft %u, accepted %u (%.1f%%), %.3f passes/token", s.drafted,
 			s.accepted, 100.0 * s.accept_rate, s.passes_per_token);
 	if (s.n_image_tokens)
-		fprintf(f, " | images %u tok, tower %.3f s", s.n_image_tokens, s.tower_s);
+		fprintf(f, " | images %u tok, tower %.3f s %.6f GB", s.n_image_tokens, s.tower_s,
+			(double)s.req_tower / 1e9);
 	fputs("\n", f);
 	fflush(f);
 }

@@ -98,7 +98,7 @@ void nsio_ahead_follow(struct nsio *s, uint32_t tensor, uint64_t row0, uint64_t 
 {
 	uint64_t rows, k;
 
-	if (!s->n_sched || tensor >= s->model->n_tensors || !(rows = s->sched_rows[tensor]))
+	if (!s->n_sched || tensor >= s->text.n_tensors || !(rows = s->sched_rows[tensor]))
 		return;
 	if (row0 < s->sched_start[tensor] || (row0 - s->sched_start[tensor]) % rows)
 		return;

@@ -31,6 +31,27 @@ static uint64_t s_model_hash(const struct ns_model *m)
 	return h ^ m->n_shards;
 }
 
+/* --mmproj: the tower's tensors after the model's, in one table, read as the model's are
+ * (docs/decisions.md "Images and the vision tower"). */
+static int s_open_mmproj(struct nsio *s)
+{
+	struct ns_model *x = NULL;
+	char err[NS_ERR_LEN];
+	int rc = ns_model_open_flags(s->o.mmproj_path, NS_MODEL_OPEN_NO_VOCAB, &x, err,
+				     sizeof(err));
+
+	if (rc == 0 && (rc = ns_model_append(s->model, &x, err, sizeof(err))) == 0) {
+		s->text.shards = s->model->shards; /* the view: the model's first tensors */
+		s->text.tensors = s->model->tensors;
+		s->text.slots = s->model->slots;
+		s->text.n_slots = s->model->n_slots;
+		return 0;
+	}
+	ns_model_close(&x);
+	fprintf(stderr, "nsio: --mmproj %s: %s\n", s->o.mmproj_path, err);
+	return rc == -ENOMEM ? 1 : 2;
+}
+
 static int s_open_session(struct nsio *s)
 {
 	char err[NS_ERR_LEN];
@@ -177,6 +198,9 @@ int nsio_attach(struct nsio *s)
 		fprintf(stderr, "nsio: %s\n", err);
 		return rc == -ENOMEM ? 1 : 2; /* missing, unreadable or malformed: bad input */
 	}
+	s->text = *s->model;
+	if (s->o.mmproj_path && (rc = s_open_mmproj(s)) != 0)
+		return rc;
 	rc = s_open_session(s);
 	if (rc)
 		return rc;

@@ -69,7 +69,7 @@ static uint64_t s_token_order(const struct ns_model *m, uint32_t *order)
  * when the RAM tier is ready. */
 int nsio_build_schedule(struct nsio *s)
 {
-	const struct ns_model *m = s->model;
+	const struct ns_model *m = &s->text; /* the tower is read per image, not per token */
 	uint32_t *order;
 	uint64_t n = 0, cap = 0, nk;
 

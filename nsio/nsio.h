@@ -27,6 +27,7 @@
 
 struct nsio_opts {
 	const char *model_path;
+	const char *mmproj_path; /* --mmproj: a vision tower served beside the model, or NULL */
 	const char *session;    /* NULL: create a random one */
 	uint64_t mem_budget;    /* 0: take the session's */
 	uint32_t queue_depth;   /* in-flight reads (16) */
@@ -82,7 +83,12 @@ struct nsio {
 	struct ns_session *sess;
 	struct ns_ctl *ctl;
 	bool created_session;
-	struct ns_model *model;
+	struct ns_model *model;  /* the model's tensors, then the mmproj's (--mmproj) */
+	/* The model alone: model's first n_text tensors (a view sharing model's arrays, never
+	 * closed; its name index also knows the mmproj's names, which nothing here looks up).
+	 * The RAM tier, the plan and the run-ahead schedule are the text model's: nsplan plans
+	 * and nscompute's RAM view index its tensors only; the tower's are always streamed. */
+	struct ns_model text;
 	int *fds;               /* one per shard */
 	int *bfds;              /* one per shard without O_DIRECT, for the rows made by
 				 * ns_model_read_rows; NULL when the model has no such tensor */

@@ -13,6 +13,8 @@ static void s_usage(FILE *f)
 	fprintf(f,
 		"usage: nsio --model PATH [--session ID] [--mem-budget BYTES] [options]\n"
 		"  -m, --model PATH    GGUF model (any shard of a split model)\n"
+		"  --mmproj PATH       also serve a vision tower's tensors (an mmproj GGUF), after\n"
+		"                      the model's in the tensor table, streamed like them\n"
 		"  --session ID        attach to session ID (created if absent); default: new\n"
 		"  --mem-budget BYTES  streaming arena size, binary units (64MB = 64 MiB)\n"
 		"  --queue-depth N     reads in flight (16)\n"
@@ -51,12 +53,13 @@ static int s_bytes(const char *opt, const char *v, uint64_t *out)
 
 enum {
 	O_MODEL = 1, O_SESSION, O_BUDGET, O_QD, O_BB, O_BR, O_LA, O_NODIRECT, O_AHEAD, O_QUIET,
-	O_HELP, O_QUAR, O_RAM, O_PLANWAIT,
+	O_HELP, O_QUAR, O_RAM, O_PLANWAIT, O_MMPROJ,
 };
 
 /* The spellings nsctl passes (engine_args.c, nsio/spawn.c), llama.cpp's -m besides. */
 static const struct ns_opt s_opts[] = {
 	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
+	{ "mmproj", NULL, NS_OPT_VALUE, O_MMPROJ },
 	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
 	{ "mem-budget", NULL, NS_OPT_VALUE, O_BUDGET },
 	{ "queue-depth", NULL, NS_OPT_VALUE, O_QD },
@@ -92,6 +95,9 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	switch (opt->id) {
 	case O_MODEL:
 		o->model_path = v;
+		return 0;
+	case O_MMPROJ:
+		o->mmproj_path = v;
 		return 0;
 	case O_SESSION:
 		o->session = v;

@@ -453,7 +453,7 @@ bool nsio_ram_ready(struct nsio *s)
 	if (!s->ram.t_start)
 		s->ram.t_start = t0;
 	if (!s->ram.plan_gen) {
-		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
+		rc = nsio_ram_poll(&s->ram, &s->text, s->sess->id, err,
 				   sizeof(err));
 		if (rc == -EPERM || rc == -EEXIST) /* a plan or RAM segment that is not ours */
 			return s_foreign(s, err);
@@ -464,7 +464,7 @@ bool nsio_ram_ready(struct nsio *s)
 	if (rc >= 0) { /* fill for up to 20 ms at a time: the loop keeps its other duties */
 		s_ram_io(s, &io, s->o.block_bytes);
 		do
-			rc = nsio_ram_fill_step(&s->ram, s->model, &io, err, sizeof(err));
+			rc = nsio_ram_fill_step(&s->ram, &s->text, &io, err, sizeof(err));
 		while (rc == 1 && ns_now_ns() - t0 < 20000000ull);
 		if (rc == 1 || rc == -EAGAIN) /* -EAGAIN: a dead nsio's quarantined leases */
 			return false;
@@ -504,7 +504,7 @@ static int s_ram_update(struct nsio *s)
 		return 0;
 	if (ns_now_ns() - s->ram.t_poll > 50000000ull) {
 		s->ram.t_poll = ns_now_ns();
-		rc = nsio_ram_poll(&s->ram, s->model, s->sess->id, err,
+		rc = nsio_ram_poll(&s->ram, &s->text, s->sess->id, err,
 				   sizeof(err));
 		if (rc == -EPERM || rc == -EEXIST)
 			return s_foreign(s, err);
@@ -515,7 +515,7 @@ static int s_ram_update(struct nsio *s)
 		return 0;
 	s_ram_io(s, &io, s->ctl->arena_bytes / 2 < s->o.block_bytes ? s->ctl->arena_bytes / 2
 								       : s->o.block_bytes);
-	rc = nsio_ram_fill_step(&s->ram, s->model, &io, err, sizeof(err));
+	rc = nsio_ram_fill_step(&s->ram, &s->text, &io, err, sizeof(err));
 	if (rc == 0) {
 		s_ram_said(s);
 	} else if (rc < 0 && rc != -EAGAIN) {

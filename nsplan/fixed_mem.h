@@ -102,11 +102,23 @@ struct nsplan_fixed {
 	uint64_t total;           /* the sum of the four and the margin (and draft_bytes) */
 	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
 				   * here; nsctl adds it to total (budgets.c) */
-	uint64_t tower_bytes;     /* a vision tower resident in nscompute (--mmproj): likewise */
+	uint64_t tower_bytes;     /* what a vision tower holds in nscompute (--mmproj; its
+				   * matrices stream): likewise */
 	uint64_t image_bytes;     /* its images' working memory (activations, embeddings):
 				   * likewise */
 	uint64_t image_tokens;    /* the largest image counted in image_bytes, in tokens */
+	uint64_t tower_min_arena; /* the smallest arena streaming the tower's widest row
+				   * (ns_stream_min_budget at NS_DEFAULT_LOOKAHEAD; nsctl's
+				   * budgets take the larger of it and the model's); 0: none */
+	uint64_t tower_row_bytes; /* that row */
 };
+
+/* The smallest workable arena of a session: the model's (min_model) or, when larger, its
+ * vision tower's (fx->tower_min_arena). */
+static inline uint64_t nsplan_min_arena(uint64_t min_model, const struct nsplan_fixed *fx)
+{
+	return fx->tower_min_arena > min_model ? fx->tower_min_arena : min_model;
+}
 
 /* Returns 0, or -EOVERFLOW / -EINVAL (n_ctx 0) with a line in err. */
 int nsplan_fixed_compute(const struct ns_model *m, const struct ns_hparams *hp, uint32_t n_ctx,

@@ -16,7 +16,7 @@ int ns_cmsg_type(const void *buf, size_t len)
 /* --- sizes --- */
 
 #define S_SAMPLING_BYTES (4 * 6 + 8)
-#define S_DONE_BYTES (6 * 4 + 10 * 8)
+#define S_DONE_BYTES (6 * 4 + 11 * 8)
 #define S_PROGRESS_BYTES (3 * 4 + 8)
 #define S_EVAL_FIXED (5 * 4 + S_SAMPLING_BYTES)
 #define S_DRAFT_FIXED (4 * 4)
@@ -146,6 +146,7 @@ int ns_cmsg_enc_done(const struct ns_cmsg_done *m, void *buf, size_t cap)
 	ns_wr_u64(&w, m->dev_decode);
 	ns_wr_u32(&w, m->n_image_tokens);
 	ns_wr_u64(&w, m->tower_ns);
+	ns_wr_u64(&w, m->tower_req);
 	return ns_wr_finish(&w);
 }
 
@@ -308,8 +309,9 @@ int ns_cmsg_dec_done(const void *buf, size_t len, struct ns_cmsg_done *m)
 	m->dev_decode = ns_rd_u64(&r);
 	m->n_image_tokens = ns_rd_u32(&r);
 	m->tower_ns = ns_rd_u64(&r);
+	m->tower_req = ns_rd_u64(&r);
 	if (r.bad || m->reason > NS_DONE_STOPPED || m->n_decode > m->n_gen ||
-	    m->n_image_tokens > m->n_prompt)
+	    m->n_image_tokens > m->n_prompt || m->tower_req > m->req_prefill)
 		return -EPROTO;
 	return 0;
 }

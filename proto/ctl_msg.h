@@ -164,6 +164,8 @@ struct ns_cmsg_done {
 	 * preprocessing and the tower; in prefill_ns too) */
 	uint32_t n_image_tokens;
 	uint64_t tower_ns;
+	uint64_t tower_req;   /* of req_prefill, the bytes the tower's matrices, grid and held
+			       * tensors requested (streamed through nsio as the model's) */
 };
 
 /* IMAGES: image files (paths nscompute can open: absolute) of the next EVAL's prompt.

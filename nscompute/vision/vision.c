@@ -14,6 +14,35 @@ static int s_alloc(float **p, uint64_t a, uint64_t b)
 	return *p ? 0 : -ENOMEM;
 }
 
+/* What the tower holds, as ns_vision_held_bytes counts it: a held float array of a x b. */
+static int s_hold(struct ns_vision *v, float **p, uint64_t a, uint64_t b)
+{
+	int rc = s_alloc(p, a, b);
+
+	if (rc == 0)
+		v->held_bytes += 4 * a * b; /* fits: falloc checked the product */
+	return rc;
+}
+
+uint64_t ns_vision_held_bytes(const struct ns_vision_hparams *hp)
+{
+	const uint64_t d = hp->n_embd, P = hp->patch, wide = d * hp->merge * hp->merge;
+	const uint64_t patch_dim = 3ull * hp->temporal * P * P;
+	/* the patch kernel (d, patch_dim) and its bias; the main merger: norm (d), fc1 and fc2
+	 * biases; per block: 4 norms (d), qkv (3d), out (d), up (n_ff), down (d) biases; a
+	 * DeepStack merger: norm (4d), fc1 and fc2 biases */
+	uint64_t f = d * patch_dim + d + 2 * d + wide + hp->n_embd_out;
+
+	for (uint32_t l = 0; l < hp->n_layer; l++) {
+		f += 4 * d + 3 * d + d + hp->n_ff + d;
+		if (hp->deepstack[l])
+			f += 2 * wide + wide + hp->n_embd_out;
+	}
+	/* + the largest setup transient: one frame's kernel as read (3d x P rows of P floats)
+	 * and its row list, freed before the next (s_read_rows) */
+	return 4 * f + 3 * d * P * (4 * P + sizeof(int64_t));
+}
+
 /* The tensor of that name with exactly ne (n_dims entries, ggml order); matrices must have a
  * type the kernels compute. */
 static int s_tensor(struct ns_vision *v, const char *name, uint32_t n_dims, const uint64_t *ne,
@@ -59,10 +88,10 @@ static int s_matrix(struct ns_vision *v, const char *name, uint64_t n_cols, uint
 
 /* rows [0, n_rows) of tensor id as floats into *out (allocated; NULL after a failure). */
 static int s_read_rows(struct ns_vision *v, uint32_t id, const char *name, uint64_t n_rows,
-		       uint64_t n_cols, float **out)
+		       uint64_t n_cols, bool held, float **out)
 {
 	int64_t *rows = NULL;
-	int rc = s_alloc(out, n_rows, n_cols);
+	int rc = held ? s_hold(v, out, n_rows, n_cols) : s_alloc(out, n_rows, n_cols);
 
 	if (rc == 0 && !(rows = malloc(n_rows * sizeof(*rows))))
 		rc = -ENOMEM;
@@ -75,6 +104,8 @@ static int s_read_rows(struct ns_vision *v, uint32_t id, const char *name, uint6
 		ns_errf(v->err, sizeof(v->err), "vision: reading %s: out of memory", name);
 	free(rows);
 	if (rc < 0) {
+		if (held && *out)
+			v->held_bytes -= 4 * n_rows * n_cols;
 		free(*out);
 		*out = NULL;
 	}
@@ -87,7 +118,7 @@ static int s_vector(struct ns_vision *v, const char *name, uint64_t n, float **o
 	uint32_t id;
 	int rc = s_tensor(v, name, 1, &n, false, &id);
 
-	return rc ? rc : s_read_rows(v, id, name, 1, n, out);
+	return rc ? rc : s_read_rows(v, id, name, 1, n, true, out);
 }
 
 /* Both frames' Conv2d kernels (P, P, 3, d) into one (d, [3][T][P][P]) matrix. */
@@ -101,7 +132,7 @@ static int s_patch_kernel(struct ns_vision *v)
 	int rc;
 
 	v->patch_dim = 3 * hp->temporal * plane;
-	if ((rc = s_alloc(&v->patch_w, d, v->patch_dim)) < 0) {
+	if ((rc = s_hold(v, &v->patch_w, d, v->patch_dim)) < 0) {
 		ns_errf(v->err, sizeof(v->err), "vision: patch kernel: out of memory");
 		return rc;
 	}
@@ -109,7 +140,7 @@ static int s_patch_kernel(struct ns_vision *v)
 		uint32_t id;
 
 		if ((rc = s_tensor(v, names[t], 4, ne, false, &id)) ||
-		    (rc = s_read_rows(v, id, names[t], 3 * d * P, P, &k)))
+		    (rc = s_read_rows(v, id, names[t], 3 * d * P, P, false, &k)))
 			return rc;
 		for (uint64_t o = 0; o < d; o++) /* k: (o, c, y, x) */
 			for (uint64_t c = 0; c < 3; c++)
@@ -241,6 +272,11 @@ int ns_vision_new(const struct ns_model *m, struct ns_weights *w, const struct n
 const struct ns_vision_hparams *ns_vision_hparams(const struct ns_vision *v)
 {
 	return &v->hp;
+}
+
+uint64_t ns_vision_held(const struct ns_vision *v)
+{
+	return v->held_bytes;
 }
 
 const char *ns_vision_error(const struct ns_vision *v)

@@ -81,6 +81,15 @@ int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, 
 uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n_patches,
 			      uint64_t n_batch);
 
+/* The bytes the tower holds from ns_vision_new to its destroy (biases, norms and the patch
+ * kernel as float: the floats it allocates at setup, s_hold in vision.c) plus the largest
+ * transient of that setup (one frame's kernel as read), from the hparams alone: what nsctl
+ * counts in the fixed set for the tower (its matrices and the position grid stream through
+ * the arena). Kept beside the allocations it counts; ns_vision_held(v) is what a built tower
+ * holds (ns_vision_held_bytes less the transient, tested). */
+uint64_t ns_vision_held_bytes(const struct ns_vision_hparams *hp);
+uint64_t ns_vision_held(const struct ns_vision *v);
+
 const char *ns_vision_error(const struct ns_vision *v);
 
 void ns_vision_destroy(struct ns_vision **v);

@@ -42,6 +42,7 @@ struct ns_vision {
 	uint32_t pos;               /* tensor id of the (pos_side^2, d) position grid */
 	struct ns_vision_layer *layers; /* (n_layer) */
 	struct ns_vision_merger merger;
+	uint64_t held_bytes;        /* the held float arrays (s_hold), ns_vision_held */
 	char err[NS_ERR_LEN];
 };
 

@@ -100,6 +100,7 @@ class Stats(ctypes.Structure):
         ("draft_passes", ctypes.c_uint32), ("draft_k", ctypes.c_uint32),
         ("accept_rate", ctypes.c_double), ("passes_per_token", ctypes.c_double),
         ("n_image_tokens", ctypes.c_uint32), ("tower_s", ctypes.c_double),
+        ("req_tower", ctypes.c_uint64),
     ]
 
 

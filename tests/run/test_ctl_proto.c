@@ -305,6 +305,16 @@ int main(void)
 		n = ns_cmsg_enc_done(&dn, dn_buf, sizeof(dn_buf));
 		CHECK(ns_cmsg_dec_done(dn_buf, (size_t)n, &dn2) == 0 && dn2.n_image_tokens == 4 &&
 		      dn2.tower_ns == 77, "done: image tokens, tower time");
+		/* the tower's bytes are part of the prefill's bytes requested */
+		dn.req_prefill = 1000;
+		dn.tower_req = 1001;
+		n = ns_cmsg_enc_done(&dn, dn_buf, sizeof(dn_buf));
+		CHECK(ns_cmsg_dec_done(dn_buf, (size_t)n, &dn2) == -EPROTO,
+		      "done: more tower bytes than prefill bytes");
+		dn.tower_req = 600;
+		n = ns_cmsg_enc_done(&dn, dn_buf, sizeof(dn_buf));
+		CHECK(ns_cmsg_dec_done(dn_buf, (size_t)n, &dn2) == 0 && dn2.tower_req == 600,
+		      "done: the tower's bytes");
 	}
 
 	/* random bytes behind a valid envelope never decode as anything with bad fields */

@@ -8,8 +8,12 @@ For hf/qwen3_vl (GGUF, its mmproj found beside it) and hf/qwen3_5_cond (the safe
 checkpoint with --mmproj): image.u8 written to a PNG, `nsctl logits MODEL --image PNG --tokens
 <seqA.json vision.mm_tokens> --image-token 1000 --min-pixels 4096 -o F`; every row of F within
 1e-3 of mm.logits.f32 (the issue's bound). The image's tokens go through the weights in the
-prompt's one chunk: the bytes requested equal those of the same ids without the image (a text
-weight read once per chunk, not once per image token). `run --image -p` reports the image's 4
+prompt's one chunk: the bytes requested, less the tower's own (its weights stream through nsio
+too), equal those of the same ids without the image (a text weight read once per chunk, not
+once per image token). The tower streamed under budgets smaller than it (qwen3_vl: the mmproj
+is 1.7 MB; --mem-budget 256KB and 1MB x --block-rows 0 and 5): logits bit-identical to the
+8 MB run's, the tower's bytes the same; two images: exactly twice one image's tower bytes
+(read once per image, nothing held between images). `run --image -p` reports the image's 4
 tokens on its summary line. Refusals, one line and exit 2, before anything starts: a run of
 placeholders of the wrong length, not an image, a model that takes no images.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
@@ -38,6 +42,12 @@ def nsctl(*args):
 
 def requested(stderr):
     part = stderr.split("streamed: ")[-1].split(" bytes requested")[0]
+    return int(part) if part.isdigit() else -1
+
+
+def tower_bytes(stderr):
+    """Of the bytes requested, the vision tower's (its weights stream through nsio too)."""
+    part = stderr.split("its weights ")[-1].split(" bytes of them")[0]
     return int(part) if part.isdigit() else -1
 
 
@@ -81,10 +91,40 @@ with tempfile.TemporaryDirectory() as d:
         text = [t for t in toks]
         r2 = nsctl("logits", model, "--tokens", ",".join(map(str, text)), "-o",
                    os.path.join(d, "text.f32"), *FLAGS[4:])
-        a, b = requested(r.stderr), requested(r2.stderr)
-        print(f"  weight bytes requested: with the image {a}, the ids alone {b}")
-        if a <= 0 or a != b:
-            fail(f"{arch}: the image prompt requested {a} bytes, the text prompt {b}")
+        a, b, t = requested(r.stderr), requested(r2.stderr), tower_bytes(r.stderr)
+        print(f"  weight bytes requested: with the image {a} (the tower's {t}), the ids alone "
+              f"{b}")
+        if a <= 0 or t <= 0 or a - t != b:
+            fail(f"{arch}: the image prompt requested {a} bytes ({t} the tower's), the text "
+                 f"prompt {b}")
+        if arch == "qwen3_vl":
+            # the tower larger than the arena: same logits at two budgets x two block sizes
+            ref = open(out, "rb").read()
+            for mem in ("256KB", "1MB"):
+                for rows in ("0", "5"):
+                    o2 = os.path.join(d, f"small-{mem}-{rows}.f32")
+                    r3 = nsctl("logits", model, "--image", image, "--tokens", ids, "-o", o2,
+                               *extra, *FLAGS[:4], "--mem-budget", mem, "--block-rows", rows)
+                    t3 = tower_bytes(r3.stderr)
+                    if r3.returncode != 0:
+                        fail(f"logits --mem-budget {mem} --block-rows {rows}: exit "
+                             f"{r3.returncode}: {r3.stderr[-500:]}")
+                    elif open(o2, "rb").read() != ref or t3 != t:
+                        fail(f"--mem-budget {mem} --block-rows {rows}: logits "
+                             f"{'differ' if open(o2, 'rb').read() != ref else 'same'}, "
+                             f"tower bytes {t3} (8 MB: {t})")
+                    else:
+                        print(f"  --mem-budget {mem} --block-rows {rows}: bit-identical, "
+                              f"tower {t3} B")
+            # two images: the tower read twice, exactly
+            o2 = os.path.join(d, "two.f32")
+            r3 = nsctl("logits", model, "--image", image, "--image", image, "--tokens",
+                       ids + "," + ids, "-o", o2, *extra, *FLAGS)
+            t3 = tower_bytes(r3.stderr)
+            print(f"  two images: tower {t3} B (one: {t})")
+            if r3.returncode != 0 or t3 != 2 * t:
+                fail(f"two images: exit {r3.returncode}, tower bytes {t3}, not 2 x {t}: "
+                     f"{r3.stderr[-300:]}")
         # a placeholder run one short of the image's 4 tokens
         short = toks[:]
         short.remove(1000)

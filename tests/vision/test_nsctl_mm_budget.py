@@ -6,12 +6,16 @@ it was given.
     test_nsctl_mm_budget.py NSCTL MEMCAP
 
 On hf/qwen3_vl (GGUF) with its mmproj:
-  - plan --json: fixed.tower_bytes (the mmproj's tensors and the patch kernel), image_bytes
+  - plan --json: fixed.tower_bytes (what the tower holds: biases, norms, the patch kernel as
+    float; its matrices stream through the arena, under --mem-budget), image_bytes
     (the tower's activations for the largest image the limits let through, its pixels, the
     embeddings held for the decoder) and image_tokens (that image: --max-patches, else
     --max-pixels / 32^2, at most -c); fixed.total grows by exactly the two; the text output
     names them; refusals in one line (--max-patches without --mmproj, a model that takes no
     images, a tower of another model);
+  - the tower's rows stream through the arena: a copy of the mmproj given one 64 KiB row makes
+    plan's min_mem that row's blocks (above the model's), and an arena under it is refused in
+    one line naming the tower's widest tensor;
   - under a memory cgroup capped at plan's host_total (budgets named, 1024x1024 image, 1024
     tokens, -c 1100): run --image finishes with no OOM kill (the peak printed beside the cap);
     one page less and run refuses before anything starts, in one line naming the tower and
@@ -23,6 +27,7 @@ Exit 0 pass, 1 fail, 77 skip (oracle missing outside CI; no writable v1 memory c
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -77,8 +82,10 @@ if plain and full and small and px:
           f" for {f['image_tokens']} tokens; --max-patches 4: {s['image_bytes']} B")
     if a["tower_bytes"] or a["image_bytes"] or a["image_tokens"]:
         fail(f"plan without --mmproj counts a tower: {a}")
-    if not size // 2 < f["tower_bytes"] < size * 2:
-        fail(f"tower_bytes {f['tower_bytes']} is not the mmproj's ({size} B on disk)")
+    # what the tower holds (biases, norms, the patch kernel as float): its matrices and the
+    # position grid stream through the arena (nsio --mmproj), so not the mmproj's size
+    if not 0 < f["tower_bytes"] < size:
+        fail(f"tower_bytes {f['tower_bytes']} is not less than the mmproj ({size} B on disk)")
     for x in (f, s, p):
         if x["total"] != a["total"] + x["tower_bytes"] + x["image_bytes"]:
             fail(f"fixed.total {x['total']} != {a['total']} + tower + images {x}")
@@ -104,6 +111,74 @@ refused("plan: the tower of another model",
         nsctl("plan", MODEL, "--mmproj", os.path.join(
             ORACLE, "hf", "qwen3_5_cond", "gguf", "mmproj-qwen3_5_cond-f32.gguf")),
         "nsctl plan", "not the tower of")
+
+# ---- the tower's rows in the smallest arena (they stream through it) ----
+def widened(src, dst, row_floats):
+    """A copy of the GGUF src with one more F32 tensor v.wide.weight of one row of row_floats
+    (its data after the others'): the tower's widest row."""
+    data = open(src, "rb").read()
+    pos = 8
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, data, pos)[0]
+        pos += struct.calcsize("<" + fmt)
+        return v
+
+    def skip_value(t):
+        nonlocal pos
+        if t == 8:
+            n = take("Q")
+            pos += n
+        elif t == 9:
+            et, n = take("I"), take("Q")
+            for _ in range(n):
+                skip_value(et)
+        else:
+            pos += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+
+    n_t, n_kv = take("Q"), take("Q")
+    align = 32
+    for _ in range(n_kv):
+        n = take("Q")
+        key = data[pos:pos + n].decode()
+        pos += n
+        t = take("I")
+        if key == "general.alignment":
+            align = struct.unpack_from("<I", data, pos)[0]
+        skip_value(t)
+    infos_at = pos
+    for _ in range(n_t):
+        n = take("Q")  # the name (take moves pos first)
+        pos += n
+        n = take("I")
+        pos += 8 * n + 4 + 8
+    body = (pos + align - 1) // align * align
+    tail = data[body:]
+    name = b"v.wide.weight"
+    off = (len(tail) + align - 1) // align * align
+    info = (struct.pack("<Q", len(name)) + name + struct.pack("<IQQIQ", 2, row_floats, 1, 0, off))
+    head = data[:8] + struct.pack("<Q", n_t + 1) + data[16:pos] + info
+    head += b"\0" * ((-len(head)) % align)
+    tail += b"\0" * (off - len(tail)) + bytes(4 * row_floats)
+    open(dst, "wb").write(head + tail)
+
+
+with tempfile.TemporaryDirectory() as d:
+    wide = os.path.join(d, "mmproj-wide.gguf")
+    widened(MMPROJ, wide, 16384)  # a 64 KiB row: its blocks are over the model's 40 KiB
+    wp = plan(*B, "--mmproj", wide)
+    if wp and plain:
+        print(f"plan --mmproj with a 64 KiB row: min_mem {wp['budgets']['min_mem']} (the model's"
+              f" {plain['budgets']['min_mem']})")
+        # (lookahead + 1) blocks of one 64 KiB row and its O_DIRECT slack (4 KiB)
+        if wp["budgets"]["min_mem"] % (65536 + 4096) or plain["budgets"]["min_mem"] >= \
+                wp["budgets"]["min_mem"]:
+            fail(f"min_mem {wp['budgets']['min_mem']} is not blocks of the tower's 68 KiB")
+    refused("plan: an arena under the tower's widest row",
+            nsctl("plan", MODEL, "-c", "256", "--mem-budget", "100KB", "--ram-budget", "0",
+                  "--vram-budget", "0", "--mmproj", wide),
+            "nsctl plan", "vision tower's widest tensor", "65536 bytes")
 
 # ---- under a memory cgroup ----
 probe = "/sys/fs/cgroup/memory/ns_mm_budget_probe.%d" % os.getpid()
