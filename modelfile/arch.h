@@ -116,6 +116,14 @@ enum ns_slot {
 	NS_T_PLE_PROJ,
 	NS_T_PLE_POST_NORM,
 	NS_T_LAYER_OUT_SCALE,
+	/* per layer: gemma4's MoE block (26B-A4B): the dense FFN is a shared expert beside the
+	 * routed ones, each branch with its own norms, the router on a scaled unweighted norm */
+	NS_T_FFN_POST_NORM_1,      /* the dense branch's output norm */
+	NS_T_FFN_PRE_NORM_2,       /* the routed branch's input norm */
+	NS_T_FFN_GATE_INP_SCALE,   /* (n_embd) on the router's input */
+	NS_T_FFN_GATE_UP_EXPS,     /* gate and up of each expert in one stack (gate rows first) */
+	NS_T_FFN_DOWN_EXPS_SCALE,  /* (n_expert) on each expert's down projection */
+	NS_T_FFN_POST_NORM_2,      /* the routed branch's output norm */
 	NS_SLOT_COUNT,
 };
 
@@ -155,6 +163,7 @@ enum ns_dim {
 	NS_DIM_SSM_DV,    /* value head size */
 	NS_DIM_PLE,       /* per-layer input width (gemma4) */
 	NS_DIM_PLE_ALL,   /* n_layer * PLE */
+	NS_DIM_FF_EXP2,   /* 2 * n_ff_exp: gate and up of one expert stacked (gemma4) */
 	NS_DIM_COUNT,
 };
 
@@ -190,7 +199,7 @@ struct ns_arch_read {
 /* Flags: what a builder does that the tensors do not show, and what info describes. */
 #define NS_ARCH_ROPE_NEOX      0x0001u /* NeoX pairs (x[i], x[i + n/2]); else (x[2i], x[2i+1]) */
 #define NS_ARCH_QK_NORM        0x0002u /* per-head RMS norm of q and k before RoPE */
-#define NS_ARCH_MOE            0x0004u /* routed experts */
+#define NS_ARCH_MOE            0x0004u /* routed experts (gemma4: on layers with a router) */
 #define NS_ARCH_SHARED_EXPERT  0x0008u /* ... plus a gated shared expert */
 #define NS_ARCH_SINKS          0x0010u /* a sink logit per head in the attention softmax */
 #define NS_ARCH_SWA            0x0020u /* some layers attend within a sliding window */

@@ -256,6 +256,33 @@ static bool s_gemma_slides(const struct ns_arch_model *am, uint32_t l)
 	return period == 0 || l % period < period - 1;
 }
 
+/* Does layer l have tensor blk.l.<name>? */
+static bool s_layer_has(const struct ns_arch_model *am, uint32_t l, const char *name)
+{
+	char full[160];
+
+	snprintf(full, sizeof(full), "blk.%u.%s", l, name);
+	return ns_model_find(am->m, full) != NULL;
+}
+
+/* gemma4 26B-A4B: the experts' counts and width as every MoE architecture (s_moe; the width
+ * also from blk.0's stacked gate_up when the key is absent), weights renormalised and never
+ * scaled: llama.cpp's gemma4 graph passes norm_w true and w_scale 1 whatever the keys say. */
+static int s_gemma_moe(struct ns_arch_model *am, char *err, size_t errlen)
+{
+	const struct ns_model_tensor *gu = ns_model_find(am->m, "blk.0.ffn_gate_up_exps.weight");
+	int rc;
+
+	if (!am->hp.n_ff_exp && gu && gu->ne[1] % 2 == 0)
+		am->hp.n_ff_exp = (uint32_t)(gu->ne[1] / 2);
+	if ((rc = s_moe(am, err, errlen)))
+		return rc;
+	am->dim[NS_DIM_FF_EXP2] = 2 * am->dim[NS_DIM_FF_EXP];
+	am->moe_norm_w = true;
+	am->moe_w_scale = 1.0f;
+	return 0;
+}
+
 /* gemma3, gemma4: sliding and global layers with their own head geometry (gemma4: *_swa keys,
  * per-layer head_count_kv and feed_forward_length arrays), the last shared_kv_layers layers
  * on earlier layers' K/V, per-layer inputs of embedding_length_per_layer_input. */
@@ -266,13 +293,14 @@ int ns_arch_rules_gemma(struct ns_arch_model *am, char *err, size_t errlen)
 	const uint32_t shared = s_layer_u32(am, "attention.shared_kv_layers", 0, 0);
 	int rc;
 
-	if (hp->n_expert > 0) { /* gemma4 26B-A4B: its router and experts are not in the table */
+	if (hp->n_expert > 0 && strcmp(hp->arch, "gemma4")) {
 		ns_errf(err, errlen, "forward: %s with %u experts (mixture of experts) is not "
-			"supported yet", hp->arch, hp->n_expert);
+			"supported", hp->arch, hp->n_expert);
 		return -EINVAL;
 	}
 	if ((rc = s_decoder(am, true, err, errlen)) ||
-	    (rc = s_rope(am, hp->head_dim_k, err, errlen)))
+	    (rc = s_rope(am, hp->head_dim_k, err, errlen)) ||
+	    (hp->n_expert > 0 && (rc = s_gemma_moe(am, err, errlen))))
 		return rc;
 	if (!hp->sliding_window || shared > hp->n_layer ||
 	    (uint64_t)ple * hp->n_layer > UINT32_MAX) {
@@ -307,6 +335,17 @@ int ns_arch_rules_gemma(struct ns_arch_model *am, char *err, size_t errlen)
 		}
 		if (l >= hp->n_layer - shared)
 			y->kinds |= NS_LAYER_KV_SHARED;
+		if (hp->n_expert > 0 && s_layer_has(am, l, "ffn_gate_inp.weight")) {
+			y->kinds |= NS_LAYER_MOE;
+			if (!s_layer_has(am, l, "ffn_gate_up_exps.weight") &&
+			    !(s_layer_has(am, l, "ffn_gate_exps.weight") &&
+			      s_layer_has(am, l, "ffn_up_exps.weight"))) {
+				ns_errf(err, errlen, "forward: %s layer %u has a router but neither "
+					"ffn_gate_up_exps nor ffn_gate_exps and ffn_up_exps", hp->arch,
+					l);
+				return -EINVAL;
+			}
+		}
 	}
 	return 0;
 }

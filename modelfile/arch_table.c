@@ -62,6 +62,12 @@ static const struct ns_slot_info s_slots[NS_SLOT_COUNT] = {
 	[NS_T_PLE_PROJ] = { "proj.weight", true },
 	[NS_T_PLE_POST_NORM] = { "post_norm.weight", true },
 	[NS_T_LAYER_OUT_SCALE] = { "layer_output_scale.weight", true },
+	[NS_T_FFN_POST_NORM_1] = { "post_ffw_norm_1.weight", true },
+	[NS_T_FFN_PRE_NORM_2] = { "pre_ffw_norm_2.weight", true },
+	[NS_T_FFN_GATE_INP_SCALE] = { "ffn_gate_inp.scale", true },
+	[NS_T_FFN_GATE_UP_EXPS] = { "ffn_gate_up_exps.weight", true },
+	[NS_T_FFN_DOWN_EXPS_SCALE] = { "ffn_down_exps.scale", true },
+	[NS_T_FFN_POST_NORM_2] = { "post_ffw_norm_2.weight", true },
 };
 
 const struct ns_slot_info *ns_slot_info(unsigned slot)
@@ -81,6 +87,7 @@ static const char *const s_dim_names[NS_DIM_COUNT] = {
 	[NS_DIM_SSM_CH] = "ssm_channels", [NS_DIM_SSM_INNER] = "ssm_inner",
 	[NS_DIM_SSM_HEADS] = "ssm_heads", [NS_DIM_SSM_DV] = "ssm_head_dim",
 	[NS_DIM_PLE] = "n_embd_per_layer", [NS_DIM_PLE_ALL] = "n_layer*n_embd_per_layer",
+	[NS_DIM_FF_EXP2] = "2*n_ff_exp",
 };
 
 const char *ns_dim_name(unsigned dim)
@@ -219,29 +226,47 @@ static const struct ns_arch_read s_qwen35moe[] = {
 
 /* Gemma 3/4: sandwich norms around attention and FFN; gemma4 adds per-layer inputs (a table
  * read by token id, projected per layer), layers on an earlier layer's K/V, a V that is K
- * where attn_v is absent, and a scale on each layer's output. */
-static const struct ns_arch_read s_gemma[] = {
-	R(TOKEN_EMBD, ROWS, REQUIRED, 0, 0, D(EMBD), D(VOCAB)),
-	R(PER_LAYER_TOKEN_EMBD, ROWS, REQUIRED, PLE, 0, D(PLE_ALL), D(VOCAB)),
-	R(PER_LAYER_MODEL_PROJ, MATRIX, REQUIRED, PLE, 0, D(EMBD), D(PLE_ALL)),
-	R(PER_LAYER_PROJ_NORM, HELD, REQUIRED, PLE, 0, D(PLE)),
-	R(ROPE_FREQS, HELD, OPTIONAL, 0, 0, D(ROPE_PAIRS)),
-	R(ATTN_NORM, HELD, REQUIRED, 0, 0, D(EMBD)),
-	R(ATTN_Q, MATRIX, REQUIRED, ATTN, 0, D(EMBD), D(Q)),
-	R(ATTN_K, MATRIX, REQUIRED, ATTN, SHARED_KV, D(EMBD), D(K)),
-	R(ATTN_V, MATRIX, OPTIONAL, ATTN, SHARED_KV, D(EMBD), D(V)),
-	S_QK_NORM,
-	R(ATTN_OUT, MATRIX, REQUIRED, ATTN, 0, D(O), D(EMBD)),
-	R(ATTN_POST_NORM, HELD, REQUIRED, 0, 0, D(EMBD)),
-	R(FFN_NORM, HELD, REQUIRED, 0, 0, D(EMBD)),
-	S_FFN_DENSE,
-	R(FFN_POST_NORM, HELD, REQUIRED, 0, 0, D(EMBD)),
-	R(PLE_INP_GATE, MATRIX, REQUIRED, PLE, 0, D(EMBD), D(PLE)),
-	R(PLE_PROJ, MATRIX, REQUIRED, PLE, 0, D(PLE), D(EMBD)),
-	R(PLE_POST_NORM, HELD, REQUIRED, PLE, 0, D(EMBD)),
-	R(LAYER_OUT_SCALE, HELD, OPTIONAL, 0, 0, D(ONE)),
-	S_OUTPUT,
-};
+ * where attn_v is absent, and a scale on each layer's output. gemma4's MoE layers (26B-A4B,
+ * llama.cpp src/models/gemma4.cpp) keep the dense FFN as a shared expert, read first, then
+ * the router and the routed experts (gate and up stacked in one tensor as the converter
+ * writes them, or apart; the rules require one of the two), each branch with its own norms
+ * before the sum's post_ffw_norm. */
+#define S_GEMMA_LAYER \
+	R(TOKEN_EMBD, ROWS, REQUIRED, 0, 0, D(EMBD), D(VOCAB)), \
+	R(PER_LAYER_TOKEN_EMBD, ROWS, REQUIRED, PLE, 0, D(PLE_ALL), D(VOCAB)), \
+	R(PER_LAYER_MODEL_PROJ, MATRIX, REQUIRED, PLE, 0, D(EMBD), D(PLE_ALL)), \
+	R(PER_LAYER_PROJ_NORM, HELD, REQUIRED, PLE, 0, D(PLE)), \
+	R(ROPE_FREQS, HELD, OPTIONAL, 0, 0, D(ROPE_PAIRS)), \
+	R(ATTN_NORM, HELD, REQUIRED, 0, 0, D(EMBD)), \
+	R(ATTN_Q, MATRIX, REQUIRED, ATTN, 0, D(EMBD), D(Q)), \
+	R(ATTN_K, MATRIX, REQUIRED, ATTN, SHARED_KV, D(EMBD), D(K)), \
+	R(ATTN_V, MATRIX, OPTIONAL, ATTN, SHARED_KV, D(EMBD), D(V)), \
+	S_QK_NORM, \
+	R(ATTN_OUT, MATRIX, REQUIRED, ATTN, 0, D(O), D(EMBD)), \
+	R(ATTN_POST_NORM, HELD, REQUIRED, 0, 0, D(EMBD)), \
+	R(FFN_NORM, HELD, REQUIRED, 0, 0, D(EMBD)), \
+	S_FFN_DENSE
+#define S_GEMMA_MOE \
+	R(FFN_POST_NORM_1, HELD, REQUIRED, MOE, 0, D(EMBD)), \
+	R(FFN_PRE_NORM_2, HELD, REQUIRED, MOE, 0, D(EMBD)), \
+	R(FFN_GATE_INP, MATRIX, REQUIRED, MOE, 0, D(EMBD), D(EXPERT)), \
+	R(FFN_GATE_INP_SCALE, HELD, REQUIRED, MOE, 0, D(EMBD)), \
+	R(FFN_GATE_UP_EXPS, EXPERT, OPTIONAL, MOE, 0, D(EMBD), D(FF_EXP2), D(EXPERT)), \
+	R(FFN_GATE_EXPS, EXPERT, OPTIONAL, MOE, 0, D(EMBD), D(FF_EXP), D(EXPERT)), \
+	R(FFN_UP_EXPS, EXPERT, OPTIONAL, MOE, 0, D(EMBD), D(FF_EXP), D(EXPERT)), \
+	R(FFN_DOWN_EXPS, EXPERT, REQUIRED, MOE, 0, D(FF_EXP), D(EMBD), D(EXPERT)), \
+	R(FFN_DOWN_EXPS_SCALE, HELD, OPTIONAL, MOE, 0, D(EXPERT)), \
+	R(FFN_POST_NORM_2, HELD, REQUIRED, MOE, 0, D(EMBD))
+#define S_GEMMA_TAIL \
+	R(FFN_POST_NORM, HELD, REQUIRED, 0, 0, D(EMBD)), \
+	R(PLE_INP_GATE, MATRIX, REQUIRED, PLE, 0, D(EMBD), D(PLE)), \
+	R(PLE_PROJ, MATRIX, REQUIRED, PLE, 0, D(PLE), D(EMBD)), \
+	R(PLE_POST_NORM, HELD, REQUIRED, PLE, 0, D(EMBD)), \
+	R(LAYER_OUT_SCALE, HELD, OPTIONAL, 0, 0, D(ONE)), \
+	S_OUTPUT
+
+static const struct ns_arch_read s_gemma3[] = { S_GEMMA_LAYER, S_GEMMA_TAIL };
+static const struct ns_arch_read s_gemma4[] = { S_GEMMA_LAYER, S_GEMMA_MOE, S_GEMMA_TAIL };
 
 /* ---------------------------------------------------------------- architectures -------- */
 
@@ -269,11 +294,11 @@ static const struct ns_arch s_archs[] = {
 	/* Gemma 3 and 4: the gemma builder (gemma.c); cpu only so far */
 	{ "gemma3", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_SWA | NS_ARCH_SANDWICH_NORM |
 	  NS_ARCH_EMBD_SCALE, NS_BUILD_GEMMA, NS_BACKEND_CPU, NS_ROUTER_NONE, NS_FFN_GEGLU, 6,
-	  ns_arch_rules_gemma, S_READS(s_gemma) },
+	  ns_arch_rules_gemma, S_READS(s_gemma3) },
 	{ "gemma4", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_SWA | NS_ARCH_SANDWICH_NORM |
 	  NS_ARCH_EMBD_SCALE | NS_ARCH_KV_SHARED | NS_ARCH_PER_LAYER_EMBD | NS_ARCH_LOGIT_SOFTCAP |
-	  NS_ARCH_V_NORM, NS_BUILD_GEMMA, NS_BACKEND_CPU, NS_ROUTER_NONE, NS_FFN_GEGLU, 0,
-	  ns_arch_rules_gemma, S_READS(s_gemma) },
+	  NS_ARCH_V_NORM | NS_ARCH_MOE, NS_BUILD_GEMMA, NS_BACKEND_CPU, NS_ROUTER_SOFTMAX,
+	  NS_FFN_GEGLU, 0, ns_arch_rules_gemma, S_READS(s_gemma4) },
 	/* Qwen3-VL's text model: qwen3 / qwen3moe on the llama builder (a text position is
 	 * the same on every M-RoPE section, which makes the interleaved M-RoPE NeoX's); images
 	 * (ns_fwd_eval_mm) on the cpu pass only */

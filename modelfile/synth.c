@@ -66,11 +66,30 @@ static const struct preset s_presets[] = {
 	  0, 0, 0, 1024, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_31b },
 	{ "gemma-4-e4b", "gemma4", 42, 2560, 10240, 8, 2, 512, 262144, 131072, 1000000.0, 1e-6,
 	  0, 0, 0, 512, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_e4b },
+	/* Gemma 4 26B-A4B (the common values above): hidden 2816, 30 layers, intermediate 2112
+	 * (the dense FFN, a shared expert beside the routed ones), 16 heads, 8 KV heads sliding
+	 * and num_global_key_value_heads 2, attention_k_eq_v true, enable_moe_block true,
+	 * num_experts 128, top_k_experts 8, moe_intermediate_size 704, sliding_window 1024,
+	 * 262144 positions - three third-party copies of its text_config found with the search
+	 * tool (a Rust Gemma4Config test "parses_and_maps", a Go MLX parseTextConfig test
+	 * "TestParseTextConfig26B", a Swift diffusion-gemma fixture), which agree but for one
+	 * that gives 131072 positions; the tensors (router.proj, router.scale [hidden],
+	 * router.per_expert_scale [128], experts.gate_up_proj [128, 1408, 2816],
+	 * experts.down_proj [128, 2816, 704]) as a safetensors fixture of a MoE tool lists them.
+	 * The tiny MoE is no published model: the oracle test's (tests/forward/
+	 * test_gemma4_moe_oracle.py), small enough for F32 and llama.cpp's logits in the repo. */
+	{ "gemma-4-26b-a4b", "gemma4", 30, 2816, 2112, 16, 8, 512, 262144, 262144, 1000000.0,
+	  1e-6, 128, 8, 704, 1024, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL,
+	  &ns_synth_gemma4_26b },
+	{ "gemma-4-moe-tiny", "gemma4", 6, 128, 96, 4, 2, 64, 512, 4096, 1000000.0, 1e-6,
+	  16, 4, 64, 8, true, true, false, "gpt-2", NS_SYNTH_F32, NULL,
+	  &ns_synth_gemma4_tiny_moe },
 };
 
 const char *const ns_synth_presets[] = {
 	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b",
-	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "gemma-4-31b", "gemma-4-e4b", NULL,
+	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "gemma-4-31b", "gemma-4-e4b",
+	"gemma-4-26b-a4b", "gemma-4-moe-tiny", NULL,
 };
 
 int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
@@ -174,6 +193,13 @@ static void s_make_unit(const struct tensor_gen *t, uint64_t u, uint8_t *b)
 	case NS_TYPE_Q8_0: /* d, qs[32] */
 		s_put_f16(b, t->type == NS_TYPE_Q8_0 ? 0.05f / 127 : 0.05f / 8);
 		break;
+	case NS_TYPE_Q5_0: /* d, qh[4], qs[16] */
+		s_put_f16(b, 0.05f / 16);
+		break;
+	case NS_TYPE_Q5_1: /* d, m, qh[4], qs[16] */
+		s_put_f16(b, 0.05f / 31);
+		s_put_f16(b + 2, -0.025f);
+		break;
 	case NS_TYPE_Q4_K: /* d, dmin, scales[12], qs[128] */
 		s_put_f16(b, 0.05f / (63 * 15));
 		s_put_f16(b + 2, 0.025f / (63 * 8));
@@ -248,8 +274,13 @@ uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 	case NS_SYNTH_MXFP4: t = kind == 3 ? NS_TYPE_MXFP4 : NS_TYPE_Q8_0; break;
 	default: t = kind == 2 || kind == 1 ? NS_TYPE_Q6_K : NS_TYPE_Q4_K; break;
 	}
-	if (row_len % ns_type_get(t)->block_elems)
-		t = row_len % 32 ? NS_TYPE_F16 : NS_TYPE_Q8_0; /* llama.cpp's fallback for odd rows */
+	if (row_len % ns_type_get(t)->block_elems) {
+		/* llama-quant.cpp's fallback for rows its type cannot hold: K-quants to the
+		 * 32-block type of their size, F16 where even that does not fit */
+		t = t == NS_TYPE_Q4_K ? NS_TYPE_Q5_0 : t == NS_TYPE_Q5_K ? NS_TYPE_Q5_1 : NS_TYPE_Q8_0;
+		if (row_len % 32)
+			t = NS_TYPE_F16;
+	}
 	return t;
 }
 

@@ -2,7 +2,7 @@
  *
  * A preset names an architecture and its real dimensions (llama-8b, qwen3-8b, qwen3-30b-a3b,
  * gpt-oss-120b, qwen3-235b-a22b, qwen3.5-4b, qwen3.5-35b-a3b, qwen3.5-397b-a17b, gemma-4-31b,
- * gemma-4-e4b) or a small one (demo). A model cut to fewer layers (layers) keeps the first
+ * gemma-4-e4b, gemma-4-26b-a4b) or a small one (demo, gemma-4-moe-tiny). A model cut to fewer layers (layers) keeps the first
  * ones, and for gemma-4-e4b the whole model's share of KV-shared layers at its end as long as
  * a full period of unshared layers (five sliding, one global) stays before them. The generator writes valid quantized
  * blocks directly (random codes, sane scales), so a multi-GB file is written at disk speed with

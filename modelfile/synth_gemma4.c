@@ -13,6 +13,11 @@
  * the last 18 layers on earlier layers' K/V. */
 const struct gemma4 ns_synth_gemma4_31b = { 6, 256, 4, true, 0, 0, 64, 10000.0, 30.0f };
 const struct gemma4 ns_synth_gemma4_e4b = { 6, 256, 0, false, 256, 18, 64, 10000.0, 30.0f };
+/* 26B-A4B: the 31B's layer pattern and heads with 2 KV heads on global layers, every layer
+ * MoE (the preset's experts). The tiny MoE (the oracle test's model, F32): sliding heads of
+ * 32, global heads of 64 with a quarter rotated, one global KV head, K as V. */
+const struct gemma4 ns_synth_gemma4_26b = { 6, 256, 2, true, 0, 0, 64, 10000.0, 30.0f };
+const struct gemma4 ns_synth_gemma4_tiny_moe = { 6, 32, 1, true, 0, 0, 8, 10000.0, 30.0f };
 
 bool ns_synth_gemma4_slides(const struct gemma4 *g, uint32_t l)
 {
@@ -32,6 +37,30 @@ uint32_t ns_synth_gemma4_shared(const struct preset *p, uint32_t n_layer)
 	return n < most ? (uint32_t)n : most;
 }
 
+/* The MoE block of layer l: the dense FFN's output norm, the routed branch's input norm,
+ * the router and its input scale, the experts (gate and up stacked) and their scales, the
+ * routed branch's output norm. */
+static int s_plan_moe(struct plan *pl, uint32_t l)
+{
+	const struct preset *p = pl->p;
+	const uint64_t E = p->n_embd, F = p->n_ff_exp, X = p->n_expert;
+	const int down = ns_synth_more_bits(l, pl->n_layer) ? 1 : 3;
+	char nm[96];
+	int ret;
+
+	ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_ffw_norm_1.weight", l);
+	ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.pre_ffw_norm_2.weight", l);
+	snprintf(nm, sizeof(nm), "blk.%u.ffn_gate_inp.weight", l);
+	if ((ret = ns_synth_add(pl, nm, ROLE_MATRIX, NS_TYPE_F32, 2, E, X, 1)))
+		return ret;
+	ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.ffn_gate_inp.scale", l);
+	ADD(ROLE_MATRIX, 3, 3, E, 2 * F, X, "blk.%u.ffn_gate_up_exps.weight", l);
+	ADD(ROLE_MATRIX, down, 3, F, E, X, "blk.%u.ffn_down_exps.weight", l);
+	ADD(ROLE_NORM, 0, 1, X, 1, 1, "blk.%u.ffn_down_exps.scale", l);
+	ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_ffw_norm_2.weight", l);
+	return 0;
+}
+
 /* gemma4 as llama.cpp's converter writes it (conversion/gemma.py Gemma4Model; the names of
  * ../shared/oracle/tiny/tiny-gemma4-*.gguf and hf/gemma4_e/gguf): no attn_v on a global layer
  * when K is V, no attn_k/attn_v/attn_k_norm on a KV-shared layer, rope_freqs for the global
@@ -39,7 +68,13 @@ uint32_t ns_synth_gemma4_shared(const struct preset *p, uint32_t n_layer)
  * Q4_K_M (llama-quant.cpp): tied token_embd and per_layer_token_embd (both "token
  * embeddings") take the output's Q6_K; attn_v Q6_K by use_more_bits over the attn_v tensors
  * that exist, ffn_down by layer; per_layer_model_proj is never quantized (it keeps the
- * checkpoint's BF16; F32/F16 in those mixes); 1-D tensors F32. */
+ * checkpoint's BF16; F32/F16 in those mixes); 1-D tensors F32.
+ * MoE presets (26B-A4B; llama.cpp src/models/gemma4.cpp's tensors, conversion/gemma.py's
+ * names: router.proj -> ffn_gate_inp, router.scale -> ffn_gate_inp.scale, per_expert_scale ->
+ * ffn_down_exps.scale, experts.gate_up_proj -> ffn_gate_up_exps stacked as the checkpoint
+ * has it): the router F32 (never quantized), gate_up Q4_K, ffn_down_exps by layer as ffn_down
+ * (llama-quant.cpp reads the layer from the name when n_expert > 1), rows of 704 and 2112
+ * falling back as llama-quantize does (Q4_K -> Q5_0, Q6_K -> Q8_0). */
 int ns_synth_plan_gemma4(struct plan *pl)
 {
 	const struct preset *p = pl->p;
@@ -93,6 +128,8 @@ int ns_synth_plan_gemma4(struct plan *pl)
 		ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_up.weight", l);
 		ADD(ROLE_MATRIX, ns_synth_more_bits(l, pl->n_layer) ? 1 : 0, 2, p->n_ff, E, 1,
 		    "blk.%u.ffn_down.weight", l);
+		if (p->n_expert && (ret = s_plan_moe(pl, l)))
+			return ret;
 		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_ffw_norm.weight", l);
 		if (ple) {
 			ADD(ROLE_MATRIX, 0, 2, E, ple, 1, "blk.%u.inp_gate.weight", l);

@@ -38,7 +38,8 @@ struct gemma4 {
 	float softcap;           /* final_logit_softcapping */
 };
 
-extern const struct gemma4 ns_synth_gemma4_31b, ns_synth_gemma4_e4b;
+extern const struct gemma4 ns_synth_gemma4_31b, ns_synth_gemma4_e4b, ns_synth_gemma4_26b,
+	ns_synth_gemma4_tiny_moe;
 
 struct preset {
 	const char *name;

@@ -159,6 +159,10 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 	if (hp->n_expert)
 		ovf |= s_mac(&sc, B, hp->n_expert + 3ull * hp->n_expert_used +
 			     (2ull + hp->n_expert_used) * hp->n_embd + 3ull * hp->n_ff_exp);
+	/* gemma4's MoE (nscompute/forward/moe.c, gemma.c): the router's own input, the fused
+	 * gate_up of one expert and the routed branch's output beside the dense one */
+	if (hp->n_expert && s_layer_tensor(m, 0, "ffn_gate_inp.scale"))
+		ovf |= s_mac(&sc, B, 2ull * hp->n_embd + 2ull * hp->n_ff_exp);
 	ovf |= s_mac(&sc, NSPLAN_VOCAB_FLOATS, hp->n_vocab);
 	ovf |= ns_mul_u64_overflow(sc, 4, &out->scratch_bytes);
 	out->total = out->kv_bytes;

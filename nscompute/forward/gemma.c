@@ -8,6 +8,7 @@
 
 #include "attn.h"
 #include "gemma.h"
+#include "moe.h"
 
 static void s_destroy(void *arch)
 {
@@ -21,6 +22,8 @@ static void s_destroy(void *arch)
 		ns_attn_ws_destroy(&G->ws[i]);
 	free(G->ws);
 	free(G->layers);
+	ns_moe_destroy(&G->moe);
+	free(G->xm);
 	free(G->ids);
 	free(G->x);
 	free(G->xb);
@@ -151,6 +154,12 @@ static int s_layer_init(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, char *
 	y->ffn_norm = ns_held_get(h, i, NS_T_FFN_NORM);
 	y->ffn_post_norm = ns_held_get(h, i, NS_T_FFN_POST_NORM);
 	y->out_scale = ns_held_get(h, i, NS_T_LAYER_OUT_SCALE);
+	y->moe = al->kinds & NS_LAYER_MOE;
+	if (y->moe) {
+		y->ffn_post_norm_1 = ns_held_get(h, i, NS_T_FFN_POST_NORM_1);
+		y->ffn_pre_norm_2 = ns_held_get(h, i, NS_T_FFN_PRE_NORM_2);
+		y->ffn_post_norm_2 = ns_held_get(h, i, NS_T_FFN_POST_NORM_2);
+	}
 	if (!y->own_kv)
 		return s_kv_source(f, G, l, err, errlen);
 	return s_rope_init(f, y, al->kinds & NS_LAYER_SWA, err, errlen);
@@ -297,7 +306,8 @@ static int s_scratch_init(struct ns_gemma *G, uint32_t n_batch)
 	    (rc = s_floats(&G->hb, nb, ple_all > G->max_ff ? ple_all : G->max_ff)) ||
 	    (rc = s_floats(&G->hu, nb, G->ffn_rows)) ||
 	    (rc = s_floats(&G->pl, nb, ple_all)) ||
-	    (rc = s_floats(&G->pg, nb, G->ple)) || (rc = s_floats(&G->cs, max_rope, 1)))
+	    (rc = s_floats(&G->pg, nb, G->ple)) || (rc = s_floats(&G->cs, max_rope, 1)) ||
+	    (G->moe && (rc = s_floats(&G->xm, nb, G->n_embd))))
 		return rc;
 	return 0;
 }
@@ -376,6 +386,9 @@ int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	f->kv->n_ctx = f->kv->n_slot = f->n_ctx; /* holds nothing: not a ring */
+	if ((am->kinds & NS_LAYER_MOE) &&
+	    (rc = ns_moe_new(f, f->n_batch, ffn_rows, &G->moe, err, errlen)))
+		return rc;
 	rc = s_caches_init(f, G, err, errlen);
 	if (rc == 0)
 		rc = s_scratch_init(G, f->n_batch);

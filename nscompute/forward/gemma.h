@@ -11,7 +11,9 @@
  *     rope.dimension_count_swa; global: rope.freq_base, the file's scaling, rope_freqs on
  *     gemma4 for its proportional partial rotation);
  *   - sandwich norms, GELU(tanh) gated FFN, per-layer inputs (gemma4 E), a scale on each
- *     layer's output, soft-capped logits.
+ *     layer's output, soft-capped logits;
+ *   - gemma4's MoE layers (26B-A4B): the dense FFN as a shared expert beside routed experts
+ *     (moe.h, through nsrouter as every MoE model), each branch normed on its own.
  *
  * Ownership: f->arch of a forward pass set up by ns_gemma_init; freed with it. */
 #ifndef NS_GEMMA_H
@@ -24,6 +26,7 @@
 #include "rope.h"
 
 struct ns_attn_ws;
+struct ns_moe;
 
 struct ns_gemma_layer {
 	uint32_t wq, wk, wv, wo;          /* attention matrices (wk, wv: own K/V only) */
@@ -44,6 +47,8 @@ struct ns_gemma_layer {
 	const float *attn_norm, *q_norm, *k_norm, *attn_post_norm; /* (n_embd) / (dk) */
 	const float *ffn_norm, *ffn_post_norm, *ple_post_norm;     /* (n_embd) */
 	const float *out_scale;                                    /* (1) or NULL */
+	bool moe;                         /* routed experts beside the dense FFN (gemma4) */
+	const float *ffn_post_norm_1, *ffn_pre_norm_2, *ffn_post_norm_2; /* (n_embd), MoE */
 };
 
 struct ns_gemma {
@@ -57,6 +62,7 @@ struct ns_gemma {
 	uint32_t ple_embd, ple_model_proj; /* per_layer_token_embd, per_layer_model_proj */
 	const float *output_norm, *ple_proj_norm;
 	struct ns_gemma_layer *layers;  /* (n_layer) */
+	struct ns_moe *moe;             /* the routed experts (gemma4 MoE), owned; NULL dense */
 	struct ns_attn_ws **ws;         /* (n_ws) one per distinct KV geometry, owned */
 	uint32_t n_ws;
 	uint32_t ffn_rows;              /* neurons per phase-1 window */
@@ -70,6 +76,7 @@ struct ns_gemma {
 	float *v;      /* (n_batch, max_kv) */
 	float *ao;     /* (n_batch, max_q) attention output */
 	float *hb;     /* (n_batch, max_ff) FFN activation */
+	float *xm;     /* (n_batch, n_embd) the routed experts' output (MoE layers), or NULL */
 	float *hu;     /* (n_batch, ffn_rows) up projection of one window */
 	float *pl;     /* (n_batch, n_layer * ple) per-layer inputs */
 	float *pg;     /* (n_batch, ple) a layer's gated per-layer input */

@@ -14,6 +14,11 @@
  *         x += rmsnorm(ao Wo^T) * post_attention_norm
  *         x += rmsnorm(ffn(rmsnorm(x) * ffn_norm)) * post_ffw_norm,
  *              ffn(h) = (gelu_tanh(h Wgate^T) * (h Wup^T)) Wdown^T
+ *         gemma4 MoE layers instead (llama.cpp src/models/gemma4.cpp):
+ *              d = rmsnorm(ffn(rmsnorm(x) * ffn_norm)) * post_ffw_norm_1     shared expert
+ *              m = rmsnorm(moe(router: x, experts: rmsnorm(x) * pre_ffw_norm_2))
+ *                  * post_ffw_norm_2                                        moe.h
+ *              x += rmsnorm(d + m) * post_ffw_norm
  *         gemma4 E: x += rmsnorm((gelu_tanh(x Winp_gate^T) * pl[:, l]) Wproj^T) * post_norm
  *         x *= layer_output_scale (when the file has it)
  *     logits = (rmsnorm(x) * output_norm) Wout^T, soft-capped: c tanh(logits / c)
@@ -24,6 +29,7 @@
 
 #include "attn.h"
 #include "gemma.h"
+#include "moe.h"
 #include "ops.h"
 
 /* y[t] = rmsnorm(x[t]) * w for n rows of width d (y may be x). */
@@ -147,9 +153,19 @@ static int s_ffn_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, uint32_
 				h[i] = ns_gelu_tanh(h[i]) * u[i];
 		}
 	}
-	/* phase 2: x += rmsnorm(hb Wdown^T) * post_ffw_norm   (n, n_embd) */
+	/* phase 2: xb2 = hb Wdown^T   (n, n_embd) */
 	if ((rc = ns_fwd_matmul(f, y->w_down, 0, G->n_embd, G->hb, n, G->xb2, G->n_embd)))
 		return rc;
+	if (y->moe) {
+		/* xb2 = rmsnorm(xb2) * post_ffw_norm_1 + rmsnorm(moe) * post_ffw_norm_2 */
+		s_norm_rows(G->xb2, G->xb2, y->ffn_post_norm_1, n, G->n_embd, G->eps);
+		s_norm_rows(G->xb, G->x, y->ffn_pre_norm_2, n, G->n_embd, G->eps);
+		if ((rc = ns_moe_eval_routed(f, G->moe, l, f->kv->n_past, G->x, G->xb, n, G->xm)))
+			return rc;
+		s_norm_rows(G->xm, G->xm, y->ffn_post_norm_2, n, G->n_embd, G->eps);
+		s_add(G->xb2, G->xm, n, G->n_embd);
+	}
+	/* x += rmsnorm(xb2) * post_ffw_norm */
 	s_norm_rows(G->xb2, G->xb2, y->ffn_post_norm, n, G->n_embd, G->eps);
 	s_add(G->x, G->xb2, n, G->n_embd);
 	return 0;
@@ -208,9 +224,15 @@ int ns_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 		G->x[i] *= embd_scale;
 	if (G->ple && (rc = s_per_layer_inputs(f, G, n)))
 		return rc;
-	for (uint32_t l = 0; l < G->n_layer; l++)
+	for (uint32_t l = 0; l < G->n_layer; l++) {
 		if ((rc = s_layer(f, G, l, n)))
 			return rc;
+		/* MoE prediction: l + 1's router over l's output, reported before l + 1's
+		 * attention so its expert reads can start meanwhile (moe.h) */
+		if (G->moe && f->moe_predict && l + 1 < G->n_layer && G->layers[l + 1].moe &&
+		    (rc = ns_moe_predict(f, G->moe, l + 1, f->kv->n_past, G->x, n, NULL, G->eps)))
+			return rc;
+	}
 	if (!logits)
 		return 0;
 	/* logits = (rmsnorm(x) * output_norm) Wout^T   (all ? n : 1, n_vocab) */

@@ -42,6 +42,8 @@ void ns_moe_destroy(struct ns_moe **pm)
 	free(m->ys);
 	free(m->sh);
 	free(m->shu);
+	free(m->xr);
+	free(m->hg);
 	free(m);
 	*pm = NULL;
 }
@@ -65,6 +67,11 @@ static void s_layer_init(const struct ns_fwd *f, struct ns_moe_layer *y, uint32_
 	y->router = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_INP);
 	y->gate = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_EXPS);
 	y->up = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_UP_EXPS);
+	y->fused = ns_arch_tensor(f->am, i, NS_T_FFN_GATE_UP_EXPS) >= 0;
+	if (y->fused)
+		y->gate = y->up = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_GATE_UP_EXPS);
+	y->router_scale = ns_held_get(f->held, i, NS_T_FFN_GATE_INP_SCALE);
+	y->down_scale = ns_held_get(f->held, i, NS_T_FFN_DOWN_EXPS_SCALE);
 	y->down = (uint32_t)ns_arch_tensor(f->am, i, NS_T_FFN_DOWN_EXPS);
 	y->router_b = ns_held_get(f->held, i, NS_T_FFN_GATE_INP_B);
 	y->gate_b = ns_held_get(f->held, i, NS_T_FFN_GATE_EXPS_B);
@@ -83,6 +90,15 @@ static void s_layer_init(const struct ns_fwd *f, struct ns_moe_layer *y, uint32_
 static int s_scratch_init(struct ns_moe *moe, uint32_t n_batch)
 {
 	const uint64_t nb = n_batch, E = moe->n_expert, K = moe->n_used;
+	bool fused = false, scaled = false;
+
+	for (uint32_t l = 0; l < moe->n_layer; l++) {
+		fused = fused || moe->layers[l].fused;
+		scaled = scaled || moe->layers[l].router_scale;
+	}
+	if ((fused && !(moe->hg = s_calloc(nb, 2ull * moe->n_ff_exp, 1, sizeof(float)))) ||
+	    (scaled && !(moe->xr = s_calloc(nb, moe->n_embd, 1, sizeof(float)))))
+		return -ENOMEM;
 
 	if (!(moe->logits = s_calloc(nb, E, 1, sizeof(float))) ||
 	    !(moe->sel = s_calloc(nb, K, 1, sizeof(int32_t))) ||
@@ -129,6 +145,8 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
 	moe->ffn_rows = ffn_rows && ffn_rows < moe->n_ff_exp ? ffn_rows : moe->n_ff_exp;
 	moe->softmax_first = am->arch->router == NS_ROUTER_SOFTMAX;
 	moe->oai = am->arch->ffn_act == NS_FFN_SWIGLU_OAI;
+	moe->gelu = am->arch->ffn_act == NS_FFN_GEGLU;
+	moe->eps = (float)am->hp.rms_eps;
 	moe->norm_w = am->moe_norm_w;
 	moe->n_ff_shexp = (uint32_t)am->dim[NS_DIM_FF_SHEXP];
 	moe->shexp_rows = ffn_rows && ffn_rows < moe->n_ff_shexp ? ffn_rows : moe->n_ff_shexp;
@@ -197,6 +215,11 @@ static void s_route(struct ns_moe *moe, float *lg, int32_t *sel, float *w)
 /* h = act(g, u) in place of g: (n) */
 static void s_act(const struct ns_moe *moe, float *g, const float *u, uint32_t n)
 {
+	if (moe->gelu) {
+		for (uint32_t i = 0; i < n; i++)
+			g[i] = ns_gelu_tanh(g[i]) * u[i];
+		return;
+	}
 	if (!moe->oai) {
 		for (uint32_t i = 0; i < n; i++)
 			g[i] = ns_silu(g[i]) * u[i];
@@ -226,6 +249,21 @@ static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_la
 	const uint64_t d0 = (uint64_t)e * D; /* first row of expert e in down */
 	int rc;
 
+	if (y->fused) {
+		/* gate and up of expert e in one request, rows ascending as the stream has them:
+		 * hg = xg Wgu_e^T (m, 2F), hb = act(hg[:, :F], hg[:, F:]) */
+		if ((rc = ns_fwd_matmul(f, y->gate, 2 * g0, 2 * g0 + 2ull * F, moe->xg, m, moe->hg,
+					2ull * F)))
+			return rc;
+		for (uint32_t t = 0; t < m; t++) {
+			float *h = moe->hb + (uint64_t)t * F;
+			const float *gu = moe->hg + (uint64_t)t * 2 * F;
+
+			memcpy(h, gu, F * sizeof(float));
+			s_act(moe, h, gu + F, F);
+		}
+		goto down;
+	}
 	/* phase 1, by neuron window: hb[:, r0:r0+w] = act(xg Wg_e^T + bg, xg Wu_e^T + bu) */
 	for (uint32_t r0 = 0; r0 < F; r0 += moe->ffn_rows) {
 		const uint32_t w = F - r0 < moe->ffn_rows ? F - r0 : moe->ffn_rows;
@@ -245,11 +283,15 @@ static int s_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_la
 			s_act(moe, h, u, w);
 		}
 	}
-	/* phase 2: yd = hb Wd_e^T + bd   (m, n_embd) */
+down:
+	/* phase 2: yd = hb Wd_e^T + bd, or (hb Wd_e^T) * down_scale[e]   (m, n_embd) */
 	rc = ns_fwd_matmul(f, y->down, d0, d0 + D, moe->hb, m, moe->yd, D);
 	if (rc == 0 && y->down_b)
 		for (uint32_t t = 0; t < m; t++)
 			s_add_row(moe->yd + (uint64_t)t * D, y->down_b + d0, D);
+	if (rc == 0 && y->down_scale)
+		for (uint64_t i = 0; i < (uint64_t)m * D; i++)
+			moe->yd[i] *= y->down_scale[e];
 	return rc;
 }
 
@@ -302,9 +344,23 @@ static int s_shared_expert(struct ns_fwd *f, struct ns_moe *moe, const struct ns
 static int s_router(struct ns_fwd *f, struct ns_moe *moe, const struct ns_moe_layer *y,
 		    const float *x, uint32_t n)
 {
-	const uint32_t E = moe->n_expert, K = moe->n_used;
-	int rc = ns_fwd_matmul(f, y->router, 0, E, x, n, moe->logits, E);
+	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
+	int rc;
 
+	if (y->router_scale) {
+		/* gemma4: xr = rmsnorm(x) * (1 / sqrt(n_embd)) * router_scale, in llama.cpp's order */
+		const float inv = 1.0f / sqrtf((float)D);
+
+		for (uint32_t t = 0; t < n; t++) {
+			float *r = moe->xr + (uint64_t)t * D;
+
+			ns_rmsnorm(r, x + (uint64_t)t * D, NULL, D, moe->eps);
+			for (uint32_t c = 0; c < D; c++)
+				r[c] = r[c] * inv * y->router_scale[c];
+		}
+		x = moe->xr;
+	}
+	rc = ns_fwd_matmul(f, y->router, 0, E, x, n, moe->logits, E);
 	if (rc)
 		return rc;
 	for (uint32_t t = 0; t < n; t++) {
@@ -327,9 +383,12 @@ int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_
 	if (layer >= moe->n_layer || !f->on_route || n == 0)
 		return 0;
 	y = &moe->layers[layer];
-	for (uint32_t t = 0; t < n; t++)
-		ns_rmsnorm(moe->xg + (uint64_t)t * D, x + (uint64_t)t * D, norm, D, eps);
-	if ((rc = s_router(f, moe, y, moe->xg, n)))
+	if (!y->router_scale) {
+		for (uint32_t t = 0; t < n; t++)
+			ns_rmsnorm(moe->xg + (uint64_t)t * D, x + (uint64_t)t * D, norm, D, eps);
+		x = moe->xg;
+	}
+	if ((rc = s_router(f, moe, y, x, n)))
 		return rc;
 	{
 		const struct ns_fwd_route r = {
@@ -348,12 +407,18 @@ int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_
 int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		const float *xb, uint32_t n, float *out)
 {
+	return ns_moe_eval_routed(f, moe, layer, pos0, xb, xb, n, out);
+}
+
+int ns_moe_eval_routed(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		       const float *xr, const float *xb, uint32_t n, float *out)
+{
 	const struct ns_moe_layer *y = &moe->layers[layer];
 	const uint32_t E = moe->n_expert, K = moe->n_used, D = moe->n_embd;
 	uint64_t *hits = f->expert_hits + (uint64_t)layer * E;
 	int rc;
 
-	if ((rc = s_router(f, moe, y, xb, n)))
+	if ((rc = s_router(f, moe, y, xr, n)))
 		return rc;
 	if (f->on_route) {
 		const struct ns_fwd_route r = {

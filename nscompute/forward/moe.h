@@ -1,4 +1,5 @@
-/* moe.h - the mixture-of-experts FFN block of qwen3moe and gpt-oss. Internal to nsforward.
+/* moe.h - the mixture-of-experts FFN block of qwen3moe, gpt-oss, qwen35moe and gemma4.
+ * Internal to nsforward.
  *
  * For a chunk of n tokens with normed input xb: (n, n_embd), one layer does
  *     logits = xb Wr^T (+ br)                          router, (n, n_expert)
@@ -11,7 +12,11 @@
  *     out[t] = sum over t's slots in routing order of w[t, s] * d_{e(t,s)}[t]
  *     qwen35moe, then: out[t] += sigmoid(xb[t] . gate_inp_shexp) * shared_expert(xb[t])
  *         (a SwiGLU FFN, ffn.h, over all n tokens)
- * act: SwiGLU silu(g) * u (qwen3moe), or gpt-oss's clamped swiglu_oai
+ * gemma4 (ns_moe_eval_routed): the router reads rmsnorm(xr) / sqrt(n_embd) * router_scale
+ *     (no weight in the norm), gate and up of an expert are one stacked window (fused), the
+ *     activation is GEGLU, and d is multiplied by down_scale[e] before its weight.
+ * act: SwiGLU silu(g) * u (qwen3moe), GEGLU gelu_tanh(g) * u (gemma4), or gpt-oss's clamped
+ * swiglu_oai
  *     g' = min(g, 7), u' = clamp(u, -7, 7), h = g' * sigmoid(1.702 g') * (u' + 1).
  * Expert e of a stacked tensor [cols, rows_per_expert, n_expert] is the row window
  * [e * rows_per_expert, (e + 1) * rows_per_expert) of the provider's matmul; nothing else
@@ -42,6 +47,10 @@ struct ns_moe_layer {
 	const float *down_b;    /* (n_expert, n_embd) or NULL */
 	struct ns_ffn_w shexp;  /* the shared expert (qwen35moe), n_ff 0 when none */
 	const float *shexp_gate; /* (n_embd) ffn_gate_inp_shexp, or NULL */
+	bool fused;             /* gate == up: ffn_gate_up_exps (n_expert * 2 n_ff_exp rows,
+				 * each expert's gate rows then its up rows; gemma4) */
+	const float *router_scale; /* (n_embd) ffn_gate_inp.scale (gemma4), or NULL */
+	const float *down_scale;   /* (n_expert) ffn_down_exps.scale (gemma4), or NULL */
 };
 
 struct ns_moe {
@@ -50,6 +59,8 @@ struct ns_moe {
 	bool norm_w;        /* divide the k weights by their sum */
 	float w_scale;      /* then multiply them by expert_weights_scale; 1 without */
 	bool oai;           /* swiglu_oai activation (else SwiGLU) */
+	bool gelu;          /* GEGLU gelu_tanh(g) * u (gemma4; else as oai says) */
+	float eps;          /* rms_eps: the router's own norm (router_scale) */
 	struct ns_moe_layer *layers; /* (n_layer) */
 	/* scratch, sized for n_batch tokens */
 	float *logits;    /* (n_batch, n_expert) router logits, then scores */
@@ -68,14 +79,17 @@ struct ns_moe {
 	uint32_t shexp_rows; /* its neurons per gate/up window */
 	float *sh;        /* (n_batch, n_ff_shexp) shared expert activation */
 	float *shu;       /* (n_batch, shexp_rows) its up projection of one window */
+	float *xr;        /* (n_batch, n_embd) the router's input (router_scale) */
+	float *hg;        /* (n_batch, 2 n_ff_exp) gate and up of one fused expert, or NULL */
 };
 
 /* A predicted routing of layer `layer` for the chunk's n tokens at pos0: the layer's router
  * over x: (n, n_embd), the residual stream after layer - 1 (before layer's attention), normed
  * with norm (layer's ffn_norm), reported through f->on_route with predicted set. Only the
- * MoE scratch (xg, logits, sel, wts, taken) is written, and ns_moe_eval writes all of it
+ * MoE scratch (xg, xr, logits, sel, wts, taken) is written, and ns_moe_eval writes all of it
  * again before reading it, so the pass's values never depend on a prediction. Does nothing
- * past the last layer or without on_route. Returns 0, the provider's or the callback's
+ * past the last layer or without on_route. A layer with router_scale (gemma4) routes x
+ * itself through its own norm (norm is not read). Returns 0, the provider's or the callback's
  * error (f->err says why). */
 int ns_moe_predict(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		   const float *x, uint32_t n, const float *norm, float eps);
@@ -92,6 +106,12 @@ int ns_moe_new(struct ns_fwd *f, uint32_t n_batch, uint32_t ffn_rows, struct ns_
  * (f->err says why). */
 int ns_moe_eval(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
 		const float *xb, uint32_t n, float *out);
+
+/* ns_moe_eval with the router on its own input xr: (n, n_embd) (gemma4: the residual stream,
+ * which a layer with router_scale normalises without weight, scales by 1/sqrt(n_embd) and
+ * by router_scale before the router, as llama.cpp's gemma4 graph), the experts on xb. */
+int ns_moe_eval_routed(struct ns_fwd *f, struct ns_moe *moe, uint32_t layer, uint32_t pos0,
+		       const float *xr, const float *xb, uint32_t n, float *out);
 
 void ns_moe_destroy(struct ns_moe **moe);
 

@@ -676,6 +676,17 @@ static const struct {
 } s_real_gemma4[] = {
 	{ "gemma-4-31b", 5376, 21504, 32, 16, 4, 256, 512, 60, 0, 0, 1024, true },
 	{ "gemma-4-e4b", 2560, 10240, 8, 2, 0, 256, 512, 42, 256, 18, 512, false },
+	{ "gemma-4-26b-a4b", 2816, 2112, 16, 8, 2, 256, 512, 30, 0, 0, 1024, true },
+};
+
+/* 26B-A4B's MoE block on every layer beside the dense FFN, as llama.cpp's gemma4 loads it
+ * (src/models/gemma4.cpp: ffn_gate_inp and its scale, pre_ffw_norm_2, post_ffw_norm_1/2,
+ * ffn_gate_up_exps, ffn_down_exps; llama-model.cpp: ffn_down_exps.scale), and its published
+ * counts: 128 experts, 8 per token, 704 wide. */
+static const char *const s_gemma4_moe_names[] = {
+	"ffn_down_exps.scale", "ffn_down_exps.weight", "ffn_gate_inp.scale",
+	"ffn_gate_inp.weight", "ffn_gate_up_exps.weight", "post_ffw_norm_1.weight",
+	"post_ffw_norm_2.weight", "pre_ffw_norm_2.weight",
 };
 
 static uint64_t s_layer_u64(const struct ns_gguf *g, const char *key, uint64_t l)
@@ -702,6 +713,16 @@ static bool s_gemma4_shared(const struct ns_gguf *g, uint64_t l)
 	uint64_t L = s_layer_u64(g, "block_count", 0);
 
 	return l + s_layer_u64(g, "attention.shared_kv_layers", 0) >= L;
+}
+
+/* llama-quant.cpp's fallback for rows a K-quant cannot hold (26B-A4B's 704 and 2112) */
+static uint32_t s_kquant_fallback(uint64_t row, uint32_t t)
+{
+	if (row % 256 == 0)
+		return t;
+	if (row % 32)
+		return NS_TYPE_F16;
+	return t == NS_TYPE_Q4_K ? NS_TYPE_Q5_0 : NS_TYPE_Q8_0;
 }
 
 /* llama-quantize's Q4_K_M type of a gemma4 tensor (llama-quant.cpp, written out here, and
@@ -734,9 +755,13 @@ static uint32_t s_gemma4_q4km(const struct ns_gguf *g, uint64_t i)
 		}
 		return s_more_bits(i_v, n_v) ? NS_TYPE_Q6_K : NS_TYPE_Q4_K;
 	}
-	if (!strcmp(rest, "ffn_down.weight"))
-		return s_more_bits((uint64_t)l, L) ? NS_TYPE_Q6_K : NS_TYPE_Q4_K;
-	return NS_TYPE_Q4_K;
+	if (!strcmp(rest, "ffn_gate_inp.weight")) /* the router: never quantized */
+		return NS_TYPE_F32;
+	if (!strcmp(rest, "ffn_down.weight") || !strcmp(rest, "ffn_down_exps.weight"))
+		/* by layer: with n_expert > 1 llama-quant.cpp reads it from the name */
+		return s_kquant_fallback(t->ne[0], s_more_bits((uint64_t)l, L) ? NS_TYPE_Q6_K
+										: NS_TYPE_Q4_K);
+	return s_kquant_fallback(t->ne[0], NS_TYPE_Q4_K);
 }
 
 static void s_check_gemma4_types(const struct ns_gguf *g, const char *what)
@@ -788,9 +813,11 @@ static void s_case_gemma4(const char *preset, const char *oracle, uint32_t layer
 	struct ns_gguf *ours = NULL, *ref = NULL;
 	uint64_t ft = 0;
 	size_t r;
+	bool moe;
 
 	for (r = 0; strcmp(s_real_gemma4[r].preset, preset); r++)
 		;
+	moe = strstr(preset, "-a4b") != NULL;
 	snprintf(what, sizeof(what), "%s/default", preset);
 	ns_test_oracle_path(opath, sizeof(opath), oracle);
 	if (ns_gguf_open(opath, &ref, err, sizeof(err))) {
@@ -799,7 +826,8 @@ static void s_case_gemma4(const char *preset, const char *oracle, uint32_t layer
 	}
 	if (ns_gguf_get_u64(ref, "general.file_type", &ft) && ft == 15)
 		s_check_gemma4_types(ref, oracle);
-	if (s_gen_opt(preset, NULL, layers, true, 0, true, "g.gguf", path, sizeof(path))) {
+	/* MoE: all 128 experts (the header only; the data is a hole) */
+	if (s_gen_opt(preset, NULL, layers, !moe, 0, true, "g.gguf", path, sizeof(path))) {
 		ns_gguf_close(&ref);
 		return;
 	}
@@ -822,8 +850,28 @@ static void s_case_gemma4(const char *preset, const char *oracle, uint32_t layer
 			      ns_gguf_vtype_name(kv->value.type));
 	}
 	for (uint64_t i = 0; i < ours->n_kv; i++)
-		CHECK(s_is_tok_key(ours->kv[i].key.s) || ns_gguf_find(ref, ours->kv[i].key.s),
+		CHECK(s_is_tok_key(ours->kv[i].key.s) || ns_gguf_find(ref, ours->kv[i].key.s) ||
+		      (moe && (!strcmp(ours->kv[i].key.s, "gemma4.expert_count") ||
+			       !strcmp(ours->kv[i].key.s, "gemma4.expert_used_count") ||
+			       !strcmp(ours->kv[i].key.s, "gemma4.expert_feed_forward_length"))),
 		      "%s: extra key %s", what, ours->kv[i].key.s);
+	if (moe) {
+		char nm[64];
+		int64_t k;
+
+		CHECK(s_layer_u64(ours, "expert_count", 0) == 128 &&
+		      s_layer_u64(ours, "expert_used_count", 0) == 8 &&
+		      s_layer_u64(ours, "expert_feed_forward_length", 0) == 704,
+		      "%s: expert counts differ from the published model", what);
+		snprintf(nm, sizeof(nm), "blk.%u.ffn_gate_up_exps.weight", layers - 1);
+		k = ns_gguf_find_tensor(ours, nm);
+		CHECK(k >= 0 && ours->tensors[k].ne[0] == 2816 && ours->tensors[k].ne[1] == 1408 &&
+		      ours->tensors[k].ne[2] == 128, "%s: %s shape", what, nm);
+		snprintf(nm, sizeof(nm), "blk.%u.ffn_down_exps.weight", layers - 1);
+		k = ns_gguf_find_tensor(ours, nm);
+		CHECK(k >= 0 && ours->tensors[k].ne[0] == 704 && ours->tensors[k].ne[1] == 2816 &&
+		      ours->tensors[k].ne[2] == 128, "%s: %s shape", what, nm);
+	}
 	/* names: per layer kind, and the globals */
 	s_layer_names(ours, -1, a, sizeof(a));
 	s_layer_names(ref, -1, b, sizeof(b));
@@ -839,6 +887,16 @@ static void s_case_gemma4(const char *preset, const char *oracle, uint32_t layer
 		if (m == RL)
 			continue;
 		s_layer_names(ours, (long)l, a, sizeof(a));
+		if (moe)
+			for (size_t i = 0; i < sizeof(s_gemma4_moe_names) / sizeof(s_gemma4_moe_names[0]); i++) {
+				char w[64], *at;
+
+				snprintf(w, sizeof(w), "%s ", s_gemma4_moe_names[i]);
+				at = strstr(a, w);
+				CHECK(at, "%s: layer %" PRIu64 " lacks %s", what, l, w);
+				if (at)
+					memmove(at, at + strlen(w), strlen(at + strlen(w)) + 1);
+			}
 		s_layer_names(ref, (long)m, b, sizeof(b));
 		CHECK(!strcmp(a, b), "%s: layer %" PRIu64 " has '%s', llama.cpp's layer %" PRIu64
 		      " of its kind '%s'", what, l, a, m, b);
@@ -1017,6 +1075,8 @@ int main(int argc, char **argv)
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 6);
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 12);
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 42);
+	s_case_gemma4("gemma-4-26b-a4b", "tiny/tiny-gemma4-Q4_K_M.gguf", 6);
+	s_case_gemma4("gemma-4-26b-a4b", "tiny/tiny-gemma4-Q4_K_M.gguf", 30);
 	s_case_bf16("gemma-4-e4b", 12);
 	s_case_bf16("llama-8b", 2);
 	if (argc > 1) {
@@ -1024,6 +1084,8 @@ int main(int argc, char **argv)
 		s_engine_case(argv[1], "qwen3.5-35b-a3b", 4, "recurrent:");
 		/* 12 layers: two periods, the last five on the first period's K/V */
 		s_engine_case(argv[1], "gemma-4-e4b", 12, "sliding window: 512");
+		/* one period (five sliding, one global), every layer MoE, 8 of the experts */
+		s_engine_case(argv[1], "gemma-4-26b-a4b", 6, "experts:        8, 8 active");
 	} else {
 		CHECK(0, "usage: test_synth_presets NSCTL (the engine runs are part of the test)");
 	}
