@@ -31,7 +31,7 @@ int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked)
 		e->o.ram_budget = ram;
 		return 0;
 	}
-	rc = nsctl_pick_budgets(who, e->model_path, e->o.draft_model, &tw, n_ctx_asked,
+	rc = nsctl_pick_budgets(who, e->model_path, e->o.draft_mtp ? NSCTL_DRAFT_MTP : e->o.draft_model, &tw, n_ctx_asked,
 				e->o.n_seq ? e->o.n_seq : 1,
 				e->o.cache_type_k,
 				e->o.cache_type_v, !mem_auto, &mem, !ram_auto, &ram, line,

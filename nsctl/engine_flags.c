@@ -339,7 +339,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	/* both named: a session the memory can hold, the fixed set counted
 	 * (nsctl_check_budgets) */
 	if (!eo->no_plan && a->mem_given && a->ram_given) {
-		rc = nsctl_check_budgets(who, model, eo->draft_model, &tw, eo->n_ctx, a->n_seq,
+		rc = nsctl_check_budgets(who, model, eo->draft_mtp ? NSCTL_DRAFT_MTP : eo->draft_model, &tw, eo->n_ctx, a->n_seq,
 					 eo->cache_type_k,
 					 eo->cache_type_v, &eo->mem_budget, &eo->ram_budget, 1);
 		if (rc)
@@ -349,7 +349,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	if (!eo->no_plan && (!a->mem_given || !a->ram_given)) {
 		char line[320];
 
-		rc = nsctl_pick_budgets(who, model, eo->draft_model, &tw, eo->n_ctx, a->n_seq,
+		rc = nsctl_pick_budgets(who, model, eo->draft_mtp ? NSCTL_DRAFT_MTP : eo->draft_model, &tw, eo->n_ctx, a->n_seq,
 					eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
 					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);

@@ -168,6 +168,7 @@ static int s_scratch(struct ns_mtp *m)
 
 	if (!(m->ids = calloc(nb, sizeof(*m->ids))))
 		return -ENOMEM;
+	m->bytes += nb * sizeof(*m->ids); /* nsplan_mtp_bytes counts what this allocates */
 	if ((rc = s_alloc(m, &m->hid, nb, m->E)) || (rc = s_alloc(m, &m->pend, m->E, 1)) ||
 	    (rc = s_alloc(m, &m->e, nb, m->E)) || (rc = s_alloc(m, &m->cat, nb, 2ull * m->E)) ||
 	    (rc = s_alloc(m, &m->x, nb, m->E)) || (rc = s_alloc(m, &m->xb, nb, m->E)) ||

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixed_mem.h"
 #include "forward.h"
+#include "hparams.h"
 #include "json_ints.h"
 #include "ns_test.h"
 #include "ns_util.h"
@@ -153,6 +155,18 @@ static void s_oracle(const char *prefix, struct ns_model *m, struct ns_weights *
 	for (uint32_t i = 0; i < S_K; i++)
 		S_CHECK(drafts[i] == d64[i], "draft %u is %d, llama.cpp's %d", i, drafts[i],
 			(int)d64[i]);
+	{ /* nsplan's count of what the block holds (the fixed set's --draft mtp) */
+		struct ns_hparams hp;
+		uint64_t want = 0;
+		char err[NS_ERR_LEN];
+
+		NS_REQUIRE(ns_hparams_load(m, &hp, err, sizeof(err)) == 0 &&
+			   nsplan_mtp_bytes(m, &hp, S_CTX, &want, err, sizeof(err)) == 0, "%s", err);
+		S_CHECK(ns_fwd_mtp_bytes(f) == want, "the block holds %llu bytes, nsplan counts "
+			"%llu", (unsigned long long)ns_fwd_mtp_bytes(f), (unsigned long long)want);
+		printf("ok: the block holds %llu bytes, as nsplan counts\n",
+		       (unsigned long long)want);
+	}
 	printf("ok: the MTP block against llama.cpp: %zu positions max |diff| %.3g, %u chained "
 	       "drafts max |diff| %.3g, drafts %d %d %d %d equal\n", n_tok, d_proc, S_K, d_draft,
 	       drafts[0], drafts[1], drafts[2], drafts[3]);

@@ -58,6 +58,15 @@ for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M"; do
     cmp -s "$tmp/plain.txt" "$tmp/out.txt" || fail "--draft mtp ($b) changed the greedy text"
     echo "ok: --draft mtp ($b): the greedy text without it, $(grep -o 'draft [0-9]*, accepted [0-9]* ([0-9.]*%)' "$tmp/err.txt")"
 done
+# the block is counted in the fixed set as tests/forward/test_mtp.c holds it to what it allocates
+"$nsctl" plan "$tmp/mtp.gguf" -c 96 --json --draft mtp > "$tmp/out.txt" 2> "$tmp/err.txt" ||
+    fail "plan --draft mtp: exit $?"
+python3 -c '
+import json, sys
+f = json.load(sys.stdin)["fixed"]
+assert f["draft_bytes"] > 0, f
+print("ok: plan --draft mtp: the block in the fixed set,", f["draft_bytes"], "bytes")' \
+    < "$tmp/out.txt" || fail "plan --draft mtp: no draft bytes"
 refused "--draft mtp without an MTP block" "--draft mtp: .* has no MTP block" \
     "$q35" -p "hello" -n 4 --draft mtp
 refused "--draft mtp on cuda" "--draft mtp runs on the cpu backend only" \
