@@ -48,7 +48,7 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const ch
 	return 2;
 }
 
-/* --draft mtp: MODEL must carry an MTP block we run (dense qwen35's; the block's own loader
+/* --draft mtp: MODEL must carry an MTP block we run (qwen35's, qwen35moe's; the block's loader
  * checks its tensors, nscompute/forward/mtp.c). 0, or -EINVAL after one line. A file that does
  * not open is not judged here (the run refuses it with its own line). */
 static int s_mtp_check(const char *model, const char *backend)
@@ -71,9 +71,9 @@ static int s_mtp_check(const char *model, const char *backend)
 		fprintf(stderr, S_WHO ": --draft mtp: %s has no MTP block (no %s.nextn_predict_layers; "
 			"Qwen3.5 checkpoints carry one)\n", model, hp.arch[0] ? hp.arch : "?");
 		rc = -EINVAL;
-	} else if (strcmp(hp.arch, "qwen35")) {
-		fprintf(stderr, S_WHO ": --draft mtp: the MTP block of %s is not run (dense qwen35 "
-			"only)\n", hp.arch);
+	} else if (strcmp(hp.arch, "qwen35") && strcmp(hp.arch, "qwen35moe")) {
+		fprintf(stderr, S_WHO ": --draft mtp: the MTP block of %s is not run (qwen35 and "
+			"qwen35moe only)\n", hp.arch);
 		rc = -EINVAL;
 	}
 	ns_model_close(&m);

@@ -9,6 +9,9 @@
 //       -L$L/b/bin -lllama -lggml -lggml-base -Wl,-rpath,$L/b/bin -o /tmp/mtp_oracle
 //   build/nsctl/nsctl mkmodel --preset tiny-qwen35 --mtp -s 7 -o /tmp/tq35-mtp.gguf --force
 //   /tmp/mtp_oracle /tmp/tq35-mtp.gguf tests/forward/data/mtp-tiny-qwen35
+//   (and the same with --preset tiny-qwen35moe into tests/forward/data/mtp-tiny-qwen35moe)
+// llama.cpp runs with f32 KV caches and flash attention off: its CPU flash-attention kernel
+// rounds K/V to f16 (3e-4 on these logits), which neurostream's exact default does not.
 //
 // What it writes (float32 little-endian, row-major, no header):
 //   PREFIX.proc.f32   (N, n_vocab): the MTP head's logits at positions 0..N-1 of the fixed

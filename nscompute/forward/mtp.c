@@ -9,7 +9,9 @@
 #include "dequant.h"
 #include "forward_impl.h"
 #include "gemv.h"
+#include "ggml_type.h"
 #include "llama.h"
+#include "moe.h"
 #include "mtp.h"
 #include "ns_util.h"
 #include "ops.h"
@@ -27,6 +29,16 @@ struct ns_mtp {
 	uint32_t E, n_head, n_head_kv, dk, n_ff, n_vocab, n_batch, n_ctx;
 	uint64_t nq, nk, nv;
 	struct s_mat eh, wq, wk, wv, wo, gate, up, down;
+	/* qwen35moe: the router, the stacked experts (expert e: rows [e F, (e + 1) F) of
+	 * gate/up, [e E, (e + 1) E) of down) and the shared expert (dense gate/up/down above,
+	 * n_ff its width) scaled by sigmoid(x . shexp_gate) */
+	struct s_mat router, gate_x, up_x, down_x;
+	float *shexp_gate, *lgx, *wx, *hx, *ux, *yx;
+	int32_t *selx;
+	uint8_t *taken;
+	uint32_t n_expert, n_used, n_ff_exp;
+	bool moe, softmax_first, norm_w;
+	float w_scale;
 	float *attn_norm, *post_norm, *q_norm, *k_norm, *enorm, *hnorm, *head_norm_own;
 	const float *head_norm; /* head_norm_own, or the trunk's output_norm */
 	uint32_t embd_t, head_t; /* the provider's tensors for the embedding and the head */
@@ -59,10 +71,11 @@ void ns_mtp_free(struct ns_mtp **mp)
 {
 	struct ns_mtp *m = *mp;
 	struct s_mat *mats[] = { &m->eh, &m->wq, &m->wk, &m->wv, &m->wo, &m->gate, &m->up,
-				 &m->down };
+				 &m->down, &m->router, &m->gate_x, &m->up_x, &m->down_x };
 	float *vecs[] = { m->attn_norm, m->post_norm, m->q_norm, m->k_norm, m->enorm, m->hnorm,
 			  m->head_norm_own, m->hid, m->pend, m->e, m->cat, m->x, m->xb, m->xb2,
-			  m->qg, m->q, m->k, m->v, m->ao, m->hb, m->hu, m->cs, m->hout, m->lg };
+			  m->qg, m->q, m->k, m->v, m->ao, m->hb, m->hu, m->cs, m->hout, m->lg,
+			  m->shexp_gate, m->lgx, m->wx, m->hx, m->ux, m->yx };
 
 	if (!m)
 		return;
@@ -71,6 +84,8 @@ void ns_mtp_free(struct ns_mtp **mp)
 	for (size_t i = 0; i < NS_ARRAY_LEN(vecs); i++)
 		free(vecs[i]);
 	free(m->ids);
+	free(m->selx);
+	free(m->taken);
 	ns_kvcache_destroy(&m->kv);
 	ns_attn_ws_destroy(&m->ws);
 	free(m);
@@ -179,6 +194,17 @@ static int s_scratch(struct ns_mtp *m)
 	    (rc = s_alloc(m, &m->cs, 2ull * m->dk, 1)) || (rc = s_alloc(m, &m->hout, nb, m->E)) ||
 	    (rc = s_alloc(m, &m->lg, m->n_vocab, 1)))
 		return rc;
+	if (!m->moe)
+		return 0;
+	/* one token's routing and one expert's activations at a time */
+	if (!(m->selx = calloc(m->n_used, sizeof(*m->selx))) ||
+	    !(m->taken = calloc(m->n_expert, 1)))
+		return -ENOMEM;
+	m->bytes += m->n_used * sizeof(*m->selx) + m->n_expert;
+	if ((rc = s_alloc(m, &m->lgx, m->n_expert, 1)) || (rc = s_alloc(m, &m->wx, m->n_used, 1)) ||
+	    (rc = s_alloc(m, &m->hx, m->n_ff_exp, 1)) || (rc = s_alloc(m, &m->ux, m->n_ff_exp, 1)) ||
+	    (rc = s_alloc(m, &m->yx, m->E, 1)))
+		return rc;
 	return 0;
 }
 
@@ -198,9 +224,9 @@ int ns_mtp_new(struct ns_fwd *f, struct ns_mtp **out, char *err, size_t errlen)
 			hp->name[0] ? hp->name : "the model", hp->arch);
 		return -ENOENT;
 	}
-	if (strcmp(hp->arch, "qwen35") || !f->rows_ok || !L) {
-		ns_errf(err, errlen, "--draft mtp: runs the MTP block of qwen35 on the cpu pass "
-			"(not %s%s)", hp->arch, f->rows_ok ? "" : " on this backend");
+	if ((strcmp(hp->arch, "qwen35") && strcmp(hp->arch, "qwen35moe")) || !f->rows_ok || !L) {
+		ns_errf(err, errlen, "--draft mtp: runs the MTP block of qwen35 / qwen35moe on the "
+			"cpu pass (not %s%s)", hp->arch, f->rows_ok ? "" : " on this backend");
 		return -ENOTSUP;
 	}
 	if (!(m = calloc(1, sizeof(*m)))) {
@@ -216,27 +242,54 @@ int ns_mtp_new(struct ns_fwd *f, struct ns_mtp **out, char *err, size_t errlen)
 	m->n_vocab = L->n_vocab;
 	m->n_batch = f->n_batch;
 	m->n_ctx = f->n_ctx;
-	snprintf(name, sizeof(name), "blk.%u.ffn_gate.weight", ld.layer);
+	snprintf(name, sizeof(name), "blk.%u.ffn_gate_inp.weight", ld.layer);
+	m->moe = ns_model_find(ld.md, name) != NULL;
+	snprintf(name, sizeof(name), m->moe ? "blk.%u.ffn_gate_shexp.weight" :
+		 "blk.%u.ffn_gate.weight", ld.layer);
 	t = ns_model_find(ld.md, name);
 	if (!t) {
-		snprintf(name, sizeof(name), "blk.%u.ffn_gate_inp.weight", ld.layer);
-		ns_errf(err, errlen, "--draft mtp: %s", ns_model_find(ld.md, name) ?
-			"the MTP block's MoE FFN (qwen35moe) is not run yet" :
-			"the MTP block has no ffn_gate");
-		rc = ns_model_find(ld.md, name) ? -ENOTSUP : -EINVAL;
+		ns_errf(err, errlen, "--draft mtp: the MTP block has no %s", name);
+		rc = -EINVAL;
 		goto fail;
 	}
 	m->n_ff = (uint32_t)t->n_rows;
+	if (m->moe) { /* qwen35moe: the trunk's routing rules (moe.c) */
+		m->n_expert = (uint32_t)f->am->dim[NS_DIM_EXPERT];
+		m->n_used = hp->n_expert_used;
+		m->n_ff_exp = (uint32_t)f->am->dim[NS_DIM_FF_EXP];
+		m->softmax_first = f->am->arch->router == NS_ROUTER_SOFTMAX;
+		m->norm_w = f->am->moe_norm_w;
+		m->w_scale = f->am->moe_w_scale;
+		if (!m->n_expert || !m->n_used || m->n_used > m->n_expert || !m->n_ff_exp) {
+			ns_errf(err, errlen, "--draft mtp: the MTP block's experts (%u of %u, width "
+				"%u)", m->n_used, m->n_expert, m->n_ff_exp);
+			rc = -EINVAL;
+			goto fail;
+		}
+	}
 	if ((rc = ns_model_open_fds(ld.md, &ld.fds, err, errlen)))
+		goto fail;
+	if (m->moe &&
+	    ((rc = s_mat(&ld, m, "ffn_gate_inp.weight", m->E, m->n_expert, &m->router)) ||
+	     (rc = s_mat(&ld, m, "ffn_gate_exps.weight", m->E,
+			 (uint64_t)m->n_ff_exp * m->n_expert, &m->gate_x)) ||
+	     (rc = s_mat(&ld, m, "ffn_up_exps.weight", m->E,
+			 (uint64_t)m->n_ff_exp * m->n_expert, &m->up_x)) ||
+	     (rc = s_mat(&ld, m, "ffn_down_exps.weight", m->n_ff_exp,
+			 (uint64_t)m->E * m->n_expert, &m->down_x)) ||
+	     (rc = s_vec(&ld, m, "ffn_gate_inp_shexp.weight", m->E, false, &m->shexp_gate))))
 		goto fail;
 	if ((rc = s_mat(&ld, m, "nextn.eh_proj.weight", 2ull * m->E, m->E, &m->eh)) ||
 	    (rc = s_mat(&ld, m, "attn_q.weight", m->E, 2 * m->nq, &m->wq)) ||
 	    (rc = s_mat(&ld, m, "attn_k.weight", m->E, m->nk, &m->wk)) ||
 	    (rc = s_mat(&ld, m, "attn_v.weight", m->E, m->nv, &m->wv)) ||
 	    (rc = s_mat(&ld, m, "attn_output.weight", m->nq, m->E, &m->wo)) ||
-	    (rc = s_mat(&ld, m, "ffn_gate.weight", m->E, m->n_ff, &m->gate)) ||
-	    (rc = s_mat(&ld, m, "ffn_up.weight", m->E, m->n_ff, &m->up)) ||
-	    (rc = s_mat(&ld, m, "ffn_down.weight", m->n_ff, m->E, &m->down)) ||
+	    (rc = s_mat(&ld, m, m->moe ? "ffn_gate_shexp.weight" : "ffn_gate.weight", m->E,
+			m->n_ff, &m->gate)) ||
+	    (rc = s_mat(&ld, m, m->moe ? "ffn_up_shexp.weight" : "ffn_up.weight", m->E, m->n_ff,
+			&m->up)) ||
+	    (rc = s_mat(&ld, m, m->moe ? "ffn_down_shexp.weight" : "ffn_down.weight", m->n_ff,
+			m->E, &m->down)) ||
 	    (rc = s_vec(&ld, m, "attn_norm.weight", m->E, false, &m->attn_norm)) ||
 	    (rc = s_vec(&ld, m, "post_attention_norm.weight", m->E, false, &m->post_norm)) ||
 	    (rc = s_vec(&ld, m, "attn_q_norm.weight", m->dk, false, &m->q_norm)) ||
@@ -294,6 +347,54 @@ static int s_mm(struct ns_fwd *f, const struct s_mat *w, const float *x, uint32_
 		ns_errf(f->err, sizeof(f->err), "forward: the MTP block's matmul: %s",
 			strerror(-rc));
 	return rc;
+}
+
+/* One expert's rows of a stacked matrix as a matrix of its own. */
+static struct s_mat s_expert(const struct s_mat *w, uint32_t e, uint64_t rows)
+{
+	uint64_t rb = 0;
+	struct s_mat x = { w->type, w->n_cols, rows, NULL };
+
+	(void)ns_type_row_bytes(w->type, w->n_cols, &rb); /* the loader read it with this size */
+	x.data = (uint8_t *)w->data + (uint64_t)e * rows * rb;
+	return x;
+}
+
+/* qwen35moe: xb2 (n, E) holds the shared expert's SwiGLU; scale it by sigmoid(xb .
+ * shexp_gate) and add the routed experts, each token's top k by the trunk's rules (moe.h),
+ * summed in slot order. */
+static int s_moe(struct ns_fwd *f, struct ns_mtp *m, uint32_t n)
+{
+	const uint32_t E = m->E, F = m->n_ff_exp;
+	int rc;
+
+	for (uint32_t t = 0; t < n; t++) {
+		const float *x = m->xb + (uint64_t)E * t;
+		float *o = m->xb2 + (uint64_t)E * t;
+
+		memcpy(m->yx, o, (size_t)E * sizeof(float)); /* the shared expert's output */
+		memset(o, 0, (size_t)E * sizeof(float));
+		if ((rc = s_mm(f, &m->router, x, 1, m->lgx)))
+			return rc;
+		ns_moe_route_token(m->lgx, m->n_expert, m->n_used, m->softmax_first, m->norm_w,
+				   m->w_scale, m->taken, m->selx, m->wx);
+		for (uint32_t s = 0; s < m->n_used; s++) {
+			const uint32_t e = (uint32_t)m->selx[s];
+			struct s_mat g = s_expert(&m->gate_x, e, F), u = s_expert(&m->up_x, e, F);
+			struct s_mat d = s_expert(&m->down_x, e, E);
+
+			if ((rc = s_mm(f, &g, x, 1, m->hx)) || (rc = s_mm(f, &u, x, 1, m->ux)))
+				return rc;
+			for (uint32_t i = 0; i < F; i++)
+				m->hx[i] = ns_silu(m->hx[i]) * m->ux[i];
+			if ((rc = s_mm(f, &d, m->hx, 1, m->e))) /* (the embedding rows are spent) */
+				return rc;
+			for (uint32_t i = 0; i < E; i++)
+				o[i] += m->wx[s] * m->e[i];
+		}
+		ns_moe_shexp_add(o, m->yx, x, m->shexp_gate, E);
+	}
+	return 0;
 }
 
 /* Run the block over n rows: tokens ids, h rows h (n, E), at the cache's end; hout (n, E)
@@ -379,6 +480,8 @@ static int s_block(struct ns_fwd *f, struct ns_mtp *m, const int32_t *ids, const
 	for (uint64_t i = 0; i < (uint64_t)n * m->n_ff; i++)
 		m->hb[i] = ns_silu(m->hb[i]) * m->hu[i];
 	if ((rc = s_mm(f, &m->down, m->hb, n, m->xb2)))
+		return rc;
+	if (m->moe && (rc = s_moe(f, m, n)))
 		return rc;
 	for (uint64_t i = 0; i < (uint64_t)n * E; i++)
 		m->x[i] += m->xb2[i];

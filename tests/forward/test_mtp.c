@@ -1,9 +1,9 @@
 /* test_mtp - Qwen3.5's MTP block as a drafter (nscompute/forward/mtp.h).
  *
- * 1. Against llama.cpp: the tiny qwen35 file with an MTP block is made again by the generator
- *    nsctl mkmodel runs (ns_synth_write: preset tiny-qwen35, --mtp, seed 7, F32) and the
+ * 1. Against llama.cpp: the tiny qwen35 (qwen35moe) file with an MTP block is made again by the
+ *    generator nsctl mkmodel runs (ns_synth_write: preset PRESET, --mtp, seed 7, F32) and the
  *    block's logits compared with those tools/mtp_oracle.cpp dumped from llama.cpp d32676d
- *    (tests/forward/data/mtp-tiny-qwen35.*): every position of a 12-token sequence as the
+ *    (tests/forward/data/mtp-<preset>.*): every position of a 12-token sequence as the
  *    block follows the trunk (token p with the trunk's h of p - 1), and 4 drafts chained
  *    after it from the trunk's greedy token (each step's logits and argmax).
  * 2. Following the trunk through speculative decoding: pass F (with rollback buffers) drafts
@@ -12,7 +12,8 @@
  *    every step the block's drafts and their logits equal those of a fresh pass G that
  *    evaluated the kept sequence in one call (so its cache was cut back with the trunk's).
  * 3. A model without an MTP block is refused with -ENOENT and one line.
- * Args: DATA_PREFIX (tests/forward/data/mtp-tiny-qwen35). Exit 0 pass, 1 fail. */
+ * Args: DATA_PREFIX (tests/forward/data/mtp-tiny-qwen35) PRESET (tiny-qwen35). Exit 0 pass,
+ * 1 fail. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -233,9 +234,9 @@ static void s_follow(struct ns_model *m, struct ns_weights *w)
 }
 
 /* 3: a model without the block */
-static void s_refused(const char *path)
+static void s_refused(const char *path, const char *preset)
 {
-	struct ns_synth_opts so = { .preset = "tiny-qwen35", .seed = 7 };
+	struct ns_synth_opts so = { .preset = preset, .seed = 7 };
 	struct ns_fwd_opts o = { .n_ctx = 16 };
 	struct ns_model *m = NULL;
 	struct ns_weights *w = NULL;
@@ -261,13 +262,14 @@ static void s_refused(const char *path)
 int main(int argc, char **argv)
 {
 	char path[] = "/tmp/ns-test-mtp-XXXXXX", err[NS_ERR_LEN];
-	struct ns_synth_opts so = { .preset = "tiny-qwen35", .seed = 7, .mtp = true };
+	struct ns_synth_opts so = { .seed = 7, .mtp = true };
 	struct ns_model *m = NULL;
 	struct ns_weights *w = NULL;
 	int fd;
 
-	if (argc != 2)
-		NS_FAIL("usage: test_mtp DATA_PREFIX");
+	if (argc != 3)
+		NS_FAIL("usage: test_mtp DATA_PREFIX PRESET");
+	so.preset = argv[2];
 	fd = mkstemp(path);
 	NS_REQUIRE(fd >= 0, "mkstemp");
 	close(fd);
@@ -278,7 +280,7 @@ int main(int argc, char **argv)
 	s_follow(m, w);
 	ns_weights_destroy(&w);
 	ns_model_close(&m);
-	s_refused(path);
+	s_refused(path, argv[2]);
 	unlink(path);
 	return s_fails ? 1 : 0;
 }
