@@ -44,19 +44,22 @@ echo "ok: qwen35 --draft tiny-qwen3 (a draft model): the greedy text without it"
 # --draft mtp (issue 26): a tiny qwen35 with an MTP block, made by mkmodel as the forward test's
 # (tests/forward/test_mtp.c checks the block against llama.cpp); the greedy text is the one
 # without it, streamed (a small arena, no RAM tier) and resident, with its drafts counted
-"$nsctl" mkmodel --preset tiny-qwen35 --mtp -s 7 -o "$tmp/mtp.gguf" -q 2> "$tmp/err.txt" ||
-    fail "mkmodel --mtp: exit $?"
-timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 > "$tmp/plain.txt" \
-    2> "$tmp/err.txt" || fail "mtp model greedy: exit $?"
-for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M"; do
-    # shellcheck disable=SC2086
-    timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 $b \
-        --draft mtp --draft-max 3 > "$tmp/out.txt" 2> "$tmp/err.txt" ||
-        fail "--draft mtp ($b): exit $?"
-    grep -q "| draft [1-9][0-9]*, accepted [0-9]* ([0-9.]*%)" "$tmp/err.txt" ||
-        fail "--draft mtp ($b): no drafts on the summary line"
-    cmp -s "$tmp/plain.txt" "$tmp/out.txt" || fail "--draft mtp ($b) changed the greedy text"
-    echo "ok: --draft mtp ($b): the greedy text without it, $(grep -o 'draft [0-9]*, accepted [0-9]* ([0-9.]*%)' "$tmp/err.txt")"
+for preset in tiny-qwen35 tiny-qwen35moe; do
+    "$nsctl" mkmodel --preset $preset --mtp -s 7 -o "$tmp/mtp.gguf" -q --force \
+        2> "$tmp/err.txt" || fail "mkmodel $preset --mtp: exit $?"
+    timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 \
+        > "$tmp/plain.txt" 2> "$tmp/err.txt" || fail "$preset greedy: exit $?"
+    for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M"; do
+        # shellcheck disable=SC2086
+        timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 $b \
+            --draft mtp --draft-max 3 > "$tmp/out.txt" 2> "$tmp/err.txt" ||
+            fail "$preset --draft mtp ($b): exit $?"
+        grep -q "| draft [1-9][0-9]*, accepted [0-9]* ([0-9.]*%)" "$tmp/err.txt" ||
+            fail "$preset --draft mtp ($b): no drafts on the summary line"
+        cmp -s "$tmp/plain.txt" "$tmp/out.txt" ||
+            fail "$preset --draft mtp ($b) changed the greedy text"
+        echo "ok: $preset --draft mtp ($b): the greedy text without it, $(grep -o 'draft [0-9]*, accepted [0-9]* ([0-9.]*%)' "$tmp/err.txt")"
+    done
 done
 # the block is counted in the fixed set as tests/forward/test_mtp.c holds it to what it allocates
 "$nsctl" plan "$tmp/mtp.gguf" -c 96 --json --draft mtp > "$tmp/out.txt" 2> "$tmp/err.txt" ||
