@@ -36,7 +36,10 @@ static int s_parse_u64(const char *opt, const char *v, uint64_t min, uint64_t ma
 	return 0;
 }
 
-enum { O_HELP = 1, O_FORCE, O_PRESET, O_OUTPUT, O_LAYERS, O_SEED, O_SPLIT, O_QUANT, O_QUIET, O_MTP };
+enum {
+	O_HELP = 1, O_FORCE, O_PRESET, O_OUTPUT, O_LAYERS, O_SEED, O_SPLIT, O_QUANT, O_QUIET,
+	O_MTP,
+};
 
 static const struct ns_opt s_opts[] = {
 	NSCTL_OPT_HELP(O_HELP),
