@@ -47,6 +47,9 @@ echo "ok: qwen35 --draft tiny-qwen3 (a draft model): the greedy text without it"
 for preset in tiny-qwen35 tiny-qwen35moe; do
     "$nsctl" mkmodel --preset $preset --mtp -s 7 -o "$tmp/mtp.gguf" -q --force \
         2> "$tmp/err.txt" || fail "mkmodel $preset --mtp: exit $?"
+    "$nsctl" info "$tmp/mtp.gguf" > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "info: exit $?"
+    grep -q "^layers: *4$" "$tmp/out.txt" && grep -q "^mtp: *1 layer from blk.4, " "$tmp/out.txt" ||
+        fail "$preset: info does not count 4 layers and the MTP block after them"
     timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 \
         > "$tmp/plain.txt" 2> "$tmp/err.txt" || fail "$preset greedy: exit $?"
     for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M"; do
