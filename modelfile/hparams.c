@@ -69,6 +69,12 @@ int ns_hparams_load(const struct ns_model *m, struct ns_hparams *hp, char *err, 
 	a = hp->arch;
 	hp->has_block_count = ns_hparams_get_u64(m, a, "block_count", &v);
 	hp->n_layer = hp->has_block_count && v <= UINT32_MAX ? (uint32_t)v : 0;
+	/* llama.cpp's converter counts the MTP blocks in block_count: every pass here runs the
+	 * main layers, the MTP drafter (nscompute/forward/mtp.h) the blocks after them */
+	if (ns_hparams_get_u64(m, a, "nextn_predict_layers", &v) && v && v < hp->n_layer) {
+		hp->n_nextn = (uint32_t)v;
+		hp->n_layer -= hp->n_nextn;
+	}
 	hp->n_embd = s_u32(m, a, "embedding_length", 0);
 	hp->n_ff = s_u32(m, a, "feed_forward_length", 0);
 	hp->n_head = s_u32(m, a, "attention.head_count", 0);

@@ -15,7 +15,9 @@ struct ns_hparams {
 	char arch[64];  /* general.architecture */
 	char name[128]; /* general.name, may be empty */
 	bool has_block_count;
-	uint32_t n_layer;
+	uint32_t n_layer;     /* the main layers: block_count less n_nextn */
+	uint32_t n_nextn;     /* nextn_predict_layers: MTP blocks after the main layers (Qwen3.5
+			       * checkpoints carry one); 0 when absent or not below block_count */
 	uint32_t n_embd;
 	uint32_t n_ff;        /* dense FFN width (feed_forward_length; first value if per-layer) */
 	uint32_t n_head;

@@ -50,6 +50,13 @@ static const struct preset s_presets[] = {
 	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b, NULL },
 	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
 	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b, NULL },
+	/* Test models in the shape of ../shared/oracle/tiny/tiny-qwen35*.gguf (n_embd 256, 4
+	 * layers, 4 heads / 2 KV of 64, linear heads 2 k / 4 v of 64, 16 rotary dims, vocab
+	 * 512): the MTP block's tests write them with --mtp (llama.cpp's oracle in tools/). */
+	{ "tiny-qwen35", "qwen35", 4, 256, 512, 4, 2, 64, 512, 4096, 10000000.0, 1e-6,
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_F32, &ns_synth_q35_tiny, NULL },
+	{ "tiny-qwen35moe", "qwen35moe", 4, 256, 0, 4, 2, 64, 512, 4096, 10000000.0, 1e-6,
+	  8, 2, 128, 0, true, false, false, "qwen35", NS_SYNTH_F32, &ns_synth_q35_tiny, NULL },
 	/* Gemma 4 (vocab_size 262144, tied embeddings, rms_norm_eps 1e-6, head_dim 256 and
 	 * global_head_dim 512, layer_types five sliding then one full, rope 1e4 sliding and 1e6
 	 * proportional with partial_rotary_factor 0.25 on full layers, final_logit_softcapping
@@ -89,7 +96,7 @@ static const struct preset s_presets[] = {
 const char *const ns_synth_presets[] = {
 	"demo", "llama-8b", "qwen3-8b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b",
 	"qwen3.5-4b", "qwen3.5-35b-a3b", "qwen3.5-397b-a17b", "gemma-4-31b", "gemma-4-e4b",
-	"gemma-4-26b-a4b", "gemma-4-moe-tiny", NULL,
+	"gemma-4-26b-a4b", "gemma-4-moe-tiny", "tiny-qwen35", "tiny-qwen35moe", NULL,
 };
 
 int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q)
@@ -492,7 +499,7 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	    (ret = ns_gguf_writer_set_str(w, "general.name", name)) ||
 	    (ret = ns_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
 	    (ret = ns_gguf_writer_set_u32(w, "general.file_type", s_file_type(pl->q))) ||
-	    (ret = ns_gguf_writer_set_u32(w, KEY("block_count"), pl->n_layer)) ||
+	    (ret = ns_gguf_writer_set_u32(w, KEY("block_count"), pl->n_layer + pl->mtp)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("context_length"), p->n_ctx)) ||
 	    (ret = ns_gguf_writer_set_u32(w, KEY("embedding_length"), p->n_embd)) ||
 	    (p->n_ff && (ret = ns_gguf_writer_set_u32(w, KEY("feed_forward_length"), p->n_ff))) ||
@@ -524,6 +531,8 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 	     (ret = ns_gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 1.0f))))
 		return ret;
 	if (p->hy && (ret = ns_synth_qwen35_meta(w, p)))
+		return ret;
+	if (pl->mtp && (ret = ns_gguf_writer_set_u32(w, KEY("nextn_predict_layers"), 1)))
 		return ret;
 	if (p->gm && (ret = ns_synth_gemma4_meta(w, p, pl->n_layer)))
 		return ret;
@@ -595,6 +604,12 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 	pl.q = o->quant_set ? o->quant : p->dflt;
 	pl.n_layer = o->layers ? o->layers : p->n_layer;
 	pl.seed = o->seed;
+	if (o->mtp && !p->hy) {
+		ns_errf(err, errlen, "--mtp: %s has no MTP block (the qwen3.5 presets have one)",
+			p->name);
+		return -EINVAL;
+	}
+	pl.mtp = o->mtp;
 	if ((ret = s_plan_tensors(&pl)))
 		goto out;
 	if (n_shards > pl.n) {

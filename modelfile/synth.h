@@ -30,6 +30,8 @@ struct ns_synth_opts {
 	enum ns_synth_quant quant;
 	bool quant_set;     /* false: the preset's default mix */
 	uint32_t layers;    /* 0: the preset's depth */
+	bool mtp;           /* qwen3.5 presets: append the MTP block (block_count + 1,
+			     * nextn_predict_layers 1) as llama.cpp's converter writes it */
 	uint64_t seed;
 	uint32_t split;     /* shards; 0 or 1 writes one file */
 	bool no_replace;    /* refuse (-EEXIST, one line) when a file to write exists already,

@@ -23,7 +23,7 @@ struct hybrid {
 	uint32_t n_ff_shexp;           /* shared_expert_intermediate_size (MoE) */
 };
 
-extern const struct hybrid ns_synth_q35_4b, ns_synth_q35_35b, ns_synth_q35_397b;
+extern const struct hybrid ns_synth_q35_4b, ns_synth_q35_35b, ns_synth_q35_397b, ns_synth_q35_tiny;
 
 /* Gemma 4's layers (config.json's text_config; the preset's head_dim is global_head_dim). */
 struct gemma4 {
@@ -75,6 +75,7 @@ struct plan {
 	const struct preset *p;
 	enum ns_synth_quant q;
 	uint32_t n_layer;
+	bool mtp; /* qwen35/qwen35moe: one MTP block after the n_layer main layers */
 	uint64_t seed;
 	size_t n, cap;
 	struct tensor_gen *t;

@@ -10,6 +10,9 @@
 const struct hybrid ns_synth_q35_4b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 0 };
 const struct hybrid ns_synth_q35_35b = { 4, 16, 32, 128, 128, 4, 64, { 11, 11, 10, 0 }, 512 };
 const struct hybrid ns_synth_q35_397b = { 4, 16, 64, 128, 128, 4, 64, { 11, 11, 10, 0 }, 1024 };
+/* ../shared/oracle/tiny/tiny-qwen35*.gguf's: 2 key / 4 value heads of 64, 16 rotary dims in
+ * sections [3, 3, 2], shared expert 256 */
+const struct hybrid ns_synth_q35_tiny = { 4, 2, 4, 64, 64, 4, 16, { 3, 3, 2, 0 }, 256 };
 
 /* A matrix llama.cpp never quantizes (the router, ssm_conv1d, ffn_gate_inp_shexp): F32. */
 #define ADD_F32(nd, a, b, c, fmt, ...)                                                      \
@@ -20,20 +23,67 @@ const struct hybrid ns_synth_q35_397b = { 4, 16, 64, 128, 128, 4, 64, { 11, 11, 
 			return ret;                                                         \
 	} while (0)
 
+/* The gated full-attention mixer of layer l (attn_q projects [q, gate] per head). */
+static int s_full_attn(struct plan *pl, uint32_t l, int more)
+{
+	const struct preset *p = pl->p;
+	uint64_t E = p->n_embd, hd = p->head_dim;
+	uint64_t q_out = (uint64_t)p->n_head * hd, kv_out = (uint64_t)p->n_head_kv * hd;
+	int ret;
+
+	ADD(ROLE_MATRIX, 0, 2, E, 2 * q_out, 1, "blk.%u.attn_q.weight", l); /* q, gate */
+	ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
+	ADD(ROLE_MATRIX, more, 2, E, kv_out, 1, "blk.%u.attn_v.weight", l);
+	ADD(ROLE_MATRIX, 0, 2, q_out, E, 1, "blk.%u.attn_output.weight", l);
+	ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_q_norm.weight", l);
+	ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_k_norm.weight", l);
+	return 0;
+}
+
+/* Layer l's FFN: dense SwiGLU, or the routed experts and the gated shared expert. */
+static int s_ffn(struct plan *pl, uint32_t l, int more)
+{
+	const struct preset *p = pl->p;
+	uint64_t E = p->n_embd;
+	int ret;
+
+	if (p->n_expert) {
+		uint64_t F = p->n_ff_exp, X = p->n_expert, S = p->hy->n_ff_shexp;
+
+		ADD_F32(2, E, X, 1, "blk.%u.ffn_gate_inp.weight", l);
+		ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_gate_exps.weight", l);
+		ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_up_exps.weight", l);
+		ADD(ROLE_MATRIX, more, 3, F, E, X, "blk.%u.ffn_down_exps.weight", l);
+		ADD_F32(1, E, 1, 1, "blk.%u.ffn_gate_inp_shexp.weight", l);
+		ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_gate_shexp.weight", l);
+		ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_up_shexp.weight", l);
+		ADD(ROLE_MATRIX, more, 2, S, E, 1, "blk.%u.ffn_down_shexp.weight", l);
+	} else {
+		ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_gate.weight", l);
+		ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_up.weight", l);
+		ADD(ROLE_MATRIX, more, 2, p->n_ff, E, 1, "blk.%u.ffn_down.weight", l);
+	}
+	return 0;
+}
+
 /* qwen35, qwen35moe as llama.cpp's converter writes them (conversion/qwen.py; the names and
- * shapes of ../shared/oracle/tiny/tiny-qwen35*.gguf), without the MTP block: the synthetic
- * model has block_count = the main layers and no nextn_predict_layers. Types: llama-quantize
- * Q4_K_M (llama-quant.cpp) counts attn_qkv with attn_v ("attn_v-like", Q6_K where
- * use_more_bits, by layer as there is one per layer) and ffn_down_exps/_shexp with ffn_down
- * (by the layer in the name); attn_gate, ssm_alpha/beta/out, experts and the shared expert's
- * gate/up take the base type; ssm_conv1d, the router and 1-D tensors stay F32; a tied
- * token_embd takes output's Q6_K. */
+ * shapes of ../shared/oracle/tiny/tiny-qwen35*.gguf). Without --mtp: block_count = the main
+ * layers and no nextn_predict_layers (the converter's --no-mtp). With it: the checkpoint's one
+ * MTP block (mtp_num_hidden_layers 1 in the published Qwen3.5 configs) as block n_layer, the
+ * names _QwenMtpMixin gives it: a full-attention layer and its FFN (MoE in qwen35moe) plus
+ * nextn.eh_proj [2 E, E], nextn.enorm / hnorm / shared_head_norm (no embed_tokens or
+ * shared_head_head: Qwen3.5 shares the trunk's; llama.cpp falls back to token_embd and
+ * output). Types: llama-quantize Q4_K_M (llama-quant.cpp) counts attn_qkv with attn_v
+ * ("attn_v-like", Q6_K where use_more_bits, by layer as there is one per layer) and
+ * ffn_down_exps/_shexp with ffn_down (by the layer in the name); attn_gate, ssm_alpha/beta/out,
+ * experts and the shared expert's gate/up take the base type; ssm_conv1d, the router and 1-D
+ * tensors stay F32; a tied token_embd takes output's Q6_K. The MTP block's matrices take the
+ * base type (not checked against llama-quantize). */
 int ns_synth_plan_qwen35(struct plan *pl)
 {
 	const struct preset *p = pl->p;
 	const struct hybrid *h = p->hy;
-	uint64_t E = p->n_embd, hd = p->head_dim, V = p->n_vocab;
-	uint64_t q_out = (uint64_t)p->n_head * hd, kv_out = (uint64_t)p->n_head_kv * hd;
+	uint64_t E = p->n_embd, V = p->n_vocab;
 	uint64_t inner = (uint64_t)h->v_heads * h->v_dim;
 	uint64_t qkv = 2ull * h->k_heads * h->k_dim + inner;
 	int ret;
@@ -57,30 +107,23 @@ int ns_synth_plan_qwen35(struct plan *pl)
 			ADD(ROLE_MATRIX, 0, 2, E, h->v_heads, 1, "blk.%u.ssm_alpha.weight", l);
 			ADD(ROLE_NORM, 0, 1, h->v_dim, 1, 1, "blk.%u.ssm_norm.weight", l);
 			ADD(ROLE_MATRIX, 0, 2, inner, E, 1, "blk.%u.ssm_out.weight", l);
-		} else {
-			ADD(ROLE_MATRIX, 0, 2, E, 2 * q_out, 1, "blk.%u.attn_q.weight", l); /* q, gate */
-			ADD(ROLE_MATRIX, 0, 2, E, kv_out, 1, "blk.%u.attn_k.weight", l);
-			ADD(ROLE_MATRIX, more, 2, E, kv_out, 1, "blk.%u.attn_v.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, q_out, E, 1, "blk.%u.attn_output.weight", l);
-			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_q_norm.weight", l);
-			ADD(ROLE_NORM, 0, 1, hd, 1, 1, "blk.%u.attn_k_norm.weight", l);
+		} else if ((ret = s_full_attn(pl, l, more))) {
+			return ret;
 		}
-		if (p->n_expert) {
-			uint64_t F = p->n_ff_exp, X = p->n_expert, S = h->n_ff_shexp;
+		if ((ret = s_ffn(pl, l, more)))
+			return ret;
+	}
+	if (pl->mtp) {
+		uint32_t l = pl->n_layer;
 
-			ADD_F32(2, E, X, 1, "blk.%u.ffn_gate_inp.weight", l);
-			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_gate_exps.weight", l);
-			ADD(ROLE_MATRIX, 3, 3, E, F, X, "blk.%u.ffn_up_exps.weight", l);
-			ADD(ROLE_MATRIX, more, 3, F, E, X, "blk.%u.ffn_down_exps.weight", l);
-			ADD_F32(1, E, 1, 1, "blk.%u.ffn_gate_inp_shexp.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_gate_shexp.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, S, 1, "blk.%u.ffn_up_shexp.weight", l);
-			ADD(ROLE_MATRIX, more, 2, S, E, 1, "blk.%u.ffn_down_shexp.weight", l);
-		} else {
-			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_gate.weight", l);
-			ADD(ROLE_MATRIX, 0, 2, E, p->n_ff, 1, "blk.%u.ffn_up.weight", l);
-			ADD(ROLE_MATRIX, more, 2, p->n_ff, E, 1, "blk.%u.ffn_down.weight", l);
-		}
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.attn_norm.weight", l);
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.post_attention_norm.weight", l);
+		if ((ret = s_full_attn(pl, l, 0)) || (ret = s_ffn(pl, l, 0)))
+			return ret;
+		ADD(ROLE_MATRIX, 0, 2, 2 * E, E, 1, "blk.%u.nextn.eh_proj.weight", l);
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.nextn.enorm.weight", l);
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.nextn.hnorm.weight", l);
+		ADD(ROLE_NORM, 0, 1, E, 1, 1, "blk.%u.nextn.shared_head_norm.weight", l);
 	}
 	return 0;
 }

@@ -36,6 +36,8 @@ struct nsc_proc {
 	struct ns_fwd *f;
 	const char *draft_path;    /* --draft-model: the drafter of NS_DRAFT_MODEL (cpu only) */
 	struct nsc_dmodel *dm;     /* its resident model (compute_draft_model.h), or NULL */
+	bool draft_mtp;            /* --draft-mtp: the model's MTP block opened beside the pass
+				    * (ns_fwd_mtp_open), the drafter of NS_DRAFT_MTP */
 	const char *mmproj_path;   /* --mmproj: the vision tower (compute_image.h, cpu only) */
 	struct nsc_tower *tower;   /* its resident tower, or NULL */
 	struct nsc_images *img;    /* IMAGES for the next EVAL, or NULL */

@@ -1,6 +1,6 @@
 /* compute_spec.c - speculative generation (EVAL with NS_EVAL_DRAFT): the pending token (sampled,
- * not yet evaluated) and up to k drafted tokens (compute_draft.h, or the draft model's:
- * compute_draft_model.h) go through the model as one
+ * not yet evaluated) and up to k drafted tokens (compute_draft.h, the draft model's:
+ * compute_draft_model.h, or the MTP block's: forward/mtp.h) go through the model as one
  * chunk, so the weights are read once for up to k + 1 tokens; the logits of every position of
  * the chunk verify the drafts in order (ns_sampler_verify: under greedy decoding the agreeing
  * prefix, under sampling the speculative sampling rule), the first rejection is replaced by
@@ -34,6 +34,7 @@ struct s_spec {
 	uint32_t logical;  /* positions before the last emitted token: the n_past the one-token
 			    * loop has when it emits that token */
 	struct nsc_dmodel *dm; /* NS_DRAFT_MODEL: the resident drafter (follows every token) */
+	bool mtp;              /* NS_DRAFT_MTP: the pass's MTP block (forward.h, mtp.h) */
 };
 
 /* Emit generated token id, which follows `logical` positions: history, TOKEN, the end tests of
@@ -134,11 +135,18 @@ static int s_verify(struct s_spec *s, const int32_t *chunk, uint32_t n, uint64_t
 
 /* Up to k drafts after s->ctx into out, *nd of them (fewer than the drafter's min: none).
  * 0; the drafter failed: -1 after ERROR was sent, -EPIPE when it could not be. */
-static int s_propose(struct s_spec *s, uint32_t k, int32_t *out, uint32_t *nd)
+static int s_propose(struct s_spec *s, int32_t id, uint32_t k, int32_t *out, uint32_t *nd)
 {
 	char err[NS_ERR_LEN];
 	int got;
 
+	if (s->mtp) { /* --draft mtp: chained from the pending token id (mtp.h) */
+		got = ns_fwd_mtp_draft(s->p->f, id, k, out, NULL);
+		if (got < 0)
+			return nsc_send_error(s->p, got, ns_fwd_error(s->p->f)) < 0 ? -EPIPE : -1;
+		*nd = (uint32_t)got >= (k < s->dr.min ? k : s->dr.min) ? (uint32_t)got : 0;
+		return 0;
+	}
 	if (!s->dm) {
 		*nd = nsc_draft_propose(&s->dr, s->ctx, s->n, s->d->n_gen - 1, k, out);
 		return 0;
@@ -187,7 +195,7 @@ static int s_loop(struct s_spec *s, int32_t id, bool *failed)
 		k = k < s->e->n_predict - s->d->n_gen ? k : s->e->n_predict - s->d->n_gen;
 		chunk[0] = id;
 		t_draft = ns_now_ns();
-		if ((rc = s_propose(s, k, chunk + 1, &nd)) < 0) {
+		if ((rc = s_propose(s, id, k, chunk + 1, &nd)) < 0) {
 			*failed = true;
 			return rc == -EPIPE ? rc : 0;
 		}
@@ -229,6 +237,14 @@ int nsc_spec_generate(struct nsc_proc *p, const struct ns_cmsg_eval *e, struct n
 					      "without --draft-model");
 		}
 		s.dm = p->dm; /* following the sequence: compute_eval.c gave it the request */
+	}
+	if (e->draft.kind == NS_DRAFT_MTP) {
+		if (!p->draft_mtp) {
+			*failed = true;
+			return nsc_send_error(p, -EINVAL, "no MTP block: nscompute was started "
+					      "without --draft-mtp");
+		}
+		s.mtp = true; /* following the sequence: every ns_fwd_eval feeds it */
 	}
 	if (cap > UINT32_MAX || !(s.ctx = malloc((size_t)cap * sizeof(*s.ctx))) ||
 	    nsc_logits_room(p, 1 + (uint64_t)e->draft.max) < 0) {

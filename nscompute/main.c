@@ -4,7 +4,7 @@
  *   nscompute --session ID --model PATH [--backend cpu|cuda] [--threads N] [--block-rows N]
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
  *             [--parallel N] [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
- *             [--draft-model PATH] [--moe-predict on|off] [--mmproj PATH]
+ *             [--draft-model PATH] [--draft-mtp] [--moe-predict on|off] [--mmproj PATH]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -17,6 +17,9 @@
  * its own pass and KV cache of -c positions: the drafter of speculative generation
  * (NS_DRAFT_MODEL, compute_draft_model.h). It lives here, beside the pass that verifies its
  * drafts, so drafting costs no message or copy per token (docs/decisions.md).
+ *
+ * --draft-mtp: the model's MTP block (Qwen3.5) read into RAM beside the pass, following its
+ * sequence: the drafter of NS_DRAFT_MTP (nscompute/forward/mtp.h).
  *
  * --moe-predict on|off (off): publish each MoE layer's predicted routing one layer early
  * (forward.h moe_predict; nsrouter prefetches it as a weaker hint) and count how many of the
@@ -71,7 +74,8 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nscompute --session ID --model PATH [--backend %s] [--threads N] "
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
 		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N] [--cache-type-k T] "
-		   "[--cache-type-v T] [--draft-model PATH] [--moe-predict on|off] [--mmproj PATH]\n"
+		   "[--cache-type-v T] [--draft-model PATH] [--draft-mtp] [--moe-predict on|off]\n"
+		   "       [--mmproj PATH]\n"
 		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
@@ -88,6 +92,7 @@ static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, ui
 enum {
 	O_HELP = 1, O_SESSION, O_MODEL, O_CTL, O_BACKEND, O_ACT, O_CTK, O_CTV, O_VRAM, O_THREADS,
 	O_ROWS, O_LOOKAHEAD, O_PARALLEL, O_CTX, O_DRAFT_MODEL, O_MOE_PREDICT, O_MMPROJ,
+	O_DRAFT_MTP,
 };
 
 /* The spellings nsctl passes (engine_args.c), and llama.cpp's where they mean the same. */
@@ -96,6 +101,7 @@ static const struct ns_opt s_opts[] = {
 	{ "session", NULL, NS_OPT_VALUE, O_SESSION },
 	{ "model", "-m", NS_OPT_VALUE, O_MODEL },
 	{ "draft-model", NULL, NS_OPT_VALUE, O_DRAFT_MODEL },
+	{ "draft-mtp", NULL, NS_OPT_SWITCH, O_DRAFT_MTP },
 	{ "mmproj", NULL, NS_OPT_VALUE, O_MMPROJ },
 	{ "ctl", NULL, NS_OPT_VALUE, O_CTL },
 	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
@@ -135,6 +141,9 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const c
 		break;
 	case O_DRAFT_MODEL:
 		p->draft_path = v;
+		break;
+	case O_DRAFT_MTP:
+		p->draft_mtp = true;
 		break;
 	case O_MMPROJ:
 		p->mmproj_path = v;
@@ -297,6 +306,11 @@ static int s_attach(struct nsc_proc *p)
 		if (rc < 0)
 			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
 				 derr);
+	}
+	if (rc == 0 && p->draft_mtp) { /* resident: the block's tensors read now, once */
+		rc = p->f && !p->cuda ? ns_fwd_mtp_open(p->f, err, sizeof(err)) : -ENOTSUP;
+		if (rc == -ENOTSUP && (!p->f || p->cuda))
+			snprintf(err, sizeof(err), "--draft-mtp: the cpu backend only");
 	}
 	if (rc == 0 && p->mmproj_path) /* streamed as the model: nsio serves the mmproj too */
 		rc = nsc_tower_open(p->mmproj_path, p->m, &wo, p->c, &p->tower, err, sizeof(err));

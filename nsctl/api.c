@@ -340,10 +340,14 @@ static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
 	d->min = g->draft_min ? g->draft_min : 1;
 	d->kind = g->draft == NS_GEN_DRAFT_NGRAM ? NS_DRAFT_NGRAM :
 		  g->draft == NS_GEN_DRAFT_ORACLE ? NS_DRAFT_ORACLE :
-		  g->draft == NS_GEN_DRAFT_MODEL ? NS_DRAFT_MODEL : 0;
+		  g->draft == NS_GEN_DRAFT_MODEL ? NS_DRAFT_MODEL :
+		  g->draft == NS_GEN_DRAFT_MTP ? NS_DRAFT_MTP : 0;
 	if (!d->kind)
 		return ns_errf(e->err, sizeof(e->err), "unknown drafter %d", (int)g->draft),
 		       -EINVAL;
+	if (d->kind == NS_DRAFT_MTP && !e->o.draft_mtp)
+		return ns_errf(e->err, sizeof(e->err), "the MTP drafter needs the engine loaded "
+			       "with its MTP block (ns_engine_opts.draft_mtp)"), -EINVAL;
 	if (d->kind == NS_DRAFT_MODEL && !e->o.draft_model)
 		return ns_errf(e->err, sizeof(e->err), "the draft model drafter needs the engine "
 			       "loaded with a draft model (ns_engine_opts.draft_model)"), -EINVAL;

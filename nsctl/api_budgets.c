@@ -19,6 +19,7 @@ int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked)
 						 .min_pixels = e->o.min_image_pixels,
 						 .max_pixels = e->o.max_image_pixels } };
 	static const char who[] = "neurostream";
+	const char *draft;
 	char line[320];
 	int rc;
 
@@ -31,7 +32,9 @@ int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked)
 		e->o.ram_budget = ram;
 		return 0;
 	}
-	rc = nsctl_pick_budgets(who, e->model_path, e->o.draft_model, &tw, n_ctx_asked,
+	/* --draft mtp: the model's own block counts as the draft (budgets.h) */
+	draft = e->o.draft_mtp ? NSCTL_DRAFT_MTP : e->o.draft_model;
+	rc = nsctl_pick_budgets(who, e->model_path, draft, &tw, n_ctx_asked,
 				e->o.n_seq ? e->o.n_seq : 1,
 				e->o.cache_type_k,
 				e->o.cache_type_v, !mem_auto, &mem, !ram_auto, &ram, line,

@@ -58,15 +58,19 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 	return ret;
 }
 
-int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
-			  size_t errlen)
+int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const struct ns_model *m,
+			  const struct ns_hparams *hp, const char *draft, char *err, size_t errlen)
 {
 	uint64_t b;
 	int rc;
 
 	if (!draft)
 		return 0;
-	if ((rc = nsctl_draft_bytes(draft, fx->n_ctx, &b, err, errlen)) < 0)
+	if (!strcmp(draft, NSCTL_DRAFT_MTP)) /* the model's own block, resident (mtp.h) */
+		rc = nsplan_mtp_bytes(m, hp, fx->n_ctx, &b, err, errlen);
+	else
+		rc = nsctl_draft_bytes(draft, fx->n_ctx, &b, err, errlen);
+	if (rc < 0)
 		return rc;
 	if (ns_add_u64_overflow(fx->total, b, &fx->total))
 		return ns_errf(err, errlen, "--draft %s: the fixed set overflows", draft),
@@ -402,7 +406,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
 	if (!ret)
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (!ret)
-		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
+		ret = nsctl_fixed_add_draft(&fx, m, &hp, draft, err, sizeof(err));
 	if (!ret)
 		ret = nsctl_fixed_add_tower(&fx, tower, err, sizeof(err));
 	if (ret) {
@@ -468,7 +472,7 @@ int nsctl_check_budgets(const char *who, const char *model, const char *draft,
 	if (!ret)
 		ret = s_fixed_for_seqs(&fx, n_seq, err, sizeof(err));
 	if (!ret)
-		ret = nsctl_fixed_add_draft(&fx, draft, err, sizeof(err));
+		ret = nsctl_fixed_add_draft(&fx, m, &hp, draft, err, sizeof(err));
 	if (!ret)
 		ret = nsctl_fixed_add_tower(&fx, tower, err, sizeof(err));
 	if (ret) {

@@ -35,11 +35,13 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
 			char *err, size_t errlen);
 
-/* A draft model (--draft PATH; NULL: none) resident beside the model: its tensors, KV cache
- * at fx->n_ctx and scratch (draft_model.h) added to the fixed set as fx->draft_bytes. 0, or
- * -errno with one line in err. */
-int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const char *draft, char *err,
-			  size_t errlen);
+/* A draft model (--draft PATH; NULL: none) resident beside the model m: its tensors, KV cache
+ * at fx->n_ctx and scratch (draft_model.h) added to the fixed set as fx->draft_bytes; draft
+ * NSCTL_DRAFT_MTP ("mtp", --draft mtp): m's own MTP block (nsplan_mtp_bytes). 0, or -errno
+ * with one line in err. */
+#define NSCTL_DRAFT_MTP "mtp"
+int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const struct ns_model *m,
+			  const struct ns_hparams *hp, const char *draft, char *err, size_t errlen);
 
 /* A vision tower and the limits of its images (--mmproj, --max-patches, --min-pixels,
  * --max-pixels: image_args.h). */

@@ -33,8 +33,8 @@ static const char *s_yes(bool b)
 }
 
 /* The MTP (next-token prediction) block a checkpoint carries: <arch>.nextn_predict_layers
- * layers at the end of block_count, as llama.cpp's converter writes them. Counted here, not
- * run by the forward pass. */
+ * layers at the end of block_count, as llama.cpp's converter writes them. The forward pass
+ * runs the main layers; --draft mtp runs the block (nscompute/forward/mtp.h). */
 struct s_mtp {
 	uint64_t layers, first, tensors, bytes;
 };
@@ -42,10 +42,10 @@ struct s_mtp {
 static void s_mtp_count(const struct ns_model *m, const struct ns_hparams *hp, struct s_mtp *x)
 {
 	memset(x, 0, sizeof(*x));
-	if (!ns_hparams_get_u64(m, hp->arch, "nextn_predict_layers", &x->layers) || !x->layers ||
-	    x->layers > hp->n_layer)
+	if (!hp->n_nextn)
 		return;
-	x->first = hp->n_layer - x->layers;
+	x->layers = hp->n_nextn;
+	x->first = hp->n_layer; /* hparams.h: n_layer counts the main layers only */
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		int64_t l = ns_tensor_layer(m->tensors[i].name);
 
@@ -121,7 +121,7 @@ static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 	s_mtp_count(m, hp, &mtp);
 	if (mtp.layers)
 		printf("mtp:            %" PRIu64 " layer%s from blk.%" PRIu64 ", %" PRIu64
-		       " tensors, %s: counted, not run\n", mtp.layers, mtp.layers == 1 ? "" : "s",
+		       " tensors, %s: the drafter of --draft mtp\n", mtp.layers, mtp.layers == 1 ? "" : "s",
 		       mtp.first, mtp.tensors, ns_format_bytes(mtp.bytes, a, sizeof(a)));
 	if (s->expert_bytes)
 		printf("expert weights: %s (%.1f%% of tensor bytes)\n",

@@ -16,6 +16,7 @@ static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsctl mkmodel --preset NAME -o FILE.gguf [--layers N] "
 		   "[--quant f32|f16|bf16|q8_0|q4_0|q4_k_m|mxfp4] [-s|--seed S] [--split N] [--force]\n"
+		   "       [--mtp] (qwen3.5 presets: with the checkpoint's MTP block, for --draft mtp)\n"
 		   "       [-q|--quiet]\n"
 		   "an existing FILE is refused unless --force (which replaces it); a progress line\n"
 		   "shows on a terminal (not with --quiet)\npresets:");
@@ -35,11 +36,15 @@ static int s_parse_u64(const char *opt, const char *v, uint64_t min, uint64_t ma
 	return 0;
 }
 
-enum { O_HELP = 1, O_FORCE, O_PRESET, O_OUTPUT, O_LAYERS, O_SEED, O_SPLIT, O_QUANT, O_QUIET };
+enum {
+	O_HELP = 1, O_FORCE, O_PRESET, O_OUTPUT, O_LAYERS, O_SEED, O_SPLIT, O_QUANT, O_QUIET,
+	O_MTP,
+};
 
 static const struct ns_opt s_opts[] = {
 	NSCTL_OPT_HELP(O_HELP),
 	{ "force", NULL, NS_OPT_SWITCH, O_FORCE },
+	{ "mtp", NULL, NS_OPT_SWITCH, O_MTP },
 	{ "preset", NULL, NS_OPT_VALUE, O_PRESET },
 	{ "output", "-o", NS_OPT_VALUE, O_OUTPUT },
 	{ "layers", NULL, NS_OPT_VALUE, O_LAYERS },
@@ -68,6 +73,9 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 	switch (opt->id) {
 	case O_HELP:
 		a->help = true;
+		return 0;
+	case O_MTP:
+		a->o.mtp = true;
 		return 0;
 	case O_FORCE:
 		a->force = true;

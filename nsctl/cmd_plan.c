@@ -32,7 +32,8 @@ struct s_args {
 	uint64_t overhead;
 	const char *stats_path;
 	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
-	const char *draft;     /* --draft MODEL: a draft model counted in the fixed set */
+	const char *draft;     /* --draft MODEL: a draft model counted in the fixed set; "mtp":
+				* the model's MTP block (--draft mtp) */
 	struct nsctl_images img; /* --mmproj and its limits: the tower counted as run counts it */
 };
 
@@ -54,9 +55,10 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
 		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
-		   "[-ctk T] [-ctv T] [--draft MODEL] [--mmproj F [--max-patches N] [--min-pixels N] "
+		   "[-ctk T] [-ctv T] [--draft MODEL|mtp] [--mmproj F [--max-patches N] [--min-pixels N] "
 		   "[--max-pixels N]]\n"
-		   "  --draft: a draft model (nsctl run --draft) counted in the fixed set\n"
+		   "  --draft: a draft model (nsctl run --draft) counted in the fixed set; mtp: the\n"
+		   "    model's MTP block (nsctl run --draft mtp)\n"
 		   "  --mmproj: a vision tower (nsctl run --mmproj) and its images' working memory "
 		   "for images\n    of up to --max-patches tokens (and within --min-pixels, "
 		   "--max-pixels) counted in the fixed set\n"
@@ -525,7 +527,7 @@ int cmd_plan(int argc, char **argv)
 	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? &a.overhead : NULL,
 				  false, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)
-		ret = nsctl_fixed_add_draft(&fx, a.draft, err, sizeof(err));
+		ret = nsctl_fixed_add_draft(&fx, m, &hp, a.draft, err, sizeof(err));
 	if (!ret && a.img.mmproj) {
 		const struct nsctl_tower tw = { .mmproj = a.img.mmproj,
 						.lim = { .max_tokens = a.img.max_tokens,

@@ -109,6 +109,8 @@ static void s_usage(FILE *f)
 		"                        sampling distribution); qwen35 on the cpu backend only\n"
 		"  --draft DRAFT.gguf    the same, drafted by a small model of the same vocabulary\n"
 		"                        held in RAM (counted in the budgets)\n"
+		"  --draft mtp           the same, drafted by the model's own MTP block (Qwen3.5\n"
+		"                        checkpoints; dense qwen35, cpu backend), held in RAM\n"
 		"  --draft-max N --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
 		"                        (defaults 16 and 1)\n"
 		"pipeline:\n%s"
@@ -383,6 +385,8 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 					  opt->id == O_DRAFT ? "--draft" :
 					  opt->id == O_DRAFT_MAX ? "--draft-max" : "--draft-min", v);
 
+		/* --draft mtp: nscompute opens the model's MTP block (mtp.h) */
+		o->ea.eo.draft_mtp = o->g.draft == NS_GEN_DRAFT_MTP;
 		return rc < 0 ? rc : 0;
 	}
 	}

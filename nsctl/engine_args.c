@@ -137,6 +137,9 @@ static void s_nscompute(const struct ns_engine *e, struct s_argv *a)
 		s_add(a, "--draft-model");
 		s_add(a, e->o.draft_model);
 	}
+	if (e->o.draft_mtp) { /* the model's MTP block, resident beside the pass (mtp.h) */
+		s_add(a, "--draft-mtp");
+	}
 	if (e->o.moe_predict) {
 		s_add(a, "--moe-predict");
 		s_add(a, "on");

@@ -324,6 +324,8 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 					.lim = { .max_tokens = eo->max_image_tokens,
 						 .min_pixels = eo->min_image_pixels,
 						 .max_pixels = eo->max_image_pixels } };
+	/* --draft mtp: the model's own block counts as the draft (budgets.h) */
+	const char *draft = eo->draft_mtp ? NSCTL_DRAFT_MTP : eo->draft_model;
 	int rc;
 
 	if (a->ngl > 0 && !eo->vram_budget) { /* -ngl N: N layers' worth of VRAM */
@@ -339,7 +341,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	/* both named: a session the memory can hold, the fixed set counted
 	 * (nsctl_check_budgets) */
 	if (!eo->no_plan && a->mem_given && a->ram_given) {
-		rc = nsctl_check_budgets(who, model, eo->draft_model, &tw, eo->n_ctx, a->n_seq,
+		rc = nsctl_check_budgets(who, model, draft, &tw, eo->n_ctx, a->n_seq,
 					 eo->cache_type_k,
 					 eo->cache_type_v, &eo->mem_budget, &eo->ram_budget, 1);
 		if (rc)
@@ -349,7 +351,7 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	if (!eo->no_plan && (!a->mem_given || !a->ram_given)) {
 		char line[320];
 
-		rc = nsctl_pick_budgets(who, model, eo->draft_model, &tw, eo->n_ctx, a->n_seq,
+		rc = nsctl_pick_budgets(who, model, draft, &tw, eo->n_ctx, a->n_seq,
 					eo->cache_type_k,
 					eo->cache_type_v, a->mem_given, &eo->mem_budget,
 					a->ram_given, &eo->ram_budget, line, sizeof(line), NULL, 0);

@@ -170,6 +170,11 @@ struct ns_engine_opts {
 	/* Told of the RAM cache's fill and each prompt's evaluation (above). May be NULL. */
 	ns_progress_fn progress;
 	void *progress_user;
+	/* Speculative decoding's MTP drafter (ns_gen_params.draft = NS_GEN_DRAFT_MTP): the
+	 * model's multi-token-prediction block (Qwen3.5 checkpoints carry one; dense qwen35, cpu
+	 * backend) read into nscompute's RAM at load beside the pass; a model without one fails
+	 * the load (-EINVAL). false: none. */
+	bool draft_mtp;
 };
 
 void ns_engine_opts_default(struct ns_engine_opts *o);
@@ -210,6 +215,9 @@ struct ns_gen_params {
 					  * proposed as draft_oracle[i] (acceptance controlled) */
 		NS_GEN_DRAFT_MODEL = 3,  /* the engine's draft model (ns_engine_opts.draft_model):
 					  * its greedy continuation; -EINVAL without one */
+		NS_GEN_DRAFT_MTP = 4,    /* the model's MTP block (ns_engine_opts.draft_mtp,
+					  * Qwen3.5): drafts chained from the pass's last hidden
+					  * state; -EINVAL without it */
 	} draft;
 	uint32_t draft_max;    /* 1..64; 0: 16 */
 	uint32_t draft_min;    /* 1..draft_max; 0: 1 */

@@ -9,6 +9,7 @@
 #include "draft_model.h"
 #include "engine_flags.h"
 #include "gguf.h"
+#include "hparams.h"
 #include "model.h"
 #include "ns_util.h"
 #include "run_draft.h"
@@ -27,11 +28,13 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const ch
 		fprintf(stderr, S_WHO ": %s needs a value\n", a);
 		return -EINVAL;
 	}
-	if (!strcmp(a, "--draft")) { /* 'ngram', else a draft model's path */
-		g->draft = strcmp(v, "ngram") ? NS_GEN_DRAFT_MODEL : NS_GEN_DRAFT_NGRAM;
+	if (!strcmp(a, "--draft")) { /* 'ngram', 'mtp', else a draft model's path */
+		g->draft = !strcmp(v, "ngram") ? NS_GEN_DRAFT_NGRAM :
+			   !strcmp(v, "mtp") ? NS_GEN_DRAFT_MTP : NS_GEN_DRAFT_MODEL;
 		*draft_model = g->draft == NS_GEN_DRAFT_MODEL ? v : NULL;
 		if (!*v) {
-			fprintf(stderr, S_WHO ": --draft needs 'ngram' or a draft model's path\n");
+			fprintf(stderr, S_WHO ": --draft needs 'ngram', 'mtp' or a draft model's "
+				"path\n");
 			return -EINVAL;
 		}
 		return 2;
@@ -43,6 +46,38 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const ch
 	else
 		g->draft_min = (uint32_t)u;
 	return 2;
+}
+
+/* --draft mtp: MODEL must carry an MTP block we run (qwen35's, qwen35moe's; the block's loader
+ * checks its tensors, nscompute/forward/mtp.c). 0, or -EINVAL after one line. A file that does
+ * not open is not judged here (the run refuses it with its own line). */
+static int s_mtp_check(const char *model, const char *backend)
+{
+	struct ns_model *m = NULL;
+	struct ns_hparams hp;
+	char why[NS_ERR_LEN];
+	int rc = 0;
+
+	if (backend && strcmp(backend, "cpu")) {
+		fprintf(stderr, S_WHO ": --draft mtp runs on the cpu backend only\n");
+		return -EINVAL;
+	}
+	if (ns_model_open(model, &m, why, sizeof(why)) || ns_hparams_load(m, &hp, why,
+									  sizeof(why))) {
+		ns_model_close(&m);
+		return 0;
+	}
+	if (!hp.n_nextn) {
+		fprintf(stderr, S_WHO ": --draft mtp: %s has no MTP block (no %s.nextn_predict_layers; "
+			"Qwen3.5 checkpoints carry one)\n", model, hp.arch[0] ? hp.arch : "?");
+		rc = -EINVAL;
+	} else if (strcmp(hp.arch, "qwen35") && strcmp(hp.arch, "qwen35moe")) {
+		fprintf(stderr, S_WHO ": --draft mtp: the MTP block of %s is not run (qwen35 and "
+			"qwen35moe only)\n", hp.arch);
+		rc = -EINVAL;
+	}
+	ns_model_close(&m);
+	return rc;
 }
 
 /* Whether MODEL has recurrent layers (qwen35): a file that does not open or bind is not
@@ -74,6 +109,8 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 	}
 	if (!g->draft)
 		return 0;
+	if (g->draft == NS_GEN_DRAFT_MTP && s_mtp_check(model, backend) < 0)
+		return -EINVAL;
 	if (min > max) {
 		fprintf(stderr, S_WHO ": --draft-min %u is over --draft-max %u\n", min, max);
 		return -EINVAL;

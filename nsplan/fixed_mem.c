@@ -191,3 +191,73 @@ uint64_t nsplan_process_overhead(const struct ns_model *m)
 		return UINT64_MAX;
 	return o;
 }
+
+int nsplan_mtp_bytes(const struct ns_model *m, const struct ns_hparams *hp, uint32_t n_ctx,
+		     uint64_t *bytes, char *err, size_t errlen)
+{
+	static const char *const mats[] = { "nextn.eh_proj", "attn_q", "attn_k", "attn_v",
+					    "attn_output", "ffn_gate", "ffn_up", "ffn_down" };
+	static const char *const mats_moe[] = { "nextn.eh_proj", "attn_q", "attn_k", "attn_v",
+						"attn_output", "ffn_gate_shexp", "ffn_up_shexp",
+						"ffn_down_shexp", "ffn_gate_inp", "ffn_gate_exps",
+						"ffn_up_exps", "ffn_down_exps" };
+	static const char *const vecs[] = { "attn_norm", "post_attention_norm", "attn_q_norm",
+					    "attn_k_norm", "nextn.enorm", "nextn.hnorm",
+					    "nextn.shared_head_norm" };
+	const uint64_t E = hp->n_embd, dk = hp->head_dim_k, nb = n_ctx < 512 ? n_ctx : 512;
+	const uint64_t nq = (uint64_t)hp->n_head * dk, nk = (uint64_t)hp->n_head_kv * dk;
+	const struct ns_model_tensor *t, *ff, *te = ns_model_find(m, "token_embd.weight");
+	const struct ns_model_tensor *router;
+	const char *const *mat;
+	size_t n_mat;
+	struct nsplan_fixed kv;
+	uint64_t sum = 0, rows, n_ff;
+	char name[128];
+	int rc;
+
+	*bytes = 0;
+	if (!hp->n_nextn)
+		return ns_errf(err, errlen, "--draft mtp: the model has no MTP block"), -ENOENT;
+	snprintf(name, sizeof(name), "blk.%u.ffn_gate_inp.weight", hp->n_layer);
+	router = ns_model_find(m, name); /* qwen35moe: an MoE FFN and a shared expert */
+	mat = router ? mats_moe : mats;
+	n_mat = router ? sizeof(mats_moe) / sizeof(mats_moe[0]) : sizeof(mats) / sizeof(mats[0]);
+	snprintf(name, sizeof(name), router ? "blk.%u.ffn_gate_shexp.weight" :
+		 "blk.%u.ffn_gate.weight", hp->n_layer);
+	if (!(ff = ns_model_find(m, name)))
+		return ns_errf(err, errlen, "--draft mtp: the MTP block has no %s", name), -EINVAL;
+	n_ff = ff->n_rows;
+	for (size_t i = 0; i < n_mat; i++) {
+		snprintf(name, sizeof(name), "blk.%u.%s.weight", hp->n_layer, mat[i]);
+		if (!(t = ns_model_find(m, name)))
+			return ns_errf(err, errlen, "--draft mtp: the MTP block has no %s", name),
+			       -EINVAL;
+		sum += t->n_bytes;
+	}
+	for (size_t i = 0; i < sizeof(vecs) / sizeof(vecs[0]); i++) {
+		snprintf(name, sizeof(name), "blk.%u.%s.weight", hp->n_layer, vecs[i]);
+		if ((t = ns_model_find(m, name)))
+			sum += 4 * t->n_elems; /* dequantized (shared_head_norm may be absent) */
+	}
+	/* its cache: one of the pass's f32 KV layers (all alike in qwen35) */
+	rc = nsplan_fixed_compute_kv(m, hp, n_ctx, 128, 128, 0, &kv, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (kv.n_kv_layers)
+		sum += kv.kv_bytes / kv.n_kv_layers;
+	/* scratch (mtp.c s_scratch): per row h, e, x, xb, xb2, h' (E each), [e | h] (2E),
+	 * [q | gate] (2 nq), q and ao (nq), k and v (nk), gate and up (n_ff); once pend (E),
+	 * rope angles (2 dk), one step's logits (n_vocab); the ids (8 bytes a row) */
+	rows = 6 * E + 2 * E + 2 * nq + 2 * nq + 2 * nk + 2 * n_ff;
+	sum += 4 * (nb * rows + E + 2 * dk + (te ? te->ne[1] : hp->n_vocab)) + 8 * nb;
+	if (router) { /* one token's routing and one expert at a time: logits, weights, the
+		       * expert's gate and up, the shared expert's row; ids and taken flags */
+		snprintf(name, sizeof(name), "blk.%u.ffn_gate_inp_shexp.weight", hp->n_layer);
+		if ((t = ns_model_find(m, name)))
+			sum += 4 * t->n_elems;
+		sum += 4 * (router->n_rows + hp->n_expert_used + 2ull * hp->n_ff_exp + E) +
+		       4ull * hp->n_expert_used + router->n_rows;
+	}
+	*bytes = sum;
+	return 0;
+}

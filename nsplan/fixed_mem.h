@@ -128,6 +128,14 @@ int nsplan_fixed_compute_kv(const struct ns_model *m, const struct ns_hparams *h
 			    uint32_t n_ctx, uint32_t k_b32, uint32_t v_b32, uint64_t overhead,
 			    struct nsplan_fixed *out, char *err, size_t errlen);
 
+/* --draft mtp: what nscompute's MTP block holds beside the pass (nscompute/forward/mtp.h): the
+ * block's matrices as stored, its vectors as f32, its one-layer f32 KV cache of n_ctx
+ * positions and its scratch for min(512, n_ctx) rows; tests/forward/test_mtp.c holds it equal
+ * to what the block allocates. 0, or -ENOENT (no MTP block), -EINVAL (a tensor missing),
+ * -EOVERFLOW, with one line in err. */
+int nsplan_mtp_bytes(const struct ns_model *m, const struct ns_hparams *hp, uint32_t n_ctx,
+		     uint64_t *bytes, char *err, size_t errlen);
+
 /* Is layer il a sliding-window layer? (see above) */
 bool nsplan_layer_is_swa(const struct ns_model *m, const struct ns_hparams *hp, uint32_t il);
 

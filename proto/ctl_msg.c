@@ -208,7 +208,7 @@ static int s_dec_draft(struct ns_rd *r, size_t len, uint32_t n_vocab, int32_t *o
 	d->min = ns_rd_u32(r);
 	d->n_oracle = ns_rd_u32(r);
 	if (r->bad || (d->kind != NS_DRAFT_NGRAM && d->kind != NS_DRAFT_ORACLE &&
-	     d->kind != NS_DRAFT_MODEL) ||
+	     d->kind != NS_DRAFT_MODEL && d->kind != NS_DRAFT_MTP) ||
 	    d->min < 1 || d->min > d->max || d->max > NS_CMSG_MAX_DRAFT ||
 	    (d->kind != NS_DRAFT_ORACLE && d->n_oracle) || d->n_oracle > cap ||
 	    len != ns_cmsg_size_eval(m->n_tokens, m->n_stop) + S_DRAFT_FIXED + 4 * (size_t)d->n_oracle)

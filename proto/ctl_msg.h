@@ -94,6 +94,9 @@ enum ns_draft_kind {
 	NS_DRAFT_MODEL = 3,   /* the draft model nscompute was started with (--draft-model PATH,
 			       * resident in its RAM): greedy proposals from its own KV cache;
 			       * an ERROR when it was started without one */
+	NS_DRAFT_MTP = 4,     /* the model's MTP block (nscompute --draft-mtp, Qwen3.5): greedy
+			       * drafts chained from the pass's last hidden state; an ERROR when
+			       * it was started without it */
 };
 
 #define NS_CMSG_MAX_DRAFT 64  /* draft tokens per pass at most (--draft-max) */

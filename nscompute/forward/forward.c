@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "forward_impl.h"
+#include "mtp.h"
 
 /* The cpu pass's builder of each builder id of the table (arch.h). */
 static int (*const s_builders[])(struct ns_fwd *f, uint32_t ffn_rows, char *err,
@@ -246,6 +247,8 @@ void ns_fwd_reset(struct ns_fwd *f)
 	f->kv->n_past = 0;
 	f->rope_delta = 0;
 	f->mm_end = 0;
+	if (f->mtp)
+		ns_mtp_cut(f->mtp, 0);
 }
 
 int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
@@ -277,6 +280,8 @@ int ns_fwd_truncate(struct ns_fwd *f, uint32_t n_past)
 		ns_fwd_unmark(f);
 	}
 	f->kv->n_past = n_past; /* positions past it are written again before they are read */
+	if (f->mtp) /* the MTP block's cache goes back with the trunk's (mtp.h) */
+		ns_mtp_cut(f->mtp, n_past);
 	return 0;
 }
 
@@ -329,6 +334,8 @@ void ns_fwd_destroy(struct ns_fwd **f)
 {
 	if (!f || !*f)
 		return;
+	if ((*f)->mtp)
+		ns_mtp_free(&(*f)->mtp);
 	if ((*f)->arch_destroy)
 		(*f)->arch_destroy((*f)->arch);
 	for (uint32_t s = 1; (*f)->seq_kv && s < (*f)->n_seq; s++)

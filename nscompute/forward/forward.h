@@ -197,6 +197,22 @@ const char *ns_fwd_error(const struct ns_fwd *f);
 const uint64_t *ns_fwd_expert_hits(const struct ns_fwd *f, uint32_t *n_layer,
 				   uint32_t *n_expert);
 
+/* --draft mtp (mtp.h): open the model's MTP block (qwen35, cpu pass) beside the pass; from
+ * then on it follows sequence 0 through ns_fwd_eval, ns_fwd_truncate and ns_fwd_reset. 0 (also
+ * when open already), or -ENOENT (no MTP block), -ENOTSUP (one we do not run), -ENOMEM,
+ * -errno, with one line in err. */
+int ns_fwd_mtp_open(struct ns_fwd *f, char *err, size_t errlen);
+/* Up to k greedy drafts after the pending token id (not yet evaluated, at n_past) into out,
+ * chained through the block; logits (k, n_vocab) of each step when not NULL. Returns the
+ * count (0: the block has no h for n_past, e.g. after a cut further back than the last call),
+ * or a negative errno with ns_fwd_error. */
+int ns_fwd_mtp_draft(struct ns_fwd *f, int32_t id, uint32_t k, int32_t *out, float *logits);
+/* Tests: the block's logits of every row it follows, (n, n_vocab) per ns_fwd_eval chunk, into
+ * logits (NULL: none, the default). */
+void ns_fwd_mtp_capture(struct ns_fwd *f, float *logits);
+/* Host bytes the open block holds (weights, cache, scratch); 0 when none. */
+uint64_t ns_fwd_mtp_bytes(const struct ns_fwd *f);
+
 void ns_fwd_destroy(struct ns_fwd **f);
 
 #endif

@@ -71,6 +71,8 @@ struct ns_fwd {
 	uint32_t n_expert;
 	uint64_t *expert_hits;   /* (n_moe_layer, n_expert) selection counts, owned; NULL dense */
 	uint64_t arch_cache_bytes; /* caches a builder keeps itself (gemma's per layer) */
+	struct ns_mtp *mtp;      /* --draft mtp: the MTP block following sequence 0 (mtp.h),
+				  * owned; NULL when not opened */
 	char err[NS_ERR_LEN];
 };
 

@@ -42,6 +42,7 @@
 #include "ffn.h"
 #include "ggml_type.h"
 #include "moe.h"
+#include "mtp.h"
 #include "ops.h"
 #include "rope.h"
 
@@ -458,6 +459,15 @@ static int s_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, flo
 		if (L->moe && f->moe_predict && l + 1 < L->n_layer &&
 		    (rc = ns_moe_predict(f, L->moe, l + 1, f->row_pos[0], L->x, n,
 					 L->layers[l + 1].ffn_norm, L->eps)))
+			return rc;
+	}
+	/* --draft mtp: the MTP block follows sequence 0 with the chunk's h rows (its hidden
+	 * state after output_norm, as llama.cpp's h_nextn) */
+	if (f->mtp && !f->n_out_rows) {
+		for (uint32_t t = 0; t < n; t++)
+			ns_rmsnorm(L->xb + (uint64_t)t * L->n_embd, L->x + (uint64_t)t * L->n_embd,
+				   L->output_norm, L->n_embd, L->eps);
+		if ((rc = ns_mtp_follow(f, f->mtp, tokens, L->xb, n, f->row_pos[0])))
 			return rc;
 	}
 	if (!logits)

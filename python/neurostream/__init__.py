@@ -116,6 +116,7 @@ class NeuroStream:
         self._worker: Optional[threading.Thread] = None
         self._last_ids: List[int] = []
         self._draft_model = False  # loaded with a draft model (generate(draft="model"))
+        self._draft_mtp = False  # loaded with its MTP block (generate(draft="mtp"))
 
     # ---- life -------------------------------------------------------------------------
 
@@ -125,7 +126,8 @@ class NeuroStream:
              n_ctx: int = 0, threads: int = 0, cache_type_k: Optional[str] = None,
              cache_type_v: Optional[str] = None, act_q8: bool = False,
              reasoning_effort: Optional[str] = None,
-             draft_model: Optional[Union[str, os.PathLike]] = None) -> "NeuroStream":
+             draft_model: Optional[Union[str, os.PathLike]] = None,
+             draft_mtp: bool = False) -> "NeuroStream":
         """Open the model at path (a GGUF file, a split GGUF's first shard or a Hugging Face
         checkpoint folder) and start the engine.
 
@@ -133,7 +135,8 @@ class NeuroStream:
         (backend "cuda"). Ints are bytes; strings as nsctl's options ("512MB"). None: the
         library's default. n_ctx: context positions (0: 4096); threads: compute threads (0:
         all CPUs). draft_model: a GGUF of the same vocabulary held in RAM as the drafter of
-        generate(draft="model"). Raises NeuroStreamError with the library's message when the model, a
+        generate(draft="model"); draft_mtp: the model's own MTP block (Qwen3.5) held in RAM as
+        the drafter of generate(draft="mtp"). Raises NeuroStreamError with the library's message when the model, a
         budget or an option cannot be used; nothing is left running then."""
         lib = _lib()
         o = L.EngineOpts()
@@ -153,6 +156,7 @@ class NeuroStream:
         o.reasoning_effort = reasoning_effort.encode() if reasoning_effort else None
         draft = os.fsencode(os.fspath(draft_model)) if draft_model is not None else None
         o.draft_model = draft  # (the library copies the path at load)
+        o.draft_mtp = bool(draft_mtp)
         e = ctypes.c_void_p()
         err = ctypes.create_string_buffer(512)
         p = os.fspath(path)
@@ -162,6 +166,7 @@ class NeuroStream:
             raise NeuroStreamError(rc, err.value.decode("utf-8", "replace"))
         ns = cls(e, p)
         ns._draft_model = draft is not None
+        ns._draft_mtp = bool(draft_mtp)
         return ns
 
     def close(self) -> None:
@@ -276,12 +281,15 @@ class NeuroStream:
         adaptive draft length; greedy output unchanged)."""
         g = self._params(max_tokens, temperature, top_k, top_p, min_p, repeat_penalty,
                          repeat_last_n, seed, stop_at_eog)
-        if draft not in (None, "ngram", "model"):
-            raise NeuroStreamError(-errno.EINVAL, "draft %r: 'ngram', 'model' (or None)" % draft)
+        if draft not in (None, "ngram", "model", "mtp"):
+            raise NeuroStreamError(-errno.EINVAL,
+                                   "draft %r: 'ngram', 'model', 'mtp' (or None)" % draft)
         if draft == "model" and not self._draft_model:
             raise NeuroStreamError(-errno.EINVAL, "draft 'model': load() was given no draft_model")
+        if draft == "mtp" and not self._draft_mtp:
+            raise NeuroStreamError(-errno.EINVAL, "draft 'mtp': load() was not given draft_mtp")
         if draft:
-            g.draft = 1 if draft == "ngram" else 3  # enum ns_gen_draft
+            g.draft = {"ngram": 1, "model": 3, "mtp": 4}[draft]  # enum ns_gen_draft
             g.draft_max, g.draft_min = int(draft_max), int(draft_min)
         data = prompt.encode()
         return self._stream(lambda e, cb: _lib().ns_engine_generate(e, data, ctypes.byref(g),

@@ -47,6 +47,7 @@ class EngineOpts(ctypes.Structure):
         ("image_token", ctypes.c_int32),
         ("progress", ctypes.c_void_p),
         ("progress_user", ctypes.c_void_p),
+        ("draft_mtp", ctypes.c_bool),
     ]
 
 

@@ -412,6 +412,62 @@ static int s_gen(const char *preset, const char *quant, uint32_t layers, bool sm
 	return s_gen_opt(preset, quant, layers, small, split, false, file, path, len);
 }
 
+/* --mtp (the checkpoints' MTP block, for --draft mtp): block_count + 1, nextn_predict_layers 1,
+ * block n_layer holding a full-attention layer, its FFN and the nextn tensors in llama.cpp's
+ * names and shapes (src/models/qwen35.cpp, qwen35moe.cpp load_block_mtp); the whole depth as a
+ * header with holes. */
+static void s_case_mtp(const char *preset, uint32_t n_layer, uint64_t E, uint64_t q2,
+		       uint64_t kv, bool moe)
+{
+	struct ns_synth_opts o = { .preset = preset, .seed = 3, .no_data = true, .mtp = true };
+	static const char *const dense[] = { "ffn_gate", "ffn_up", "ffn_down" };
+	static const char *const experts[] = { "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps",
+					       "ffn_down_exps", "ffn_gate_inp_shexp",
+					       "ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp" };
+	const struct { const char *name; uint64_t ne0, ne1; } want[] = {
+		{ "nextn.eh_proj", 2 * E, E }, { "nextn.enorm", E, 1 }, { "nextn.hnorm", E, 1 },
+		{ "nextn.shared_head_norm", E, 1 }, { "attn_norm", E, 1 },
+		{ "post_attention_norm", E, 1 }, { "attn_q", E, q2 }, { "attn_k", E, kv },
+		{ "attn_v", E, kv }, { "attn_output", q2 / 2, E },
+	};
+	char path[512], err[512], name[128], key[128];
+	struct ns_gguf *g = NULL;
+	uint64_t v = 0, n_blk = 0;
+	int64_t ti;
+
+	snprintf(path, sizeof(path), "%s/mtp.gguf", s_dir);
+	CHECK(ns_synth_write(&o, path, err, sizeof(err)) == 0, "%s --mtp: %s", preset, err);
+	if (ns_gguf_open(path, &g, err, sizeof(err))) {
+		CHECK(0, "%s --mtp: %s", preset, err);
+		return;
+	}
+	snprintf(key, sizeof(key), "%s.block_count", moe ? "qwen35moe" : "qwen35");
+	CHECK(ns_gguf_get_u64(g, key, &v) && v == n_layer + 1, "%s --mtp: block_count %" PRIu64,
+	      preset, v);
+	snprintf(key, sizeof(key), "%s.nextn_predict_layers", moe ? "qwen35moe" : "qwen35");
+	CHECK(ns_gguf_get_u64(g, key, &v) && v == 1, "%s --mtp: no nextn_predict_layers 1",
+	      preset);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		snprintf(name, sizeof(name), "blk.%u.%s.weight", n_layer, want[i].name);
+		ti = ns_gguf_find_tensor(g, name);
+		CHECK(ti >= 0 && g->tensors[ti].ne[0] == want[i].ne0 &&
+		      (want[i].ne1 == 1 ? g->tensors[ti].n_dims == 1 :
+		       g->tensors[ti].ne[1] == want[i].ne1),
+		      "%s --mtp: %s missing or of another shape", preset, name);
+	}
+	for (size_t i = 0; i < (moe ? 8u : 3u); i++) {
+		snprintf(name, sizeof(name), "blk.%u.%s.weight", n_layer, moe ? experts[i] : dense[i]);
+		CHECK(ns_gguf_find_tensor(g, name) >= 0, "%s --mtp: %s missing", preset, name);
+	}
+	snprintf(name, sizeof(name), "blk.%u.", n_layer);
+	for (uint64_t i = 0; i < g->n_tensors; i++)
+		n_blk += !strncmp(g->tensors[i].name.s, name, strlen(name));
+	CHECK(n_blk == (moe ? 18u : 13u) + 2, "%s --mtp: %" PRIu64 " tensors in the block", preset,
+	      n_blk);
+	ns_gguf_close(&g);
+	unlink(path);
+}
+
 static void s_case(const char *preset, const char *quant, const char *oracle, enum type_rule rule)
 {
 	char path[512], opath[512], rel[256], err[512], what[128];
@@ -1070,6 +1126,8 @@ int main(int argc, char **argv)
 	s_case_qwen35("qwen3.5-4b", "tiny-qwen35-Q4_K_M.gguf", false);
 	s_case_qwen35("qwen3.5-35b-a3b", "tiny-qwen35moe-Q4_K_M.gguf", true);
 	s_case_qwen35("qwen3.5-397b-a17b", "tiny-qwen35moe-Q4_K_M.gguf", true);
+	s_case_mtp("qwen3.5-4b", 32, 2560, 2 * 16 * 256, 4 * 256, false);
+	s_case_mtp("qwen3.5-397b-a17b", 60, 4096, 2 * 32 * 256, 2 * 256, true);
 	s_case_gemma4("gemma-4-31b", "tiny/tiny-gemma4-Q4_K_M.gguf", 6);
 	s_case_gemma4("gemma-4-31b", "tiny/tiny-gemma4-Q4_K_M.gguf", 60);
 	s_case_gemma4("gemma-4-e4b", "hf/gemma4_e/gguf/gemma4_e-f32.gguf", 6);

@@ -121,6 +121,22 @@ class Stories(unittest.TestCase):
         with self.assertRaises(NeuroStreamError):  # another vocabulary: refused at load
             NeuroStream.load(STORIES, draft_model=os.path.join(ORACLE, "vocab/ggml-vocab-gpt-2.gguf"))
 
+    def test_mtp_draft_keeps_greedy_text(self):
+        # a tiny qwen35 with an MTP block (random weights: drafts verified, rejected)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "mtp.gguf")
+            nsctl("mkmodel", "--preset", "tiny-qwen35", "--mtp", "-s", "7", "-o", path, "-q")
+            with NeuroStream.load(path, draft_mtp=True) as ns:
+                plain = "".join(ns.generate("a b a b", max_tokens=16, temperature=0,
+                                            stop_at_eog=False))
+                drafted = "".join(ns.generate("a b a b", max_tokens=16, temperature=0,
+                                              stop_at_eog=False, draft="mtp", draft_max=3))
+                st = ns.stats()
+        self.assertEqual(drafted, plain)
+        self.assertGreater(st["drafted"], 0)
+        with self.assertRaises(NeuroStreamError):  # no MTP block: refused at load
+            NeuroStream.load(STORIES, draft_mtp=True)
+
     def test_sampling_is_seeded(self):
         p = self.gold["prompt_text"]
         a = "".join(self.ns.generate(p, max_tokens=16, temperature=1.0, seed=7))

@@ -79,7 +79,7 @@ static int s_draft(void)
 		struct ns_cmsg_eval g = e;
 
 		if (f == 0)
-			g.draft.kind = NS_DRAFT_MODEL + 1; /* no such drafter */
+			g.draft.kind = NS_DRAFT_MTP + 1; /* no such drafter */
 		else if (f == 1)
 			g.draft.max = NS_CMSG_MAX_DRAFT + 1;
 		else if (f == 2)
@@ -109,6 +109,11 @@ static int s_draft(void)
 		CHECK(n > 0 && ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == 0 &&
 		      d.draft.kind == NS_DRAFT_MODEL && d.draft.n_oracle == 0,
 		      "a draft-model block does not round-trip");
+		g.draft.kind = NS_DRAFT_MTP; /* --draft mtp: the model's MTP block */
+		n = ns_cmsg_enc_eval(&g, bad, sizeof(bad));
+		CHECK(n > 0 && ns_cmsg_dec_eval(bad, (size_t)n, 100, out_t, 64, out_s, &d) == 0 &&
+		      d.draft.kind == NS_DRAFT_MTP && d.draft.n_oracle == 0,
+		      "an MTP block does not round-trip");
 	}
 	e.flags = NS_EVAL_RESET; /* no flag: the old message, no block */
 	n = ns_cmsg_enc_eval(&e, bad, sizeof(bad));

@@ -41,6 +41,42 @@ timeout 120 "$nsctl" run "$q35" -p "a b a b a b a b" -n 24 --temp 0 \
 grep -q "| draft [1-9][0-9]*, accepted" "$tmp/err.txt" || fail "qwen35 --draft tiny-qwen3: no drafts"
 cmp -s "$tmp/plain.txt" "$tmp/out.txt" || fail "qwen35: --draft tiny-qwen3 changed the greedy text"
 echo "ok: qwen35 --draft tiny-qwen3 (a draft model): the greedy text without it"
+# --draft mtp (issue 26): a tiny qwen35 with an MTP block, made by mkmodel as the forward test's
+# (tests/forward/test_mtp.c checks the block against llama.cpp); the greedy text is the one
+# without it, streamed (a small arena, no RAM tier) and resident, with its drafts counted
+for preset in tiny-qwen35 tiny-qwen35moe; do
+    "$nsctl" mkmodel --preset $preset --mtp -s 7 -o "$tmp/mtp.gguf" -q --force \
+        2> "$tmp/err.txt" || fail "mkmodel $preset --mtp: exit $?"
+    "$nsctl" info "$tmp/mtp.gguf" > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "info: exit $?"
+    grep -q "^layers: *4$" "$tmp/out.txt" && grep -q "^mtp: *1 layer from blk.4, " "$tmp/out.txt" ||
+        fail "$preset: info does not count 4 layers and the MTP block after them"
+    timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 \
+        > "$tmp/plain.txt" 2> "$tmp/err.txt" || fail "$preset greedy: exit $?"
+    for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M"; do
+        # shellcheck disable=SC2086
+        timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 $b \
+            --draft mtp --draft-max 3 > "$tmp/out.txt" 2> "$tmp/err.txt" ||
+            fail "$preset --draft mtp ($b): exit $?"
+        grep -q "| draft [1-9][0-9]*, accepted [0-9]* ([0-9.]*%)" "$tmp/err.txt" ||
+            fail "$preset --draft mtp ($b): no drafts on the summary line"
+        cmp -s "$tmp/plain.txt" "$tmp/out.txt" ||
+            fail "$preset --draft mtp ($b) changed the greedy text"
+        echo "ok: $preset --draft mtp ($b): the greedy text without it, $(grep -o 'draft [0-9]*, accepted [0-9]* ([0-9.]*%)' "$tmp/err.txt")"
+    done
+done
+# the block is counted in the fixed set as tests/forward/test_mtp.c holds it to what it allocates
+"$nsctl" plan "$tmp/mtp.gguf" -c 96 --json --draft mtp > "$tmp/out.txt" 2> "$tmp/err.txt" ||
+    fail "plan --draft mtp: exit $?"
+python3 -c '
+import json, sys
+f = json.load(sys.stdin)["fixed"]
+assert f["draft_bytes"] > 0, f
+print("ok: plan --draft mtp: the block in the fixed set,", f["draft_bytes"], "bytes")' \
+    < "$tmp/out.txt" || fail "plan --draft mtp: no draft bytes"
+refused "--draft mtp without an MTP block" "--draft mtp: .* has no MTP block" \
+    "$q35" -p "hello" -n 4 --draft mtp
+refused "--draft mtp on cuda" "--draft mtp runs on the cpu backend only" \
+    "$tmp/mtp.gguf" -p "hello" -n 4 --draft mtp --backend cuda
 refused "a draft model that is not there" "--draft other.gguf: other.gguf: cannot open" \
     "$stories" -p "hello" -n 4 --draft other.gguf
 refused "min over max" "--draft-min 5 is over --draft-max 4" \
