@@ -205,14 +205,7 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		return -ENOMEM;
 	}
 	/* the model description, as the CPU pass builds it, without its host state */
-	gemma = f->am->arch->builder == NS_BUILD_GEMMA;
-	if (gemma && f->am->hp.n_expert) {
-		ns_errf(err, errlen, "cuda: %s's mixture-of-experts variant is computed by the "
-			"cpu backend only so far (--backend cpu)", f->am->hp.arch);
-		free(c);
-		ns_fwd_destroy(&f);
-		return -EINVAL;
-	}
+	gemma = f->am->arch->builder == NS_BUILD_GEMMA; /* not its MoE variant (arch_bind.c) */
 	rc = gemma ? ns_gemma_setup(f, 0, false, err, errlen) :
 		     ns_llama_setup(f, 0, false, err, errlen);
 	if (gemma)

@@ -130,8 +130,8 @@ static void s_table(void)
 			     "qwen3vl, qwen3vlmoe"),
 	       "computed: %s", list);
 	ns_arch_computed_list(NS_BACKEND_CUDA, list, sizeof(list));
-	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, qwen3vl, "
-			     "qwen3vlmoe"),
+	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, gemma3, gemma4, "
+			     "qwen3vl, qwen3vlmoe"),
 	       "computed by cuda: %s", list);
 	for (unsigned s = 0; s < NS_SLOT_COUNT; s++)
 		for (unsigned t = s + 1; t < NS_SLOT_COUNT; t++)
