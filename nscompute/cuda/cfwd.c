@@ -253,6 +253,9 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 	tok_embd = gemma ? c->G->tok_embd : c->L->tok_embd;
 	if (cfwd_whole(c, tok_embd) && (gemma ? c->G->n_embd : c->L->n_embd) % 4 == 0)
 		c->embd_dev = c->t[tok_embd].w[0].dev;
+	if (gemma && c->G->ple && cfwd_whole(c, c->G->ple_embd) &&
+	    ((uint64_t)c->G->n_layer * c->G->ple) % 4 == 0)
+		c->ple_dev = c->t[c->G->ple_embd].w[0].dev;
 	/* recurrent models (qwen35) take the plain path: their graph was never run on a GPU;
 	 * gemma too (its pass, cfwd_gemma.c, has no graph capture yet) */
 	c->graph_ok = !opts->no_graphs && !gemma && !c->L->moe && !c->L->dnet &&

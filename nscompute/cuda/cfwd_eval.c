@@ -70,13 +70,13 @@ static int s_eval_graph(struct ns_fwd *f, struct cfwd *c, float *logits)
 /* x = token_embd[tokens]   (n, n_embd). With the embedding whole in VRAM, each row is
  * dequantized there (the kernel is bit-exact with the CPU's dequantization, so x is the same
  * either way); otherwise the rows come from the host provider, a round trip to nsio. */
-int cfwd_embed(struct ns_fwd *f, struct cfwd *c, uint32_t tok_embd, uint32_t n_embd,
-	       const int32_t *tokens, uint32_t n)
+int cfwd_rows(struct ns_fwd *f, struct cfwd *c, uint32_t tensor, const void *dev_table,
+	      uint64_t width, const int32_t *tokens, uint32_t n, float *dst, float *h_buf)
 {
-	const struct ns_model_tensor *te = &c->m->tensors[tok_embd];
+	const struct ns_model_tensor *te = &c->m->tensors[tensor];
 	int rc;
 
-	if (c->embd_dev) {
+	if (dev_table) {
 		for (uint32_t t = 0; t < n; t++) {
 			if (tokens[t] < 0 || (uint64_t)tokens[t] >= te->n_rows) {
 				ns_errf(f->err, sizeof(f->err), "forward: token id %d is outside the "
@@ -84,23 +84,23 @@ int cfwd_embed(struct ns_fwd *f, struct cfwd *c, uint32_t tok_embd, uint32_t n_e
 					(unsigned long long)te->n_rows);
 				return -EINVAL;
 			}
-			CFWD_TRY("embedding", ns_cuda_dequant(te->type, (const uint8_t *)c->embd_dev +
+			CFWD_TRY("embedding", ns_cuda_dequant(te->type, (const uint8_t *)dev_table +
 							   (uint64_t)tokens[t] * te->row_bytes,
-							   n_embd, 1,
-							   c->x + (uint64_t)t * n_embd, c->cs));
+							   width, 1, dst + (uint64_t)t * width,
+							   c->cs));
 		}
 		return 0;
 	}
 	for (uint32_t t = 0; t < n; t++)
 		c->h_ids[t] = tokens[t];
-	rc = ns_weights_get_rows(c->host, tok_embd, c->h_ids, n, c->h_x);
+	rc = ns_weights_get_rows(c->host, tensor, c->h_ids, n, h_buf);
 	if (rc < 0) {
 		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(c->host));
 		return rc;
 	}
-	/* in c->cs, ordered before the launches that read x (ns_cuda_h2d's legacy stream is not);
-	 * h_x is pageable, staged before the call returns, so it may be refilled at once */
-	CFWD_TRY("upload", ns_cuda_copy_h2d_async(c->x, c->h_x, (uint64_t)n * n_embd * 4, c->cs,
+	/* in c->cs, ordered before the launches that read dst (ns_cuda_h2d's legacy stream is
+	 * not); h_buf is pageable, staged before the call returns, so it may be refilled at once */
+	CFWD_TRY("upload", ns_cuda_copy_h2d_async(dst, h_buf, (uint64_t)n * width * 4, c->cs,
 					       NULL));
 	return 0;
 }
@@ -114,7 +114,7 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	int rc;
 
 	/* x = token_embd[tokens]   (n, n_embd) */
-	rc = cfwd_embed(f, c, L->tok_embd, L->n_embd, tokens, n);
+	rc = cfwd_rows(f, c, L->tok_embd, c->embd_dev, L->n_embd, tokens, n, c->x, c->h_x);
 	if (rc < 0)
 		return rc;
 	c->res_pending = false; /* x is the embedding: nothing to add */

@@ -21,8 +21,9 @@
  * sliding layers included (the CPU pass keeps rings of the window there; the gpt-oss CUDA pass
  * keeps whole caches too: the attention kernel's window does the rest, and any cut back is
  * possible). KV-shared layers (gemma4 E) hold none: they read their source layer's. The
- * per-layer table's rows are read on the host at the chunk's tokens only (ns_fwd_rows, as the
- * CPU pass) and uploaded. No decode graph (plain launches every step). */
+ * per-layer table is read at the chunk's tokens' rows only: from the host provider and
+ * uploaded (as the CPU pass reads them), or dequantized in VRAM when the plan put the whole
+ * table there (as the token embedding). No decode graph (plain launches every step). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -100,17 +101,17 @@ static int s_add_normed(struct ns_fwd *f, struct cfwd *c, const float *w, uint32
 }
 
 /* The per-layer inputs of the chunk (gemma4 E) into c->pl (n, n_layer * ple). */
-static int s_per_layer_inputs(struct ns_fwd *f, struct cfwd *c, uint32_t n)
+static int s_per_layer_inputs(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens,
+			      uint32_t n)
 {
 	const struct ns_gemma *G = c->G;
 	const uint64_t all = (uint64_t)G->n_layer * G->ple;
 	int rc;
 
-	/* pl = per_layer_token_embd[tokens]: the rows of these tokens only, on the host */
-	if ((rc = ns_fwd_rows(f, G->ple_embd, c->h_ids, n, c->h_pl)))
+	/* pl = per_layer_token_embd[tokens]: the rows of these tokens only (dequantized in VRAM
+	 * when the plan put the table there, else from the host provider as the CPU pass) */
+	if ((rc = cfwd_rows(f, c, G->ple_embd, c->ple_dev, all, tokens, n, c->pl, c->h_pl)))
 		return rc;
-	CFWD_TRY("upload", ns_cuda_copy_h2d_async(c->pl, c->h_pl, (uint64_t)n * all * 4, c->cs,
-					       NULL));
 	/* hb = rmsnorm_ple(x Wple_model^T / sqrt(n_embd)) * ple_proj_norm   (n, all) */
 	if ((rc = cfwd_matmul(f, G->ple_model_proj, 0, all, c->x, n, c->hb, all)))
 		return rc;
@@ -248,14 +249,13 @@ static int s_eval(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens, uint3
 	int rc;
 
 	/* x = token_embd[tokens] * sqrt(n_embd)   (n, n_embd) */
-	if ((rc = cfwd_embed(f, c, G->tok_embd, G->n_embd, tokens, n)) < 0)
+	if ((rc = cfwd_rows(f, c, G->tok_embd, c->embd_dev, G->n_embd, tokens, n, c->x,
+			    c->h_x)) < 0)
 		return rc;
 	CFWD_TRY("scale", ns_cuda_scale(c->x, (uint64_t)n * G->n_embd, sqrtf((float)G->n_embd),
 				      NULL, c->cs));
 	cfwd_mark(c, CFWD_P_EMBD);
-	for (uint32_t t = 0; t < n; t++)
-		c->h_ids[t] = tokens[t];
-	if (G->ple && (rc = s_per_layer_inputs(f, c, n)))
+	if (G->ple && (rc = s_per_layer_inputs(f, c, tokens, n)))
 		return rc;
 	for (uint32_t l = 0; l < G->n_layer; l++)
 		if ((rc = s_layer(f, c, l, n)))

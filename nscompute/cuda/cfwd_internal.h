@@ -105,6 +105,7 @@ struct cfwd {
 	 * input (n_batch, ple); host rows of per_layer_token_embd (n_batch, n_layer * ple) */
 	float **g_k, **g_v;
 	float *pl, *pg, *h_pl;
+	const void *ple_dev;      /* per_layer_token_embd whole in VRAM, or NULL */
 	/* MoE scratch */
 	float *m_logits, *m_w, *m_xg, *m_hb, *m_hu, *m_yd, *m_ys;
 	int32_t *m_sel, *m_tok, *m_slot;
@@ -194,10 +195,11 @@ int cfwd_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, f
 
 /* ---------------------------------------------------------------- cfwd_eval.c ----------- */
 
-/* x = token_embd[tokens]   (n, n_embd): dequantized in VRAM when the embedding is whole
- * there, else rows from the host provider. */
-int cfwd_embed(struct ns_fwd *f, struct cfwd *c, uint32_t tok_embd, uint32_t n_embd,
-	       const int32_t *tokens, uint32_t n);
+/* dst (n, width) = the rows of tensor at tokens: dequantized on the device from dev_table
+ * (the tensor whole in VRAM) when not NULL, else from the host provider through h_buf
+ * (n * width floats of host memory). The token embedding, gemma4's per-layer table. */
+int cfwd_rows(struct ns_fwd *f, struct cfwd *c, uint32_t tensor, const void *dev_table,
+	      uint64_t width, const int32_t *tokens, uint32_t n, float *dst, float *h_buf);
 /* Logits to the caller (c->cs synchronized), counted. */
 int cfwd_download(struct cfwd *c, float *dst, const float *dev_src, uint64_t bytes);
 
