@@ -234,7 +234,7 @@ enum ns_ffn_act {
 enum ns_builder {
 	NS_BUILD_NONE,  /* described, not computed yet */
 	NS_BUILD_LLAMA, /* nscompute/forward/llama.c (+ moe.c), nscompute/cuda/cfwd*.c */
-	NS_BUILD_GEMMA, /* nscompute/forward/gemma*.c (cpu only) */
+	NS_BUILD_GEMMA, /* nscompute/forward/gemma*.c, nscompute/cuda/cfwd_gemma.c */
 };
 #define NS_BACKEND_CPU  0x1u
 #define NS_BACKEND_CUDA 0x2u

@@ -291,13 +291,13 @@ static const struct ns_arch s_archs[] = {
 	  NS_ARCH_GATED_ATTN | NS_ARCH_MROPE | NS_ARCH_MOE | NS_ARCH_SHARED_EXPERT, NS_BUILD_LLAMA,
 	  S_BOTH, NS_ROUTER_SOFTMAX, NS_FFN_SWIGLU, 0, ns_arch_rules_qwen35,
 	  S_READS(s_qwen35moe) },
-	/* Gemma 3 and 4: the gemma builder (gemma.c); cpu only so far */
+	/* Gemma 3 and 4: the gemma builder (gemma.c; nscompute/cuda/cfwd_gemma.c on cuda) */
 	{ "gemma3", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_SWA | NS_ARCH_SANDWICH_NORM |
-	  NS_ARCH_EMBD_SCALE, NS_BUILD_GEMMA, NS_BACKEND_CPU, NS_ROUTER_NONE, NS_FFN_GEGLU, 6,
+	  NS_ARCH_EMBD_SCALE, NS_BUILD_GEMMA, S_BOTH, NS_ROUTER_NONE, NS_FFN_GEGLU, 6,
 	  ns_arch_rules_gemma, S_READS(s_gemma3) },
 	{ "gemma4", NS_ARCH_ROPE_NEOX | NS_ARCH_QK_NORM | NS_ARCH_SWA | NS_ARCH_SANDWICH_NORM |
 	  NS_ARCH_EMBD_SCALE | NS_ARCH_KV_SHARED | NS_ARCH_PER_LAYER_EMBD | NS_ARCH_LOGIT_SOFTCAP |
-	  NS_ARCH_V_NORM | NS_ARCH_MOE, NS_BUILD_GEMMA, NS_BACKEND_CPU, NS_ROUTER_SOFTMAX,
+	  NS_ARCH_V_NORM | NS_ARCH_MOE, NS_BUILD_GEMMA, S_BOTH, NS_ROUTER_SOFTMAX,
 	  NS_FFN_GEGLU, 0, ns_arch_rules_gemma, S_READS(s_gemma4) },
 	/* Qwen3-VL's text model: qwen3 / qwen3moe on the llama builder (a text position is
 	 * the same on every M-RoPE section, which makes the interleaved M-RoPE NeoX's); images

@@ -1,5 +1,5 @@
 /* gpu_need.c - see gpu_need.h. The allocations mirror nscompute/cuda/cfwd_vram.c cfwd_state:
- * one rounded allocation per buffer, in the same list. */
+ * one rounded allocation per buffer, in the same list (gemma: cfwd_gemma.c cfwd_gemma_state). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -91,6 +91,53 @@ static uint64_t s_shexp_ff(const struct ns_model *m, const struct ns_hparams *hp
 	return w;
 }
 
+/* gemma3 / gemma4 as nscompute/cuda/cfwd_gemma.c cfwd_gemma_state allocates them: a whole
+ * K and a V cache of n_ctx positions for each layer with K/V of its own (in its head geometry;
+ * a KV-shared layer reads another's and holds none), then x, xb, xb2, q, k, v, ao, hb (the
+ * FFN or all per-layer inputs, the wider), hu, logits, the attention workspace (the widest
+ * head), the decode position; gemma4 E: the per-layer inputs and a layer's gated input. */
+static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64_t *kv,
+		   uint64_t *s, char *err, size_t errlen)
+{
+	struct ns_arch_model *am = NULL;
+	uint64_t D, H, ple, all, V, max_dk = 0, max_kv = 0, max_ff = 0, ws;
+	bool ok = true;
+	int rc = ns_arch_bind(m, &am, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	D = am->dim[NS_DIM_EMBD];
+	H = am->dim[NS_DIM_HEAD];
+	ple = am->dim[NS_DIM_PLE];
+	V = am->dim[NS_DIM_VOCAB];
+	for (uint32_t l = 0; ok && l < am->n_layer; l++) {
+		const struct ns_arch_layer *al = &am->layer[l];
+		const uint64_t dk = al->dim[NS_DIM_DK], w = al->dim[NS_DIM_HEAD_KV] * dk;
+
+		max_dk = dk > max_dk ? dk : max_dk;
+		max_kv = w > max_kv ? w : max_kv;
+		max_ff = al->dim[NS_DIM_FF] > max_ff ? al->dim[NS_DIM_FF] : max_ff;
+		if (!(al->kinds & NS_LAYER_KV_SHARED))
+			ok = s_acc(kv, n_ctx, w, 1, 4) && s_acc(kv, n_ctx, w, 1, 4);
+	}
+	all = (uint64_t)am->n_layer * ple;
+	ws = nsplan_gpu_attn_ws(nb, H, n_ctx, max_dk);
+	ns_arch_model_free(&am);
+	ok = ok && ws != UINT64_MAX && s_acc(s, nb, D, 1, 4) && s_acc(s, nb, D, 1, 4) &&
+	     s_acc(s, nb, D, 1, 4) && s_acc(s, nb, H * max_dk, 1, 4) &&
+	     s_acc(s, nb, max_kv, 1, 4) && s_acc(s, nb, max_kv, 1, 4) &&
+	     s_acc(s, nb, H * max_dk, 1, 4) && s_acc(s, nb, all > max_ff ? all : max_ff, 1, 4) &&
+	     s_acc(s, nb, max_ff, 1, 4) &&
+	     s_acc(s, nb < NSPLAN_GPU_LOGIT_TOK ? nb : NSPLAN_GPU_LOGIT_TOK, V, 1, 4) &&
+	     s_acc(s, 1, 1, 1, ws) && s_acc(s, 1, 1, 1, 8) &&
+	     (!ple || (s_acc(s, nb, all, 1, 4) && s_acc(s, nb, ple, 1, 4)));
+	if (ok)
+		return 0;
+	ns_errf(err, errlen, "GPU sizes overflow (n_ctx %u, n_batch %llu)", n_ctx,
+		(unsigned long long)nb);
+	return -EOVERFLOW;
+}
+
 int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		    uint64_t stage_bytes, struct nsplan_gpu_need *n, char *err, size_t errlen)
 {
@@ -133,6 +180,14 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	Fs = s_shexp_ff(m, &hp);
 	ff = Fs > ff ? Fs : ff;
 	ws = nsplan_gpu_attn_ws(nb, hp.n_head, n_ctx, hp.head_dim_v);
+	arch = ns_arch_find(hp.arch);
+	if (arch && arch->builder == NS_BUILD_GEMMA) {
+		rc = s_gemma(m, n_ctx, nb, &kv, &s, err, errlen);
+		if (rc < 0)
+			return rc;
+		ok = true;
+		goto held;
+	}
 	/* cfwd_vram.c cfwd_state: K, V of the attention layers (not the recurrent ones); x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
 	 * the decode graph's position */
 	ok = s_recurrent(m, &hp, nb, &n_rec, &n->recurrent) && n_rec <= hp.n_layer &&
@@ -145,7 +200,6 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	     s_acc(&s, nb < NSPLAN_GPU_LOGIT_TOK ? nb : NSPLAN_GPU_LOGIT_TOK, V, 1, 4) &&
 	     ws != UINT64_MAX && s_acc(&s, 1, 1, 1, ws) && s_acc(&s, 1, 1, 1, 8);
 	/* gated attention (qwen35): attn_q's [q | gate] rows, then the gates */
-	arch = ns_arch_find(hp.arch);
 	if (ok && arch && (arch->flags & NS_ARCH_GATED_ATTN))
 		ok = s_acc(&s, nb, 2 * nq, 1, 4) && s_acc(&s, nb, nq, 1, 4);
 	/* MoE: router logits, weights, gathered rows, expert output, slot outputs; sel, tok, slot */
@@ -153,6 +207,7 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		ok = s_acc(&s, nb, E, 1, 4) && s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
 		     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb * K, D, 1, 4) &&
 		     s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, K, 1, 4);
+held:
 	for (uint64_t i = 0; ok && i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 

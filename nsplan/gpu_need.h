@@ -18,7 +18,8 @@
 #define NSPLAN_GPU_NBATCH 512u              /* nscompute's prefill chunk */
 
 struct nsplan_gpu_need {
-	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
+	uint64_t kv;        /* K and V of every attention layer for n_ctx positions (gemma: each
+			     * in its layer's head geometry, none for a KV-shared layer) */
 	uint64_t recurrent; /* qwen35's recurrent layers: conv history and DeltaNet states of
 			     * all (one sequence), and their chunk's scratch */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */

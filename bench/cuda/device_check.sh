@@ -27,10 +27,17 @@ mkdir -p "$work"
         has "$t" && step "$t" 120 "$stage/bin/$t"
     done
     if has test_cfwd; then
-        for m in "$stage"/oracle/models/*.gguf "$stage"/oracle/tiny/*.gguf; do
+        for m in "$stage"/oracle/models/*.gguf "$stage"/oracle/tiny/*.gguf \
+            "$stage"/oracle/hf/*/gguf/*.gguf; do
             [ -e "$m" ] || continue
             rel=${m#"$stage/oracle/"}
-            step "test_cfwd $rel" 120 "$stage/bin/test_cfwd" "$rel"
+            # gemma: also against the oracle's references (tests/cuda/meson.build cfwd_refs)
+            ref=()
+            case $rel in
+            tiny/tiny-gemma*) ref=(--ref "${rel%.gguf}.seqA" dequant) ;;
+            hf/gemma4_e/*) ref=(--ref hf/gemma4_e/seqA hf) ;;
+            esac
+            step "test_cfwd $rel" 120 "$stage/bin/test_cfwd" "$rel" ${ref[@]+"${ref[@]}"}
         done
     fi
     if has bench_cuda_decode && has nsctl; then

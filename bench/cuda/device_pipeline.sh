@@ -1,7 +1,7 @@
 #!/bin/bash
 # device_pipeline.sh STAGE WORK - the cuda backend through the whole pipeline on the GPU
 # machine (called by device_check.sh when the stage has nscompute-cuda; builds nothing):
-#   1. tests/run/test_cuda_backend.sh with the real nscompute-cuda on three tiny oracle models;
+#   1. tests/run/test_cuda_backend.sh with the real nscompute-cuda on four tiny oracle models;
 #   2. a generated llama-8b Q4_K_M with every weight in VRAM: nsctl bench --backend cuda,
 #      with f32 and with int8 (--act q8) activations;
 #   3. a generated qwen3-30b-a3b Q4_K_M streamed under --vram-budget 6GB --ram-budget 2GB
@@ -19,7 +19,7 @@ STEP_MARK=---
 . bench/cuda/device_step.sh
 mkdir -p "$work"
 df -h "$work" | tail -1
-for m in tiny-qwen3moe-Q4_K_M tiny-llama-Q4_K_M tiny-qwen35moe-Q4_K_M; do
+for m in tiny-qwen3moe-Q4_K_M tiny-llama-Q4_K_M tiny-qwen35moe-Q4_K_M tiny-gemma4-Q4_K_M; do
     NS_CUDA_REAL=1 step "test_cuda_backend $m" 120 sh tests/run/test_cuda_backend.sh \
         "$bin/nsctl" "$bin/nscompute-cuda" "$stage/oracle/tiny/$m.gguf"
 done

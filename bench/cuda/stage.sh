@@ -4,10 +4,12 @@
 # Builds nothing. PARTs (default: kernels fwd):
 #   kernels   the CUDA kernel tests and the GEMV benchmark
 #   dequant   the dequantization test and its goldens (17 MB)
-#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss/qwen35/qwen35moe oracle
-#             models and the six stories260K ones (odd-width float rows, 3.3 MB),
+#   fwd       test_cfwd with the quantized llama/qwen3/qwen3moe/gpt-oss/qwen35/qwen35moe/gemma3/
+#             gemma4 oracle models (with the gemma ones' .dequant.f32 references) and the six stories260K ones (odd-width float rows, 3.3 MB),
 #             bench_cuda_decode, and nsctl (mkmodel makes the 8B model there)
 #   fwd-f32   the F32 tiny models too (30 MB more: stage them in a call of their own)
+#   gemma-e   hf/gemma4_e's F32 GGUF and Transformers' logits (16 MB): per-layer inputs and
+#             KV-shared layers
 #   pipeline  nsctl, nsio, nsplan, nsrouter, nscompute, nscompute-cuda (nsctl run --backend cuda)
 # plus the non-system shared libraries the binaries link (shared/tools/device-bundle.sh).
 set -euo pipefail
@@ -41,7 +43,17 @@ for part in $parts; do
         for f in llama-Q8_0 llama-Q4_K_M qwen3-Q4_K_M qwen3-Q5_K_M qwen3-Q6_K qwen3-Q4_0 \
             qwen3moe-Q4_K_M gpt-oss-MXFP4_MOE qwen35-Q4_K_M qwen35moe-Q4_K_M; do
             cp "$oracle/tiny/tiny-$f.gguf" "$stage/oracle/tiny/"
+        done
+        for f in gemma3-Q4_K_M gemma4-Q4_K_M; do
+            cp "$oracle/tiny/tiny-$f.gguf" "$oracle/tiny/tiny-$f.seqA.json" \
+                "$oracle/tiny/tiny-$f.seqA.dequant.f32" "$stage/oracle/tiny/"
         done ;;
+    gemma-e)
+        bin tests/cuda/test_cfwd
+        mkdir -p "$stage/oracle/hf/gemma4_e/gguf"
+        cp "$oracle/hf/gemma4_e/gguf/gemma4_e-f32.gguf" "$stage/oracle/hf/gemma4_e/gguf/"
+        cp "$oracle/hf/gemma4_e/seqA.json" "$oracle/hf/gemma4_e/seqA.logits.f32" \
+            "$stage/oracle/hf/gemma4_e/" ;;
     fwd-f32)
         bin tests/cuda/test_cfwd
         for f in llama qwen3 qwen3moe gpt-oss; do
@@ -51,7 +63,8 @@ for part in $parts; do
         bin nsctl/nsctl nsio/nsio nsplan/nsplan nsrouter/nsrouter nscompute/nscompute \
             nscompute/nscompute-cuda
         cp "$oracle/tiny/tiny-qwen3moe-Q4_K_M.gguf" "$oracle/tiny/tiny-llama-Q4_K_M.gguf" \
-            "$oracle/tiny/tiny-qwen35moe-Q4_K_M.gguf" "$stage/oracle/tiny/" ;;
+            "$oracle/tiny/tiny-qwen35moe-Q4_K_M.gguf" "$oracle/tiny/tiny-gemma4-Q4_K_M.gguf" \
+            "$stage/oracle/tiny/" ;;
     *)
         echo "stage.sh: unknown part $part" >&2
         exit 2 ;;

@@ -8,6 +8,7 @@
 
 #include "arch.h"
 #include "cfwd_internal.h"
+#include "gemma.h"
 #include "ggml_type.h"
 #include "plan.h"
 
@@ -58,8 +59,11 @@ static void s_destroy(void *arch)
 	free(c->h_fill);
 	free(c->h_x);
 	free(c->h_ids);
+	free(c->h_pl);
+	free(c->g_k);
+	free(c->g_v);
 	if (c->L_destroy)
-		c->L_destroy(c->L);
+		c->L_destroy(c->G ? (void *)c->G : (void *)c->L);
 	free(c);
 }
 
@@ -71,8 +75,9 @@ int ns_cfwd_probe(char *err, size_t errlen)
 	return -ENODEV;
 }
 
+/* n_head, dv: the attention workspace's geometry (gemma: the widest head) */
 static int s_cuda_init(struct cfwd *c, const struct ns_cfwd_opts *o, uint32_t n_ctx,
-		       char *err, size_t errlen)
+		       uint32_t n_head, uint32_t dv, char *err, size_t errlen)
 {
 	struct ns_cfwd_need need;
 	uint64_t budget, reserve, state;
@@ -83,8 +88,8 @@ static int s_cuda_init(struct cfwd *c, const struct ns_cfwd_opts *o, uint32_t n_
 		return rc;
 	if ((rc = ns_cfwd_vram_need(c->m, o, &need, err, errlen)) < 0)
 		return rc;
-	if (ns_cuda_attn_ws_bytes(o->n_batch, c->L->n_head, n_ctx, c->L->dv) !=
-	    nsplan_gpu_attn_ws(o->n_batch, c->L->n_head, n_ctx, c->L->dv)) {
+	if (ns_cuda_attn_ws_bytes(o->n_batch, n_head, n_ctx, dv) !=
+	    nsplan_gpu_attn_ws(o->n_batch, n_head, n_ctx, dv)) {
 		ns_errf(err, errlen, "cuda: attention workspace sizes of attn.cu and gpu_need.c "
 			"disagree (a build of mismatched sources)");
 		return -EINVAL;
@@ -176,6 +181,8 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 {
 	struct ns_fwd *f;
 	struct cfwd *c;
+	uint32_t tok_embd;
+	bool gemma;
 	int rc;
 
 	*out = NULL;
@@ -198,21 +205,26 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		return -ENOMEM;
 	}
 	/* the model description, as the CPU pass builds it, without its host state */
-	rc = ns_llama_setup(f, 0, false, err, errlen);
-	c->L = f->arch;
+	gemma = f->am->arch->builder == NS_BUILD_GEMMA; /* not its MoE variant (arch_bind.c) */
+	rc = gemma ? ns_gemma_setup(f, 0, false, err, errlen) :
+		     ns_llama_setup(f, 0, false, err, errlen);
+	if (gemma)
+		c->G = f->arch;
+	else
+		c->L = f->arch;
 	c->L_destroy = f->arch_destroy;
 	f->arch = c;
 	f->arch_destroy = s_destroy;
 	if (rc < 0)
 		goto fail;
-	f->eval_chunk = cfwd_eval_chunk;
+	f->eval_chunk = gemma ? cfwd_gemma_eval_chunk : cfwd_eval_chunk;
 	c->m = m;
 	c->am = f->am;
 	c->hp = &f->am->hp;
 	c->host = host;
 	c->n_batch = f->n_batch;
 	if (!(c->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*c->t))) ||
-	    !(c->dl = calloc(c->L->n_layer, sizeof(*c->dl)))) {
+	    !(c->dl = calloc(f->am->n_layer ? f->am->n_layer : 1, sizeof(*c->dl)))) {
 		ns_errf(err, errlen, "out of memory");
 		rc = -ENOMEM;
 		goto fail;
@@ -221,8 +233,11 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		struct ns_cfwd_opts o = *opts;
 
 		o.n_batch = f->n_batch;
-		if ((rc = s_cuda_init(c, &o, f->n_ctx, err, errlen)) < 0 ||
-		    (rc = cfwd_state(c, f->n_ctx, err, errlen)) < 0 ||
+		if ((rc = s_cuda_init(c, &o, f->n_ctx, gemma ? c->G->n_head : c->L->n_head,
+				      gemma ? c->G->max_q / c->G->n_head : c->L->dv, err,
+				      errlen)) < 0 ||
+		    (rc = gemma ? cfwd_gemma_state(c, f->n_ctx, err, errlen) :
+				  cfwd_state(c, f->n_ctx, err, errlen)) < 0 ||
 		    (rc = cfwd_vectors(c, f->held, err, errlen)) < 0 ||
 		    (rc = cfwd_windows(c, &o, err, errlen)) < 0)
 			goto fail;
@@ -235,10 +250,16 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		}
 	}
 	/* a row lands at x + t * n_embd: the dequant kernel wants 16-byte aligned rows of x */
-	if (cfwd_whole(c, c->L->tok_embd) && c->L->n_embd % 4 == 0)
-		c->embd_dev = c->t[c->L->tok_embd].w[0].dev;
-	/* recurrent models (qwen35) take the plain path: their graph was never run on a GPU */
-	c->graph_ok = !opts->no_graphs && !c->L->moe && !c->L->dnet && cfwd_all_resident(c);
+	tok_embd = gemma ? c->G->tok_embd : c->L->tok_embd;
+	if (cfwd_whole(c, tok_embd) && (gemma ? c->G->n_embd : c->L->n_embd) % 4 == 0)
+		c->embd_dev = c->t[tok_embd].w[0].dev;
+	if (gemma && c->G->ple && cfwd_whole(c, c->G->ple_embd) &&
+	    ((uint64_t)c->G->n_layer * c->G->ple) % 4 == 0)
+		c->ple_dev = c->t[c->G->ple_embd].w[0].dev;
+	/* recurrent models (qwen35) take the plain path: their graph was never run on a GPU;
+	 * gemma too (its pass, cfwd_gemma.c, has no graph capture yet) */
+	c->graph_ok = !opts->no_graphs && !gemma && !c->L->moe && !c->L->dnet &&
+		      cfwd_all_resident(c);
 	c->act_q8 = opts->act_q8;
 	c->st.graphs = c->graph_ok;
 	c->st.vram_budget = ns_vram_budget(c->vram);
@@ -253,6 +274,6 @@ fail:
 void ns_cfwd_stats(const struct ns_fwd *f, struct ns_cfwd_stats *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (f && f->eval_chunk == cfwd_eval_chunk)
+	if (f && (f->eval_chunk == cfwd_eval_chunk || f->eval_chunk == cfwd_gemma_eval_chunk))
 		*out = ((const struct cfwd *)f->arch)->st;
 }

@@ -27,7 +27,7 @@ static int s_step_body(struct ns_fwd *f, struct cfwd *c)
 
 /* Logits to the caller (c->cs synchronized: the legacy-stream copy waits for nothing),
  * counted, and counted again when the destination is pageable. */
-static int s_download(struct cfwd *c, float *dst, const float *dev_src, uint64_t bytes)
+int cfwd_download(struct cfwd *c, float *dst, const float *dev_src, uint64_t bytes)
 {
 	c->st.logits_bytes += bytes;
 	if (ns_cuda_host_pinned(dst) == 0) /* an error counts as pinned: only a figure */
@@ -63,20 +63,20 @@ static int s_eval_graph(struct ns_fwd *f, struct cfwd *c, float *logits)
 	}
 	CFWD_TRY("graph", ns_cuda_graph_launch(c->graph, c->cs));
 	CFWD_TRY("sync", ns_cuda_stream_sync(c->cs));
-	CFWD_TRY("download", s_download(c, logits, c->logits, (uint64_t)c->L->n_vocab * 4));
+	CFWD_TRY("download", cfwd_download(c, logits, c->logits, (uint64_t)c->L->n_vocab * 4));
 	return 0;
 }
 
 /* x = token_embd[tokens]   (n, n_embd). With the embedding whole in VRAM, each row is
  * dequantized there (the kernel is bit-exact with the CPU's dequantization, so x is the same
  * either way); otherwise the rows come from the host provider, a round trip to nsio. */
-static int s_embed(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens, uint32_t n)
+int cfwd_rows(struct ns_fwd *f, struct cfwd *c, uint32_t tensor, const void *dev_table,
+	      uint64_t width, const int32_t *tokens, uint32_t n, float *dst, float *h_buf)
 {
-	const struct ns_llama *L = c->L;
-	const struct ns_model_tensor *te = &c->m->tensors[L->tok_embd];
+	const struct ns_model_tensor *te = &c->m->tensors[tensor];
 	int rc;
 
-	if (c->embd_dev) {
+	if (dev_table) {
 		for (uint32_t t = 0; t < n; t++) {
 			if (tokens[t] < 0 || (uint64_t)tokens[t] >= te->n_rows) {
 				ns_errf(f->err, sizeof(f->err), "forward: token id %d is outside the "
@@ -84,23 +84,23 @@ static int s_embed(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens, uint
 					(unsigned long long)te->n_rows);
 				return -EINVAL;
 			}
-			CFWD_TRY("embedding", ns_cuda_dequant(te->type, (const uint8_t *)c->embd_dev +
+			CFWD_TRY("embedding", ns_cuda_dequant(te->type, (const uint8_t *)dev_table +
 							   (uint64_t)tokens[t] * te->row_bytes,
-							   L->n_embd, 1,
-							   c->x + (uint64_t)t * L->n_embd, c->cs));
+							   width, 1, dst + (uint64_t)t * width,
+							   c->cs));
 		}
 		return 0;
 	}
 	for (uint32_t t = 0; t < n; t++)
 		c->h_ids[t] = tokens[t];
-	rc = ns_weights_get_rows(c->host, L->tok_embd, c->h_ids, n, c->h_x);
+	rc = ns_weights_get_rows(c->host, tensor, c->h_ids, n, h_buf);
 	if (rc < 0) {
 		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(c->host));
 		return rc;
 	}
-	/* in c->cs, ordered before the launches that read x (ns_cuda_h2d's legacy stream is not);
-	 * h_x is pageable, staged before the call returns, so it may be refilled at once */
-	CFWD_TRY("upload", ns_cuda_copy_h2d_async(c->x, c->h_x, (uint64_t)n * L->n_embd * 4, c->cs,
+	/* in c->cs, ordered before the launches that read dst (ns_cuda_h2d's legacy stream is
+	 * not); h_buf is pageable, staged before the call returns, so it may be refilled at once */
+	CFWD_TRY("upload", ns_cuda_copy_h2d_async(dst, h_buf, (uint64_t)n * width * 4, c->cs,
 					       NULL));
 	return 0;
 }
@@ -114,7 +114,7 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	int rc;
 
 	/* x = token_embd[tokens]   (n, n_embd) */
-	rc = s_embed(f, c, tokens, n);
+	rc = cfwd_rows(f, c, L->tok_embd, c->embd_dev, L->n_embd, tokens, n, c->x, c->h_x);
 	if (rc < 0)
 		return rc;
 	c->res_pending = false; /* x is the embedding: nothing to add */
@@ -159,7 +159,7 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 		if (g + m >= n)
 			c->res_pending = false;
 		CFWD_TRY("sync", ns_cuda_stream_sync(c->cs));
-		CFWD_TRY("download", s_download(c, logits + (uint64_t)(g - t0) * L->n_vocab, c->logits,
+		CFWD_TRY("download", cfwd_download(c, logits + (uint64_t)(g - t0) * L->n_vocab, c->logits,
 					     (uint64_t)m * L->n_vocab * 4));
 	}
 	return 0;

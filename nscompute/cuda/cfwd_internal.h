@@ -5,6 +5,7 @@
  *   cfwd_matmul.c  a matrix times activations: resident windows in place, the rest staged
  *   cfwd_layer.c   the layer: norms, attention, dense and MoE FFN
  *   cfwd_dnet.c    a Gated DeltaNet layer's mixer (qwen35, qwen35moe)
+ *   cfwd_gemma.c   gemma3 / gemma4: their caches and scratch, and their whole chunk
  *   cfwd_eval.c    one chunk: embedding, layers, head, logits; decode graphs
  *   cfwd_prof.c    NS_CFWD_PROFILE's timing of each step
  * Launches go on one compute stream (cs), except a one-token step's q/k/v and gate/up GEMVs
@@ -65,8 +66,11 @@ struct cfwd_prof {
 	double wall_ms, host_ms;  /* whole evaluations; their submission (until the first wait) */
 };
 
+struct ns_gemma;
+
 struct cfwd {
-	struct ns_llama *L;       /* the model description (llama.h), owned */
+	struct ns_llama *L;       /* the model description (llama.h), owned; NULL for gemma */
+	struct ns_gemma *G;       /* gemma3/gemma4's description (gemma.h), owned, or NULL */
 	void (*L_destroy)(void *);
 	const struct ns_model *m;
 	struct ns_weights *host;  /* borrowed */
@@ -96,6 +100,12 @@ struct cfwd {
 	float *dn_state;
 	uint64_t dn_state_bytes;
 	float *d_qkv, *d_z, *d_b, *d_a, *d_o;
+	/* gemma (cfwd_gemma.c): each layer's own K and V (n_ctx, n_head_kv * dk) or NULL for a
+	 * KV-shared layer, the per-layer inputs (n_batch, n_layer * ple) and a layer's gated
+	 * input (n_batch, ple); host rows of per_layer_token_embd (n_batch, n_layer * ple) */
+	float **g_k, **g_v;
+	float *pl, *pg, *h_pl;
+	const void *ple_dev;      /* per_layer_token_embd whole in VRAM, or NULL */
 	/* MoE scratch */
 	float *m_logits, *m_w, *m_xg, *m_hb, *m_hu, *m_yd, *m_ys;
 	int32_t *m_sel, *m_tok, *m_slot;
@@ -145,6 +155,8 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen);
 int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t errlen);
 /* Allocate and fill the VRAM windows (all_resident: every matrix, whole). */
 int cfwd_windows(struct cfwd *c, const struct ns_cfwd_opts *o, char *err, size_t errlen);
+/* The device copy of the held slot of a layer (-1: global), or NULL. */
+float *cfwd_dheld(const struct cfwd *c, int32_t layer, unsigned slot);
 /* Tensor t whole in one VRAM window? */
 bool cfwd_whole(const struct cfwd *c, uint32_t t);
 /* Every matrix a decode step multiplies whole in VRAM (capturable)? */
@@ -172,7 +184,24 @@ int cfwd_ffn_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
  * already done by the caller: xb). */
 int cfwd_dnet_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
 
+/* ---------------------------------------------------------------- cfwd_gemma.c ---------- */
+
+/* gemma: every own-KV layer's whole cache, the scratch (nsplan/gpu_need.c counts the same),
+ * the host buffers. */
+int cfwd_gemma_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen);
+/* struct ns_fwd's eval_chunk of the gemma pass. */
+int cfwd_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+			  bool all);
+
 /* ---------------------------------------------------------------- cfwd_eval.c ----------- */
+
+/* dst (n, width) = the rows of tensor at tokens: dequantized on the device from dev_table
+ * (the tensor whole in VRAM) when not NULL, else from the host provider through h_buf
+ * (n * width floats of host memory). The token embedding, gemma4's per-layer table. */
+int cfwd_rows(struct ns_fwd *f, struct cfwd *c, uint32_t tensor, const void *dev_table,
+	      uint64_t width, const int32_t *tokens, uint32_t n, float *dst, float *h_buf);
+/* Logits to the caller (c->cs synchronized), counted. */
+int cfwd_download(struct cfwd *c, float *dst, const float *dev_src, uint64_t bytes);
 
 /* struct ns_fwd's eval_chunk of the pass. */
 int cfwd_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,

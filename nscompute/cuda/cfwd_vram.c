@@ -105,8 +105,7 @@ static int s_upload(struct cfwd *c, float **dev, const float *host, uint64_t n, 
 	return rc;
 }
 
-/* The device copy of a held slot at a layer (-1: global), or NULL. */
-static float *s_dheld(const struct cfwd *c, int32_t layer, unsigned slot)
+float *cfwd_dheld(const struct cfwd *c, int32_t layer, unsigned slot)
 {
 	return c->dheld[(uint64_t)(layer < 0 ? c->am->n_layer : (uint32_t)layer) * NS_SLOT_COUNT +
 			slot];
@@ -134,32 +133,32 @@ int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t e
 				   am->m->tensors[st->tensor].n_elems, err, errlen)))
 			return rc;
 	}
-	c->output_norm = s_dheld(c, -1, NS_T_OUTPUT_NORM);
-	c->rope_freqs = s_dheld(c, -1, NS_T_ROPE_FREQS);
+	c->output_norm = cfwd_dheld(c, -1, NS_T_OUTPUT_NORM);
+	c->rope_freqs = cfwd_dheld(c, -1, NS_T_ROPE_FREQS);
 	for (uint32_t l = 0; l < am->n_layer; l++) {
 		const int32_t y = (int32_t)l;
 		struct cfwd_dlayer *d = &c->dl[l];
 
-		d->attn_norm = s_dheld(c, y, NS_T_ATTN_NORM);
-		d->ffn_norm = s_dheld(c, y, NS_T_FFN_NORM);
+		d->attn_norm = cfwd_dheld(c, y, NS_T_ATTN_NORM);
+		d->ffn_norm = cfwd_dheld(c, y, NS_T_FFN_NORM);
 		if (!d->ffn_norm) /* gpt-oss names it post_attention_norm */
-			d->ffn_norm = s_dheld(c, y, NS_T_ATTN_POST_NORM);
-		d->q_norm = s_dheld(c, y, NS_T_ATTN_Q_NORM);
-		d->k_norm = s_dheld(c, y, NS_T_ATTN_K_NORM);
-		d->bq = s_dheld(c, y, NS_T_ATTN_Q_B);
-		d->bk = s_dheld(c, y, NS_T_ATTN_K_B);
-		d->bv = s_dheld(c, y, NS_T_ATTN_V_B);
-		d->bo = s_dheld(c, y, NS_T_ATTN_OUT_B);
-		d->sinks = s_dheld(c, y, NS_T_ATTN_SINKS);
-		d->router_b = s_dheld(c, y, NS_T_FFN_GATE_INP_B);
-		d->gate_b = s_dheld(c, y, NS_T_FFN_GATE_EXPS_B);
-		d->up_b = s_dheld(c, y, NS_T_FFN_UP_EXPS_B);
-		d->down_b = s_dheld(c, y, NS_T_FFN_DOWN_EXPS_B);
-		d->shexp_gate = s_dheld(c, y, NS_T_FFN_GATE_INP_SHEXP);
-		d->conv_w = s_dheld(c, y, NS_T_SSM_CONV1D);
-		d->dt_b = s_dheld(c, y, NS_T_SSM_DT_B);
-		d->ssm_a = s_dheld(c, y, NS_T_SSM_A);
-		d->ssm_norm = s_dheld(c, y, NS_T_SSM_NORM);
+			d->ffn_norm = cfwd_dheld(c, y, NS_T_ATTN_POST_NORM);
+		d->q_norm = cfwd_dheld(c, y, NS_T_ATTN_Q_NORM);
+		d->k_norm = cfwd_dheld(c, y, NS_T_ATTN_K_NORM);
+		d->bq = cfwd_dheld(c, y, NS_T_ATTN_Q_B);
+		d->bk = cfwd_dheld(c, y, NS_T_ATTN_K_B);
+		d->bv = cfwd_dheld(c, y, NS_T_ATTN_V_B);
+		d->bo = cfwd_dheld(c, y, NS_T_ATTN_OUT_B);
+		d->sinks = cfwd_dheld(c, y, NS_T_ATTN_SINKS);
+		d->router_b = cfwd_dheld(c, y, NS_T_FFN_GATE_INP_B);
+		d->gate_b = cfwd_dheld(c, y, NS_T_FFN_GATE_EXPS_B);
+		d->up_b = cfwd_dheld(c, y, NS_T_FFN_UP_EXPS_B);
+		d->down_b = cfwd_dheld(c, y, NS_T_FFN_DOWN_EXPS_B);
+		d->shexp_gate = cfwd_dheld(c, y, NS_T_FFN_GATE_INP_SHEXP);
+		d->conv_w = cfwd_dheld(c, y, NS_T_SSM_CONV1D);
+		d->dt_b = cfwd_dheld(c, y, NS_T_SSM_DT_B);
+		d->ssm_a = cfwd_dheld(c, y, NS_T_SSM_A);
+		d->ssm_norm = cfwd_dheld(c, y, NS_T_SSM_NORM);
 	}
 	return 0;
 }

@@ -355,6 +355,30 @@ int ns_cuda_add_sigmoid_scaled(float *dev_y, const float *dev_src, const float *
 			       const float *dev_gw, uint64_t n, uint32_t n_tok,
 			       ns_cuda_stream_t s);
 
+/* ------------------------------------------------------------ Gemma -------------------- */
+/* The element-wise steps of gemma3 / gemma4 (gemma.cu), as nscompute/forward/gemma_eval.c
+ * computes them (the emulation runs ops.c's ns_gelu_tanh and the same expressions:
+ * emu/emu_gemma.c). Norms, RoPE, attention and matmuls are the kernels above. */
+
+/* dev_g[r][i] = gelu_tanh(dev_g[r][i]) * dev_u[r][i] for i < n, r < n_rows, rows ldg and ldu
+ * floats apart (the FFN's gate and up, and the per-layer input gate times that layer's slice
+ * of the per-layer inputs). gelu_tanh: ns_gelu_tanh's expression in float. */
+int ns_cuda_geglu(float *dev_g, uint64_t ldg, const float *dev_u, uint64_t ldu, uint64_t n,
+		  uint32_t n_rows, ns_cuda_stream_t s);
+
+/* dev_x[i] *= (dev_scale ? *dev_scale : scale) for i < n (the embedding's sqrt(n_embd), the
+ * per-layer projection's 1/sqrt(n_embd), a layer's output scale held on the device). */
+int ns_cuda_scale(float *dev_x, uint64_t n, float scale, const float *dev_scale,
+		  ns_cuda_stream_t s);
+
+/* dev_x[i] = cap * tanh(dev_x[i] / cap) for i < n (final logit soft-capping); cap > 0. */
+int ns_cuda_softcap(float *dev_x, uint64_t n, float cap, ns_cuda_stream_t s);
+
+/* dev_pl[i] = (dev_proj[i] + dev_pl[i] * row_scale) * mix_scale for i < n (gemma4 E: the
+ * per-layer inputs from the table's rows and the normed projection of the embedding). */
+int ns_cuda_ple_mix(float *dev_pl, const float *dev_proj, uint64_t n, float row_scale,
+		    float mix_scale, ns_cuda_stream_t s);
+
 /* ------------------------------------------------------------ graphs -------------------- */
 /* A decode step replayed as a CUDA graph reads its position from device memory: these
  * variants of ns_cuda_rope, ns_cuda_attention (one token) and of the KV-cache write take it

@@ -356,6 +356,12 @@ static void s_globals_init(struct ns_fwd *f, struct ns_gemma *G)
 
 int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen)
 {
+	return ns_gemma_setup(f, ffn_rows, true, err, errlen);
+}
+
+int ns_gemma_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *err,
+		   size_t errlen)
+{
 	const struct ns_arch_model *am = f->am;
 	struct ns_gemma *G;
 	int rc;
@@ -386,6 +392,10 @@ int ns_gemma_init(struct ns_fwd *f, uint32_t ffn_rows, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	f->kv->n_ctx = f->kv->n_slot = f->n_ctx; /* holds nothing: not a ring */
+	if (!host_state) { /* the backend keeps its own caches and scratch (nscompute/cuda) */
+		f->arch_cut = NULL;
+		return 0;
+	}
 	if ((am->kinds & NS_LAYER_MOE) &&
 	    (rc = ns_moe_new(f, f->n_batch, ffn_rows, &G->moe, err, errlen)))
 		return rc;

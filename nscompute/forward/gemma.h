@@ -83,6 +83,13 @@ struct ns_gemma {
 	float *cs;     /* (max rope dims) angles of one position */
 };
 
+/* The description (layers, tensors, vectors, RoPE, KV sources, scales) as ns_gemma_init
+ * builds it; with host_state false no KV cache, attention workspace or scratch, and no cut
+ * (f->arch_cut NULL): the CUDA pass (nscompute/cuda/cfwd_gemma.c) keeps its own on the device
+ * and replaces f->arch, f->eval_chunk. ns_gemma_init is host_state true. */
+int ns_gemma_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *err,
+		   size_t errlen);
+
 /* The gemma layer pass (gemma_eval.c): f->eval_chunk. */
 int ns_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			bool all);

@@ -29,9 +29,16 @@
  *      (n_batch 1) against the CPU fed the same way (cosine >= 0.999: recurrent state and
  *      conv history carried across chunks and calls); a cut back refused where the CPU
  *      refuses it (recurrent models: anywhere but 0), and a cut to 0 starts afresh.
+ *   8. with --ref PREFIX KIND (the oracle's references, as tests/forward's golden test):
+ *      the tokens of PREFIX.json through the CUDA pass (all resident) against
+ *      PREFIX.dequant.f32 (KIND dequant: the exact reference of a quantized or gemma file) or
+ *      Transformers' PREFIX.logits.f32 (KIND hf): max |diff| <= 1e-4 at every position, token
+ *      by token (every matmul a GEMV in f32); in one chunk too over the emulation (the
+ *      kernels' prefill GEMM rounds x and W to f16: there the chunk's figure is printed, and
+ *      section 1 holds it to the CPU by cosine).
  * With --expect-refusal TEXT: ns_cfwd_new must refuse the model (a negative errno, no pass
  * made) with a one-line reason containing TEXT.
- * With --kernels (the simt build: the kernels' sources on the CPU, ~100x slower than the
+ * With --kernels (the simt build, --ref after it where given: the kernels' sources on the CPU, ~100x slower than the
  * emulation) only the passes that reach different kernels run: 1, 3 without the plain-launch
  * pass (simt has no graphs), 4, 5 and 6 resident. Streaming, half residency and graph replay
  * are the host's orchestration over the same kernels, checked on every model by the emulation
@@ -46,6 +53,7 @@
 #include "forward.h"
 #include "ggml_type.h"
 #include "gemv.h"
+#include "json_ints.h"
 #include "model.h"
 #include "ns_test.h"
 #include "nscuda.h"
@@ -111,6 +119,65 @@ static bool s_quantized(const struct ns_model *m)
 	return false;
 }
 
+#define REF_TOL 1e-4  /* tests/forward/test_forward_golden.c's LOGIT_TOL */
+#define REF_MAX_TOK 1024
+
+/* 8. The oracle's tokens of PREFIX.json through a CUDA pass with options o, in one chunk
+ * (n_batch 0) or token by token (n_batch 1), all positions, against PREFIX.dequant.f32 (kind
+ * "dequant") or PREFIX.logits.f32 ("hf"): max |diff| <= REF_TOL when check, else printed. */
+static void s_reference(const struct ns_model *m, struct ns_weights *w,
+			const struct ns_cfwd_opts *o, const char *prefix, const char *kind,
+			uint64_t V, uint32_t n_batch, bool check)
+{
+	struct ns_cfwd_opts ro = *o;
+	int64_t t64[REF_MAX_TOK];
+	int32_t toks[REF_MAX_TOK];
+	char rel[1024], path[4096], err[512];
+	struct ns_fwd *f = NULL;
+	float *ref = NULL, *got = NULL;
+	char *json;
+	size_t n = 0, len = 0;
+	double worst = 0.0;
+
+	snprintf(rel, sizeof(rel), "%s.json", prefix);
+	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
+	if (!json || json_ints(json, "tokens", t64, REF_MAX_TOK, &n) || !n) {
+		CHECK(0, "%s: cannot read tokens", path);
+		free(json);
+		return;
+	}
+	free(json);
+	for (size_t i = 0; i < n; i++)
+		toks[i] = (int32_t)t64[i];
+	snprintf(rel, sizeof(rel), "%s%s", prefix,
+		 !strcmp(kind, "hf") ? ".logits.f32" : ".dequant.f32");
+	ref = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
+	got = calloc(n * V, 4);
+	ro.n_ctx = n > ro.n_ctx ? (uint32_t)n : ro.n_ctx;
+	ro.n_batch = n_batch ? n_batch : (uint32_t)n;
+	if (!ref || len != n * V * 4 || !got) {
+		CHECK(0, "%s: %zu bytes, expected %zu", path, len, (size_t)(n * V * 4));
+	} else if (ns_cfwd_new(m, w, &ro, &f, err, sizeof(err)) < 0) {
+		CHECK(0, "reference pass: %s", err);
+	} else if (ns_fwd_eval(f, toks, (uint32_t)n, got, true) < 0) {
+		CHECK(0, "reference pass: %s", ns_fwd_error(f));
+	} else {
+		for (uint64_t i = 0; i < n * V; i++) {
+			const double d = fabs((double)got[i] - ref[i]);
+
+			worst = d > worst || d != d ? d : worst;
+		}
+		printf("reference %s (%s, %zu tokens, %s): max |diff| %.3g%s\n", rel, kind, n,
+		       n_batch == 1 ? "token by token" : "one chunk", worst,
+		       check ? "" : " (not checked)");
+		CHECK(!check || worst <= REF_TOL, "%s (%s): max |diff| %.3g > %g", rel,
+		      n_batch == 1 ? "token by token" : "one chunk", worst, REF_TOL);
+	}
+	ns_fwd_destroy(&f);
+	free(ref);
+	free(got);
+}
+
 /* Logits of the prompt (all positions) through a CUDA pass with options o. */
 static int s_cuda_prompt(const struct ns_model *m, struct ns_weights *w,
 			 const struct ns_cfwd_opts *o, const int32_t *toks, float *out,
@@ -150,10 +217,24 @@ int main(int argc, char **argv)
 	double worst_cos = 1.0, worst_diff = 0.0, worst_q8 = 1.0, worst_q8f = 1.0;
 	uint32_t seed = 12345u;
 	bool kernels_only = argc > 2 && !strcmp(argv[2], "--kernels");
+	const char *ref_prefix = NULL, *ref_kind = NULL;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: test_cfwd MODEL.gguf [--expect-refusal TEXT | --kernels]\n");
 		return 2;
+	}
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--ref") && i + 2 < argc &&
+		    (!strcmp(argv[i + 2], "dequant") || !strcmp(argv[i + 2], "hf"))) {
+			ref_prefix = argv[i + 1];
+			ref_kind = argv[i + 2];
+			i += 2;
+		} else if (strcmp(argv[i], "--kernels") || i != 2) {
+			if (i == 2 && !strcmp(argv[i], "--expect-refusal"))
+				break;
+			fprintf(stderr, "bad argument %s\n", argv[i]);
+			return 2;
+		}
 	}
 	ns_test_require_oracle();
 	if (ns_cuda_device_count() <= 0) {
@@ -222,14 +303,15 @@ int main(int argc, char **argv)
 		CHECK(c >= 0.999, "position %d: cosine %.6f < 0.999", t, c);
 	}
 
-	/* the arena is exactly what ns_cfwd_vram_need says */
+	/* the arena is exactly what ns_cfwd_vram_need says, and all resident the pass takes all
+	 * of it (nsplan counts no buffer the pass does not allocate: gemma's KV-shared layers) */
 	{
 		struct ns_cfwd_need nd;
 		struct ns_cfwd_stats st;
 
 		CHECK(ns_cfwd_vram_need(m, &o, &nd, err, sizeof(err)) == 0, "need: %s", err);
 		ns_cfwd_stats(gpu, &st);
-		CHECK(st.vram_budget == nd.total && st.vram_used <= st.vram_budget &&
+		CHECK(st.vram_budget == nd.total && st.vram_used == st.vram_budget &&
 		      st.vram_bytes <= nd.weights && nd.weights - st.vram_bytes < 256 * m->n_tensors,
 		      "arena %llu (used %llu, weights %llu) vs need %llu (weights %llu)",
 		      (unsigned long long)st.vram_budget, (unsigned long long)st.vram_used,
@@ -481,6 +563,17 @@ int main(int argc, char **argv)
 			free(ac);
 			free(ag);
 		}
+	}
+
+	/* the kernels' prefill GEMM rounds x and W to f16 (README): a chunk is held to the
+	 * references in the emulation only, the GEMVs of one token at a time everywhere */
+	if (ref_prefix) {
+		struct ns_cuda_devinfo di;
+		const bool emulated = ns_cuda_device_info(0, &di, err, sizeof(err)) == 0 &&
+				      !strcmp(di.name, "cpu-emulation") && !kernels_only;
+
+		s_reference(m, w, &o, ref_prefix, ref_kind, V, 0, emulated);
+		s_reference(m, w, &o, ref_prefix, ref_kind, V, 1, true);
 	}
 
 	ns_cfwd_stats(gpu, &gst);

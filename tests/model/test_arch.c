@@ -130,8 +130,8 @@ static void s_table(void)
 			     "qwen3vl, qwen3vlmoe"),
 	       "computed: %s", list);
 	ns_arch_computed_list(NS_BACKEND_CUDA, list, sizeof(list));
-	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, qwen3vl, "
-			     "qwen3vlmoe"),
+	EXPECT(!strcmp(list, "llama, qwen3, qwen3moe, gpt-oss, qwen35, qwen35moe, gemma3, gemma4, "
+			     "qwen3vl, qwen3vlmoe"),
 	       "computed by cuda: %s", list);
 	for (unsigned s = 0; s < NS_SLOT_COUNT; s++)
 		for (unsigned t = s + 1; t < NS_SLOT_COUNT; t++)
@@ -252,7 +252,7 @@ struct s_edit {
 	const char *add;       /* a tensor added (F32 zeros), or NULL */
 	uint64_t add_ne[2];
 	const char *reshape;   /* a tensor given add_ne instead */
-	const char *key;       /* a u32 key set, or NULL */
+	const char *key;       /* a u32 key set (added when the file lacks it), or NULL */
 	uint32_t key_value;
 	const char *arch;      /* general.architecture replaced, or NULL */
 };
@@ -264,6 +264,7 @@ static int s_variant(const char *rel, const struct s_edit *e, const char *out)
 	struct ns_model *m = NULL;
 	const struct ns_gguf *g;
 	char path[2048], err[NS_ERR_LEN];
+	bool key_set = false;
 	int rc = -ENOMEM;
 
 	if (!w || ns_model_open(ns_test_oracle_path(path, sizeof(path), rel), &m, err,
@@ -273,15 +274,20 @@ static int s_variant(const char *rel, const struct s_edit *e, const char *out)
 	for (uint64_t i = 0; i < g->n_kv; i++) {
 		const struct ns_gguf_kv *kv = &g->kv[i];
 
+		const bool edit_key = e->key && !strcmp(kv->key.s, e->key);
+
+		key_set |= edit_key;
 		if (!strcmp(kv->key.s, "general.architecture") && e->arch)
 			rc = ns_gguf_writer_set_str(w, kv->key.s, e->arch);
-		else if (e->key && !strcmp(kv->key.s, e->key))
+		else if (edit_key)
 			rc = ns_gguf_writer_set_u32(w, kv->key.s, e->key_value);
 		else
 			rc = ns_gguf_writer_set_value(w, kv->key.s, &kv->value);
 		if (rc)
 			goto out;
 	}
+	if (e->key && !key_set && (rc = ns_gguf_writer_set_u32(w, e->key, e->key_value)))
+		goto out;
 	for (uint64_t i = 0; i < m->n_tensors; i++) {
 		const struct ns_model_tensor *t = &m->tensors[i];
 		const bool reshape = e->reshape && !strcmp(t->name, e->reshape);
@@ -365,6 +371,26 @@ static void s_edits(void)
 		 NULL, tmp);
 	s_edited("tiny/tiny-llama-F32.gguf", &(struct s_edit){ .arch = "nonesuch" },
 		 "architecture 'nonesuch' is not supported (computed: llama, qwen3", tmp);
+	/* Gemma 4's mixture-of-experts variant: the cuda backend refuses it with one line before
+	 * the table is consulted (the CUDA pass has no expert layers; the cpu pass may take it) */
+	{
+		struct ns_model *m = NULL;
+		char err[NS_ERR_LEN] = "";
+		int rc;
+
+		if (s_variant("tiny/tiny-gemma4-F32.gguf",
+			      &(struct s_edit){ .key = "gemma4.expert_count", .key_value = 4 },
+			      tmp) == 0 && ns_model_open(tmp, &m, err, sizeof(err)) == 0) {
+			rc = ns_arch_check(m, NS_BACKEND_CUDA, err, sizeof(err));
+			EXPECT(rc == -EINVAL && strstr(err, "architecture 'gemma4' with 4 experts") &&
+			       strstr(err, "cpu backend only") && !strchr(err, '\n'),
+			       "gemma4 MoE on cuda: %d '%s'", rc, err);
+		} else {
+			EXPECT(0, "gemma4 MoE variant: %s", err);
+		}
+		ns_model_close(&m);
+		unlink(tmp);
+	}
 	/* an unknown architecture is described by shapes */
 	{
 		struct ns_model *m = NULL;
