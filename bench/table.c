@@ -11,7 +11,7 @@
 #include "ns_util.h"
 #include "stats.h"
 
-#define S_MAX_COLS 20
+#define S_MAX_COLS 24
 #define S_CELL 64
 
 int ns_table_parse_fmt(const char *s, enum ns_table_fmt *fmt)
@@ -38,6 +38,14 @@ void ns_bench_row_init(struct ns_bench_row *r)
 	r->cache_hit_rate = -1;
 	r->predict_hit_rate = -1;
 	r->disk_bps = -1;
+	r->drafted = r->accepted = r->passes_per_token = -1;
+}
+
+double ns_bench_row_accept_rate(const struct ns_bench_row *r)
+{
+	if (!r->draft[0] || !(r->drafted > 0) || r->accepted < 0)
+		return -1;
+	return r->accepted / r->drafted;
 }
 
 char *ns_bench_row_test(const struct ns_bench_row *r, char *buf, size_t len)
@@ -126,7 +134,7 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 {
 	struct col cols[S_MAX_COLS];
 	size_t nc = 0, width[S_MAX_COLS] = { 0 };
-	bool want_rows = false, want_la = false, want_pred = false;
+	bool want_rows = false, want_la = false, want_pred = false, want_draft = false;
 	char (*cell)[S_MAX_COLS][S_CELL];
 	int ret = 0;
 
@@ -134,6 +142,7 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 		want_rows |= rows[i].block_rows != 0;
 		want_la |= rows[i].lookahead != 0;
 		want_pred |= rows[i].predict_hit_rate >= 0;
+		want_draft |= rows[i].draft[0] != 0;
 	}
 #define COL(h, r) (cols[nc++] = (struct col){ (h), (r) })
 	COL("model", false);
@@ -146,6 +155,8 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 	if (want_la)
 		COL("lookahead", true);
 	COL("test", false);
+	if (want_draft)
+		COL("draft", false);
 	COL("t/s", true);
 	COL("GB/tok", true);
 	COL("req GB/tok", true);
@@ -157,6 +168,12 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 		COL("pred hit %", true);
 	COL("roofline t/s", true);
 	COL("ratio", true);
+	if (want_draft) {
+		COL("drafted", true);
+		COL("accepted", true);
+		COL("accept %", true);
+		COL("passes/tok", true);
+	}
 #undef COL
 	cell = calloc(n + 1, sizeof(*cell));
 	if (!cell)
@@ -180,6 +197,8 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 		if (want_la)
 			s_num(r->lookahead ? r->lookahead : -1.0, "%.0f", row[c++], S_CELL);
 		ns_bench_row_test(r, row[c++], S_CELL);
+		if (want_draft)
+			snprintf(row[c++], S_CELL, "%s", r->draft[0] ? r->draft : "-");
 		if (r->n_samples)
 			snprintf(row[c++], S_CELL, "%.2f ± %.2f", mean, sd);
 		else
@@ -198,6 +217,14 @@ static int s_print_md(FILE *f, const struct ns_bench_row *rows, size_t n)
 			      row[c++], S_CELL);
 		s_num(roof, "%.2f", row[c++], S_CELL);
 		s_num(roof > 0 && r->n_samples ? mean / roof : -1, "%.2f", row[c++], S_CELL);
+		if (want_draft) {
+			double acc = ns_bench_row_accept_rate(r);
+
+			s_num(r->draft[0] ? r->drafted : -1, "%.1f", row[c++], S_CELL);
+			s_num(r->draft[0] ? r->accepted : -1, "%.1f", row[c++], S_CELL);
+			s_num(acc < 0 ? -1 : 100 * acc, "%.1f", row[c++], S_CELL);
+			s_num(r->draft[0] ? r->passes_per_token : -1, "%.3f", row[c++], S_CELL);
+		}
 	}
 	/* widths in characters: "±" is two bytes of UTF-8 and one column */
 	for (size_t i = 0; i <= n; i++) {
@@ -251,7 +278,7 @@ struct field {
 /* Fields of one row, into fl (room for S_FIELDS, exactly the list below: one more field
  * without raising it aborts here instead of writing past the caller's array). Returns the
  * count. */
-#define S_FIELDS 26
+#define S_FIELDS 31
 static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len,
 		       struct field *fl)
 {
@@ -289,6 +316,11 @@ static size_t s_fields(const struct ns_bench_row *r, char *test, size_t test_len
 	F("disk_bps", K_NUM, .d = r->disk_bps);
 	F("roofline_ts", K_NUM, .d = roof);
 	F("roofline_ratio", K_NUM, .d = roof > 0 && r->n_samples ? mean / roof : -1);
+	F("draft", K_STR, .s = r->draft);
+	F("drafted", K_NUM, .d = r->draft[0] ? r->drafted : -1);
+	F("accepted", K_NUM, .d = r->draft[0] ? r->accepted : -1);
+	F("accept_rate", K_NUM, .d = ns_bench_row_accept_rate(r));
+	F("passes_per_token", K_NUM, .d = r->draft[0] ? r->passes_per_token : -1);
 #undef F
 	return k;
 }

@@ -45,7 +45,17 @@ struct ns_bench_row {
 				  * prediction (dense, --moe-predict off) */
 	double disk_bps;         /* the drive's O_DIRECT bandwidth measured in the same run */
 	uint64_t pred_experts, pred_hits; /* the sums behind predict_hit_rate */
+	/* speculative decoding (nsctl bench --draft): the drafter ("none", "ngram",
+	 * "oracle:0.80", a draft model's file name; "" = a teacher-forced tg row or a pp row, no
+	 * draft columns), and per tg run (means over the repeats) the drafted tokens evaluated,
+	 * those kept and decode passes per generated token; bytes_per_token and t/s are then per
+	 * generated token. Unknown: negative. */
+	char draft[64];
+	double drafted, accepted, passes_per_token;
 };
+
+/* accepted / drafted, or -1 (no draft row, nothing drafted). */
+double ns_bench_row_accept_rate(const struct ns_bench_row *r);
 
 /* Reset a row: every measurement unknown, no samples. */
 void ns_bench_row_init(struct ns_bench_row *r);

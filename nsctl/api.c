@@ -713,6 +713,25 @@ int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_
 	return rc;
 }
 
+int ns_engine_generate_ids(struct ns_engine *e, const int32_t *ids, uint32_t n,
+			   const struct ns_gen_params *g, ns_token_fn cb, void *user)
+{
+	struct ns_gen_params def;
+
+	if (!g) {
+		ns_gen_params_default(&def);
+		g = &def;
+	}
+	if (n == 0 || !ids)
+		return ns_errf(e->err, sizeof(e->err), "no prompt tokens"), -EINVAL;
+	if (n > e->n_ctx)
+		return ns_errf(e->err, sizeof(e->err), "the prompt has %u tokens, more than the "
+			       "context of %u (-c)", n, e->n_ctx), -EINVAL;
+	/* (s_run checks every id against the vocabulary) */
+	return s_run(e, &(struct s_run){ .ids = ids, .n = n, .flags = NS_EVAL_RESET, .g = g,
+					 .cb = cb, .user = user, .keep_hist = true });
+}
+
 int ns_engine_chat_prompt(struct ns_engine *e, const struct ns_engine_msg *msgs, size_t n,
 			  char **out)
 {

@@ -10,6 +10,8 @@
 #include "cmd_opt.h"
 #include "commands.h"
 #include "diskbw.h"
+#include "ctl_msg.h"
+#include "draft_model.h"
 #include "ns_util.h"
 
 static void s_usage(FILE *f)
@@ -47,6 +49,13 @@ static void s_usage(FILE *f)
 		"  --moe-predict on|off  MoE: prefetch each layer's predicted experts during its\n"
 		"                        attention (default off; the pred hit %% column)\n"
 		"  -q, --quiet           no progress line (drawn only when stderr is a terminal)\n"
+		"  --draft LIST          speculative tg rows, one per drafter: none (the one-token\n"
+		"                        decode), ngram (prompt lookup), oracle:ALPHA (drafts that\n"
+		"                        agree with the target at rate ALPHA), DRAFT.gguf (a draft\n"
+		"                        model, one at most); greedy generations after the tg\n"
+		"                        prompt, each run's tokens checked against the others'\n"
+		"  --draft-max N, --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
+		"                        (16, 1), as nsctl run\n"
 		"The table goes to stdout; progress and timings go to stderr.\n");
 }
 
@@ -106,7 +115,8 @@ static int s_list(const char *flag, const char *v, bool sizes, uint64_t max, str
 enum {
 	O_HELP = 1, O_MODEL, O_NO_DISK, O_NO_PLAN, O_RUN_AHEAD, O_NO_RUN_AHEAD, O_PROMPT, O_GEN,
 	O_REPEATS, O_DISK_REPEATS, O_OUTPUT, O_BUDGETS, O_RAM, O_VRAM, O_ACT, O_BACKEND, O_ROWS,
-	O_LOOKAHEAD, O_THREADS, O_CTX, O_DEPTH, O_CTK, O_CTV, O_QUIET, O_MOE_PREDICT,
+	O_LOOKAHEAD, O_THREADS, O_CTX, O_DEPTH, O_CTK, O_CTV, O_QUIET, O_MOE_PREDICT, O_DRAFT,
+	O_DRAFT_MAX, O_DRAFT_MIN,
 };
 
 /* llama-bench's spellings where the meaning is the same (-p/--n-prompt, -n/--n-gen,
@@ -137,7 +147,96 @@ static const struct ns_opt s_opts[] = {
 	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
 	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
 	{ "quiet", "-q", NS_OPT_SWITCH, O_QUIET },
+	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
+	{ "draft-max", NULL, NS_OPT_VALUE, O_DRAFT_MAX },
+	{ "draft-min", NULL, NS_OPT_VALUE, O_DRAFT_MIN },
 };
+
+/* One --draft entry t into d (none, ngram, oracle:ALPHA, else a draft model's file, into
+ * *file): 0, or -1 after one line. */
+static int s_draft_one(const char *t, struct bench_draft *d, const char **file, const char *all)
+{
+	const char *slash;
+
+	*d = (struct bench_draft){ .kind = NS_GEN_DRAFT_NONE };
+	if (!strcmp(t, "none") || !strcmp(t, "ngram")) {
+		d->kind = t[0] == 'n' && t[1] == 'g' ? NS_GEN_DRAFT_NGRAM : NS_GEN_DRAFT_NONE;
+		snprintf(d->name, sizeof(d->name), "%s",
+			 d->kind == NS_GEN_DRAFT_NGRAM ? "ngram" : "none");
+		return 0;
+	}
+	if (!strncmp(t, "oracle:", 7)) {
+		char *end;
+
+		d->kind = NS_GEN_DRAFT_ORACLE;
+		d->alpha = strtod(t + 7, &end);
+		if (end == t + 7 || *end || !(d->alpha >= 0 && d->alpha <= 1)) {
+			fprintf(stderr, "nsctl bench: --draft %s: oracle:ALPHA takes a rate in 0..1\n",
+				t);
+			return -1;
+		}
+		snprintf(d->name, sizeof(d->name), "oracle:%.2f", d->alpha);
+		return 0;
+	}
+	if (*file) {
+		fprintf(stderr, "nsctl bench: --draft %s: one draft model at most\n", all);
+		return -1;
+	}
+	*file = t;
+	d->kind = NS_GEN_DRAFT_MODEL;
+	slash = strrchr(t, '/');
+	snprintf(d->name, sizeof(d->name), "%.63s", slash ? slash + 1 : t); /* the label only */
+	return 0;
+}
+
+/* --draft LIST into o->drafts, "none" moved first (the rows the others are compared to). */
+static int s_drafts(struct bench_opts *o, const char *v)
+{
+	static char buf[4096]; /* the draft model's path points into it: one --draft per run */
+	char *t = buf;
+
+	if (o->n_drafts) {
+		fprintf(stderr, "nsctl bench: --draft once (a comma list sweeps drafters)\n");
+		return -1;
+	}
+	if (strlen(v) >= sizeof(buf) || !*v) {
+		fprintf(stderr, "nsctl bench: --draft: empty or too long\n");
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (char *comma = buf; comma;) {
+		struct bench_draft d;
+
+		if ((comma = strchr(t, ',')))
+			*comma = '\0';
+		if (!*t) {
+			fprintf(stderr, "nsctl bench: --draft: empty value in '%s'\n", v);
+			return -1;
+		}
+		if (o->n_drafts == BENCH_MAX_DRAFTS) {
+			fprintf(stderr, "nsctl bench: --draft: at most %d drafters\n",
+				BENCH_MAX_DRAFTS);
+			return -1;
+		}
+		if (s_draft_one(t, &d, &o->draft_model, v))
+			return -1;
+		for (size_t i = 0; i < o->n_drafts; i++)
+			if (!strcmp(o->drafts[i].name, d.name)) {
+				fprintf(stderr, "nsctl bench: --draft: %s twice\n", d.name);
+				return -1;
+			}
+		if (d.kind == NS_GEN_DRAFT_NONE) { /* first */
+			memmove(o->drafts + 1, o->drafts, o->n_drafts * sizeof(*o->drafts));
+			o->drafts[0] = d;
+		} else {
+			o->drafts[o->n_drafts] = d;
+		}
+		o->n_drafts++;
+		if (comma)
+			t = comma + 1;
+	}
+	return 0;
+}
 
 /* One option (opt NULL: the model) spelled f: 0, or -1 after one line. */
 static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const char *v)
@@ -238,12 +337,53 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *f, const c
 		return 0;
 	case O_DEPTH:
 		return s_list(f, v, false, 1u << 24, &o->depths);
+	case O_DRAFT:
+		return s_drafts(o, v);
+	case O_DRAFT_MAX:
+	case O_DRAFT_MIN:
+		if (s_u64(f, v, 1, NS_CMSG_MAX_DRAFT, &x))
+			return -1;
+		*(opt->id == O_DRAFT_MAX ? &o->draft_max : &o->draft_min) = (uint32_t)x;
+		return 0;
 	case O_CTK:
 	case O_CTV: /* f may be an abbreviation getopt_long took: name the flag meant */
 		return nsctl_kv_set("nsctl bench", nsctl_kv_is_flag(f) ? f : opt->id == O_CTK ?
 				    "--cache-type-k" : "--cache-type-v", v, &o->ctk, &o->ctv) ? -1 : 0;
 	}
 	return -1;
+}
+
+/* --draft's combinations: one line and -1 for those that cannot run. */
+static int bench_check_drafts(const struct bench_opts *o)
+{
+	uint32_t max = o->draft_max ? o->draft_max : 16, min = o->draft_min ? o->draft_min : 1;
+	char err[NS_ERR_LEN];
+
+	if (!o->n_drafts && (o->draft_max || o->draft_min)) {
+		fprintf(stderr, "nsctl bench: --draft-max and --draft-min go with --draft\n");
+		return -1;
+	}
+	if (!o->n_drafts)
+		return 0;
+	if (!o->n_gen) {
+		fprintf(stderr, "nsctl bench: --draft drafts tg tokens: -n 0 leaves none\n");
+		return -1;
+	}
+	if (min > max) {
+		fprintf(stderr, "nsctl bench: --draft-min %u is over --draft-max %u\n", min, max);
+		return -1;
+	}
+	if (o->backend && !strcmp(o->backend, "cuda")) {
+		fprintf(stderr, "nsctl bench: --draft runs on the cpu backend only (not --backend "
+			"cuda)\n");
+		return -1;
+	}
+	if (o->draft_model && nsctl_draft_compatible(o->model, o->draft_model, err,
+						     sizeof(err)) < 0) {
+		fprintf(stderr, "nsctl bench: %s\n", err);
+		return -1;
+	}
+	return 0;
 }
 
 int bench_parse(struct bench_opts *o, int argc, char **argv)
@@ -261,6 +401,8 @@ int bench_parse(struct bench_opts *o, int argc, char **argv)
 		fprintf(stderr, "nsctl bench: -p 0 and -n 0 leave nothing to measure\n");
 		return -1;
 	}
+	if (bench_check_drafts(o))
+		return -1;
 	if (!o->depths.n)
 		o->depths = (struct bench_list){ .v = { 0 }, .n = 1 };
 	for (size_t i = 0; i < o->depths.n && o->n_gen; i++)

@@ -16,7 +16,9 @@
  * (ns_engine_decode_forced): one token sequence, cut from a fixed text with the model's
  * tokenizer before the runs, is fed to every run, so every configuration decodes the same
  * tokens whatever its logits (llama-bench feeds random ids instead; ours are text-like so an
- * MoE model routes as on prose). */
+ * MoE model routes as on prose). With --draft (bench_draft.c) each tg test is instead one
+ * greedy generation per drafter after the same prompt ids, every drafter's tokens checked
+ * against the one-token decode's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -143,8 +145,9 @@ static double s_plan_bytes(const struct ns_model *m, const struct bench_config *
  * material when -EINVAL/-ENOSPC). */
 static int s_run_one(const struct bench_opts *o, const struct bench_config *c, const char *pp_text,
 		     struct ns_bench_row *pp, struct ns_bench_row *tg, const struct bench_ids *forced,
-		     double times[3])
+		     struct bench_ids *refs, double times[3])
 {
+	const size_t nd = o->n_drafts ? o->n_drafts : 1; /* tg rows per depth */
 	struct ns_engine_opts eo;
 	struct ns_engine *e = NULL;
 	struct ns_gen_params g;
@@ -170,6 +173,7 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 	eo.lookahead = c->lookahead;
 	eo.threads = o->threads;
 	eo.no_plan = o->no_plan;
+	eo.draft_model = o->draft_model;
 	if (o->n_ctx)
 		eo.n_ctx = o->n_ctx;
 	eo.cancel = &s_interrupted;
@@ -206,11 +210,16 @@ static int s_run_one(const struct bench_opts *o, const struct bench_config *c, c
 			}
 		}
 	}
-	for (size_t di = 0; rc == 0 && o->n_gen && di < o->depths.n; di++, tg++) {
+	for (size_t di = 0; rc == 0 && o->n_gen && di < o->depths.n; di++, tg += nd) {
 		/* forced->ids: depth + 1 prompt tokens (prefill, untimed), then the n_gen tokens
 		 * to decode */
 		const uint32_t d = (uint32_t)o->depths.v[di];
 
+		if (o->n_drafts) { /* generated, one row per drafter (its own line on failure) */
+			if ((rc = bench_draft_runs(e, o, forced->ids, d + 1, &refs[di], tg)) < 0)
+				said = !s_interrupted;
+			continue;
+		}
 		got.n = 0;
 		got.n_want = ns_progress_wanted(o->quiet) ? o->n_gen : 0; /* the token counter */
 		got.t0 = ns_now_ns();
@@ -249,7 +258,7 @@ int cmd_bench(int argc, char **argv)
 	struct bench_config cfg[BENCH_MAX_CONFIGS];
 	struct ns_bench_row *pp = NULL, *tg = NULL, *out = NULL;
 	struct ns_model *m = NULL;
-	struct bench_ids forced = { 0 };
+	struct bench_ids forced = { 0 }, *refs = NULL;
 	struct ns_engine *probe = NULL;
 	struct ns_engine_opts eo;
 	struct bench_disk *disk = NULL;
@@ -257,7 +266,7 @@ int cmd_bench(int argc, char **argv)
 	uint64_t n_params = 0;
 	uint32_t pp_tokens = 0;
 	double disk_bps = -1;
-	size_t nc = 0, nrow = 0;
+	size_t nc = 0, nrow = 0, nd;
 	int rc = 0, exit_code = 0;
 
 	if (bench_parse(&o, argc, argv))
@@ -268,7 +277,7 @@ int cmd_bench(int argc, char **argv)
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, NULL, NULL, o.n_ctx, 1, o.ctk,
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.draft_model, NULL, o.n_ctx, 1, o.ctk,
 					     o.ctv, false, &mem, false, &ram, line, sizeof(line),
 					     NULL, 0)))
 			return rc;
@@ -292,8 +301,8 @@ int cmd_bench(int argc, char **argv)
 			mems[i] = cfg[i].mem;
 			rams[i] = cfg[i].ram;
 		}
-		rc = nsctl_check_budgets("nsctl bench", o.model, NULL, NULL, o.n_ctx, 1, o.ctk, o.ctv,
-					 mems, rams, nc);
+		rc = nsctl_check_budgets("nsctl bench", o.model, o.draft_model, NULL, o.n_ctx, 1,
+					 o.ctk, o.ctv, mems, rams, nc);
 		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
 			if (o.vram.v[i])
 				rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, o.vram.v[i], 0);
@@ -309,11 +318,13 @@ int cmd_bench(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	nd = o.n_drafts ? o.n_drafts : 1;
 	pp = calloc(nc, sizeof(*pp));
-	tg = calloc(nc * o.depths.n, sizeof(*tg));
-	out = calloc((1 + o.depths.n) * nc, sizeof(*out));
+	tg = calloc(nc * o.depths.n * nd, sizeof(*tg));
+	out = calloc((1 + o.depths.n * nd) * nc, sizeof(*out));
 	disk = calloc(1, sizeof(*disk));
-	if (!pp || !tg || !out || !disk) {
+	refs = calloc(o.depths.n, sizeof(*refs));
+	if (!pp || !tg || !out || !disk || !refs) {
 		fprintf(stderr, "nsctl bench: out of memory\n");
 		exit_code = 1;
 		goto done;
@@ -321,13 +332,18 @@ int cmd_bench(int argc, char **argv)
 	for (size_t i = 0; i < nc; i++) {
 		s_fill_budgets(&pp[i], &cfg[i], name, m->total_tensor_bytes, n_params, -1);
 		pp[i].n_prompt = o.n_prompt;
-		for (size_t di = 0; di < o.depths.n; di++) {
-			struct ns_bench_row *t = &tg[i * o.depths.n + di];
+		for (size_t di = 0; di < o.depths.n * nd; di++) {
+			struct ns_bench_row *t = &tg[i * o.depths.n * nd + di];
+			const struct bench_draft *dr = o.n_drafts ? &o.drafts[di % nd] : NULL;
 
 			s_fill_budgets(t, &cfg[i], name, m->total_tensor_bytes, n_params, -1);
 			t->n_gen = o.n_gen;
-			t->n_depth = (uint32_t)o.depths.v[di];
-			t->plan_bytes_per_token = s_plan_bytes(m, &cfg[i]);
+			t->n_depth = (uint32_t)o.depths.v[di / nd];
+			/* the plan predicts a pass's bytes: a generated token's without drafts */
+			if (!dr || dr->kind == NS_GEN_DRAFT_NONE)
+				t->plan_bytes_per_token = s_plan_bytes(m, &cfg[i]);
+			if (dr)
+				snprintf(t->draft, sizeof(t->draft), "%s", dr->name);
 		}
 	}
 	/* the pp prompt and the tg tokens, cut with the model's tokenizer (first configuration's
@@ -371,8 +387,8 @@ int cmd_bench(int argc, char **argv)
 			if (ns_progress_wanted(o.quiet)) /* the line below replaces it */
 				fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu "
 					"(%s) ...", r + 1, o.repeats, k + 1, nc, what);
-			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i * o.depths.n], &forced,
-				       times);
+			rc = s_run_one(&o, &cfg[i], pp_text, &pp[i], &tg[i * o.depths.n * nd],
+				       &forced, refs, times);
 			if (rc < 0) {
 				exit_code = s_interrupted ? 130 : rc == -EINVAL || rc == -ENOSPC ? 2 : 1;
 				goto done;
@@ -380,14 +396,16 @@ int cmd_bench(int argc, char **argv)
 			fprintf(stderr, "\rnsctl bench: repeat %u/%u, configuration %zu/%zu (%s): load "
 				"%.2f s, warm-up %.2f s, prefill %.2f s", r + 1, o.repeats, k + 1, nc,
 				what, times[0], times[1], times[2]);
-			for (size_t di = 0; di < o.depths.n; di++) {
-				const struct ns_bench_row *t = &tg[i * o.depths.n + di];
+			for (size_t di = 0; di < o.depths.n * nd; di++) {
+				const struct ns_bench_row *t = &tg[i * o.depths.n * nd + di];
 
 				if (t->n_samples && t->n_depth)
-					fprintf(stderr, ", tg @ d%u %.2f t/s", t->n_depth,
-						t->ts[t->n_samples - 1]);
+					fprintf(stderr, ", tg @ d%u", t->n_depth);
 				else if (t->n_samples)
-					fprintf(stderr, ", tg %.2f t/s", t->ts[t->n_samples - 1]);
+					fprintf(stderr, ", tg");
+				if (t->n_samples)
+					fprintf(stderr, "%s%s %.2f t/s", t->draft[0] ? " " : "",
+						t->draft, t->ts[t->n_samples - 1]);
 			}
 			fputc('\n', stderr);
 			/* one pass of the drive between configurations: the limit is sampled
@@ -409,7 +427,7 @@ int cmd_bench(int argc, char **argv)
 			sd / 1e9);
 		for (size_t i = 0; i < nc; i++)
 			pp[i].disk_bps = disk_bps;
-		for (size_t i = 0; i < nc * o.depths.n; i++)
+		for (size_t i = 0; i < nc * o.depths.n * nd; i++)
 			tg[i].disk_bps = disk_bps;
 	}
 	for (size_t i = 0; i < nc; i++) {
@@ -417,13 +435,13 @@ int cmd_bench(int argc, char **argv)
 			s_finish(&pp[i]);
 			out[nrow++] = pp[i];
 		}
-		for (size_t di = 0; o.n_gen && di < o.depths.n; di++) {
-			s_finish(&tg[i * o.depths.n + di]);
-			out[nrow++] = tg[i * o.depths.n + di];
+		for (size_t di = 0; o.n_gen && di < o.depths.n * nd; di++) {
+			s_finish(&tg[i * o.depths.n * nd + di]);
+			out[nrow++] = tg[i * o.depths.n * nd + di];
 		}
 	}
 	if (o.n_gen && disk_bps > 0)
-		bench_moe_random_limit(&o, m, tg, nc * o.depths.n);
+		bench_moe_random_limit(&o, m, tg, nc * o.depths.n * nd);
 	if (ns_table_print(stdout, o.fmt, out, nrow) < 0) {
 		fprintf(stderr, "nsctl bench: cannot write the table\n");
 		exit_code = 1;
@@ -432,6 +450,9 @@ done:
 	free(pp_text);
 	free(disk);
 	free(forced.ids);
+	for (size_t di = 0; refs && di < o.depths.n; di++)
+		free(refs[di].ids);
+	free(refs);
 	free(pp);
 	free(tg);
 	free(out);

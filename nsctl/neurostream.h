@@ -258,6 +258,11 @@ typedef int (*ns_token_fn)(const char *piece, size_t len, int32_t id, void *user
 int ns_engine_generate(struct ns_engine *e, const char *prompt, const struct ns_gen_params *g,
 		       ns_token_fn cb, void *user);
 
+/* As ns_engine_generate, from token ids (n >= 1, no BOS added, each < n_vocab) instead of a
+ * text: benchmarks generate after the same ids in every configuration. */
+int ns_engine_generate_ids(struct ns_engine *e, const int32_t *ids, uint32_t n,
+			   const struct ns_gen_params *g, ns_token_fn cb, void *user);
+
 struct ns_engine_msg {
 	const char *role;    /* "system", "user", "assistant" */
 	const char *content;

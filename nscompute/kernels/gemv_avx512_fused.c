@@ -649,24 +649,22 @@ static inline void s_k4_dm16(const uint8_t *p, float *dm)
 	_mm256_store_ps(dm + 8, _mm256_xor_ps(mv, _mm256_set1_ps(-0.0f))); /* -(dmin * mn)[8] */
 }
 
+/* Superblocks [sb0, sb1) of one row into the nt tokens' accumulators acc[t][0..3]. */
 static inline __attribute__((always_inline)) void
-s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+s_q4_k_f32_range(const struct s_fx *f, const uint8_t *row, __m512 (*acc)[4], uint32_t nt,
+		 uint64_t sb0, uint64_t sb1)
 {
 	const struct ns_kjob *j = f->j;
 	const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-	uint64_t nsb = j->n_cols / 256;
 	_Alignas(64) float dm[2][16]; /* [2][16]: superblocks sb and sb + 1 (s_k4_dm16) */
-	__m512 acc[NS_KTILE][4];
 
-	for (uint32_t t = 0; t < nt; t++)
-		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
-	s_k4_dm16(row, dm[0]);
-	for (uint64_t sb = 0; sb < nsb; sb++) {
+	s_k4_dm16(row + 144 * sb0, dm[sb0 & 1]);
+	for (uint64_t sb = sb0; sb < sb1; sb++) {
 		const uint8_t *p = row + 144 * sb;
 		const float *ds = dm[sb & 1], *ms = dm[sb & 1] + 8;
 		__m512 w[4][4]; /* the superblock's 256 exact weights */
 
-		if (sb + 1 < nsb)
+		if (sb + 1 < sb1)
 			s_k4_dm16(p + 144, dm[(sb + 1) & 1]);
 		s_reload(&dm[0][0]);
 		s_pf(p, 144);
@@ -697,6 +695,16 @@ s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 			acc[t][3] = a[3];
 		}
 	}
+}
+
+static inline __attribute__((always_inline)) void
+s_q4_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+{
+	__m512 acc[NS_KTILE][4];
+
+	for (uint32_t t = 0; t < nt; t++)
+		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
+	s_q4_k_f32_range(f, row, acc, nt, 0, f->j->n_cols / 256);
 	for (uint32_t t = 0; t < nt; t++)
 		out[t] = s_sum4(acc[t]);
 }
@@ -739,19 +747,18 @@ static inline void s_q6k_128(const uint8_t *p, int n, __m512i *a, __m512i *b)
 			     _mm512_and_si512(_mm512_srlv_epi16(h, shr), m30));
 }
 
+/* Superblocks [sb0, sb1) of one row into the nt tokens' accumulators acc[t][0..3]. */
 static inline __attribute__((always_inline)) void
-s_q6_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+s_q6_k_f32_range(const struct s_fx *f, const uint8_t *row, __m512 (*acc)[4], uint32_t nt,
+		 uint64_t sb0, uint64_t sb1)
 {
 	const struct ns_kjob *j = f->j;
 	const __m512i off = _mm512_set1_epi8(32);
-	uint64_t nsb = j->n_cols / 256;
 	_Alignas(64) float d[16];
-	__m512 acc[NS_KTILE][4];
 
-	for (uint32_t t = 0; t < nt; t++)
-		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
-	for (uint64_t sb = 0; sb < nsb; sb++) {
+	for (uint64_t sb = sb0; sb < sb1; sb++) {
 		const uint8_t *p = row + 210 * sb;
+		__m512 w[4][4]; /* the superblock's 256 exact weights, 64 per entry in x order */
 
 		s_pf(p, 210);
 		s_scales16_i8((const int8_t *)(p + 192), s_h2f(p + 208), d);
@@ -761,18 +768,35 @@ s_q6_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t n
 			__m512i a, b;
 
 			s_q6k_128(p, n, &a, &b);
-			__m512 wa[4], wb[4];
+			s_f32_w64(_mm512_sub_epi8(a, off), d + 8 * n, NULL, w[2 * n]);
+			s_f32_w64(_mm512_sub_epi8(b, off), d + 8 * n + 4, NULL, w[2 * n + 1]);
+		}
+		/* per token, the accumulators stay in registers for the whole superblock (as
+		 * Q4_K's); the products and their order per accumulator are the same as one
+		 * 128-element half after the other, so are the bits */
+		for (uint32_t t = 0; t < nt; t++) {
+			const float *x = j->x + S_TOK(f, t) * j->ldx + 256 * sb;
+			__m512 a4[4] = { acc[t][0], acc[t][1], acc[t][2], acc[t][3] };
 
-			s_f32_w64(_mm512_sub_epi8(a, off), d + 8 * n, NULL, wa);
-			s_f32_w64(_mm512_sub_epi8(b, off), d + 8 * n + 4, NULL, wb);
-			for (uint32_t t = 0; t < nt; t++) {
-				const float *x = j->x + S_TOK(f, t) * j->ldx + 256 * sb + 128 * n;
-
-				s_fma64(wa, x, acc[t]);
-				s_fma64(wb, x + 64, acc[t]);
-			}
+#pragma GCC unroll 4
+			for (int c = 0; c < 4; c++)
+				s_fma64(w[c], x + 64 * c, a4);
+			acc[t][0] = a4[0];
+			acc[t][1] = a4[1];
+			acc[t][2] = a4[2];
+			acc[t][3] = a4[3];
 		}
 	}
+}
+
+static inline __attribute__((always_inline)) void
+s_q6_k_f32_impl(const struct s_fx *f, const uint8_t *row, float *out, uint32_t nt)
+{
+	__m512 acc[NS_KTILE][4];
+
+	for (uint32_t t = 0; t < nt; t++)
+		acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = _mm512_setzero_ps();
+	s_q6_k_f32_range(f, row, acc, nt, 0, f->j->n_cols / 256);
 	for (uint32_t t = 0; t < nt; t++)
 		out[t] = s_sum4(acc[t]);
 }
@@ -903,6 +927,51 @@ S_SPECIALIZE(s_q5_k_q8)
 
 typedef void (*s_fused_fn)(const struct s_fx *f, const uint8_t *row, float *out);
 
+/* Batches of f32 Q4_K / Q6_K rows (a verification chunk's or a prompt's): a tile's
+ * activations are 16 KiB per token, so row after row over whole rows streams the tile's x
+ * from L2 (9 tokens: 144 KiB per row), and the per-token work, not the weights' unpacking,
+ * set the price of every further token (a 9-token product cost 8-10 one-token ones). Here
+ * S_RB rows advance together S_CB superblocks at a time: the tokens' x of those columns
+ * (S_CB KiB per token) stay in L1 for the S_RB rows. Each (row, token) accumulator sees the
+ * same products in the same order as ns_krows' whole-row kernel, so the bits are the same. */
+#ifndef S_RB
+#define S_RB 4
+#endif
+#ifndef S_CB
+#define S_CB 2
+#endif
+
+static void s_k_f32_blocked(const struct ns_kjob *j, const struct s_fx *f, uint64_t r0,
+			    uint64_t r1, bool q6)
+{
+	const uint64_t nsb = j->n_cols / 256;
+	__m512 acc[S_RB][NS_KTILE][4];
+
+	for (uint64_t r = r0; r < r1; r += S_RB) {
+		uint32_t nr = (uint32_t)(r1 - r < S_RB ? r1 - r : S_RB);
+
+		for (uint32_t i = 0; i < nr; i++)
+			for (uint32_t t = 0; t < f->nt; t++)
+				acc[i][t][0] = acc[i][t][1] = acc[i][t][2] = acc[i][t][3] =
+					_mm512_setzero_ps();
+		for (uint64_t sb = 0; sb < nsb; sb += S_CB) {
+			uint64_t e = sb + S_CB < nsb ? sb + S_CB : nsb;
+
+			for (uint32_t i = 0; i < nr; i++) {
+				const uint8_t *row = j->w + (r + i) * j->row_bytes;
+
+				if (q6)
+					s_q6_k_f32_range(f, row, acc[i], f->nt, sb, e);
+				else
+					s_q4_k_f32_range(f, row, acc[i], f->nt, sb, e);
+			}
+		}
+		for (uint32_t i = 0; i < nr; i++)
+			for (uint32_t t = 0; t < f->nt; t++)
+				j->y[(f->t0 + t) * j->ldy + r + i] = s_sum4(acc[i][t]);
+	}
+}
+
 bool ns_krows_avx512_fused(const struct ns_kjob *j, uint64_t r0, uint64_t r1)
 {
 	s_fused_fn fn;
@@ -925,6 +994,10 @@ bool ns_krows_avx512_fused(const struct ns_kjob *j, uint64_t r0, uint64_t r1)
 	for (uint64_t t0 = 0; t0 < j->n_tok; t0 += NS_KTILE) {
 		struct s_fx f = { j, t0, (uint32_t)(j->n_tok - t0 < NS_KTILE ? j->n_tok - t0 : NS_KTILE) };
 
+		if (f.nt > 1 && !q8 && (j->qt->type == NS_TYPE_Q4_K || j->qt->type == NS_TYPE_Q6_K)) {
+			s_k_f32_blocked(j, &f, r0, r1, j->qt->type == NS_TYPE_Q6_K);
+			continue;
+		}
 		for (uint64_t r = r0; r < r1; r++) {
 			float out[NS_KTILE];
 

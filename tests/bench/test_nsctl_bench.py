@@ -2,7 +2,8 @@
 """nsctl bench end to end on a small generated model: md, json and csv outputs carry
 llama-bench's columns and ours, every sample is a positive rate, the sweep yields one row per
 configuration and test (an arena sweep, a lookahead sweep, a RAM sweep run under
-each of its budgets), and bad usage exits 2 with one line. No timing thresholds.
+each of its budgets), --draft's speculative rows and columns, and bad usage exits 2 with one
+line. No timing thresholds.
 argv: NSCTL. Exit 0 pass, 1 fail, 77 skip."""
 import csv, io, json, os, subprocess, sys, tempfile
 
@@ -114,6 +115,64 @@ with tempfile.TemporaryDirectory(dir=build) as d:
         got = [(x["test"], x["n_depth"]) for x in rows]
         check(got == [("pp8", 0), ("tg3", 0), ("tg3 @ d20", 20)], "-d rows %s" % got)
         check(all(v > 0 for x in rows for v in x["samples_ts"]), "-d samples")
+
+    # --draft: one greedy tg row per drafter and depth, "none" (the one-token decode) first
+    # whatever its place in the list, the drafter's columns beside t/s; every drafted run gave
+    # the one-token decode's tokens (bench fails otherwise). oracle:1 drafts the target's own
+    # tokens (all kept: fewer passes and fewer bytes per generated token), oracle:0 only wrong
+    # ones (none kept: one pass per token)
+    r = run("bench", model, "-p", "0", "-n", "12", "-r", "1", "--threads", "1", "--no-disk",
+            "--budgets", "4MB", "-d", "0,4", "-c", "64", "--draft", "oracle:1,none,oracle:0",
+            "--draft-max", "4", "-o", "json", "-q")
+    check(r.returncode == 0, "--draft run: " + r.stderr[-400:])
+    if r.returncode == 0:
+        rows = json.loads(r.stdout)
+        got = [(x["test"], x["draft"]) for x in rows]
+        want = [(t, dr) for t in ("tg12", "tg12 @ d4")
+                for dr in ("none", "oracle:1.00", "oracle:0.00")]
+        check(got == want, "--draft rows %s" % got)
+        if got == want:
+            for i in (0, 3):
+                none, one, zero = rows[i], rows[i + 1], rows[i + 2]
+                check(none["drafted"] == 0 and none["passes_per_token"] == 1 and
+                      none["accept_rate"] is None and none["plan_bytes_per_token"] > 0,
+                      "none row %s" % none)
+                check(one["drafted"] > 0 and one["accepted"] == one["drafted"] and
+                      one["accept_rate"] == 1 and one["passes_per_token"] < 0.5,
+                      "oracle:1 row %s" % one)
+                check(one["bytes_per_token"] < none["bytes_per_token"] / 2,
+                      "oracle:1 read %s B per generated token, none %s"
+                      % (one["bytes_per_token"], none["bytes_per_token"]))
+                check(zero["drafted"] > 0 and zero["accepted"] == 0 and
+                      zero["passes_per_token"] == 1 and zero["accept_rate"] == 0,
+                      "oracle:0 row %s" % zero)
+                check(one["plan_bytes_per_token"] is None, "a plan figure on a drafted row")
+    r = run("bench", model, "-p", "0", "-n", "6", "-r", "1", "--threads", "1", "--no-disk",
+            "--budgets", "4MB", "--draft", "ngram", "-o", "md")
+    check(r.returncode == 0, "--draft md: " + r.stderr[-400:])
+    lines = r.stdout.splitlines()
+    if r.returncode == 0 and lines:
+        head = [c.strip() for c in lines[0].strip("|").split("|")]
+        for col in ("draft", "t/s", "GB/tok", "ratio", "drafted", "accepted", "accept %",
+                    "passes/tok"):
+            check(col in head, "--draft md column %s" % col)
+        check(len(lines) == 3 and "| ngram " in lines[2], "--draft md rows %s" % lines)
+    r = run("bench", model, "-p", "0", "-n", "6", "-r", "1", "--threads", "1", "--no-disk",
+            "--budgets", "4MB", "--draft", "none", "-o", "csv")
+    check(r.returncode == 0, "--draft csv: " + r.stderr[-400:])
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    check(len(rows) == 1 and rows[0].get("draft") == "none" and
+          rows[0].get("passes_per_token") == "1", "--draft csv %s" % rows)
+
+    for bad in (["--draft-max", "4"], ["--draft", "ngram", "-p", "4", "-n", "0"],
+                ["--draft", "oracle:1.5"], ["--draft", "oracle:x"], ["--draft", "a.gguf,b.gguf"],
+                ["--draft", "ngram", "--draft-min", "5", "--draft-max", "2"],
+                ["--draft", "none,none"], ["--draft", "ngram", "--backend", "cuda"],
+                ["--draft", os.path.join(d, "missing.gguf")], ["--draft", "ngram,,none"],
+                ["--draft", "ngram", "--draft-max", "65"]):
+        r = run("bench", model, *bad)
+        check(r.returncode == 2 and r.stderr.count("\n") == 1 and "--draft" in r.stderr,
+              "bad --draft usage %s -> %d %s" % (bad, r.returncode, r.stderr[-300:]))
 
     for bad in (["-o", "xml"], ["-r", "0"], ["--budgets", "12QB"], ["--frobnicate"],
                 ["-p", "0", "-n", "0"], ["-d", "60", "-n", "4", "-c", "64"], ["-d", "x"],

@@ -150,7 +150,10 @@ START_TEST(json)
 	ck_assert_ptr_nonnull(strstr(out, "\"plan_bytes_per_token\": 1250000000,"));
 	ck_assert_ptr_nonnull(strstr(out, "\"req_bytes_per_token\": 1375000000,"));
 	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ts\": 2,"));
-	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ratio\": 6}"));
+	ck_assert_ptr_nonnull(strstr(out, "\"roofline_ratio\": 6,"));
+	/* a teacher-forced row: no drafter, its figures unknown */
+	ck_assert_ptr_nonnull(strstr(out, "\"draft\": \"\", \"drafted\": null, \"accepted\": "
+				      "null, \"accept_rate\": null, \"passes_per_token\": null}"));
 	free(out);
 	r.n_depth = 512; /* llama-bench's label and column for a test after 512 tokens */
 	out = s_render(NS_TABLE_JSON, &r, 1);
@@ -181,6 +184,50 @@ START_TEST(csv)
 }
 END_TEST
 
+/* speculative rows: the drafter's columns beside t/s and the roofline, in all three formats */
+START_TEST(draft_columns)
+{
+	struct ns_bench_row r[2];
+	char *out;
+
+	s_row(&r[0]);
+	s_row(&r[1]);
+	snprintf(r[0].draft, sizeof(r[0].draft), "none");
+	r[0].passes_per_token = 1;
+	r[0].drafted = r[0].accepted = 0;
+	snprintf(r[1].draft, sizeof(r[1].draft), "oracle:0.80");
+	r[1].drafted = 40;
+	r[1].accepted = 30;
+	r[1].passes_per_token = 0.375;
+	out = s_render(NS_TABLE_MD, r, 2);
+	for (const char *h = "draft\0drafted\0accepted\0accept %\0passes/tok\0"; *h;
+	     h += strlen(h) + 1)
+		ck_assert_msg(strstr(out, h) != NULL, "%s: %s", h, out);
+	ck_assert_msg(strstr(out, "| oracle:0.80 |") != NULL, "%s", out);
+	/* drafted, accepted, 75 %, passes per token */
+	ck_assert_msg(strstr(out, "|    40.0 |     30.0 |     75.0 |      0.375 |") != NULL, "%s",
+		      out);
+	/* nothing drafted: no rate */
+	ck_assert_msg(strstr(out, "|     0.0 |      0.0 |        - |      1.000 |") != NULL, "%s",
+		      out);
+	free(out);
+	out = s_render(NS_TABLE_JSON, &r[1], 1);
+	ck_assert_msg(strstr(out, "\"draft\": \"oracle:0.80\", \"drafted\": 40, \"accepted\": 30, "
+			      "\"accept_rate\": 0.75, \"passes_per_token\": 0.375}") != NULL, "%s", out);
+	free(out);
+	out = s_render(NS_TABLE_CSV, &r[1], 1);
+	ck_assert_msg(strstr(out, ",draft,drafted,accepted,accept_rate,passes_per_token\n") != NULL,
+		      "%s", out);
+	ck_assert_msg(strstr(out, ",\"oracle:0.80\",40,30,0.75,0.375\n") != NULL, "%s", out);
+	free(out);
+	/* no row with a drafter: no draft columns */
+	r[0].draft[0] = r[1].draft[0] = 0;
+	out = s_render(NS_TABLE_MD, r, 2);
+	ck_assert_ptr_null(strstr(out, "passes/tok"));
+	free(out);
+}
+END_TEST
+
 START_TEST(parse_fmt)
 {
 	enum ns_table_fmt f;
@@ -207,6 +254,7 @@ int main(void)
 	tcase_add_test(tc, markdown);
 	tcase_add_test(tc, json);
 	tcase_add_test(tc, csv);
+	tcase_add_test(tc, draft_columns);
 	tcase_add_test(tc, parse_fmt);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
