@@ -681,7 +681,10 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		return 2;
 	if (s_seed(op) < 0)
 		return 1;
-	/* the images and the tower before anything starts or any weight is read */
+	/* the images and the tower before anything starts or any weight is read; --chat may
+	 * take /image FILE later, so it takes the tower beside the model without --image (the
+	 * cpu pass only: the cuda one has no tower) */
+	op->img.later = op->chat && (!op->ea.eo.backend || !strcmp(op->ea.eo.backend, "cpu"));
 	if ((rc = nsctl_images_check(&op->img, S_WHO, op->model, op->ea.eo.n_ctx, &op->ea.eo)))
 		return rc;
 	sigemptyset(&sa.sa_mask);
