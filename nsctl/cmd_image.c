@@ -169,7 +169,6 @@ static int s_open_tower(const struct s_opts *o, struct ns_model **tower, char *e
 			return ns_errf(err, errlen, "no vision tower for %s: none beside it fits (%s); "
 				       "name one with --mmproj FILE", o->model,
 				       why[0] ? why : "no mmproj*.gguf there"), -ENOENT;
-		fprintf(stderr, "nsctl image: vision tower %s (found beside the model)\n", found);
 	}
 	path = path ? path : found;
 	if ((rc = ns_model_open(path, tower, err, errlen)) < 0)

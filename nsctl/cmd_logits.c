@@ -321,6 +321,8 @@ static int s_logits(struct s_opts *o, const int32_t *ids, uint32_t n)
 		if (o->img.n)
 			fprintf(stderr, "; %u image tokens, tower %.3f s", st.n_image_tokens,
 				st.tower_s);
+		if (o->img.beside) /* the tower's file, said once nothing was refused */
+			fprintf(stderr, "; vision tower %s, found beside the model", o->img.mmproj);
 		fprintf(stderr, ")\n");
 	}
 	status = 0;

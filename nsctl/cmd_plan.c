@@ -299,9 +299,10 @@ static void s_print_text(const struct s_report *r)
 		       "scratch (resident in nscompute)\n", fx->draft_bytes,
 		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft);
 	if (fx->tower_bytes)
-		printf("  tower       %12" PRIu64 " bytes %11s  --mmproj %s: tensors and patch "
+		printf("  tower       %12" PRIu64 " bytes %11s  %s %s: tensors and patch "
 		       "kernel (resident in nscompute)\n", fx->tower_bytes,
-		       ns_format_bytes(fx->tower_bytes, s[0], 32), a->img.mmproj);
+		       ns_format_bytes(fx->tower_bytes, s[0], 32),
+		       a->img.beside ? "found beside the model," : "--mmproj", a->img.mmproj);
 	if (fx->tower_bytes)
 		printf("  images      %12" PRIu64 " bytes %11s  an image of up to %" PRIu64 " tokens "
 		       "through the tower (its file, pixels, activations) and %u tokens of embeddings held "

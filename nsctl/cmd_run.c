@@ -714,6 +714,8 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	}
 	rc = ns_engine_load(op->model, &op->ea.eo, &e, err, sizeof(err));
 	ns_progress_end(&op->ram); /* a load that failed while it was drawn */
+	if (rc == 0) /* said once the load's own refusals are past */
+		nsctl_images_say(&op->img, S_WHO);
 	if (rc < 0)
 		s_stats_rm(op);
 

@@ -104,9 +104,7 @@ int nsctl_images_check(struct nsctl_images *im, const char *who, const char *mod
 	rc = s_tower(im, model, &vhp, err, sizeof(err));
 	if (rc == 0 && !im->mmproj) /* none beside a model images may come to later */
 		return 0;
-	if (rc == 0 && im->beside)
-		fprintf(stderr, "%s: vision tower %s (found beside the model; --mmproj FILE names "
-			"another, --no-mmproj none)\n", who, im->mmproj);
+
 	for (uint32_t i = 0; rc == 0 && i < im->n; i++) {
 		struct ns_image_file *f = NULL;
 		struct ns_image_plan plan;
@@ -129,6 +127,13 @@ int nsctl_images_check(struct nsctl_images *im, const char *who, const char *mod
 	eo->max_image_pixels = im->max_pixels;
 	eo->image_token = (int32_t)im->image_token;
 	return 0;
+}
+
+void nsctl_images_say(const struct nsctl_images *im, const char *who)
+{
+	if (im->beside)
+		fprintf(stderr, "%s: vision tower %s (found beside the model; --mmproj FILE names "
+			"another, --no-mmproj none)\n", who, im->mmproj);
 }
 
 int nsctl_images_opt(struct nsctl_images *im, const char *who, int id, const char *flag,

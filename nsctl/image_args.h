@@ -55,10 +55,14 @@ int nsctl_images_opt(struct nsctl_images *im, const char *who, int id, const cha
 /* With images: the model takes images (M-RoPE), the tower (given or found beside the model)
  * is its tower, each image is acceptable (header only) and all fit n_ctx (0: not checked
  * here). Without images, --mmproj alone is checked the same way, and with im->later the
- * tower beside a model that takes images is taken (none there: no tower). A tower found
- * beside the model is named on stderr. 0, or 2 after one line prefixed with who. Sets eo's
- * mmproj, max_image_tokens and image_token. */
+ * tower beside a model that takes images is taken (none there: no tower; im->beside when
+ * one was). 0, or 2 after one line prefixed with who. Sets eo's mmproj, max_image_tokens and
+ * image_token. */
 int nsctl_images_check(struct nsctl_images *im, const char *who, const char *model,
 		       uint32_t n_ctx, struct ns_engine_opts *eo);
+
+/* One line on stderr naming the tower found beside the model, if it was (said once the
+ * command's own checks passed, so that a refusal stays one line). */
+void nsctl_images_say(const struct nsctl_images *im, const char *who);
 
 #endif
