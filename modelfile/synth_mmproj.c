@@ -25,6 +25,8 @@ const struct vl ns_synth_qwen3vl = {
 	.n_deepstack = 3, .deepstack = { 8, 16, 24 },
 };
 
+/* The keys convert_hf_to_gguf adds for Qwen3VLTextModel / Qwen3VLMoeTextModel over Qwen3's
+ * (as the oracle's hf/qwen3_vl conversion has them: no rope.dimension_count). */
 int ns_synth_qwen3vl_meta(struct ns_gguf_writer *w, const struct preset *p, uint32_t n_layer)
 {
 	char key[128];
@@ -33,9 +35,6 @@ int ns_synth_qwen3vl_meta(struct ns_gguf_writer *w, const struct preset *p, uint
 	(void)n_layer;
 	snprintf(key, sizeof(key), "%s.rope.dimension_sections", p->arch);
 	if ((ret = ns_gguf_writer_set_arr(w, key, 5 /* I32 */, p->vl->mrope, 4)))
-		return ret;
-	snprintf(key, sizeof(key), "%s.rope.dimension_count", p->arch);
-	if ((ret = ns_gguf_writer_set_u32(w, key, p->head_dim)))
 		return ret;
 	snprintf(key, sizeof(key), "%s.n_deepstack_layers", p->arch);
 	return ns_gguf_writer_set_u32(w, key, p->vl->n_deepstack);
