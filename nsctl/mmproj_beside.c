@@ -1,6 +1,8 @@
 /* mmproj_beside.c - see mmproj_beside.h. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -19,7 +19,8 @@
 # Environment: CAP (4G), TOKENS (1024; SIDE = 32 x sqrt(TOKENS), a square), THREADS (all
 # CPUs), CTX (TOKENS + 64), REPEATS (3, drive passes), NSCTL (default: $NS_BUILD_ROOT/nsctl/nsctl
 # then build/nsctl/nsctl), DISKBW (beside it: bench/ns_diskbw), MEMCAP, STALL (600: the stall
-# timeout; a 1 GB tower loads for longer than the default 10 s on a slow drive), MMPROJ.
+# timeout; a 1 GB tower loads for longer than the default 10 s on a slow drive), MMPROJ,
+# IMAGE_TOKEN (the placeholder id, for a vocabulary without <|image_pad|>).
 # Exit: 0 ok, 1 the run failed, 2 usage.
 set -uo pipefail
 
@@ -48,6 +49,7 @@ diskbw=${DISKBW:-$(dirname "$(dirname "$nsctl")")/bench/ns_diskbw}
 [ -x "$memcap" ] || { echo "bench_image: no cgroup wrapper $memcap (MEMCAP=path)" >&2; exit 2; }
 mmflag=()
 [ -n "${MMPROJ:-}" ] && mmflag=(--mmproj "$MMPROJ")
+[ -n "${IMAGE_TOKEN:-}" ] && mmflag+=(--image-token "$IMAGE_TOKEN")
 
 tmp=$(mktemp -d /tmp/bench_image.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
