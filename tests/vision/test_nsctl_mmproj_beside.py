@@ -7,7 +7,7 @@ In a scratch directory holding hf/qwen3_vl's GGUF (n_embd 256, one DeepStack fea
 model.gguf, beside it, in turn: no mmproj; its mmproj as mmproj-a.gguf (taken: plan's "mmproj",
 logits' summary line); two fitting ones (refused in one line by plan, logits --image and run
 --chat, before anything starts; --mmproj FILE wins; --no-mmproj takes none and `run -p` without
-an image is not refused); a copy whose projection_dim is 128 (passed over: alone it leaves no
+an image is not refused; info's "mmproj" says the same); a copy whose projection_dim is 128 (passed over: alone it leaves no
 tower and `logits --image` names it, beside a fitting one the fitting one is taken); a file
 named mmproj that is no tower. --no-mmproj with --image or --mmproj is refused. A model that
 takes no images (tiny-llama) with an mmproj beside: no tower, no refusal.
@@ -52,6 +52,16 @@ def plan(d, *extra):
     return 0, j["mmproj"], r.stderr
 
 
+def info_mmproj(d):
+    """nsctl info --json's "mmproj" (the tower run --image would take) and "mmproj_why"."""
+    r = nsctl("info", os.path.join(d, "model.gguf"), "--json")
+    if r.returncode != 0:
+        fail(f"info: exit {r.returncode}: {r.stderr!r}")
+        return None, ""
+    j = json.loads(r.stdout)
+    return j.get("mmproj", "absent"), j.get("mmproj_why", "")
+
+
 def refused(what, r, cmd, text):
     lines = r.stderr.strip().split("\n")
     if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(cmd + ": ") or \
@@ -94,12 +104,17 @@ with tempfile.TemporaryDirectory() as d:
         fail(f"none beside: plan exit {rc}, mmproj {mm}: {err}")
     refused("none beside, logits --image", logits_image(d, img), "nsctl logits",
             "no mmproj*.gguf there")
+    mm, why = info_mmproj(d)
+    if mm is not None or "no mmproj*.gguf there" not in why:
+        fail(f"none beside: info mmproj {mm}, {why!r}")
 
     # one beside: taken by plan and by logits --image (said on its summary line)
     os.symlink(os.path.abspath(MMPROJ), a)
     rc, mm, err = plan(d)
     if rc or mm != a:
         fail(f"one beside: plan exit {rc}, mmproj {mm}: {err}")
+    if info_mmproj(d)[0] != a:
+        fail(f"one beside: info mmproj {info_mmproj(d)}")
     r = logits_image(d, img)
     if r.returncode or f"vision tower {a}, found beside the model" not in r.stderr or \
             "4 image tokens" not in r.stderr:
@@ -153,6 +168,9 @@ with tempfile.TemporaryDirectory() as d:
                                             "--chat-template", "chatml",
                                             stdin=""),
             "nsctl run", "several vision towers beside")
+    mm, why = info_mmproj(d)
+    if mm is not None or "several vision towers" not in why:
+        fail(f"two beside: info mmproj {mm}, {why!r}")
     rc, mm, err = plan(d, "--mmproj", b)
     if rc or mm != b:
         fail(f"two beside, --mmproj wins: plan exit {rc}, mmproj {mm}: {err}")
@@ -177,6 +195,8 @@ with tempfile.TemporaryDirectory() as d:
         rc, mm, err = plan(t)
         if rc or mm is not None:
             fail(f"text model with an mmproj beside: plan exit {rc}, mmproj {mm}: {err}")
+        if info_mmproj(t)[0] != "absent":
+            fail(f"text model: info says mmproj {info_mmproj(t)}")
     elif os.environ.get("CI") == "true":
         fail(f"{TINY} missing")
 
