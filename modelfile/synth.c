@@ -47,9 +47,11 @@ static const struct preset s_presets[] = {
 	{ "qwen3.5-4b", "qwen35", 32, 2560, 9216, 16, 4, 256, 248320, 262144, 10000000.0, 1e-6,
 	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b, NULL, NULL },
 	{ "qwen3.5-35b-a3b", "qwen35moe", 40, 2048, 0, 16, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b, NULL, NULL },
+	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b,
+	  NULL, NULL },
 	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b, NULL, NULL },
+	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b,
+	  NULL, NULL },
 	/* Gemma 4 (vocab_size 262144, tied embeddings, rms_norm_eps 1e-6, head_dim 256 and
 	 * global_head_dim 512, layer_types five sliding then one full, rope 1e4 sliding and 1e6
 	 * proportional with partial_rotary_factor 0.25 on full layers, final_logit_softcapping

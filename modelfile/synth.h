@@ -3,8 +3,9 @@
  * A preset names an architecture and its real dimensions (llama-8b, qwen3-8b, qwen3-30b-a3b,
  * gpt-oss-120b, qwen3-235b-a22b, qwen3.5-4b, qwen3.5-35b-a3b, qwen3.5-397b-a17b, gemma-4-31b,
  * gemma-4-e4b, qwen3-vl-8b, qwen3-vl-30b-a3b) or a small one (demo). The Qwen3-VL presets also
- * write their vision tower beside the model, as mmproj-<file name> (synth_mmproj.c). A model cut to fewer layers (layers) keeps the first
- * ones, and for gemma-4-e4b the whole model's share of KV-shared layers at its end as long as
+ * write their vision tower beside the model, as mmproj-<file name> (synth_mmproj.c). A model
+ * cut to fewer layers (layers) keeps the first ones (the text model's only: the tower stays
+ * whole but for the tests' cap), and for gemma-4-e4b the whole model's share of KV-shared layers at its end as long as
  * a full period of unshared layers (five sliding, one global) stays before them. The generator writes valid quantized
  * blocks directly (random codes, sane scales), so a multi-GB file is written at disk speed with
  * no quantizer in the loop. The values are noise; the I/O and compute profile is the real one.

@@ -9,7 +9,8 @@
  * --image F (repeatable): each maximal run of the image placeholder id (--image-token, else
  * the vocabulary's <|image_pad|>) in the ids stands for the next image, as long as the tokens
  * it becomes (else one line says the count); nscompute runs the vision tower (--mmproj, else
- * the one beside the model: mmproj_beside.h) over it and evaluates the prompt with its embeddings. */
+ * the one beside the model: mmproj_beside.h) over it and evaluates the prompt with its
+ * embeddings. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
