@@ -19,17 +19,17 @@
 /* Dimensions of the published models (config.json of each), vocabularies at full size. */
 static const struct preset s_presets[] = {
 	{ "demo", "llama", 6, 512, 1536, 8, 4, 64, 4096, 4096, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M, NULL, NULL },
+	  0, 0, 0, 0, false, false, false, "llama-bpe", NS_SYNTH_Q4_K_M, NULL, NULL, NULL },
 	{ "llama-8b", "llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0, 1e-5,
-	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M, NULL, NULL },
+	  0, 0, 0, 0, false, false, true, "llama-bpe", NS_SYNTH_Q4_K_M, NULL, NULL, NULL },
 	{ "qwen3-8b", "qwen3", 36, 4096, 12288, 32, 8, 128, 151936, 40960, 1000000.0, 1e-6,
-	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL },
+	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL, NULL },
 	{ "qwen3-30b-a3b", "qwen3moe", 48, 2048, 6144, 32, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL },
+	  128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL, NULL },
 	{ "qwen3-235b-a22b", "qwen3moe", 94, 4096, 12288, 64, 4, 128, 151936, 40960, 1000000.0, 1e-6,
-	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL },
+	  128, 8, 1536, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL, NULL },
 	{ "gpt-oss-120b", "gpt-oss", 36, 2880, 2880, 64, 8, 64, 201088, 131072, 150000.0, 1e-5,
-	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4, NULL, NULL },
+	  128, 4, 2880, 128, false, false, false, "gpt-4o", NS_SYNTH_MXFP4, NULL, NULL, NULL },
 	/* Qwen3.5 (vocab_size 248320, rope_theta 1e7, rms_norm_eps 1e-6, max_position_embeddings
 	 * 262144 in all three). Sources, none of them the Hugging Face repository itself (not
 	 * reachable from here): 4B: hidden 2560, 32 layers, ffn 9216, 16 heads / 4 kv of 256,
@@ -45,18 +45,22 @@ static const struct preset s_presets[] = {
 	 * against 1024 in slime and the others: 1024 is used). n_ff of the MoE presets is 0 (no
 	 * feed_forward_length key). */
 	{ "qwen3.5-4b", "qwen35", 32, 2560, 9216, 16, 4, 256, 248320, 262144, 10000000.0, 1e-6,
-	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b, NULL },
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_4b, NULL, NULL },
 	{ "qwen3.5-35b-a3b", "qwen35moe", 40, 2048, 0, 16, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b, NULL },
+	  1e-6, 256, 8, 512, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_35b,
+	  NULL, NULL },
 	{ "qwen3.5-397b-a17b", "qwen35moe", 60, 4096, 0, 32, 2, 256, 248320, 262144, 10000000.0,
-	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b, NULL },
+	  1e-6, 512, 10, 1024, 0, true, false, false, "qwen35", NS_SYNTH_Q4_K_M, &ns_synth_q35_397b,
+	  NULL, NULL },
 	/* Test models in the shape of ../shared/oracle/tiny/tiny-qwen35*.gguf (n_embd 256, 4
 	 * layers, 4 heads / 2 KV of 64, linear heads 2 k / 4 v of 64, 16 rotary dims, vocab
 	 * 512): the MTP block's tests write them with --mtp (llama.cpp's oracle in tools/). */
 	{ "tiny-qwen35", "qwen35", 4, 256, 512, 4, 2, 64, 512, 4096, 10000000.0, 1e-6,
-	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_F32, &ns_synth_q35_tiny, NULL },
+	  0, 0, 0, 0, true, true, false, "qwen35", NS_SYNTH_F32, &ns_synth_q35_tiny, NULL,
+	  NULL },
 	{ "tiny-qwen35moe", "qwen35moe", 4, 256, 0, 4, 2, 64, 512, 4096, 10000000.0, 1e-6,
-	  8, 2, 128, 0, true, false, false, "qwen35", NS_SYNTH_F32, &ns_synth_q35_tiny, NULL },
+	  8, 2, 128, 0, true, false, false, "qwen35", NS_SYNTH_F32, &ns_synth_q35_tiny, NULL,
+	  NULL },
 	/* Gemma 4 (vocab_size 262144, tied embeddings, rms_norm_eps 1e-6, head_dim 256 and
 	 * global_head_dim 512, layer_types five sliding then one full, rope 1e4 sliding and 1e6
 	 * proportional with partial_rotary_factor 0.25 on full layers, final_logit_softcapping
@@ -70,9 +74,9 @@ static const struct preset s_presets[] = {
 	 * 512, 131072 positions - four copies (MLX and CoreML ports' configs, a from-scratch
 	 * notebook's table, a serving test) that agree. */
 	{ "gemma-4-31b", "gemma4", 60, 5376, 21504, 32, 16, 512, 262144, 262144, 1000000.0, 1e-6,
-	  0, 0, 0, 1024, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_31b },
+	  0, 0, 0, 1024, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_31b, NULL },
 	{ "gemma-4-e4b", "gemma4", 42, 2560, 10240, 8, 2, 512, 262144, 131072, 1000000.0, 1e-6,
-	  0, 0, 0, 512, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_e4b },
+	  0, 0, 0, 512, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL, &ns_synth_gemma4_e4b, NULL },
 	/* Gemma 4 26B-A4B (the common values above): hidden 2816, 30 layers, intermediate 2112
 	 * (the dense FFN, a shared expert beside the routed ones), 16 heads, 8 KV heads sliding
 	 * and num_global_key_value_heads 2, attention_k_eq_v true, enable_moe_block true,
@@ -87,10 +91,26 @@ static const struct preset s_presets[] = {
 	 * test_gemma4_moe_oracle.py), small enough for F32 and llama.cpp's logits in the repo. */
 	{ "gemma-4-26b-a4b", "gemma4", 30, 2816, 2112, 16, 8, 512, 262144, 262144, 1000000.0,
 	  1e-6, 128, 8, 704, 1024, true, true, false, "gpt-2", NS_SYNTH_Q4_K_M, NULL,
-	  &ns_synth_gemma4_26b },
+	  &ns_synth_gemma4_26b, NULL },
 	{ "gemma-4-moe-tiny", "gemma4", 6, 128, 96, 4, 2, 64, 512, 4096, 1000000.0, 1e-6,
 	  16, 4, 64, 8, true, true, false, "gpt-2", NS_SYNTH_F32, NULL,
-	  &ns_synth_gemma4_tiny_moe },
+	  &ns_synth_gemma4_tiny_moe, NULL },
+	/* Qwen3-VL (text_config: vocab_size 151936, rope_theta 5e6, rms_norm_eps 1e-6,
+	 * max_position_embeddings 262144, mrope_section [24, 20, 20] interleaved, untied; the
+	 * text dimensions are Qwen3-8B's and Qwen3-30B-A3B's, as the presets above) with the
+	 * tower of synth_mmproj.c written beside as mmproj-<file> (vision_config: depth 27,
+	 * hidden 1152, intermediate 4304, 16 heads, patch 16, merge 2, 2304 position embeddings,
+	 * deepstack_visual_indexes [8, 16, 24], out_hidden_size = the text's hidden size).
+	 * Sources, not the Hugging Face repositories themselves: transformers' Qwen3VLVisionConfig
+	 * defaults (the tower), third-party copies of Qwen3-VL-30B-A3B-Instruct's config.json (an
+	 * Omni-to-VL config test quoting its text and vision config: mrope [24, 20, 20], 128
+	 * experts, deepstack [8, 16, 24], out_hidden_size 2048; an Ascend tutorial and model
+	 * pages), and of Qwen3-VL-8B's (hidden 4096, 36 layers, 32 heads / 8 kv, head_dim 128). */
+	{ "qwen3-vl-8b", "qwen3vl", 36, 4096, 12288, 32, 8, 128, 151936, 262144, 5000000.0, 1e-6,
+	  0, 0, 0, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL, &ns_synth_qwen3vl },
+	{ "qwen3-vl-30b-a3b", "qwen3vlmoe", 48, 2048, 6144, 32, 4, 128, 151936, 262144, 5000000.0,
+	  1e-6, 128, 8, 768, 0, true, false, false, "qwen2", NS_SYNTH_Q4_K_M, NULL, NULL,
+	  &ns_synth_qwen3vl },
 };
 
 const char *const ns_synth_presets[] = {
@@ -291,8 +311,8 @@ uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 	return t;
 }
 
-int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
-		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
+int ns_synth_add4(struct plan *pl, const char *name, enum role role, uint32_t type,
+		  uint32_t n_dims, const uint64_t ne[4])
 {
 	struct tensor_gen *t;
 	const struct ns_type_info *ti;
@@ -312,19 +332,25 @@ int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t typ
 	t->role = role;
 	t->type = role == ROLE_MATRIX ? type : NS_TYPE_F32;
 	t->n_dims = n_dims;
-	t->ne[0] = ne0;
-	t->ne[1] = n_dims > 1 ? ne1 : 1;
-	t->ne[2] = n_dims > 2 ? ne2 : 1;
-	t->ne[3] = 1;
+	for (uint32_t d = 0; d < 4; d++)
+		t->ne[d] = d < n_dims ? ne[d] : 1;
 	t->seed = s_name_hash(name, pl->seed);
 	ti = ns_type_get(t->type);
 	t->unit_bytes = ti->block_elems == 1 ? 64ull * ti->block_bytes : ti->block_bytes;
-	if (ns_type_row_bytes(t->type, ne0, &row))
+	if (ns_type_row_bytes(t->type, t->ne[0], &row))
 		return -EINVAL;
-	t->n_bytes = row * t->ne[1] * t->ne[2];
+	t->n_bytes = row * t->ne[1] * t->ne[2] * t->ne[3];
 	if (ti->block_elems == 1 && t->n_bytes % t->unit_bytes)
 		t->unit_bytes = ti->block_bytes; /* short 1-D tensors: per-scalar units */
 	return 0;
+}
+
+int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
+		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2)
+{
+	const uint64_t ne[4] = { ne0, ne1, ne2, 1 };
+
+	return ns_synth_add4(pl, name, role, type, n_dims, ne);
 }
 
 static int s_plan_tensors(struct plan *pl)
@@ -417,6 +443,15 @@ static void s_byte_symbol(unsigned b, char out[4])
 	}
 }
 
+/* Qwen2/3's added tokens that image prompts use (tokenizer_config.json's added_tokens_decoder) */
+static const struct { uint32_t id; const char *text; } s_qwen_specials[] = {
+	{ 151643, "<|endoftext|>" },    { 151644, "<|im_start|>" },   { 151645, "<|im_end|>" },
+	{ 151652, "<|vision_start|>" }, { 151653, "<|vision_end|>" }, { 151654, "<|vision_pad|>" },
+	{ 151655, "<|image_pad|>" },    { 151656, "<|video_pad|>" },
+};
+/* the smallest vocabulary that keeps them clear of the bytes and the three specials */
+#define S_VL_MIN_VOCAB (151936u - 151643u + 259u)
+
 static int s_add_vocab(struct ns_gguf_writer *w, const struct preset *p)
 {
 	static const char *const specials[] = { "<|bos|>", "<|eos|>", "<|eot|>" };
@@ -450,6 +485,16 @@ static int s_add_vocab(struct ns_gguf_writer *w, const struct preset *p)
 		toks[i] = strdup(buf);
 		if (!toks[i])
 			goto out;
+	}
+	/* Qwen-VL's specials at their ids counted from the vocabulary's end (the real ids at
+	 * full size): the chat markers and the image placeholder run writes */
+	for (size_t k = 0; p->vl && k < NS_ARRAY_LEN(s_qwen_specials); k++) {
+		uint32_t id = n - (151936u - s_qwen_specials[k].id);
+
+		free(toks[id]);
+		if (!(toks[id] = strdup(s_qwen_specials[k].text)))
+			goto out;
+		types[id] = 3;
 	}
 	if ((ret = ns_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2")) ||
 	    (ret = ns_gguf_writer_set_str(w, "tokenizer.ggml.pre", p->tok_pre)) ||
@@ -536,6 +581,8 @@ static int s_add_meta(struct ns_gguf_writer *w, const struct plan *pl)
 		return ret;
 	if (p->gm && (ret = ns_synth_gemma4_meta(w, p, pl->n_layer)))
 		return ret;
+	if (p->vl && (ret = ns_synth_qwen3vl_meta(w, p, pl->n_layer)))
+		return ret;
 #undef KEY
 	return s_add_vocab(w, p);
 }
@@ -594,6 +641,11 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 		shrunk.n_vocab = o->max_vocab;
 	if (o->max_experts && o->max_experts < shrunk.n_expert)
 		shrunk.n_expert = o->max_experts;
+	if (p->vl && shrunk.n_vocab < S_VL_MIN_VOCAB) {
+		ns_errf(err, errlen, "max_vocab %u too small for %s (its image tokens need %u)",
+			o->max_vocab, p->name, S_VL_MIN_VOCAB);
+		return -EINVAL;
+	}
 	if ((o->max_vocab && o->max_vocab < 512) ||
 	    (shrunk.n_expert && shrunk.n_expert < shrunk.n_expert_used)) {
 		ns_errf(err, errlen, "max_vocab %u / max_experts %u too small for %s", o->max_vocab,
@@ -646,6 +698,14 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 		ret = -ENOMEM;
 		goto out;
 	}
+	if (o->no_replace && p->vl) {
+		char mm[4096];
+
+		if ((ret = ns_synth_mmproj_path(path, mm, sizeof(mm))) < 0)
+			ns_errf(err, errlen, "%s: path too long", path);
+		else if (access(mm, F_OK) == 0)
+			ret = (ns_errf(err, errlen, "%s exists; not replaced", mm), -EEXIST);
+	}
 	for (uint32_t s = 0; o->no_replace && s < n_shards && !ret; s++) {
 		char shard_path[4096];
 
@@ -690,10 +750,57 @@ int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, s
 			ns_errf(err, errlen, "%s: cannot build the model (%s)", shard_path, strerror(-ret));
 		ns_gguf_writer_destroy(&w);
 	}
+	/* the tower beside the model, as llama.cpp's conversion writes it (synth_mmproj.c) */
+	if (!ret && p->vl)
+		ret = ns_synth_write_mmproj(o, &pl, path, err, errlen);
 out:
 	if (ret == -ENOMEM)
 		ns_errf(err, errlen, "out of memory while generating %s", path);
 	free(ctx);
 	free(pl.t);
+	return ret;
+}
+
+int ns_synth_tower_path(const char *preset, const char *path, char *out, size_t outlen)
+{
+	for (size_t i = 0; i < NS_ARRAY_LEN(s_presets); i++)
+		if (!strcmp(preset, s_presets[i].name) && s_presets[i].vl)
+			return ns_synth_mmproj_path(path, out, outlen) < 0 ? -ENAMETOOLONG : 1;
+	return 0;
+}
+
+int ns_synth_write_plan(const struct ns_synth_opts *o, const struct plan *pl, const char *path,
+			int (*set_meta)(struct ns_gguf_writer *w, const void *user), const void *user,
+			char *err, size_t errlen)
+{
+	struct ns_gguf_writer *w = ns_gguf_writer_new(32);
+	struct fill_ctx *ctx = calloc(pl->n ? pl->n : 1, sizeof(*ctx));
+	uint64_t total = 0;
+	int ret = 0;
+
+	if (!w || !ctx) {
+		ret = -ENOMEM;
+		ns_errf(err, errlen, "out of memory while generating %s", path);
+		goto out;
+	}
+	for (size_t i = 0; i < pl->n; i++)
+		total += pl->t[i].n_bytes;
+	ret = set_meta(w, user);
+	for (size_t i = 0; i < pl->n && !ret; i++) {
+		ctx[i].t = &pl->t[i];
+		ctx[i].o = o;
+		ctx[i].total = total;
+		ret = ns_gguf_writer_add_tensor_lazy(w, pl->t[i].name, pl->t[i].type,
+						     pl->t[i].n_dims, pl->t[i].ne,
+						     o->no_data ? NULL : s_fill, &ctx[i]);
+	}
+	if (!ret)
+		ret = o->no_replace ? ns_gguf_writer_write_new(w, path, err, errlen)
+				    : ns_gguf_writer_write_file(w, path, err, errlen);
+	else
+		ns_errf(err, errlen, "%s: cannot build the model (%s)", path, strerror(-ret));
+out:
+	ns_gguf_writer_destroy(&w);
+	free(ctx);
 	return ret;
 }

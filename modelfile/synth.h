@@ -2,8 +2,11 @@
  *
  * A preset names an architecture and its real dimensions (llama-8b, qwen3-8b, qwen3-30b-a3b,
  * gpt-oss-120b, qwen3-235b-a22b, qwen3.5-4b, qwen3.5-35b-a3b, qwen3.5-397b-a17b, gemma-4-31b,
- * gemma-4-e4b, gemma-4-26b-a4b) or a small one (demo, gemma-4-moe-tiny). A model cut to fewer layers (layers) keeps the first
- * ones, and for gemma-4-e4b the whole model's share of KV-shared layers at its end as long as
+ * gemma-4-e4b, gemma-4-26b-a4b, qwen3-vl-8b, qwen3-vl-30b-a3b) or a small one (demo,
+ * gemma-4-moe-tiny, tiny-qwen35, tiny-qwen35moe). The Qwen3-VL presets also write their
+ * vision tower beside the model, as mmproj-<file name> (synth_mmproj.c). A model cut to fewer
+ * layers (layers) keeps the first ones (the text model's only: the tower stays whole but for
+ * the tests' cap), and for gemma-4-e4b the whole model's share of KV-shared layers at its end as long as
  * a full period of unshared layers (five sliding, one global) stays before them. The generator writes valid quantized
  * blocks directly (random codes, sane scales), so a multi-GB file is written at disk speed with
  * no quantizer in the loop. The values are noise; the I/O and compute profile is the real one.
@@ -41,6 +44,9 @@ struct ns_synth_opts {
 	 * every name, type rule and key stays the preset's. */
 	uint32_t max_vocab;
 	uint32_t max_experts;
+	/* Tests only: the vision tower of a Qwen3-VL preset cut to this many blocks (0: all),
+	 * its DeepStack layers at the same fractions of the cut. */
+	uint32_t max_vision_layers;
 	/* Tests only: the header whole, the tensor data left holes of zeros (a sparse file), for
 	 * checks of names, types and keys of presets too large to write in a test. */
 	bool no_data;
@@ -58,5 +64,10 @@ int ns_synth_parse_quant(const char *s, enum ns_synth_quant *q);
 /* Write the model to path (with -0000K-of-0000N.gguf names when split > 1, where path must end
  * in .gguf). Returns 0 or -errno with one line in err. */
 int ns_synth_write(const struct ns_synth_opts *o, const char *path, char *err, size_t errlen);
+
+/* Where a preset with a vision tower (the Qwen3-VL ones) writes it for a model at path:
+ * "<dir>/mmproj-<file>". Returns 1 with the path in out, 0 for a preset without a tower (or
+ * an unknown one), -ENAMETOOLONG. */
+int ns_synth_tower_path(const char *preset, const char *path, char *out, size_t outlen);
 
 #endif

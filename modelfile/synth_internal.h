@@ -41,6 +41,18 @@ struct gemma4 {
 extern const struct gemma4 ns_synth_gemma4_31b, ns_synth_gemma4_e4b, ns_synth_gemma4_26b,
 	ns_synth_gemma4_tiny_moe;
 
+/* Qwen3-VL: the text model's M-RoPE sections and the vision tower written beside it as an
+ * mmproj GGUF (config.json's vision_config; synth_mmproj.c). */
+struct vl {
+	int32_t mrope[4];            /* rope_scaling.mrope_section and a 0: rope.dimension_sections */
+	uint32_t depth, width, n_ff, n_head; /* depth, hidden_size, intermediate_size, num_heads */
+	uint32_t patch, merge, n_pos; /* patch_size, spatial_merge_size, num_position_embeddings */
+	uint32_t n_deepstack;
+	uint32_t deepstack[4];       /* deepstack_visual_indexes */
+};
+
+extern const struct vl ns_synth_qwen3vl;
+
 struct preset {
 	const char *name;
 	const char *arch;
@@ -52,6 +64,7 @@ struct preset {
 	enum ns_synth_quant dflt;
 	const struct hybrid *hy; /* qwen35, qwen35moe: the Gated DeltaNet layers; NULL otherwise */
 	const struct gemma4 *gm; /* gemma4: its layers; NULL otherwise */
+	const struct vl *vl;     /* qwen3vl, qwen3vlmoe: M-RoPE and the tower; NULL otherwise */
 };
 
 /* ROLE_DECAY: Gated DeltaNet's ssm_a (-exp(A_log)), negative so the state decays;
@@ -89,6 +102,14 @@ uint32_t ns_synth_matrix_type(const struct plan *pl, int kind, uint64_t row_len)
 /* Append a tensor (role other than ROLE_MATRIX: F32 whatever type); 0 or -errno. */
 int ns_synth_add(struct plan *pl, const char *name, enum role role, uint32_t type,
 		 uint32_t n_dims, uint64_t ne0, uint64_t ne1, uint64_t ne2);
+/* The same with a fourth dimension (a Conv2d kernel). */
+int ns_synth_add4(struct plan *pl, const char *name, enum role role, uint32_t type,
+		  uint32_t n_dims, const uint64_t ne[4]);
+
+/* synth.c: write a plan's tensors (and, first, set_meta(w, user)'s keys) to path as one file. */
+int ns_synth_write_plan(const struct ns_synth_opts *o, const struct plan *pl, const char *path,
+			int (*set_meta)(struct ns_gguf_writer *w, const void *user), const void *user,
+			char *err, size_t errlen);
 
 /* One tensor of a plan's list (synth*.c): name from fmt, type from the plan's mix (kind as
  * for ns_synth_matrix_type; ROLE_MATRIX only, other roles are F32). Needs `pl` (struct plan
@@ -112,5 +133,14 @@ int ns_synth_plan_gemma4(struct plan *pl);
 int ns_synth_gemma4_meta(struct ns_gguf_writer *w, const struct preset *p, uint32_t n_layer);
 bool ns_synth_gemma4_slides(const struct gemma4 *g, uint32_t l);
 uint32_t ns_synth_gemma4_shared(const struct preset *p, uint32_t n_layer);
+
+/* synth_mmproj.c: the Qwen3-VL text keys (rope.dimension_sections, n_deepstack_layers) of a
+ * preset with vl set; the path of the mmproj beside the model at path ("<dir>/mmproj-<file>");
+ * the tower written there, its depth cut to o->max_vision_layers when set (the deepstack
+ * layers moved to the same fractions of the cut). */
+int ns_synth_qwen3vl_meta(struct ns_gguf_writer *w, const struct preset *p, uint32_t n_layer);
+int ns_synth_mmproj_path(const char *path, char *out, size_t outlen);
+int ns_synth_write_mmproj(const struct ns_synth_opts *o, const struct plan *text, const char *path,
+			  char *err, size_t errlen);
 
 #endif

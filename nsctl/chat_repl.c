@@ -169,8 +169,8 @@ static int s_image_add(struct ns_engine *e, struct s_images *im, const char *pat
 	int rc;
 
 	if (ns_engine_image_token(e) < 0) {
-		fprintf(stderr, S_WHO ": /image: no vision tower (start nsctl run with --mmproj, or "
-			"with the mmproj-*.gguf beside the model and --image)\n");
+		fprintf(stderr, S_WHO ": /image: no vision tower (start nsctl run with --mmproj FILE, "
+			"or with a mmproj*.gguf beside the model that fits it)\n");
 		return 0;
 	}
 	if (im->n >= NS_ENGINE_MAX_IMAGES) {

@@ -7,8 +7,8 @@
  * per token the merger's output, then each DeepStack feature (llama.cpp's layout of an image
  * embedding, so the two compare directly).
  *
- * The tower is the mmproj given as MODEL_OR_MMPROJ or --mmproj, else the one mmproj-*.gguf
- * beside the model (whose n_embd must equal the mmproj's projection_dim). Order: the headers,
+ * The tower is the mmproj given as MODEL_OR_MMPROJ or --mmproj, else the one mmproj*.gguf
+ * beside the model that fits it (mmproj_beside.h). Order: the headers,
  * then the image's header and plan (a bad image or one over --max-patches tokens is refused
  * here, exit 2, before any weight is read), then the weights and the tower. The weights are
  * read into RAM (fused kernels) or per call (ref); `run --image` will stream them inside
@@ -24,6 +24,7 @@
 #include "commands.h"
 #include "hparams.h"
 #include "image_embed.h"
+#include "mmproj_beside.h"
 #include "json_out.h"
 #include "ns_util.h"
 #include "weights_fused.h"
@@ -134,8 +135,8 @@ static int s_parse(int argc, char **argv, struct s_opts *o)
 	return 0;
 }
 
-/* The tower's file: MODEL itself when it is an mmproj, else --mmproj, else the one beside it;
- * a text model's width must be the tower's output width. */
+/* The tower's file: MODEL itself when it is an mmproj, else --mmproj, else the one beside it
+ * (mmproj_beside.h); a text model's width must be the tower's output width. */
 static int s_open_tower(const struct s_opts *o, struct ns_model **tower, char *err,
 			size_t errlen)
 {
@@ -157,8 +158,18 @@ static int s_open_tower(const struct s_opts *o, struct ns_model **tower, char *e
 		return -EINVAL;
 	}
 	ns_model_close(&m);
-	if (!path && (rc = ns_image_find_mmproj(o->model, found, sizeof(found), err, errlen)) < 0)
-		return rc;
+	if (!path) {
+		char why[NS_ERR_LEN];
+
+		rc = nsctl_mmproj_beside(o->model, thp.n_embd, thp.n_deepstack, found, sizeof(found),
+					 why, sizeof(why), err, errlen);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return ns_errf(err, errlen, "no vision tower for %s: none beside it fits (%s); "
+				       "name one with --mmproj FILE", o->model,
+				       why[0] ? why : "no mmproj*.gguf there"), -ENOENT;
+	}
 	path = path ? path : found;
 	if ((rc = ns_model_open(path, tower, err, errlen)) < 0)
 		return rc;

@@ -1,6 +1,7 @@
 /* nsctl info MODEL [--json]: describe a model from its headers alone. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "hparams.h"
 #include "hub.h"
 #include "json_out.h"
+#include "mmproj_beside.h"
 #include "model.h"
 #include "ns_util.h"
 #include "summary.h"
@@ -56,9 +58,44 @@ static void s_mtp_count(const struct ns_model *m, const struct ns_hparams *hp, s
 	}
 }
 
+/* The vision tower beside a model that takes images (mmproj_beside.h), as run --image and
+ * --chat would take it: tw->takes false for a model that takes none; else tw->path "" when
+ * none was taken, with tw->why saying so (none fits, several, an unreadable directory). */
+struct s_tower {
+	bool takes;
+	char path[PATH_MAX];
+	char why[2 * NS_ERR_LEN];
+};
+
+static void s_tower(const struct ns_model *m, const struct ns_hparams *hp, const char *model,
+		    struct s_tower *tw)
+{
+	struct ns_arch_model *am = NULL;
+	char e[NS_ERR_LEN], passed[NS_ERR_LEN];
+	int rc;
+
+	memset(tw, 0, sizeof(*tw));
+	if (ns_arch_bind(m, &am, e, sizeof(e)) < 0)
+		return;
+	tw->takes = am->arch->flags & NS_ARCH_MROPE;
+	ns_arch_model_free(&am);
+	if (!tw->takes)
+		return;
+	rc = nsctl_mmproj_beside(model, hp->n_embd, hp->n_deepstack, tw->path, sizeof(tw->path),
+				 passed, sizeof(passed), e, sizeof(e));
+	if (rc <= 0)
+		tw->path[0] = 0;
+	if (rc < 0)
+		snprintf(tw->why, sizeof(tw->why), "%s", e);
+	else if (rc == 0)
+		snprintf(tw->why, sizeof(tw->why), "none beside the model fits it (%s); --mmproj "
+			 "FILE names one", passed[0] ? passed : "no mmproj*.gguf there");
+}
+
 /* unrunnable: why no backend can run the model (ns_arch_check's line), NULL when one can. */
 static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
-			 const struct ns_summary *s, const char *path, const char *unrunnable)
+			 const struct ns_summary *s, const char *path, const char *unrunnable,
+			 const struct s_tower *tw)
 {
 	const struct ns_gguf *g = ns_model_meta(m);
 	char a[32], b[32];
@@ -132,6 +169,11 @@ static void s_print_text(const struct ns_model *m, const struct ns_hparams *hp,
 	       hp->tokenizer_pre[0] ? " (pre " : "", hp->tokenizer_pre, hp->tokenizer_pre[0] ? ")" : "",
 	       hp->n_vocab, s_yes(hp->has_chat_template));
 	printf("embeddings:     %s\n", hp->tied_embeddings ? "tied (output uses token_embd)" : "untied");
+	if (tw->takes && tw->path[0])
+		printf("vision tower:   %s (beside the model: run --image / --chat take it)\n",
+		       tw->path);
+	else if (tw->takes)
+		printf("vision tower:   %s\n", tw->why);
 	printf("per token:      %s of weights touched per decoded token (%" PRIu64 " bytes)%s\n",
 	       ns_format_bytes(s->bytes_per_token, a, sizeof(a)), s->bytes_per_token,
 	       hp->n_expert ? ", active experts only" : "");
@@ -254,6 +296,7 @@ static void s_json_tensors(struct json_out *j, const struct ns_model *m)
 
 static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 			 const struct ns_summary *s, const char *path, const char *unrunnable,
+			 const struct s_tower *tw,
 			 bool with_meta, bool with_tensors)
 {
 	const struct ns_gguf *g = ns_model_meta(m);
@@ -283,6 +326,16 @@ static void s_print_json(const struct ns_model *m, const struct ns_hparams *hp,
 		jo_key(&j, "unrunnable_why"); jo_str(&j, unrunnable);
 	}
 	jo_key(&j, "name"); jo_str(&j, hp->name);
+	if (tw->takes) { /* the vision tower beside the model, as run --image takes it */
+		jo_key(&j, "mmproj");
+		if (tw->path[0])
+			jo_str(&j, tw->path);
+		else
+			jo_null(&j);
+		if (!tw->path[0]) {
+			jo_key(&j, "mmproj_why"); jo_str(&j, tw->why);
+		}
+	}
 	jo_key(&j, "block_count");
 	if (hp->has_block_count)
 		jo_u64(&j, hp->n_layer);
@@ -428,6 +481,7 @@ int cmd_info(int argc, char **argv)
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary s;
+	struct s_tower tw;
 	char err[NS_ERR_LEN], pulled[4096];
 	int ret;
 
@@ -471,10 +525,11 @@ int cmd_info(int argc, char **argv)
 		ns_model_close(&m);
 		return 1;
 	}
+	s_tower(m, &hp, path, &tw);
 	if (json)
-		s_print_json(m, &hp, &s, path, ret ? err : NULL, with_meta, with_tensors);
+		s_print_json(m, &hp, &s, path, ret ? err : NULL, &tw, with_meta, with_tensors);
 	else
-		s_print_text(m, &hp, &s, path, ret ? err : NULL);
+		s_print_text(m, &hp, &s, path, ret ? err : NULL, &tw);
 	ns_summary_free(&s);
 	ns_model_close(&m);
 	if (fflush(stdout) != 0) {

@@ -9,7 +9,8 @@
  * --image F (repeatable): each maximal run of the image placeholder id (--image-token, else
  * the vocabulary's <|image_pad|>) in the ids stands for the next image, as long as the tokens
  * it becomes (else one line says the count); nscompute runs the vision tower (--mmproj, else
- * the mmproj-*.gguf beside the model) over it and evaluates the prompt with its embeddings. */
+ * the one beside the model: mmproj_beside.h) over it and evaluates the prompt with its
+ * embeddings. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -322,6 +323,8 @@ static int s_logits(struct s_opts *o, const int32_t *ids, uint32_t n)
 			fprintf(stderr, "; %u image tokens, tower %.3f s, its weights %llu "
 				"bytes of them", st.n_image_tokens, st.tower_s,
 				(unsigned long long)st.req_tower);
+		if (o->img.beside) /* the tower's file, said once nothing was refused */
+			fprintf(stderr, "; vision tower %s, found beside the model", o->img.mmproj);
 		fprintf(stderr, ")\n");
 	}
 	status = 0;

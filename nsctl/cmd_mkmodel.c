@@ -1,5 +1,6 @@
 /* nsctl mkmodel: write a random-weight GGUF in the shape of a real model. */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,9 @@ static void s_usage(FILE *f)
 		   "       [--mtp] (qwen3.5 presets: with the checkpoint's MTP block, for --draft mtp)\n"
 		   "       [-q|--quiet]\n"
 		   "an existing FILE is refused unless --force (which replaces it); a progress line\n"
-		   "shows on a terminal (not with --quiet)\npresets:");
+		   "shows on a terminal (not with --quiet)\n"
+		   "qwen3-vl-*: the vision tower too, as mmproj-<file> beside FILE (F16; f32, bf16\n"
+		   "or q8_0 with that --quant), found there by run, logits and plan\npresets:");
 	for (const char *const *p = ns_synth_presets; *p; p++)
 		fprintf(f, " %s", *p);
 	fprintf(f, "\n");
@@ -160,7 +163,13 @@ int cmd_mkmodel(int argc, char **argv)
 		fprintf(stderr, "nsctl mkmodel: %s\n", err);
 		return rc == -EINVAL ? 2 : 1; /* a bad preset, layer count or split: usage */
 	}
-	fprintf(stderr, "nsctl mkmodel: wrote %s (%s) in %.2f s\n", a.out, a.o.preset,
-		(double)(ns_now_ns() - t0) / 1e9);
+	{
+		char tower[4096];
+		bool vl = ns_synth_tower_path(a.o.preset, a.out, tower, sizeof(tower)) == 1;
+
+		fprintf(stderr, "nsctl mkmodel: wrote %s%s%s (%s) in %.2f s\n", a.out,
+			vl ? " and its vision tower " : "", vl ? tower : "", a.o.preset,
+			(double)(ns_now_ns() - t0) / 1e9);
+	}
 	return 0;
 }

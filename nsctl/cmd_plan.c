@@ -55,13 +55,15 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
 		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
-		   "[-ctk T] [-ctv T] [--draft MODEL|mtp] [--mmproj F [--max-patches N] [--min-pixels N] "
-		   "[--max-pixels N]]\n"
+		   "[-ctk T] [-ctv T] [--draft MODEL|mtp] [--mmproj F | --no-mmproj] [--max-patches N] "
+		   "[--min-pixels N] [--max-pixels N]\n"
 		   "  --draft: a draft model (nsctl run --draft) counted in the fixed set; mtp: the\n"
 		   "    model's MTP block (nsctl run --draft mtp)\n"
 		   "  --mmproj: a vision tower (nsctl run --mmproj) and its images' working memory "
 		   "for images\n    of up to --max-patches tokens (and within --min-pixels, "
-		   "--max-pixels) counted in the fixed set\n"
+		   "--max-pixels) counted in the fixed set;\n    without it, the one mmproj*.gguf "
+		   "beside MODEL that fits it (as run --image or --chat takes it)\n"
+		   "  --no-mmproj: no vision tower, not even the one beside MODEL\n"
 		   "  -ctk/--cache-type-k, -ctv/--cache-type-v: KV cache types counted (f32, f16, "
 		   "q8_0)\n"
 		   "  --stats: expert hit counts ('tokens LAYER N' and 'LAYER EXPERT HITS' lines)\n"
@@ -107,6 +109,7 @@ static const struct ns_opt s_opts[] = {
 	{ "embd-resident", NULL, NS_OPT_SWITCH, O_EMBD_RESIDENT },
 	/* the image flags of run that change what the tower takes (image_args.h) */
 	{ "mmproj", NULL, NS_OPT_VALUE, NSCTL_IMG_MMPROJ },
+	NSCTL_NO_MMPROJ_OPT,
 	{ "max-patches", NULL, NS_OPT_VALUE, NSCTL_IMG_MAX_PATCHES },
 	{ "min-pixels", NULL, NS_OPT_VALUE, NSCTL_IMG_MIN_PIXELS },
 	{ "max-pixels", NULL, NS_OPT_VALUE, NSCTL_IMG_MAX_PIXELS },
@@ -175,6 +178,7 @@ static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const cha
 		a->q.embd_resident = true;
 		return 0;
 	case NSCTL_IMG_MMPROJ:
+	case NSCTL_IMG_NO_MMPROJ:
 	case NSCTL_IMG_MAX_PATCHES:
 	case NSCTL_IMG_MIN_PIXELS:
 	case NSCTL_IMG_MAX_PIXELS:
@@ -192,11 +196,6 @@ static int s_parse_args(int argc, char **argv, struct s_args *a)
 {
 	if (ns_opt_parse("nsctl plan", s_opts, NS_ARRAY_LEN(s_opts), argc, argv, s_on_opt, a))
 		return 2;
-	if (!a->img.mmproj && (a->img.max_tokens || a->img.min_pixels || a->img.max_pixels)) {
-		fprintf(stderr, "nsctl plan: --max-patches, --min-pixels and --max-pixels go with "
-			"--mmproj\n");
-		return 2;
-	}
 	if (a->windows && !a->json) {
 		fprintf(stderr, "nsctl plan: --windows goes with --json\n");
 		return 2;
@@ -302,10 +301,10 @@ static void s_print_text(const struct s_report *r)
 		       "scratch (resident in nscompute)\n", fx->draft_bytes,
 		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft);
 	if (fx->tower_bytes)
-		printf("  tower       %12" PRIu64 " bytes %11s  --mmproj %s: biases, norms and "
+		printf("  tower       %12" PRIu64 " bytes %11s  %s %s: biases, norms and "
 		       "patch kernel held in nscompute (its matrices stream through the arena)\n",
-		       fx->tower_bytes,
-		       ns_format_bytes(fx->tower_bytes, s[0], 32), a->img.mmproj);
+		       fx->tower_bytes, ns_format_bytes(fx->tower_bytes, s[0], 32),
+		       a->img.beside ? "found beside the model," : "--mmproj", a->img.mmproj);
 	if (fx->tower_bytes)
 		printf("  images      %12" PRIu64 " bytes %11s  an image of up to %" PRIu64 " tokens "
 		       "through the tower (its file, pixels, activations) and %u tokens of embeddings held "
@@ -372,6 +371,8 @@ static void s_print_json(const struct s_report *r)
 	jo_begin_obj(&j);
 	jo_key(&j, "model"); jo_str(&j, r->a->path);
 	jo_key(&j, "architecture"); jo_str(&j, r->hp->arch);
+	jo_key(&j, "mmproj"); /* the tower counted: --mmproj, the one beside the model, or none */
+	if (r->a->img.mmproj) jo_str(&j, r->a->img.mmproj); else jo_null(&j);
 	jo_key(&j, "n_tensors"); jo_u64(&j, r->m->n_tensors);
 	jo_key(&j, "tensor_bytes"); jo_u64(&j, r->m->total_tensor_bytes);
 	jo_key(&j, "generation"); jo_u64(&j, pl->hdr.generation);
@@ -511,12 +512,19 @@ int cmd_plan(int argc, char **argv)
 	ret = s_parse_args(argc, argv, &a);
 	if (ret)
 		return ret == 1 ? 0 : ret;
-	/* the tower is this model's, as run checks it (one line, exit 2) */
-	if (a.img.mmproj) {
+	/* the tower is this model's, as run checks it (one line, exit 2); without --mmproj the
+	 * one beside the model, as run --image or --chat takes it */
+	{
 		struct ns_engine_opts eo = { 0 };
 
+		a.img.later = true;
 		if ((ret = nsctl_images_check(&a.img, "nsctl plan", a.path, 0, &eo)))
 			return ret;
+	}
+	if (!a.img.mmproj && (a.img.max_tokens || a.img.min_pixels || a.img.max_pixels)) {
+		fprintf(stderr, "nsctl plan: --max-patches, --min-pixels and --max-pixels go with "
+			"a vision tower (--mmproj, or the one beside the model)\n");
+		return 2;
 	}
 	ret = ns_model_open(a.path, &m, err, sizeof(err));
 	if (ret) {

@@ -685,7 +685,10 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 		return 2;
 	if (s_seed(op) < 0)
 		return 1;
-	/* the images and the tower before anything starts or any weight is read */
+	/* the images and the tower before anything starts or any weight is read; --chat may
+	 * take /image FILE later, so it takes the tower beside the model without --image (the
+	 * cpu pass only: the cuda one has no tower) */
+	op->img.later = op->chat && (!op->ea.eo.backend || !strcmp(op->ea.eo.backend, "cpu"));
 	if ((rc = nsctl_images_check(&op->img, S_WHO, op->model, op->ea.eo.n_ctx, &op->ea.eo)))
 		return rc;
 	sigemptyset(&sa.sa_mask);
@@ -715,6 +718,8 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	}
 	rc = ns_engine_load(op->model, &op->ea.eo, &e, err, sizeof(err));
 	ns_progress_end(&op->ram); /* a load that failed while it was drawn */
+	if (rc == 0) /* said once the load's own refusals are past */
+		nsctl_images_say(&op->img, S_WHO);
 	if (rc < 0)
 		s_stats_rm(op);
 

@@ -9,6 +9,7 @@
 #include "hparams.h"
 #include "image_args.h"
 #include "image_embed.h"
+#include "mmproj_beside.h"
 #include "model.h"
 #include "ns_util.h"
 
@@ -22,7 +23,9 @@ int nsctl_images_add(struct nsctl_images *im, const char *who, const char *path)
 	return 0;
 }
 
-/* The text model takes images and the tower is its own: 0 or -errno with err. */
+/* The text model takes images and the tower is its own: 0 or -errno with err; with no tower
+ * given, the one beside the model (mmproj_beside.h), or im->mmproj left NULL when there is
+ * none and no image asks for one. */
 static int s_tower(struct nsctl_images *im, const char *model, struct ns_vision_hparams *vhp,
 		   char *err, size_t errlen)
 {
@@ -30,13 +33,14 @@ static int s_tower(struct nsctl_images *im, const char *model, struct ns_vision_
 	struct ns_arch_model *am = NULL;
 	struct ns_hparams hp;
 	char why[NS_ERR_LEN];
+	bool takes = false;
 	int rc = ns_model_open(model, &m, err, errlen);
 
 	if (rc < 0)
 		return rc;
 	if ((rc = ns_arch_bind(m, &am, why, sizeof(why))) < 0)
 		ns_errf(err, errlen, "%s: %s", model, why);
-	else if (!(am->arch->flags & NS_ARCH_MROPE))
+	else if (!(takes = am->arch->flags & NS_ARCH_MROPE) && (im->n || im->mmproj))
 		rc = (ns_errf(err, errlen, "%s: this model ('%s') takes no images: no vision "
 			      "tower for it (qwen3vl, qwen3vlmoe, qwen35, qwen35moe take them)",
 			      model, am->arch->name), -EINVAL);
@@ -44,10 +48,23 @@ static int s_tower(struct nsctl_images *im, const char *model, struct ns_vision_
 		rc = ns_hparams_load(m, &hp, err, errlen);
 	ns_arch_model_free(&am);
 	ns_model_close(&m);
-	if (rc == 0 && !im->mmproj &&
-	    (rc = ns_image_find_mmproj(model, im->found, sizeof(im->found), err, errlen)) == 0)
+	if (rc < 0 || !takes) /* a text-only model with images only maybe later: no tower */
+		return rc;
+	if (!im->mmproj) {
+		rc = nsctl_mmproj_beside(model, hp.n_embd, hp.n_deepstack, im->found,
+					 sizeof(im->found), why, sizeof(why), err, errlen);
+		if (rc < 0)
+			return rc;
+		if (rc == 0 && im->n)
+			return ns_errf(err, errlen, "--image: no vision tower for %s: none beside it "
+				       "fits (%s); name one with --mmproj FILE", model,
+				       why[0] ? why : "no mmproj*.gguf there"), -ENOENT;
+		if (rc == 0)
+			return 0;
 		im->mmproj = im->found;
-	if (rc == 0 && (rc = ns_model_open(im->mmproj, &t, err, errlen)) == 0) {
+		im->beside = true;
+	}
+	if ((rc = ns_model_open(im->mmproj, &t, err, errlen)) == 0) {
 		if (!ns_vision_is_mmproj(t))
 			rc = (ns_errf(err, errlen, "--mmproj %s: not a vision tower (an mmproj "
 				      "GGUF)", im->mmproj), -EINVAL);
@@ -77,9 +94,17 @@ int nsctl_images_check(struct nsctl_images *im, const char *who, const char *mod
 	uint64_t total = 0;
 	int rc = 0;
 
-	if (!im->n && !im->mmproj)
+	if (im->no_mmproj && (im->mmproj || im->n)) {
+		fprintf(stderr, "%s: %s\n", who, im->mmproj ? "--mmproj and --no-mmproj: name one"
+			: "--image needs a vision tower; --no-mmproj leaves it out");
+		return 2;
+	}
+	if (im->no_mmproj || (!im->n && !im->mmproj && !im->later))
 		return 0;
 	rc = s_tower(im, model, &vhp, err, sizeof(err));
+	if (rc == 0 && !im->mmproj) /* none beside a model images may come to later */
+		return 0;
+
 	for (uint32_t i = 0; rc == 0 && i < im->n; i++) {
 		struct ns_image_file *f = NULL;
 		struct ns_image_plan plan;
@@ -104,6 +129,13 @@ int nsctl_images_check(struct nsctl_images *im, const char *who, const char *mod
 	return 0;
 }
 
+void nsctl_images_say(const struct nsctl_images *im, const char *who)
+{
+	if (im->beside)
+		fprintf(stderr, "%s: vision tower %s (found beside the model; --mmproj FILE names "
+			"another, --no-mmproj none)\n", who, im->mmproj);
+}
+
 int nsctl_images_opt(struct nsctl_images *im, const char *who, int id, const char *flag,
 		     const char *v)
 {
@@ -114,6 +146,10 @@ int nsctl_images_opt(struct nsctl_images *im, const char *who, int id, const cha
 		return nsctl_images_add(im, who, v);
 	if (id == NSCTL_IMG_MMPROJ) {
 		im->mmproj = v;
+		return 0;
+	}
+	if (id == NSCTL_IMG_NO_MMPROJ) {
+		im->no_mmproj = true;
 		return 0;
 	}
 	if (ns_parse_count(v, id == NSCTL_IMG_TOKEN ? 0 : 1, hi, &x) < 0) {

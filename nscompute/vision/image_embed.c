@@ -1,5 +1,4 @@
 /* image_embed.c - see image_embed.h: file -> plan -> pixels -> tower. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,57 +131,4 @@ void ns_image_embedding_free(struct ns_image_embedding *e)
 	free(e->deepstack);
 	e->embd = NULL;
 	e->deepstack = NULL;
-}
-
-static bool s_is_mmproj_name(const char *name)
-{
-	const size_t n = strlen(name);
-
-	return n > strlen("mmproj-.gguf") && strncmp(name, "mmproj-", 7) == 0 &&
-	       strcmp(name + n - 5, ".gguf") == 0;
-}
-
-int ns_image_find_mmproj(const char *model_path, char *out, size_t outlen, char *err,
-			 size_t errlen)
-{
-	const char *slash = strrchr(model_path, '/');
-	char dir[4096], first[256] = "";
-	struct dirent *de;
-	int found = 0, rc = 0;
-	DIR *d;
-
-	if (slash)
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - model_path), model_path);
-	else
-		snprintf(dir, sizeof(dir), ".");
-	if (slash == model_path)
-		snprintf(dir, sizeof(dir), "/");
-	d = opendir(dir);
-	if (!d) {
-		rc = -errno;
-		ns_errf(err, errlen, "%s: %s", dir, strerror(-rc));
-		return rc;
-	}
-	while ((de = readdir(d)) && rc == 0) {
-		if (!s_is_mmproj_name(de->d_name))
-			continue;
-		if (found++) {
-			ns_errf(err, errlen, "several mmproj files beside %s (%s, %s): name one with "
-				"--mmproj", model_path, first, de->d_name);
-			rc = -EEXIST;
-		} else {
-			snprintf(first, sizeof(first), "%s", de->d_name);
-		}
-	}
-	closedir(d);
-	if (rc == 0 && !found) {
-		ns_errf(err, errlen, "no mmproj-*.gguf beside %s: name the vision tower with "
-			"--mmproj", model_path);
-		rc = -ENOENT;
-	}
-	if (rc == 0 && snprintf(out, outlen, "%s/%s", dir, first) >= (int)outlen) {
-		ns_errf(err, errlen, "%s/%s: path too long", dir, first);
-		rc = -ENAMETOOLONG;
-	}
-	return rc;
 }

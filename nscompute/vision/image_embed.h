@@ -18,9 +18,6 @@
  * plan.grid_w), in patches; the text model's M-RoPE sees the image as grid_t x (grid_h / merge)
  * x (grid_w / merge) tokens, row-major, and text after it resumes past the larger of those.
  *
- * Finding the tower: ns_image_find_mmproj(model_path, ...) looks for the one mmproj-*.gguf
- * beside a model (llama.cpp's naming), for when the user gives no --mmproj.
- *
  * Ownership: plan gives *file (ns_image_close). ns_image_embed fills e with malloc'd arrays
  * the caller frees with ns_image_embedding_free. The tower is borrowed. Errors are negative
  * errnos with one line in err. */
@@ -83,10 +80,5 @@ int ns_image_work_bytes(const struct ns_vision_hparams *hp, const struct ns_imag
 
 void ns_image_embedding_free(struct ns_image_embedding *e);
 
-/* The mmproj beside model_path: the single file named mmproj-*.gguf in its directory into
- * out. Returns 0; -ENOENT (none), -EEXIST (several: the line names two), -ENAMETOOLONG,
- * -errno (directory unreadable), with one line in err. */
-int ns_image_find_mmproj(const char *model_path, char *out, size_t outlen, char *err,
-			 size_t errlen);
 
 #endif

@@ -24,6 +24,7 @@
 #include "model.h"
 #include "ns_test.h"
 #include "synth.h"
+#include "../vision/vt_util.h"
 
 static int s_fail;
 
@@ -202,6 +203,9 @@ static const struct real s_real[] = {
 	{ "qwen3.5-4b", 2560, 9216, 0, 0, 0, 16, 4, 256, 32, 248320 },
 	{ "qwen3.5-35b-a3b", 2048, 0, 512, 256, 8, 16, 2, 256, 40, 248320 },
 	{ "qwen3.5-397b-a17b", 4096, 0, 1024, 512, 10, 32, 2, 256, 60, 248320 },
+	/* Qwen3-VL's text_config: the sources are cited at s_presets in modelfile/synth.c */
+	{ "qwen3-vl-8b", 4096, 12288, 0, 0, 0, 32, 8, 128, 36, 151936 },
+	{ "qwen3-vl-30b-a3b", 2048, 6144, 768, 128, 8, 32, 4, 128, 48, 151936 },
 };
 
 /* The Gated DeltaNet side of the Qwen3.5 presets (config.json's linear_* keys as GGUF's ssm.*:
@@ -1106,6 +1110,358 @@ static void s_engine_case(const char *nsctl, const char *preset, uint32_t layers
 	fprintf(stderr, "ran %s (%u layers) through the engine\n", preset, layers);
 }
 
+
+/* ---- Qwen3-VL: the text model and the tower written beside it ---- */
+
+/* The tower of both Qwen3-VL presets (vision_config, sources at s_presets in synth.c): depth,
+ * hidden, intermediate, heads, patch, merge, position grid, deepstack_visual_indexes. */
+static const struct {
+	uint64_t depth, W, F, heads, P, merge, n_pos, ds[3];
+} s_real_tower = { 27, 1152, 4304, 16, 16, 2, 2304, { 8, 16, 24 } };
+
+/* A tower tensor's name with its block (v.blk.N., v.deepstack.N.) replaced by '#': *blk gets
+ * N (-1 for a global). */
+static void s_mm_norm(const char *name, char *out, size_t n, long *blk)
+{
+	static const char *const pre[] = { "v.blk.", "v.deepstack." };
+
+	*blk = -1;
+	for (size_t i = 0; i < 2; i++) {
+		size_t k = strlen(pre[i]);
+		char *end;
+
+		if (strncmp(name, pre[i], k))
+			continue;
+		*blk = strtol(name + k, &end, 10);
+		snprintf(out, n, "%s#%s", pre[i], end);
+		return;
+	}
+	snprintf(out, n, "%s", name);
+}
+
+/* The shape a tower tensor must have, from the file's own keys (the same formulas on
+ * llama.cpp's file and ours): W width, F ffn, M = W merge^2, O projection_dim. */
+static bool s_mm_shape_ok(const struct ns_gguf *g, const struct ns_gguf_tensor *t)
+{
+	uint64_t W = 0, F = 0, O = 0, P = 0, mg = 0, M;
+	const char *n = t->name.s;
+	char norm[160];
+	long blk;
+	uint64_t want[4] = { 1, 1, 1, 1 };
+
+	ns_gguf_get_u64(g, "clip.vision.embedding_length", &W);
+	ns_gguf_get_u64(g, "clip.vision.feed_forward_length", &F);
+	ns_gguf_get_u64(g, "clip.vision.projection_dim", &O);
+	ns_gguf_get_u64(g, "clip.vision.patch_size", &P);
+	ns_gguf_get_u64(g, "clip.vision.spatial_merge_size", &mg);
+	M = W * mg * mg;
+	s_mm_norm(n, norm, sizeof(norm), &blk);
+#define IS(s) (!strcmp(norm, s))
+#define W2(a, b) (want[0] = (a), want[1] = (b))
+	if (IS("v.blk.#.attn_qkv.weight")) W2(W, 3 * W);
+	else if (IS("v.blk.#.attn_qkv.bias")) W2(3 * W, 1);
+	else if (IS("v.blk.#.attn_out.weight")) W2(W, W);
+	else if (IS("v.blk.#.ffn_up.weight")) W2(W, F);
+	else if (IS("v.blk.#.ffn_up.bias")) W2(F, 1);
+	else if (IS("v.blk.#.ffn_down.weight")) W2(F, W);
+	else if (strstr(norm, "v.blk.#.") || IS("v.post_ln.weight") || IS("v.post_ln.bias") ||
+		 IS("v.patch_embd.bias")) W2(W, 1);
+	else if (IS("v.deepstack.#.fc1.weight") || IS("mm.0.weight")) W2(M, M);
+	else if (IS("v.deepstack.#.fc2.weight") || IS("mm.2.weight")) W2(M, O);
+	else if (IS("v.deepstack.#.fc2.bias") || IS("mm.2.bias")) W2(O, 1);
+	else if (strstr(norm, "v.deepstack.#.") || IS("mm.0.bias")) W2(M, 1);
+	else if (IS("v.patch_embd.weight") || IS("v.patch_embd.weight.1"))
+		want[0] = P, want[1] = P, want[2] = 3, want[3] = W;
+	else if (IS("v.position_embd.weight")) {
+		uint64_t side = 0;
+		ns_gguf_get_u64(g, "clip.vision.image_size", &side);
+		W2(W, (side / P) * (side / P));
+	} else
+		return false;
+#undef IS
+#undef W2
+	return t->ne[0] == want[0] && t->ne[1] == want[1] && t->ne[2] == want[2] &&
+	       t->ne[3] == want[3];
+}
+
+/* The DeepStack blocks an mmproj names in clip.vision.is_deepstack_layers. */
+static uint32_t s_mm_deepstack(const struct ns_gguf *g, uint64_t *idx, uint32_t max)
+{
+	const struct ns_gguf_value *a = ns_gguf_get_arr(g, "clip.vision.is_deepstack_layers");
+	uint32_t n = 0;
+
+	for (uint64_t i = 0; a && a->v.arr.item_type == NS_GGUF_BOOL && i < a->v.arr.n; i++)
+		if (((const uint8_t *)a->v.arr.items)[i] && n < max)
+			idx[n++] = i;
+	return n;
+}
+
+/* ours (an mmproj) against llama.cpp's (hf/qwen3_vl's conversion): the same keys and value
+ * types, the same tensor names block for block, shapes by the formulas, types: exact (both
+ * F32) or the F16 conversion's rules. */
+static void s_check_mmproj(const struct ns_gguf *ours, const struct ns_gguf *ref, bool exact,
+			   uint64_t text_embd, const char *what)
+{
+	uint64_t v = 0, ds[8], rds[8];
+	uint32_t nds, nrds;
+
+	/* the same keys both ways (llama.cpp's size label aside), of the same value types */
+	for (uint64_t i = 0; i < ref->n_kv; i++) {
+		const struct ns_gguf_kv *kv = &ref->kv[i], *o = ns_gguf_find(ours, kv->key.s);
+
+		if (!strcmp(kv->key.s, "general.size_label"))
+			continue;
+		CHECK(o && o->value.type == kv->value.type, "%s: key %s missing or not %s", what,
+		      kv->key.s, ns_gguf_vtype_name(kv->value.type));
+	}
+	for (uint64_t i = 0; i < ours->n_kv; i++)
+		CHECK(ns_gguf_find(ref, ours->kv[i].key.s), "%s: extra key %s", what,
+		      ours->kv[i].key.s);
+	{
+		uint64_t a = 9, b = 9;
+		ns_gguf_get_u64(ours, "general.file_type", &a);
+		ns_gguf_get_u64(ref, "general.file_type", &b);
+		CHECK(a == (exact ? b : 1), "%s: mmproj general.file_type %" PRIu64, what, a);
+	}
+	for (uint64_t i = 0; i < ref->n_tensors; i++) /* the formulas hold for llama.cpp's file */
+		CHECK(s_mm_shape_ok(ref, &ref->tensors[i]), "oracle mmproj: %s has no formula",
+		      ref->tensors[i].name.s);
+	nds = s_mm_deepstack(ours, ds, 8);
+	nrds = s_mm_deepstack(ref, rds, 8);
+	for (uint64_t i = 0; i < ours->n_tensors; i++) {
+		const struct ns_gguf_tensor *t = &ours->tensors[i];
+		char norm[160], rname[160];
+		long blk;
+		int64_t k;
+		bool listed = false;
+
+		CHECK(s_mm_shape_ok(ours, t), "%s: %s has shape [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+		      ", %" PRIu64 "]", what, t->name.s, t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+		s_mm_norm(t->name.s, norm, sizeof(norm), &blk);
+		/* its counterpart in llama.cpp's file: block 0, or its first DeepStack block */
+		snprintf(rname, sizeof(rname), "%s", norm);
+		if (blk >= 0) {
+			char *hash = strchr(rname, '#');
+			char tail[160];
+
+			snprintf(tail, sizeof(tail), "%s", hash + 1);
+			snprintf(hash, sizeof(rname) - (size_t)(hash - rname), "%" PRIu64 "%s",
+				 strstr(norm, "deepstack") ? rds[0] : 0, tail);
+		}
+		k = ns_gguf_find_tensor(ref, rname);
+		CHECK(k >= 0, "%s: %s has no counterpart in llama.cpp's mmproj", what, t->name.s);
+		if (k < 0)
+			continue;
+		if (exact)
+			CHECK(t->type == ref->tensors[k].type, "%s: %s is %s, llama.cpp's %s", what,
+			      t->name.s, ns_type_get(t->type)->name,
+			      ns_type_get(ref->tensors[k].type)->name);
+		else
+			CHECK(t->type == (t->n_dims == 1 || strstr(norm, "position_embd") ?
+					  NS_TYPE_F32 : NS_TYPE_F16),
+			      "%s: %s is %s (F16 conversion: 1-D and the position grid F32, the rest "
+			      "F16)", what, t->name.s, ns_type_get(t->type)->name);
+		for (uint32_t d = 0; d < nds; d++)
+			listed |= (uint64_t)blk == ds[d];
+		if (strstr(norm, "deepstack"))
+			CHECK(listed, "%s: %s is not a DeepStack block", what, t->name.s);
+	}
+	/* every tensor of llama.cpp's file, for every block and DeepStack block of ours */
+	for (uint64_t i = 0; i < ref->n_tensors; i++) {
+		char norm[160], name[160];
+		long blk;
+		uint64_t n;
+		bool ds_t;
+
+		s_mm_norm(ref->tensors[i].name.s, norm, sizeof(norm), &blk);
+		if (blk > 0 || (blk >= 0 && strstr(norm, "deepstack") && (uint64_t)blk != rds[0]))
+			continue;
+		ds_t = strstr(norm, "deepstack") != NULL;
+		ns_gguf_get_u64(ours, "clip.vision.block_count", &n);
+		for (uint64_t b = 0; b < (blk < 0 ? 1 : ds_t ? nds : n); b++) {
+			char *hash;
+
+			snprintf(name, sizeof(name), "%s", norm);
+			if ((hash = strchr(name, '#'))) {
+				char tail[160];
+
+				snprintf(tail, sizeof(tail), "%s", hash + 1);
+				snprintf(hash, sizeof(name) - (size_t)(hash - name), "%" PRIu64 "%s",
+					 ds_t ? ds[b] : b, tail);
+			}
+			CHECK(ns_gguf_find_tensor(ours, name) >= 0, "%s: %s missing", what, name);
+		}
+	}
+	CHECK(nrds >= 1, "oracle mmproj: no DeepStack layer");
+	CHECK(ns_gguf_get_u64(ours, "clip.vision.projection_dim", &v) && v == text_embd,
+	      "%s: projection_dim %" PRIu64 ", the text model's n_embd %" PRIu64, what, v,
+	      text_embd);
+	{
+		const char *pt = ns_gguf_get_str(ours, "clip.projector_type");
+		CHECK(pt && !strcmp(pt, "qwen3vl_merger"), "%s: projector_type %s", what,
+		      pt ? pt : "(none)");
+	}
+}
+
+/* The published dimensions of the whole tower (ours uncut). */
+static void s_check_real_tower(const struct ns_gguf *g, const char *what)
+{
+	uint64_t W = 0, F = 0, L = 0, H = 0, P = 0, mg = 0, side = 0, ds[8];
+	uint32_t nds = s_mm_deepstack(g, ds, 8);
+	int64_t pos = ns_gguf_find_tensor(g, "v.position_embd.weight");
+
+	ns_gguf_get_u64(g, "clip.vision.embedding_length", &W);
+	ns_gguf_get_u64(g, "clip.vision.feed_forward_length", &F);
+	ns_gguf_get_u64(g, "clip.vision.block_count", &L);
+	ns_gguf_get_u64(g, "clip.vision.attention.head_count", &H);
+	ns_gguf_get_u64(g, "clip.vision.patch_size", &P);
+	ns_gguf_get_u64(g, "clip.vision.spatial_merge_size", &mg);
+	ns_gguf_get_u64(g, "clip.vision.image_size", &side);
+	CHECK(W == s_real_tower.W && F == s_real_tower.F && L == s_real_tower.depth &&
+	      H == s_real_tower.heads && P == s_real_tower.P && mg == s_real_tower.merge,
+	      "%s: tower dims %" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 " differ from the "
+	      "published ones", what, W, F, L, H);
+	CHECK(pos >= 0 && g->tensors[pos].ne[1] == s_real_tower.n_pos && side == 768,
+	      "%s: position grid of %" PRIu64 " (image_size %" PRIu64 ")", what,
+	      pos >= 0 ? g->tensors[pos].ne[1] : 0, side);
+	CHECK(nds == 3 && ds[0] == s_real_tower.ds[0] && ds[1] == s_real_tower.ds[1] &&
+	      ds[2] == s_real_tower.ds[2], "%s: DeepStack blocks differ from [8, 16, 24]", what);
+}
+
+/* A Qwen3-VL preset's two files from their headers (the data left holes): the text model
+ * against llama.cpp's (hf/qwen3_vl's conversion, dense; tiny-qwen3vlmoe, MoE) - keys, names,
+ * types, shapes, the published dimensions, M-RoPE sections and DeepStack count - and the
+ * mmproj beside it against hf/qwen3_vl's mmproj, in F32 (types exact) and in the preset's
+ * default (an F16 tower), the whole tower and a cut of 4 blocks. */
+static void s_case_vl(const char *preset, bool moe)
+{
+	char path[512], mpath[600], opath[512], err[512], what[160];
+	struct ns_gguf *ours = NULL, *ref = NULL, *mref = NULL, *mm = NULL;
+	const char *quants[] = { "f32", NULL };
+
+	ns_test_oracle_path(opath, sizeof(opath), moe ? "tiny/tiny-qwen3vlmoe-Q4_K_M.gguf" :
+			    "hf/qwen3_vl/gguf/qwen3_vl-f32.gguf");
+	if (ns_gguf_open(opath, &ref, err, sizeof(err))) {
+		CHECK(0, "oracle: %s", err);
+		return;
+	}
+	ns_test_oracle_path(opath, sizeof(opath), "hf/qwen3_vl/gguf/mmproj-qwen3_vl-f32.gguf");
+	if (ns_gguf_open(opath, &mref, err, sizeof(err))) {
+		CHECK(0, "oracle: %s", err);
+		ns_gguf_close(&ref);
+		return;
+	}
+	for (size_t q = 0; q < 2; q++) {
+		for (uint32_t cut = 0; cut <= 4; cut += 4) {
+			struct ns_synth_opts o = { .preset = preset, .layers = 2, .seed = 3,
+						   .no_data = true, .max_vocab = 4096,
+						   .max_experts = 8, .max_vision_layers = cut };
+			/* the text model against the oracle of its own mix: f32 (dense), the
+			 * default (MoE) */
+			bool text_vs_ref = cut == 0 && (moe ? !quants[q] : quants[q] != NULL);
+			uint64_t E = 0, d[4] = { 0 };
+			const struct ns_gguf_value *sec;
+			char key[96];
+
+			snprintf(what, sizeof(what), "%s/%s%s", preset, quants[q] ? quants[q] : "default",
+				 cut ? " (tower cut to 4 blocks)" : "");
+			if (quants[q]) {
+				o.quant_set = true;
+				ns_synth_parse_quant(quants[q], &o.quant);
+			}
+			snprintf(path, sizeof(path), "%s/vl.gguf", s_dir);
+			snprintf(mpath, sizeof(mpath), "%s/mmproj-vl.gguf", s_dir);
+			if (ns_synth_write(&o, path, err, sizeof(err))) {
+				CHECK(0, "%s: %s", what, err);
+				continue;
+			}
+			CHECK(ns_synth_tower_path(preset, path, opath, sizeof(opath)) == 1 &&
+			      !strcmp(opath, mpath), "%s: the tower's path is %s", what, opath);
+			if (ns_gguf_open(path, &ours, err, sizeof(err)) ||
+			    ns_gguf_open(mpath, &mm, err, sizeof(err))) {
+				CHECK(0, "%s: %s", what, err);
+			} else {
+				struct dims dd;
+
+				s_dims(ours, &dd);
+				s_check_shapes(ours, what);
+				s_check_layout(ours, true, what);
+				s_check_layout(mm, false, what);
+				s_check_real(ours, preset, 2, false, what);
+				if (text_vs_ref) {
+					s_check_meta(ours, ref, what, moe ? "qwen3vlmoe.rope.dimension_count"
+									 : "general.size_label");
+					s_check_names_types(ours, ref, moe ? TYPES_KQUANT : TYPES_EXACT,
+							    what);
+				}
+				snprintf(key, sizeof(key), "%s.rope.dimension_sections", dd.arch);
+				sec = ns_gguf_get_arr(ours, key);
+				for (int i = 0; sec && sec->v.arr.item_type == NS_GGUF_I32 && i < 4 &&
+						(uint64_t)i < sec->v.arr.n; i++)
+					d[i] = (uint64_t)((const int32_t *)sec->v.arr.items)[i];
+				CHECK(d[0] == 24 && d[1] == 20 && d[2] == 20 && d[3] == 0,
+				      "%s: rope.dimension_sections [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+				      ", %" PRIu64 "], the published [24, 20, 20]", what, d[0], d[1],
+				      d[2], d[3]);
+				CHECK(s_u(ours, dd.arch, "n_deepstack_layers", 0) == 3 &&
+				      s_u(ours, dd.arch, "context_length", 0) == 262144,
+				      "%s: n_deepstack_layers / context_length", what);
+				E = dd.E;
+				s_check_mmproj(mm, mref, quants[q] != NULL, E, what);
+				if (!cut)
+					s_check_real_tower(mm, what);
+			}
+			ns_gguf_close(&ours);
+			ns_gguf_close(&mm);
+			unlink(path);
+			unlink(mpath);
+		}
+	}
+	ns_gguf_close(&ref);
+	ns_gguf_close(&mref);
+	fprintf(stderr, "checked %s and its mmproj against llama.cpp's conversions\n", preset);
+}
+
+/* A cut of a Qwen3-VL preset (one text layer, a 3-block tower, the test caps on vocabulary and
+ * experts) through the engine with an image: nsctl run finds the tower beside the model,
+ * turns a 64x64 PNG into 4 tokens and decodes. */
+static void s_vl_engine_case(const char *nsctl, const char *preset, const char *quant)
+{
+	struct ns_synth_opts o = { .preset = preset, .layers = 1, .seed = 5, .max_vocab = 4096,
+				   .max_experts = 8, .max_vision_layers = 3 };
+	char path[512], mpath[600], png[600], cmd[3072], out[16384], err[512], want[700];
+	uint8_t rgb[64 * 64 * 3];
+	int rc;
+
+	if (quant) {
+		o.quant_set = true;
+		ns_synth_parse_quant(quant, &o.quant);
+	}
+	snprintf(path, sizeof(path), "%s/vle.gguf", s_dir);
+	snprintf(mpath, sizeof(mpath), "%s/mmproj-vle.gguf", s_dir);
+	snprintf(png, sizeof(png), "%s/vle.png", s_dir);
+	for (size_t i = 0; i < sizeof(rgb); i++)
+		rgb[i] = (uint8_t)(i * 7 + i / 192);
+	vt_write_png(png, rgb, 64, 64, NULL, 0);
+	if (ns_synth_write(&o, path, err, sizeof(err))) {
+		CHECK(0, "%s: %s", preset, err);
+		unlink(png);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' run '%s' --image '%s' --min-pixels 4096 -p 'what is it' "
+		 "-n 2 -s 7 --threads 1 --mem-budget 64MB --stall-timeout 120 --json 2>&1", nsctl,
+		 path, png);
+	rc = s_sh(cmd, out, sizeof(out));
+	snprintf(want, sizeof(want), "vision tower %s (found beside the model", mpath);
+	CHECK(rc == 0 && strstr(out, want) && strstr(out, "\"images\":{\"image_tokens\":4,"),
+	      "%s: nsctl run --image (exit %d): %.1500s", preset, rc, out);
+	unlink(path);
+	unlink(mpath);
+	unlink(png);
+	fprintf(stderr, "ran %s (1 layer, a 3-block tower, %s) with an image through the engine\n",
+		preset, quant ? quant : "default mix");
+}
+
 int main(int argc, char **argv)
 {
 	const char *root = getenv("NS_BUILD_ROOT");
@@ -1137,6 +1493,8 @@ int main(int argc, char **argv)
 	s_case_gemma4("gemma-4-26b-a4b", "tiny/tiny-gemma4-Q4_K_M.gguf", 30);
 	s_case_bf16("gemma-4-e4b", 12);
 	s_case_bf16("llama-8b", 2);
+	s_case_vl("qwen3-vl-8b", false);
+	s_case_vl("qwen3-vl-30b-a3b", true);
 	if (argc > 1) {
 		s_engine_case(argv[1], "qwen3.5-4b", 4, "recurrent:");
 		s_engine_case(argv[1], "qwen3.5-35b-a3b", 4, "recurrent:");
@@ -1144,6 +1502,9 @@ int main(int argc, char **argv)
 		s_engine_case(argv[1], "gemma-4-e4b", 12, "sliding window: 512");
 		/* one period (five sliding, one global), every layer MoE, 8 of the experts */
 		s_engine_case(argv[1], "gemma-4-26b-a4b", 6, "experts:        8, 8 active");
+		/* a Q8_0 tower (a q8_0 conversion) and the F16 one beside the default mix */
+		s_vl_engine_case(argv[1], "qwen3-vl-8b", "q8_0");
+		s_vl_engine_case(argv[1], "qwen3-vl-30b-a3b", NULL);
 	} else {
 		CHECK(0, "usage: test_synth_presets NSCTL (the engine runs are part of the test)");
 	}

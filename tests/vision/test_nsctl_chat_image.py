@@ -12,7 +12,8 @@ sessions:
   - --image F on the command line: the first turn's reply is the same as with /image F;
   - /image of a file that is not an image: one line, not attached, the session goes on (its
     reply is a session's without the image); /reset forgets an attached image; /save of a
-    conversation with images is refused in one line; /image without a tower: one line;
+    conversation with images is refused in one line; /image without a tower (--no-mmproj):
+    one line; without --mmproj the tower beside the model is taken, and said;
   - a mutation check of the test itself: the reply with the image differs from the reply
     without it.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
@@ -112,11 +113,17 @@ with tempfile.TemporaryDirectory() as d:
     else:
         print("  /save with images -> " + lines[0])
 
-    rc, got, err = chat(["/image " + image, "describe"])  # no --mmproj: no tower
+    rc, got, err = chat(["/image " + image, "describe"], "--no-mmproj")  # no tower
     lines = [x for x in err.split("\n") if x.startswith("nsctl run: /image")]
     if rc != 0 or got != plain or len(lines) != 1 or "no vision tower" not in lines[0]:
         fail(f"/image without a tower: exit {rc}, {got!r}, stderr {err!r}")
     else:
         print("  /image without a tower -> " + lines[0])
+
+    # no --mmproj: --chat takes the mmproj beside the model (images may come), says so, and
+    # answers as with it named
+    rc, got, err = chat(["/image " + image, "describe"])
+    if rc != 0 or got != rep[:1] or f"vision tower {MMPROJ} (found beside the model" not in err:
+        fail(f"--chat with the tower beside: exit {rc}, {got!r}, want {rep[:1]!r}: {err!r}")
 
 checks.done()

@@ -11,7 +11,7 @@ On hf/qwen3_vl (GGUF) with its mmproj:
     (the tower's activations for the largest image the limits let through, its pixels, the
     embeddings held for the decoder) and image_tokens (that image: --max-patches, else
     --max-pixels / 32^2, at most -c); fixed.total grows by exactly the two; the text output
-    names them; refusals in one line (--max-patches without --mmproj, a model that takes no
+    names them; refusals in one line (--max-patches without a tower, a model that takes no
     images, a tower of another model);
   - the tower's rows stream through the arena: a copy of the mmproj given one 64 KiB row makes
     plan's min_mem that row's blocks (above the model's), and an arena under it is refused in
@@ -71,8 +71,14 @@ def plan(*args):
 
 # ---- plan's figures ----
 B = ["-c", "256", "--mem-budget", "8MB", "--ram-budget", "0", "--vram-budget", "0"]
-plain = plan(*B)
+plain = plan(*B, "--no-mmproj")
 full = plan(*B, "--mmproj", MMPROJ)
+beside = plan(*B)  # the mmproj beside the model, found without --mmproj: the same figures
+if plain and full and beside and (plain["fixed"]["tower_bytes"] or
+                                  beside["fixed"] != full["fixed"] or
+                                  beside["mmproj"] != MMPROJ):
+    fail(f"plan: --no-mmproj / the tower beside / --mmproj: {plain['fixed']}, "
+         f"{beside['fixed']} ({beside['mmproj']}), {full['fixed']}")
 small = plan(*B, "--mmproj", MMPROJ, "--max-patches", "4")
 px = plan(*B, "--mmproj", MMPROJ, "--max-pixels", "65536")
 if plain and full and small and px:
@@ -102,7 +108,8 @@ r = nsctl("plan", MODEL, *B, "--mmproj", MMPROJ, "--max-patches", "4")
 if r.returncode != 0 or not all(k in r.stdout for k in ("  tower ", "  images ",
                                                          "up to 4 tokens")):
     fail(f"plan's text does not show the tower and the images: {r.stdout[:2000]}")
-refused("plan: --max-patches without --mmproj", nsctl("plan", MODEL, "--max-patches", "4"),
+refused("plan: --max-patches without a tower", nsctl("plan", MODEL, "--no-mmproj",
+                                                   "--max-patches", "4"),
         "nsctl plan", "--mmproj")
 refused("plan: a model that takes no images",
         nsctl("plan", os.path.join(ORACLE, "models", "stories260K.gguf"), "--mmproj", MMPROJ),
@@ -218,7 +225,7 @@ with tempfile.TemporaryDirectory() as d:
     # budgets chosen by run: the session fits without the images' memory, not with it
     if full and plain:
         big = plan("-c", "4096", "--mmproj", MMPROJ, "--mem-budget", "8MB", "--ram-budget", "0")
-        base = plan("-c", "4096", "--mem-budget", "8MB", "--ram-budget", "0")
+        base = plan("-c", "4096", "--mem-budget", "8MB", "--ram-budget", "0", "--no-mmproj")
         if big and base:
             cap = base["host_total"] + big["fixed"]["tower_bytes"] + (8 << 20)
             if cap >= big["host_total"]:
