@@ -12,6 +12,7 @@
 #include "diskbw.h"
 #include "ctl_msg.h"
 #include "draft_model.h"
+#include "run_draft.h"
 #include "ns_util.h"
 
 static void s_usage(FILE *f)
@@ -373,9 +374,9 @@ static int bench_check_drafts(const struct bench_opts *o)
 		fprintf(stderr, "nsctl bench: --draft-min %u is over --draft-max %u\n", min, max);
 		return -1;
 	}
-	if (o->backend && !strcmp(o->backend, "cuda")) {
-		fprintf(stderr, "nsctl bench: --draft runs on the cpu backend only (not --backend "
-			"cuda)\n");
+	if (o->backend && !strcmp(o->backend, "cuda") && nsctl_model_recurrent(o->model)) {
+		fprintf(stderr, "nsctl bench: --draft on a model with a recurrent state runs on the "
+			"cpu backend only (not --backend cuda)\n");
 		return -1;
 	}
 	if (o->draft_model && nsctl_draft_compatible(o->model, o->draft_model, err,

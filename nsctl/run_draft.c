@@ -82,7 +82,7 @@ static int s_mtp_check(const char *model, const char *backend)
 
 /* Whether MODEL has recurrent layers (qwen35): a file that does not open or bind is not
  * judged here (the run refuses it with its own line). */
-static bool s_recurrent(const char *model)
+bool nsctl_model_recurrent(const char *model)
 {
 	struct ns_model *m = NULL;
 	struct ns_arch_model *am = NULL;
@@ -115,7 +115,7 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 		fprintf(stderr, S_WHO ": --draft-min %u is over --draft-max %u\n", min, max);
 		return -EINVAL;
 	}
-	if (backend && !strcmp(backend, "cuda") && s_recurrent(model)) {
+	if (backend && !strcmp(backend, "cuda") && nsctl_model_recurrent(model)) {
 		fprintf(stderr, S_WHO ": --draft on a model with a recurrent state runs on the cpu "
 			"backend only (the cuda pass keeps no copy of the state to roll back to)\n");
 		return -EINVAL;

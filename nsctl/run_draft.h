@@ -11,6 +11,10 @@
 int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const char *a,
 		     const char *v);
 
+/* Whether MODEL has recurrent layers (qwen35): speculative decoding's cut back of its state
+ * is the cpu pass's only. False for a file that does not open or bind (the run refuses it). */
+bool nsctl_model_recurrent(const char *model);
+
 /* With a drafter: refused (one line, -EINVAL) for a model with a recurrent state (qwen35) on
  * the cuda backend (its pass keeps no copy of the state to roll back to; the cpu pass
  * does: ns_fwd_mark), draft lengths min > max, and a draft model (draft_model, NULL: none) that
