@@ -165,9 +165,8 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	return 0;
 }
 
-/* One chunk, timed when profiling. */
-int cfwd_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
-		    bool all)
+int cfwd_timed_chunk(struct ns_fwd *f, cfwd_chunk_fn eval, const int32_t *tokens, uint32_t n,
+		     float *logits, bool all)
 {
 	struct cfwd *c = f->arch;
 	uint64_t t0 = c->prof.on ? ns_now_ns() : 0;
@@ -175,8 +174,14 @@ int cfwd_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *
 
 	c->prof.n = 0;
 	cfwd_mark(c, CFWD_P_EMBD); /* the start: its own time is not counted */
-	rc = s_eval_layers(f, tokens, n, logits, all);
+	rc = eval(f, tokens, n, logits, all);
 	if (rc == 0)
 		cfwd_prof_collect(c, t0, n);
 	return rc;
+}
+
+int cfwd_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+		    bool all)
+{
+	return cfwd_timed_chunk(f, s_eval_layers, tokens, n, logits, all);
 }

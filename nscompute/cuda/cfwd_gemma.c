@@ -240,9 +240,10 @@ static int s_layer(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	return 0;
 }
 
-static int s_eval(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens, uint32_t n,
-		  float *logits, bool all)
+static int s_eval(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+		  bool all)
 {
+	struct cfwd *c = f->arch;
 	const struct ns_gemma *G = c->G;
 	const uint64_t V = G->n_vocab;
 	uint32_t t0;
@@ -288,14 +289,5 @@ static int s_eval(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens, uint3
 int cfwd_gemma_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			  bool all)
 {
-	struct cfwd *c = f->arch;
-	uint64_t t0 = c->prof.on ? ns_now_ns() : 0;
-	int rc;
-
-	c->prof.n = 0;
-	cfwd_mark(c, CFWD_P_EMBD); /* the start: its own time is not counted */
-	rc = s_eval(f, c, tokens, n, logits, all);
-	if (rc == 0)
-		cfwd_prof_collect(c, t0, n);
-	return rc;
+	return cfwd_timed_chunk(f, s_eval, tokens, n, logits, all);
 }

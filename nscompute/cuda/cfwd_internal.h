@@ -203,6 +203,11 @@ int cfwd_rows(struct ns_fwd *f, struct cfwd *c, uint32_t tensor, const void *dev
 /* Logits to the caller (c->cs synchronized), counted. */
 int cfwd_download(struct cfwd *c, float *dst, const float *dev_src, uint64_t bytes);
 
+/* One chunk of an architecture's pass, timed when profiling (both passes' eval_chunk). */
+typedef int (*cfwd_chunk_fn)(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
+			     bool all);
+int cfwd_timed_chunk(struct ns_fwd *f, cfwd_chunk_fn eval, const int32_t *tokens, uint32_t n,
+		     float *logits, bool all);
 /* struct ns_fwd's eval_chunk of the pass. */
 int cfwd_eval_chunk(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 		    bool all);
