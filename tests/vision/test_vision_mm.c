@@ -64,26 +64,6 @@ static struct ns_fwd *s_fwd(const struct ns_model *m, struct ns_weights *w, uint
 	return f;
 }
 
-/* The prompt's tokens from seqA.json's "mm_tokens" array. */
-static void s_tokens(const char *dir, struct s_prompt *p)
-{
-	char rel[512], path[4096];
-	size_t len = 0;
-	char *json, *s;
-
-	snprintf(rel, sizeof(rel), "%s/seqA.json", dir);
-	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
-	NS_REQUIRE(json && (s = strstr(json, "\"mm_tokens\"")) && (s = strchr(s, '[')),
-		   "no mm_tokens in %s", path);
-	for (s++; *s && *s != ']' && p->n < 64; p->n++) {
-		p->tok[p->n] = (int32_t)strtol(s, &s, 10);
-		while (*s == ',' || *s == ' ' || *s == '\n')
-			s++;
-	}
-	NS_REQUIRE(*s == ']' && p->n > 0, "mm_tokens unreadable in %s", path);
-	free(json);
-}
-
 /* The tower over the oracle's pixel values: the embeddings of the image's rows. */
 static void s_image(const char *mmproj, const char *provider, const char *dir, uint32_t n_embd,
 		    struct s_prompt *p)
@@ -235,7 +215,7 @@ int main(int argc, char **argv)
 	f = s_fwd(m, w, 0);
 	n_vocab = ns_fwd_n_vocab(f);
 	n_embd = (uint32_t)ns_model_find(m, "token_embd.weight")->ne[0];
-	s_tokens(argv[3], &p);
+	p.n = vt_mm_tokens(argv[3], p.tok, 64);
 	s_image(argv[2], argv[5], argv[3], n_embd, &p);
 	snprintf(rel, sizeof(rel), "%s/mm.logits.f32", argv[3]);
 	want = vt_read_f32(rel, (size_t)p.n * n_vocab);

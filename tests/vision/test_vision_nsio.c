@@ -46,26 +46,6 @@ struct s_ref {
 	float *px, *embd, *ds, *logits; /* the tower's outputs; (n, n_vocab) */
 };
 
-/* The prompt's tokens from seqA.json's "mm_tokens" array. */
-static void s_tokens(const char *dir, struct s_ref *r)
-{
-	char rel[512], path[4096];
-	size_t len = 0;
-	char *json, *s;
-
-	snprintf(rel, sizeof(rel), "%s/seqA.json", dir);
-	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
-	NS_REQUIRE(json && (s = strstr(json, "\"mm_tokens\"")) && (s = strchr(s, '[')),
-		   "no mm_tokens in %s", path);
-	for (s++; *s && *s != ']' && r->n < 64; r->n++) {
-		r->tok[r->n] = (int32_t)strtol(s, &s, 10);
-		while (*s == ',' || *s == ' ' || *s == '\n')
-			s++;
-	}
-	NS_REQUIRE(*s == ']' && r->n > 0, "mm_tokens unreadable in %s", path);
-	free(json);
-}
-
 /* The tower over the pixels into embd / ds; the prompt's logits through text provider tw. */
 static int s_run(struct ns_vision *v, const struct ns_model *text, struct ns_weights *tw,
 		 struct s_ref *r, float *embd, float *ds, float *logits)
@@ -185,7 +165,7 @@ int main(int argc, char **argv)
 	NS_REQUIRE(ns_model_open(mpath, &text, err, sizeof(err)) == 0, "%s", err);
 	NS_REQUIRE(ns_model_open(vpath, &tower, err, sizeof(err)) == 0, "%s", err);
 	NS_REQUIRE(tower->total_file_bytes > arenas[1], "the mmproj is not larger than the arenas");
-	s_tokens(argv[3], &r);
+	r.n = vt_mm_tokens(argv[3], r.tok, 64);
 
 	/* the resident path */
 	NS_REQUIRE(ns_weights_fused_new(text, &fopt, &wt, err, sizeof(err)) == 0, "%s", err);

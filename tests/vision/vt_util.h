@@ -35,6 +35,29 @@ static inline uint8_t *vt_read_u8(const char *rel, size_t n)
 	return p;
 }
 
+/* The multimodal prompt's tokens: DIR/seqA.json's "mm_tokens" array (at most cap of them) into
+ * tok; returns their count (the test fails on an unreadable or empty array). */
+static inline uint32_t vt_mm_tokens(const char *dir, int32_t *tok, uint32_t cap)
+{
+	char rel[512], path[4096];
+	size_t len = 0;
+	uint32_t n = 0;
+	char *json, *s;
+
+	snprintf(rel, sizeof(rel), "%s/seqA.json", dir);
+	json = ns_test_read_file(ns_test_oracle_path(path, sizeof(path), rel), &len);
+	NS_REQUIRE(json && (s = strstr(json, "\"mm_tokens\"")) && (s = strchr(s, '[')),
+		   "no mm_tokens in %s", path);
+	for (s++; *s && *s != ']' && n < cap; n++) {
+		tok[n] = (int32_t)strtol(s, &s, 10);
+		while (*s == ',' || *s == ' ' || *s == '\n')
+			s++;
+	}
+	NS_REQUIRE(*s == ']' && n > 0, "mm_tokens unreadable in %s", path);
+	free(json);
+	return n;
+}
+
 /* Write rgb (h, w, 3) as an 8-bit RGB PNG with libpng; exif (TIFF bytes) as an eXIf chunk
  * when given. */
 static inline void vt_write_png(const char *path, const uint8_t *rgb, uint32_t w, uint32_t h,
