@@ -249,14 +249,6 @@ int ns_arch_bind_computed(const struct ns_model *m, unsigned backends,
 	a = ns_arch_find(hp.arch);
 	if (!a || a->builder == NS_BUILD_NONE || !(a->backends & backends))
 		return s_not_computed(&hp, a, backends, err, errlen);
-	/* Gemma 4's mixture-of-experts variant: the CUDA pass (nscompute/cuda/cfwd_gemma.c)
-	 * has no expert layers */
-	if (a->builder == NS_BUILD_GEMMA && hp.n_expert > 0 && !(backends & NS_BACKEND_CPU)) {
-		ns_errf(err, errlen, "forward: architecture '%s' with %u experts (mixture of "
-			"experts) is computed by the cpu backend only so far (--backend cpu)",
-			hp.arch, hp.n_expert);
-		return -EINVAL;
-	}
 	return ns_arch_bind(m, out, err, errlen);
 }
 

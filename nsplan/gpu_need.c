@@ -94,13 +94,17 @@ static uint64_t s_shexp_ff(const struct ns_model *m, const struct ns_hparams *hp
 /* gemma3 / gemma4 as nscompute/cuda/cfwd_gemma.c cfwd_gemma_state allocates them: a whole
  * K and a V cache of n_ctx positions for each layer with K/V of its own (in its head geometry;
  * a KV-shared layer reads another's and holds none), then x, xb, xb2, q, k, v, ao, hb (the
- * FFN or all per-layer inputs, the wider), hu, logits, the attention workspace (the widest
- * head), the decode position; gemma4 E: the per-layer inputs and a layer's gated input. */
+ * FFN, all per-layer inputs or a stacked expert's 2 n_ff_exp, the widest), hu (the FFN or
+ * n_ff_exp, the wider), logits, the attention workspace (the widest head), the decode
+ * position; gemma4 E: the per-layer inputs and a layer's gated input; gemma4 MoE: the routed
+ * experts' scratch (cfwd_vram.c cfwd_moe_state: router logits, weights, gathered rows, expert
+ * output, slot outputs; choices, token and slot lists) and their branch's output. */
 static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64_t *kv,
 		   uint64_t *s, char *err, size_t errlen)
 {
 	struct ns_arch_model *am = NULL;
-	uint64_t D, H, ple, all, V, max_dk = 0, max_kv = 0, max_ff = 0, ws;
+	uint64_t D, H, ple, all, V, max_dk = 0, max_kv = 0, max_ff = 0, ws, E = 0, K = 0, F = 0;
+	uint64_t hbw, huw;
 	bool ok = true;
 	int rc = ns_arch_bind(m, &am, err, errlen);
 
@@ -110,6 +114,11 @@ static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64
 	H = am->dim[NS_DIM_HEAD];
 	ple = am->dim[NS_DIM_PLE];
 	V = am->dim[NS_DIM_VOCAB];
+	if (am->kinds & NS_LAYER_MOE) { /* as gemma.c, which makes the experts' description */
+		E = am->dim[NS_DIM_EXPERT];
+		K = am->hp.n_expert_used;
+		F = am->dim[NS_DIM_FF_EXP];
+	}
 	for (uint32_t l = 0; ok && l < am->n_layer; l++) {
 		const struct ns_arch_layer *al = &am->layer[l];
 		const uint64_t dk = al->dim[NS_DIM_DK], w = al->dim[NS_DIM_HEAD_KV] * dk;
@@ -123,14 +132,19 @@ static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64
 	all = (uint64_t)am->n_layer * ple;
 	ws = nsplan_gpu_attn_ws(nb, H, n_ctx, max_dk);
 	ns_arch_model_free(&am);
+	hbw = all > max_ff ? all : max_ff;
+	hbw = hbw > 2 * F ? hbw : 2 * F;
+	huw = max_ff > F ? max_ff : F;
 	ok = ok && ws != UINT64_MAX && s_acc(s, nb, D, 1, 4) && s_acc(s, nb, D, 1, 4) &&
 	     s_acc(s, nb, D, 1, 4) && s_acc(s, nb, H * max_dk, 1, 4) &&
 	     s_acc(s, nb, max_kv, 1, 4) && s_acc(s, nb, max_kv, 1, 4) &&
-	     s_acc(s, nb, H * max_dk, 1, 4) && s_acc(s, nb, all > max_ff ? all : max_ff, 1, 4) &&
-	     s_acc(s, nb, max_ff, 1, 4) &&
+	     s_acc(s, nb, H * max_dk, 1, 4) && s_acc(s, nb, hbw, 1, 4) && s_acc(s, nb, huw, 1, 4) &&
 	     s_acc(s, nb < NSPLAN_GPU_LOGIT_TOK ? nb : NSPLAN_GPU_LOGIT_TOK, V, 1, 4) &&
 	     s_acc(s, 1, 1, 1, ws) && s_acc(s, 1, 1, 1, 8) &&
-	     (!ple || (s_acc(s, nb, all, 1, 4) && s_acc(s, nb, ple, 1, 4)));
+	     (!ple || (s_acc(s, nb, all, 1, 4) && s_acc(s, nb, ple, 1, 4))) &&
+	     (!E || (s_acc(s, nb, E, 1, 4) && s_acc(s, nb, K, 1, 4) && s_acc(s, nb, D, 1, 4) &&
+		     s_acc(s, nb, D, 1, 4) && s_acc(s, nb * K, D, 1, 4) && s_acc(s, nb, K, 1, 4) &&
+		     s_acc(s, nb, K, 1, 4) && s_acc(s, nb, K, 1, 4) && s_acc(s, nb, D, 1, 4)));
 	if (ok)
 		return 0;
 	ns_errf(err, errlen, "GPU sizes overflow (n_ctx %u, n_batch %llu)", n_ctx,

@@ -205,7 +205,7 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 		return -ENOMEM;
 	}
 	/* the model description, as the CPU pass builds it, without its host state */
-	gemma = f->am->arch->builder == NS_BUILD_GEMMA; /* not its MoE variant (arch_bind.c) */
+	gemma = f->am->arch->builder == NS_BUILD_GEMMA; /* gemma3, gemma4 and its MoE variant */
 	rc = gemma ? ns_gemma_setup(f, 0, false, err, errlen) :
 		     ns_llama_setup(f, 0, false, err, errlen);
 	if (gemma)

@@ -13,6 +13,11 @@
  *         x += rmsnorm(ao Wo^T) * post_attention_norm
  *         x += rmsnorm((gelu(xb Wg^T) * (xb Wu^T)) Wd^T) * post_ffw_norm, xb = rmsnorm(x) *
  *              ffn_norm
+ *         gemma4 MoE layers instead (the dense FFN as a shared expert, cfwd_moe_routed):
+ *              d = rmsnorm((gelu(xb Wg^T) * (xb Wu^T)) Wd^T) * post_ffw_norm_1
+ *              m = rmsnorm(moe(router: rmsnorm(x) / sqrt(n_embd) * router_scale,
+ *                              experts: rmsnorm(x) * pre_ffw_norm_2)) * post_ffw_norm_2
+ *              x += rmsnorm(d + m) * post_ffw_norm
  *         gemma4 E: x += rmsnorm((gelu(x Winp_gate^T) * pl[:, l]) Wproj^T) * post_norm
  *         x *= layer_output_scale (when the file has it)
  *     logits = softcap((rmsnorm(x) * output_norm) Wout^T)
@@ -36,7 +41,12 @@ int cfwd_gemma_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 {
 	const struct ns_gemma *G = c->G;
 	const uint64_t nb = c->n_batch, all = (uint64_t)G->n_layer * G->ple;
-	const uint64_t hbw = all > G->max_ff ? all : G->max_ff;
+	/* hb: the FFN, all per-layer inputs, or a stacked expert's [gate | up] (2 F) rows; hu:
+	 * the FFN's up or a split expert's (F) */
+	const uint64_t F = G->moe ? G->moe->n_ff_exp : 0;
+	const uint64_t hbw = all > G->max_ff ? (all > 2 * F ? all : 2 * F) :
+					       (G->max_ff > 2 * F ? G->max_ff : 2 * F);
+	const uint64_t huw = G->max_ff > F ? G->max_ff : F;
 	int rc;
 
 	if (!(c->g_k = calloc(G->n_layer, sizeof(*c->g_k))) ||
@@ -58,7 +68,7 @@ int cfwd_gemma_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 	    (rc = CFWD_DA(c, &c->xb2, nb, G->n_embd, 4)) ||
 	    (rc = CFWD_DA(c, &c->q, nb, G->max_q, 4)) || (rc = CFWD_DA(c, &c->k, nb, G->max_kv, 4)) ||
 	    (rc = CFWD_DA(c, &c->v, nb, G->max_kv, 4)) || (rc = CFWD_DA(c, &c->ao, nb, G->max_q, 4)) ||
-	    (rc = CFWD_DA(c, &c->hb, nb, hbw, 4)) || (rc = CFWD_DA(c, &c->hu, nb, G->max_ff, 4)) ||
+	    (rc = CFWD_DA(c, &c->hb, nb, hbw, 4)) || (rc = CFWD_DA(c, &c->hu, nb, huw, 4)) ||
 	    (rc = CFWD_DA(c, &c->logits, nb < CFWD_LOGIT_TOK ? nb : CFWD_LOGIT_TOK, G->n_vocab,
 			  4)) ||
 	    (rc = CFWD_DA(c, &c->attn_ws, 1, 1,
@@ -68,6 +78,10 @@ int cfwd_gemma_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 		return rc;
 	if (G->ple && ((rc = CFWD_DA(c, &c->pl, nb, all, 4)) ||
 		       (rc = CFWD_DA(c, &c->pg, nb, G->ple, 4))))
+		return rc;
+	/* gemma4 MoE: the routed experts' scratch (hb, hu above), their branch's output */
+	if (G->moe && ((rc = cfwd_moe_state(c, G->moe, err, errlen)) ||
+		       (rc = CFWD_DA(c, &c->m_xm, nb, G->n_embd, 4))))
 		return rc;
 	if (!(c->h_x = calloc(nb * G->n_embd, sizeof(float))) ||
 	    !(c->h_ids = calloc(nb, sizeof(int64_t))) ||
@@ -185,6 +199,30 @@ static int s_attention(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	return s_add_normed(f, c, cfwd_dheld(c, (int32_t)l, NS_T_ATTN_POST_NORM), n);
 }
 
+/* gemma4 MoE layers, beside the dense FFN's xb2 (= hb Wd^T), as gemma_eval.c s_ffn_block:
+ *     xb2 = rmsnorm(xb2) * post_ffw_norm_1                                    shared expert
+ *     xm = rmsnorm(moe(router: x, experts: rmsnorm(x) * pre_ffw_norm_2)) * post_ffw_norm_2
+ *     xb2 += xm   (the caller then adds rmsnorm(xb2) * post_ffw_norm to x) */
+static int s_moe(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+{
+	const struct ns_gemma *G = c->G;
+	const int32_t i = (int32_t)l;
+	int rc;
+
+	if ((rc = s_norm(f, c, c->xb2, c->xb2, cfwd_dheld(c, i, NS_T_FFN_POST_NORM_1), G->n_embd,
+			 n)) ||
+	    (rc = s_norm(f, c, c->xb, c->x, cfwd_dheld(c, i, NS_T_FFN_PRE_NORM_2), G->n_embd, n)))
+		return rc;
+	cfwd_mark(c, CFWD_P_NORM);
+	if ((rc = cfwd_moe_routed(f, c, G->moe, l, c->x, c->xb, n, c->m_xm)) ||
+	    (rc = s_norm(f, c, c->m_xm, c->m_xm, cfwd_dheld(c, i, NS_T_FFN_POST_NORM_2), G->n_embd,
+			 n)))
+		return rc;
+	CFWD_TRY("residual", ns_cuda_add(c->xb2, c->m_xm, (uint64_t)n * G->n_embd, c->cs));
+	cfwd_mark(c, CFWD_P_ELEM);
+	return 0;
+}
+
 static int s_ffn(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 {
 	const struct ns_gemma *G = c->G;
@@ -200,10 +238,13 @@ static int s_ffn(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	cfwd_mark(c, CFWD_P_FFN_MM);
 	CFWD_TRY("geglu", ns_cuda_geglu(c->hb, ff, c->hu, ff, ff, n, c->cs));
 	cfwd_mark(c, CFWD_P_ELEM);
-	/* x += rmsnorm(hb Wd^T) * post_ffw_norm */
+	/* xb2 = hb Wd^T; MoE layers: the routed experts added beside it */
 	if ((rc = cfwd_matmul(f, y->w_down, 0, G->n_embd, c->hb, n, c->xb2, G->n_embd)))
 		return rc;
 	cfwd_mark(c, CFWD_P_FFN_MM);
+	if (y->moe && (rc = s_moe(f, c, l, n)))
+		return rc;
+	/* x += rmsnorm(xb2) * post_ffw_norm */
 	return s_add_normed(f, c, cfwd_dheld(c, (int32_t)l, NS_T_FFN_POST_NORM), n);
 }
 

@@ -3,7 +3,8 @@
  *   cfwd.c         creation and destruction, the device's streams and events, the error line
  *   cfwd_vram.c    VRAM: sizes, scratch and KV buffers, held-vector uploads, weight windows
  *   cfwd_matmul.c  a matrix times activations: resident windows in place, the rest staged
- *   cfwd_layer.c   the layer: norms, attention, dense and MoE FFN
+ *   cfwd_layer.c   the layer: norms, attention, dense and MoE FFN (its routed experts
+ *                  shared with gemma4's MoE layers: cfwd_moe_routed)
  *   cfwd_dnet.c    a Gated DeltaNet layer's mixer (qwen35, qwen35moe)
  *   cfwd_gemma.c   gemma3 / gemma4: their caches and scratch, and their whole chunk
  *   cfwd_eval.c    one chunk: embedding, layers, head, logits; decode graphs
@@ -44,6 +45,7 @@ struct cfwd_tensor {
 struct cfwd_dlayer { /* device copies of a layer's vectors (NULL where the host has none) */
 	float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *sinks;
 	float *router_b, *gate_b, *up_b, *down_b;
+	float *router_scale, *down_scale; /* (n_embd), (n_expert): gemma4's MoE */
 	float *shexp_gate;               /* (n_embd) qwen35moe's shared-expert gate */
 	float *conv_w, *dt_b, *ssm_a, *ssm_norm; /* a recurrent layer's (deltanet.h) */
 	float *hist, *S;                 /* its state: in cfwd.dn_state, NULL elsewhere */
@@ -106,8 +108,8 @@ struct cfwd {
 	float **g_k, **g_v;
 	float *pl, *pg, *h_pl;
 	const void *ple_dev;      /* per_layer_token_embd whole in VRAM, or NULL */
-	/* MoE scratch */
-	float *m_logits, *m_w, *m_xg, *m_hb, *m_hu, *m_yd, *m_ys;
+	/* MoE scratch (cfwd_moe_state); m_hb, m_hu are hb, hu; m_xm: gemma4's routed branch */
+	float *m_logits, *m_w, *m_xg, *m_hb, *m_hu, *m_yd, *m_ys, *m_xm;
 	int32_t *m_sel, *m_tok, *m_slot;
 	int32_t *h_sel, *h_tok, *h_slot;
 	float *h_w;
@@ -151,6 +153,11 @@ int cfwd_dalloc(struct cfwd *c, void **p, uint64_t a, uint64_t b, uint64_t sz, c
 
 /* The KV cache and the scratch of n_batch tokens (device), the MoE bookkeeping (host). */
 int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen);
+/* The routed experts' scratch of n_batch tokens for mo (device: router logits, weights,
+ * gathered rows, expert output, slot outputs, choices, token and slot lists; host: their
+ * copies and the grouping), for both passes; hb and hu (already allocated, wide enough for
+ * an expert's activation) are its m_hb, m_hu. nsplan/gpu_need.c counts the same. */
+int cfwd_moe_state(struct cfwd *c, const struct ns_moe *mo, char *err, size_t errlen);
 /* Every held tensor to the device, and the layers' named vectors from those copies. */
 int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t errlen);
 /* Allocate and fill the VRAM windows (all_resident: every matrix, whole). */
@@ -167,6 +174,10 @@ bool cfwd_all_resident(const struct cfwd *c);
 /* y (n_tok, ldy) = x W[row0:row_end]^T, resident windows in place, the rest staged. */
 int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		const float *x, uint64_t n_tok, float *y, uint64_t ldy);
+/* cfwd_matmul with x's rows ldx >= n_cols floats apart (gemma4's stacked experts: the
+ * activation in the gate half of each [gate | up] row). */
+int cfwd_matmul_ld(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		   const float *x, uint64_t ldx, uint64_t n_tok, float *y, uint64_t ldy);
 /* One token times n_mat (<= 3) whole matrices sharing x, side by side when resident. */
 int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor, const float *x,
 		    float *const *y);
@@ -177,6 +188,14 @@ int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor, co
 int cfwd_norm(struct ns_fwd *f, struct cfwd *c, const float *w, uint32_t n);
 int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
 int cfwd_ffn_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
+/* out (n, n_embd) = the routed experts of MoE layer l (moe.h's ns_moe_eval_routed): the
+ * router over xr (its own norm and scale first where the layer has router_scale, gemma4),
+ * the decision to the host (bounds-checked, reported through f->on_route, counted, grouped),
+ * each used expert once over the rows of xe routed to it, the slots weighted and summed in
+ * routing order. No shared expert (the caller's). xr and xe may be the same; out must be
+ * none of the MoE scratch. */
+int cfwd_moe_routed(struct ns_fwd *f, struct cfwd *c, const struct ns_moe *mo, uint32_t l,
+		    const float *xr, const float *xe, uint32_t n, float *out);
 
 /* ---------------------------------------------------------------- cfwd_dnet.c ----------- */
 

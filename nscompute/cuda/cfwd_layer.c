@@ -11,13 +11,15 @@
  *     dense: x += (silu(xb Wg^T) * (xb Wu^T)) Wd^T
  *     MoE: router on the device, decision to the host (reported, counted, grouped), then per
  *          used expert over its tokens: gather, gate/up (+ biases), act, down (+ bias),
- *          weighted scatter into (token, slot) rows, slots summed in routing order; qwen35moe:
- *          plus sigmoid(xb . gate_inp_shexp) * shared_expert(xb); x += that
+ *          weighted scatter into (token, slot) rows, slots summed in routing order
+ *          (cfwd_moe_routed, gemma4's MoE layers too); qwen35moe: plus
+ *          sigmoid(xb . gate_inp_shexp) * shared_expert(xb); x += that
  *  * Each "x += ..." is left pending in xb2 and done by the next RMSNorm's launch
  * (ns_cuda_add_rmsnorm: the same bits as the add and the norm apart, one launch fewer).
  * The host waits only for the router decision of a MoE layer (and cfwd_eval.c for the
  * logits). */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "cfwd_internal.h"
@@ -168,17 +170,43 @@ static void s_group(struct cfwd *c, const struct ns_moe *mo, uint32_t n)
 	}
 }
 
-static int s_moe_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+/* g = act(g, u) of an expert over its m rows of F: GEGLU (gemma4) with any row strides,
+ * SwiGLU / swiglu_oai on packed rows (the split gate/up of qwen3moe, gpt-oss, qwen35moe). */
+static int s_expert_act(struct ns_fwd *f, struct cfwd *c, const struct ns_moe *mo, float *g,
+			uint64_t ldg, const float *u, uint64_t ldu, uint32_t m)
 {
-	const struct ns_moe *mo = c->L->moe;
+	const uint64_t F = mo->n_ff_exp;
+
+	if (mo->gelu) {
+		CFWD_TRY("activation", ns_cuda_geglu(g, ldg, u, ldu, F, m, c->cs));
+		return 0;
+	}
+	if (ldg != F || ldu != F) /* no file stacks gate and up with a SwiGLU: not written */
+		return cfwd_fail(f, "activation of stacked gate/up experts", -ENOTSUP);
+	CFWD_TRY("activation", ns_cuda_swiglu(g, u, (uint64_t)m * F, mo->oai, c->cs));
+	return 0;
+}
+
+int cfwd_moe_routed(struct ns_fwd *f, struct cfwd *c, const struct ns_moe *mo, uint32_t l,
+		    const float *xr, const float *xe, uint32_t n, float *out)
+{
 	const struct ns_moe_layer *y = &mo->layers[l];
 	const struct cfwd_dlayer *d = &c->dl[l];
 	const uint32_t E = mo->n_expert, K = mo->n_used, D = mo->n_embd, F = mo->n_ff_exp;
 	uint64_t *hits = f->expert_hits + (uint64_t)l * E;
 	int rc;
 
+	if (y->router_scale) {
+		/* gemma4: the router reads rmsnorm(xr) (no weight) / sqrt(n_embd) * router_scale,
+		 * in m_xg (free until the first gather) */
+		CFWD_TRY("router norm", ns_cuda_rmsnorm(c->m_xg, xr, NULL, D, n, mo->eps, c->cs));
+		CFWD_TRY("router scale", ns_cuda_scale_rows(c->m_xg, D, 1.0f / sqrtf((float)D),
+							  d->router_scale, D, n, c->cs));
+		cfwd_mark(c, CFWD_P_NORM);
+		xr = c->m_xg;
+	}
 	/* router: logits (n, E) (+ bias), then each token's K experts and weights */
-	rc = cfwd_matmul(f, y->router, 0, E, c->xb, n, c->m_logits, E);
+	rc = cfwd_matmul(f, y->router, 0, E, xr, n, c->m_logits, E);
 	if (rc)
 		return rc;
 	if (d->router_b)
@@ -220,35 +248,67 @@ static int s_moe_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	for (uint32_t e = 0; e < E; e++) {
 		const uint32_t a = c->h_start[e], mt = c->h_start[e + 1] - a;
 		const uint64_t g0 = (uint64_t)e * F, d0 = (uint64_t)e * D;
+		uint64_t ldh = F; /* hb's row stride */
 
 		if (mt == 0)
 			continue;
-		/* xg (mt, D) = the rows of xb routed to e */
-		CFWD_TRY("gather", ns_cuda_gather_rows(c->m_xg, c->xb, c->m_tok + a, mt, D, c->cs));
-		/* hb (mt, F) = act(xg Wg_e^T + bg, xg Wu_e^T + bu) */
-		if ((rc = cfwd_matmul(f, y->gate, g0, g0 + F, c->m_xg, mt, c->m_hb, F)) ||
-		    (rc = cfwd_matmul(f, y->up, g0, g0 + F, c->m_xg, mt, c->m_hu, F)))
-			return rc;
-		if (d->gate_b)
-			CFWD_TRY("bias", ns_cuda_add_rows(c->m_hb, F, d->gate_b + g0, F, mt, c->cs));
-		if (d->up_b)
-			CFWD_TRY("bias", ns_cuda_add_rows(c->m_hu, F, d->up_b + g0, F, mt, c->cs));
-		CFWD_TRY("activation", ns_cuda_swiglu(c->m_hb, c->m_hu, (uint64_t)mt * F, mo->oai,
-						   c->cs));
-		/* yd (mt, D) = hb Wd_e^T + bd */
-		rc = cfwd_matmul(f, y->down, d0, d0 + D, c->m_hb, mt, c->m_yd, D);
+		/* xg (mt, D) = the rows of xe routed to e */
+		CFWD_TRY("gather", ns_cuda_gather_rows(c->m_xg, xe, c->m_tok + a, mt, D, c->cs));
+		if (y->fused) {
+			/* gemma4: gate and up of e stacked (ffn_gate_up_exps): one request, rows
+			 * ascending as the stream has them; hb (mt, 2F) = xg Wgu_e^T, then
+			 * hb[:, :F] = act(hb[:, :F], hb[:, F:]) in place, read F-wide by down */
+			ldh = 2ull * F;
+			if ((rc = cfwd_matmul(f, y->gate, 2 * g0, 2 * g0 + ldh, c->m_xg, mt, c->m_hb,
+					      ldh)) ||
+			    (rc = s_expert_act(f, c, mo, c->m_hb, ldh, c->m_hb + F, ldh, mt)))
+				return rc;
+		} else {
+			/* hb (mt, F) = act(xg Wg_e^T + bg, xg Wu_e^T + bu) */
+			if ((rc = cfwd_matmul(f, y->gate, g0, g0 + F, c->m_xg, mt, c->m_hb, F)) ||
+			    (rc = cfwd_matmul(f, y->up, g0, g0 + F, c->m_xg, mt, c->m_hu, F)))
+				return rc;
+			if (d->gate_b)
+				CFWD_TRY("bias", ns_cuda_add_rows(c->m_hb, F, d->gate_b + g0, F, mt,
+								c->cs));
+			if (d->up_b)
+				CFWD_TRY("bias", ns_cuda_add_rows(c->m_hu, F, d->up_b + g0, F, mt,
+								c->cs));
+			if ((rc = s_expert_act(f, c, mo, c->m_hb, F, c->m_hu, F, mt)))
+				return rc;
+		}
+		/* yd (mt, D) = hb Wd_e^T + bd, or (hb Wd_e^T) * down_scale[e] (gemma4) */
+		rc = cfwd_matmul_ld(f, y->down, d0, d0 + D, c->m_hb, ldh, mt, c->m_yd, D);
 		if (rc)
 			return rc;
 		if (d->down_b)
 			CFWD_TRY("bias", ns_cuda_add_rows(c->m_yd, D, d->down_b + d0, D, mt, c->cs));
+		if (y->down_scale)
+			CFWD_TRY("expert scale", ns_cuda_scale(c->m_yd, (uint64_t)mt * D, 1.0f,
+							    d->down_scale + e, c->cs));
 		/* ys[t][s] = w[t][s] * yd */
 		CFWD_TRY("scatter", ns_cuda_scatter_scaled(c->m_ys, c->m_yd, c->m_slot + a, c->m_w, mt,
 							D, c->cs));
 		cfwd_mark(c, CFWD_P_EXPERT);
 	}
-	/* xb2[t] = ys[t][0] + ys[t][1] + ... in routing order; x += xb2 in the next RMSNorm */
-	CFWD_TRY("slot sum", ns_cuda_sum_slots(c->xb2, c->m_ys, n, K, D, c->cs));
+	/* out[t] = ys[t][0] + ys[t][1] + ... in routing order */
+	CFWD_TRY("slot sum", ns_cuda_sum_slots(out, c->m_ys, n, K, D, c->cs));
 	cfwd_mark(c, CFWD_P_ELEM);
+	return 0;
+}
+
+/* x += moe(xb), pending in xb2: the routed experts, then qwen35moe's shared expert. */
+static int s_moe_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+{
+	const struct ns_moe *mo = c->L->moe;
+	const struct ns_moe_layer *y = &mo->layers[l];
+	const struct cfwd_dlayer *d = &c->dl[l];
+	const uint32_t D = mo->n_embd;
+	int rc;
+
+	/* xb2[t] = the routed experts of xb; x += xb2 in the next RMSNorm */
+	if ((rc = cfwd_moe_routed(f, c, mo, l, c->xb, c->xb, n, c->xb2)))
+		return rc;
 	if (y->shexp.n_ff) { /* qwen35moe: xb2 += sigmoid(xb . gate_inp_shexp) * shexp(xb) */
 		const uint32_t Fs = y->shexp.n_ff;
 

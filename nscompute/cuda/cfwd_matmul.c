@@ -17,10 +17,10 @@ static bool s_float_type(uint32_t type)
 	return type == NS_TYPE_F32 || type == NS_TYPE_F16 || type == NS_TYPE_BF16;
 }
 
-/* y[t * ldy + r] for r < nrows = W rows at dev_w times x (n_tok, n_cols). */
+/* y[t * ldy + r] for r < nrows = W rows at dev_w times x (n_tok rows of n_cols, ldx apart). */
 static int s_kernel(struct cfwd *c, const struct ns_model_tensor *t, const void *dev_w,
-		    uint64_t nrows, const float *x, uint64_t n_tok, float *y, uint64_t ldy,
-		    ns_cuda_stream_t cs)
+		    uint64_t nrows, const float *x, uint64_t ldx, uint64_t n_tok, float *y,
+		    uint64_t ldy, ns_cuda_stream_t cs)
 {
 	if (n_tok == 1 && c->act_q8 && !s_float_type(t->type)) {
 		/* -E2BIG: x too wide for the kernel's shared memory (decided by n_cols alone, so
@@ -34,8 +34,7 @@ static int s_kernel(struct cfwd *c, const struct ns_model_tensor *t, const void 
 	}
 	if (n_tok == 1)
 		return ns_cuda_gemv(t->type, dev_w, t->ne[0], nrows, x, y, cs);
-	return ns_cuda_gemm_prefill(t->type, dev_w, t->ne[0], nrows, x, t->ne[0], n_tok, y, ldy,
-				    cs);
+	return ns_cuda_gemm_prefill(t->type, dev_w, t->ne[0], nrows, x, ldx, n_tok, y, ldy, cs);
 }
 
 struct s_mm {
@@ -43,6 +42,7 @@ struct s_mm {
 	const struct ns_model_tensor *t;
 	uint64_t row0;     /* row of y's column 0 */
 	const float *x;
+	uint64_t ldx;
 	uint64_t n_tok;
 	float *y;
 	uint64_t ldy;
@@ -71,7 +71,7 @@ static int s_stage_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data
 		    (rc = ns_cuda_copy_h2d_async(c->stage[s], src + r * rb, n * rb, c->xs,
 						 c->copied[s])) ||
 		    (rc = ns_cuda_stream_wait(c->cs, c->copied[s])) ||
-		    (rc = s_kernel(c, k->t, c->stage[s], n, k->x, k->n_tok,
+		    (rc = s_kernel(c, k->t, c->stage[s], n, k->x, k->ldx, k->n_tok,
 				   k->y + (row0 + r - k->row0), k->ldy, c->cs)) ||
 		    (rc = ns_cuda_event_record(c->freed[s], c->cs)))
 			break;
@@ -96,14 +96,15 @@ static int s_kernel_fail(struct ns_fwd *f, const struct ns_model_tensor *t, int 
 	return rc;
 }
 
-/* y (n_tok, ldy) = x W[row0:row_end]^T, resident windows in place, the rest staged. */
-int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
-		    const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+/* y (n_tok, ldy) = x W[row0:row_end]^T, x rows ldx apart; resident windows in place, the
+ * rest staged. */
+int cfwd_matmul_ld(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		   const float *x, uint64_t ldx, uint64_t n_tok, float *y, uint64_t ldy)
 {
 	struct cfwd *c = f->arch;
 	const struct ns_model_tensor *t = &c->m->tensors[tensor];
 	const struct cfwd_tensor *st = &c->t[tensor];
-	struct s_mm k = { c, t, row0, x, n_tok, y, ldy };
+	struct s_mm k = { c, t, row0, x, ldx, n_tok, y, ldy };
 	uint64_t r = row0;
 	int rc = 0;
 
@@ -131,11 +132,20 @@ int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_e
 			const uint64_t e = w->re < row_end ? w->re : row_end;
 
 			rc = s_kernel(c, t, (const uint8_t *)w->dev + (r - w->rb) * t->row_bytes,
-				      e - r, x, n_tok, y + (r - row0), ldy, c->cs);
+				      e - r, x, ldx, n_tok, y + (r - row0), ldy, c->cs);
 			r = e;
 		}
 	}
 	return rc < 0 ? s_kernel_fail(f, t, rc) : rc;
+}
+
+int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	const struct cfwd *c = f->arch;
+
+	return cfwd_matmul_ld(f, tensor, row0, row_end, x, c->m->tensors[tensor].ne[0], n_tok, y,
+			      ldy);
 }
 
 /* One token times n_mat (<= 3) whole matrices that share x: y[i] (rows of tensor[i]) = x
@@ -166,8 +176,8 @@ int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor,
 
 		if (i)
 			CFWD_TRY("fork", ns_cuda_stream_wait(st, c->fork));
-		rc = s_kernel(c, t, c->t[tensor[i]].w[0].dev, t->n_rows, x, 1, y[i], t->n_rows,
-			      st);
+		rc = s_kernel(c, t, c->t[tensor[i]].w[0].dev, t->n_rows, x, t->ne[0], 1, y[i],
+			      t->n_rows, st);
 		if (rc < 0)
 			return s_kernel_fail(f, t, rc);
 		if (i)

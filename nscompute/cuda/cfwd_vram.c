@@ -154,6 +154,8 @@ int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t e
 		d->gate_b = cfwd_dheld(c, y, NS_T_FFN_GATE_EXPS_B);
 		d->up_b = cfwd_dheld(c, y, NS_T_FFN_UP_EXPS_B);
 		d->down_b = cfwd_dheld(c, y, NS_T_FFN_DOWN_EXPS_B);
+		d->router_scale = cfwd_dheld(c, y, NS_T_FFN_GATE_INP_SCALE);
+		d->down_scale = cfwd_dheld(c, y, NS_T_FFN_DOWN_EXPS_SCALE);
 		d->shexp_gate = cfwd_dheld(c, y, NS_T_FFN_GATE_INP_SHEXP);
 		d->conv_w = cfwd_dheld(c, y, NS_T_SSM_CONV1D);
 		d->dt_b = cfwd_dheld(c, y, NS_T_SSM_DT_B);
@@ -192,6 +194,30 @@ static int s_dnet_state(struct cfwd *c, char *err, size_t errlen)
 	return 0;
 }
 
+int cfwd_moe_state(struct cfwd *c, const struct ns_moe *mo, char *err, size_t errlen)
+{
+	const uint64_t nb = c->n_batch, E = mo->n_expert, K = mo->n_used, D = mo->n_embd;
+	int rc;
+
+	if ((rc = CFWD_DA(c, &c->m_logits, nb, E, 4)) || (rc = CFWD_DA(c, &c->m_w, nb, K, 4)) ||
+	    (rc = CFWD_DA(c, &c->m_xg, nb, D, 4)) || (rc = CFWD_DA(c, &c->m_yd, nb, D, 4)) ||
+	    (rc = CFWD_DA(c, &c->m_ys, nb * K, D, 4)) || (rc = CFWD_DA(c, &c->m_sel, nb, K, 4)) ||
+	    (rc = CFWD_DA(c, &c->m_tok, nb, K, 4)) || (rc = CFWD_DA(c, &c->m_slot, nb, K, 4)))
+		return rc;
+	c->m_hb = c->hb;
+	c->m_hu = c->hu;
+	if (!(c->h_sel = calloc(nb * K, sizeof(int32_t))) ||
+	    !(c->h_tok = calloc(nb * K, sizeof(int32_t))) ||
+	    !(c->h_slot = calloc(nb * K, sizeof(int32_t))) ||
+	    !(c->h_w = calloc(nb * K, sizeof(float))) ||
+	    !(c->h_start = calloc(E + 1, sizeof(uint32_t))) ||
+	    !(c->h_fill = calloc(E, sizeof(uint32_t)))) {
+		ns_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 {
 	const struct ns_llama *L = c->L;
@@ -221,26 +247,8 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 		return rc;
 	if (L->dnet && (rc = s_dnet_state(c, err, errlen)))
 		return rc;
-	if (L->moe) {
-		const uint64_t E = L->moe->n_expert, K = L->moe->n_used;
-
-		if ((rc = CFWD_DA(c, &c->m_logits, nb, E, 4)) || (rc = CFWD_DA(c, &c->m_w, nb, K, 4)) ||
-		    (rc = CFWD_DA(c, &c->m_xg, nb, L->n_embd, 4)) ||
-		    (rc = CFWD_DA(c, &c->m_yd, nb, L->n_embd, 4)) ||
-		    (rc = CFWD_DA(c, &c->m_ys, nb * K, L->n_embd, 4)) ||
-		    (rc = CFWD_DA(c, &c->m_sel, nb, K, 4)) || (rc = CFWD_DA(c, &c->m_tok, nb, K, 4)) ||
-		    (rc = CFWD_DA(c, &c->m_slot, nb, K, 4)))
-			return rc;
-		c->m_hb = c->hb;
-		c->m_hu = c->hu;
-		if (!(c->h_sel = calloc(nb * K, sizeof(int32_t))) ||
-		    !(c->h_tok = calloc(nb * K, sizeof(int32_t))) ||
-		    !(c->h_slot = calloc(nb * K, sizeof(int32_t))) ||
-		    !(c->h_w = calloc(nb * K, sizeof(float))) ||
-		    !(c->h_start = calloc(E + 1, sizeof(uint32_t))) ||
-		    !(c->h_fill = calloc(E, sizeof(uint32_t))))
-			goto oom;
-	}
+	if (L->moe && (rc = cfwd_moe_state(c, L->moe, err, errlen)))
+		return rc;
 	if (!(c->h_x = calloc(nb * L->n_embd, sizeof(float))) ||
 	    !(c->h_ids = calloc(nb, sizeof(int64_t))))
 		goto oom;

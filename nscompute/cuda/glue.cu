@@ -1,8 +1,8 @@
 /* glue.cu - the element-wise kernels between the big ones of the forward pass (nscuda.h,
- * "forward-pass glue"): residual adds, bias rows, the MoE gather / weighted scatter / slot
- * sum, gated attention's [q | gate] split. Each output element is computed by one thread
- * from the same operands in the same order as nscompute/forward (llama.c, moe.c), so these
- * agree with the CPU bit for bit. */
+ * "forward-pass glue"): residual adds, bias rows, rows scaled by a vector (gemma4's router
+ * input), the MoE gather / weighted scatter / slot sum, gated attention's [q | gate] split.
+ * Each output element is computed by one thread from the same operands in the same order as
+ * nscompute/forward (llama.c, moe.c), so these agree with the CPU bit for bit. */
 #include "nscuda.h"
 
 #include "launch.cuh"
@@ -34,6 +34,16 @@ __global__ void k_add_rows(float *y, uint64_t ld, const float *b, uint64_t n)
 	for (uint64_t i = (uint64_t)blockIdx.x * GT + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * GT)
 		yr[i] = __fadd_rn(yr[i], b[i]);
+}
+
+/* y[t * ld + i] = (y[t * ld + i] * s) * w[i], i < n, t < n_tok: grid (blocks over n, n_tok) */
+__global__ void k_scale_rows(float *y, uint64_t ld, float s, const float *w, uint64_t n)
+{
+	float *yr = y + (uint64_t)blockIdx.y * ld;
+
+	for (uint64_t i = (uint64_t)blockIdx.x * GT + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * GT)
+		yr[i] = __fmul_rn(__fmul_rn(yr[i], s), w[i]);
 }
 
 /* dst[i * n + j] = src[idx[i] * n + j]: grid (blocks over n, m) */
@@ -136,6 +146,19 @@ extern "C" int ns_cuda_add_rows(float *dev_y, uint64_t ld, const float *dev_b, u
 	if (!dev_y || !dev_b || ld < n || !grid2(n, n_tok, &g))
 		return -EINVAL;
 	k_add_rows<<<g, GT, 0, (cudaStream_t)s>>>(dev_y, ld, dev_b, n);
+	return nsl::launched();
+}
+
+extern "C" int ns_cuda_scale_rows(float *dev_y, uint64_t ld, float scale, const float *dev_w,
+				  uint64_t n, uint32_t n_tok, ns_cuda_stream_t s)
+{
+	dim3 g;
+
+	if (n == 0 || n_tok == 0)
+		return 0;
+	if (!dev_y || !dev_w || ld < n || !grid2(n, n_tok, &g))
+		return -EINVAL;
+	k_scale_rows<<<g, GT, 0, (cudaStream_t)s>>>(dev_y, ld, scale, dev_w, n);
 	return nsl::launched();
 }
 

@@ -286,6 +286,12 @@ int ns_cuda_add(float *dev_y, const float *dev_x, uint64_t n, ns_cuda_stream_t s
 int ns_cuda_add_rows(float *dev_y, uint64_t ld, const float *dev_b, uint64_t n, uint32_t n_tok,
 		     ns_cuda_stream_t s);
 
+/* dev_y[t * ld + i] = (dev_y[t * ld + i] * scale) * dev_w[i] for t < n_tok, i < n, rounded
+ * after each product (gemma4's router input: rmsnorm(x) / sqrt(n_embd) * ffn_gate_inp.scale,
+ * in nscompute/forward/moe.c's order). */
+int ns_cuda_scale_rows(float *dev_y, uint64_t ld, float scale, const float *dev_w, uint64_t n,
+		       uint32_t n_tok, ns_cuda_stream_t s);
+
 /* dev_dst[i * n + j] = dev_src[dev_idx[i] * n + j] for i < m, j < n (MoE: the tokens routed
  * to one expert). dev_idx: (m) int32 device. */
 int ns_cuda_gather_rows(float *dev_dst, const float *dev_src, const int32_t *dev_idx, uint32_t m,

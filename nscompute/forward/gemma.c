@@ -392,13 +392,15 @@ int ns_gemma_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 		return -ENOMEM;
 	}
 	f->kv->n_ctx = f->kv->n_slot = f->n_ctx; /* holds nothing: not a ring */
+	/* the experts' description (and f->expert_hits) for both passes: the CUDA pass routes
+	 * and counts through it too (cfwd_moe_routed) */
+	if ((am->kinds & NS_LAYER_MOE) &&
+	    (rc = ns_moe_new(f, f->n_batch, ffn_rows, &G->moe, err, errlen)))
+		return rc;
 	if (!host_state) { /* the backend keeps its own caches and scratch (nscompute/cuda) */
 		f->arch_cut = NULL;
 		return 0;
 	}
-	if ((am->kinds & NS_LAYER_MOE) &&
-	    (rc = ns_moe_new(f, f->n_batch, ffn_rows, &G->moe, err, errlen)))
-		return rc;
 	rc = s_caches_init(f, G, err, errlen);
 	if (rc == 0)
 		rc = s_scratch_init(G, f->n_batch);

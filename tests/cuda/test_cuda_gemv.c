@@ -7,7 +7,8 @@
  *   Shapes 4096, 2880 (32-blocks) and 256 columns; Q8_0 also 65536 (x in global memory),
  *   MXFP4 and Q4_0 also 96 (odd row sizes: byte-wise staging).
  *   Determinism: rows computed in windows of 1, 7 and 64 rows (at other offsets, so in other
- *   places of a tile) and tokens computed with n_tok 1 and 37 give identical bits.
+ *   places of a tile), tokens computed with n_tok 1 and 37, and the GEMM's x rows n_cols + 4
+ *   apart instead of packed give identical bits.
  *   The GEMV checks run for each kernel family of ns_cuda_gemv_variant (nscuda_internal.h:
  *   1 gemv.cu, 2 and 3 gemv2.cu, 4 the per-type pick); each is deterministic on its own (they
  *   need not agree in bits). Then windows of 9001 rows (several row groups per warp in gemv2) vs
@@ -109,15 +110,37 @@ static void s_case(int var, int ti, uint64_t nc, uint64_t *seed)
 					n, a, t);
 		free(gm);
 	}
+	/* x rows further apart than n_cols (ldx = n_cols + 4, gemma4's stacked experts read
+	 * 2 n_ff_exp apart): the same bits as packed rows (the GEMM is one kernel: once) */
+	if (var == 1) {
+		const uint64_t ldx = nc + 4;
+		float *xp = calloc(ldx * NT, 4), *gp = malloc(NR * NT * 4);
+
+		if (!xp || !gp)
+			CT_FAIL("out of memory");
+		for (int t = 0; t < NT; t++)
+			memcpy(xp + t * ldx, x + t * nc, nc * 4);
+		float *dxp = ct_upload(xp, ldx * NT * 4);
+
+		CT_CHECK(ns_cuda_gemm_prefill(type, dw, nc, NR, dxp, ldx, NT, dy, NR, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(gp, dy, NR * NT * 4);
+		if (memcmp(gp, ym, NR * NT * 4))
+			CT_FAIL("%s gemm: x rows %llu apart differ in bits from packed rows", nm,
+				(unsigned long long)ldx);
+		ns_cuda_free(dxp);
+		free(xp);
+		free(gp);
+	}
 	/* one token alone (token 5) equals its row in the 37-token product */
 	CT_CHECK(ns_cuda_gemm_prefill(type, dw, nc, NR, dx + 5 * nc, nc, 1, dy, NR, NULL));
 	CT_CHECK(ns_cuda_sync());
 	ct_download(yv, dy, NR * 4);
 	if (memcmp(yv, ym + 5 * NR, NR * 4))
 		CT_FAIL("%s gemm: n_tok 1 differs in bits from n_tok %d", nm, NT);
-	printf("v%d %-6s n_cols %5llu: gemv worst |err|/sum|wx| %.2e, gemm %.2e, windows 1/7/64 "
-	       "and n_tok 1/%d bit-identical\n", var, nm, (unsigned long long)nc, worst_v, worst_m,
-	       NT);
+	printf("v%d %-6s n_cols %5llu: gemv worst |err|/sum|wx| %.2e, gemm %.2e, windows 1/7/64, "
+	       "x stride and n_tok 1/%d bit-identical\n", var, nm, (unsigned long long)nc, worst_v,
+	       worst_m, NT);
 	ns_cuda_free(dw);
 	ns_cuda_free(dx);
 	ns_cuda_free(dy);

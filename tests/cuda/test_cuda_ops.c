@@ -1,8 +1,9 @@
-/* test_cuda_ops: RMSNorm (and fused with the residual add: bits of the two apart), RoPE (normal, NeoX, YaRN), SwiGLU (plain, gpt-oss), softmax, router
- * top-k and greedy argmax against nscompute/forward's CPU versions. exp/sin/cos differ by
- * a few ulps between CUDA and glibc, so values are compared within a relative 2e-6 (RoPE: 2e-5
- * of the vector's largest element, angles up to ~6000 rad); indices exactly. Exit 77 without
- * a GPU. */
+/* test_cuda_ops: RMSNorm (and fused with the residual add: bits of the two apart), RoPE
+ * (normal, NeoX, YaRN), SwiGLU (plain, gpt-oss), softmax, router top-k, rows scaled by a
+ * vector (gemma4's router input, bit for bit) and greedy argmax against nscompute/forward's
+ * CPU versions. exp/sin/cos differ by a few ulps between CUDA and glibc, so values are
+ * compared within a relative 2e-6 (RoPE: 2e-5 of the vector's largest element, angles up to
+ * ~6000 rad); indices exactly. Exit 77 without a GPU. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -249,6 +250,39 @@ int main(void)
 		ns_cuda_free(dwt);
 		ns_cuda_free(ds);
 	}
+	/* scale_rows (gemma4's router input): (y * s) * w[i] on rows ld apart, the gap between
+	 * them untouched, bit for bit the CPU's expression (moe.c s_router) */
+	{
+		enum { SN = 1000, SLD = 1027, ST = 5 };
+		float *y = ct_random_floats((uint64_t)SLD * ST, &seed);
+		float *sw = ct_random_floats(SN, &seed);
+		float *want = malloc((uint64_t)SLD * ST * 4), *sg = malloc((uint64_t)SLD * ST * 4);
+		const float sc = 1.0f / sqrtf((float)SN);
+
+		if (!want || !sg)
+			CT_FAIL("out of memory");
+		memcpy(want, y, (uint64_t)SLD * ST * 4);
+		for (int t = 0; t < ST; t++)
+			for (int i = 0; i < SN; i++)
+				want[t * SLD + i] = want[t * SLD + i] * sc * sw[i];
+		float *dys = ct_upload(y, (uint64_t)SLD * ST * 4), *dsw = ct_upload(sw, SN * 4);
+		CT_CHECK(ns_cuda_scale_rows(dys, SLD, sc, dsw, SN, ST, NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(sg, dys, (uint64_t)SLD * ST * 4);
+		if (memcmp(sg, want, (uint64_t)SLD * ST * 4))
+			for (int i = 0; i < SLD * ST; i++)
+				if (sg[i] != want[i])
+					CT_FAIL("scale_rows[%d]: %.9g vs cpu %.9g", i, sg[i], want[i]);
+		if (ns_cuda_scale_rows(dys, SN - 1, sc, dsw, SN, ST, NULL) != -EINVAL ||
+		    ns_cuda_scale_rows(dys, SLD, sc, NULL, SN, ST, NULL) != -EINVAL)
+			CT_FAIL("scale_rows: a row stride below n or no vector not refused");
+		ns_cuda_free(dys);
+		ns_cuda_free(dsw);
+		free(y);
+		free(sw);
+		free(want);
+		free(sg);
+	}
 	/* argmax, with a tie won by the lower index */
 	x[N + 4000] = 100.0f;
 	x[N + 4001] = 100.0f;
@@ -266,6 +300,7 @@ int main(void)
 		if (am[t] != best)
 			CT_FAIL("argmax token %d: %d vs cpu %d", t, am[t], best);
 	}
-	printf("rmsnorm, add_rmsnorm x2, rope (+ rope_kv_store x2) x3, swiglu x2, softmax, router x2, argmax: ok\n");
+	printf("rmsnorm, add_rmsnorm x2, rope (+ rope_kv_store x2) x3, swiglu x2, softmax, router x2, "
+	       "scale_rows, argmax: ok\n");
 	return 0;
 }

@@ -588,6 +588,20 @@ int ns_cuda_add_rows(float *dev_y, uint64_t ld, const float *dev_b, uint64_t n, 
 	return 0;
 }
 
+int ns_cuda_scale_rows(float *dev_y, uint64_t ld, float scale, const float *dev_w, uint64_t n,
+		       uint32_t n_tok, ns_cuda_stream_t s)
+{
+	ns_emu_launch_order(s);
+	if (n == 0 || n_tok == 0)
+		return 0;
+	if (!dev_y || !dev_w || ld < n || n_tok > 65535)
+		return -EINVAL;
+	for (uint32_t t = 0; t < n_tok; t++)
+		for (uint64_t i = 0; i < n; i++)
+			dev_y[t * ld + i] = dev_y[t * ld + i] * scale * dev_w[i];
+	return 0;
+}
+
 int ns_cuda_gather_rows(float *dev_dst, const float *dev_src, const int32_t *dev_idx, uint32_t m,
 			uint64_t n, ns_cuda_stream_t s)
 {
