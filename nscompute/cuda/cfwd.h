@@ -70,7 +70,8 @@ struct ns_cfwd_opts {
 struct ns_cfwd_need {
 	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
 	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch */
-	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
+	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
+			     * M-RoPE positions of an image prompt's chunk (models with M-RoPE) */
 	uint64_t vectors;   /* norms, biases, sinks, rope factors, expert bias tables */
 	uint64_t staging;   /* the two staging slots */
 	uint64_t weights;   /* the VRAM windows (all_resident: every matrix) */

@@ -1,6 +1,7 @@
 /* test_cfwd.c - the CUDA forward pass (cfwd.h) against the CPU forward pass.
  *
- *   test_cfwd MODEL.gguf [--expect-refusal TEXT | --kernels]
+ *   test_cfwd MODEL.gguf [--expect-refusal TEXT | --kernels] [--ref PREFIX KIND]
+ *             [--mm MMPROJ DIR]
  *
  * Linked twice: with the real kernels (exit 77 without a GPU) and with the host emulation of
  * nscuda.h (runs everywhere: the orchestration - VRAM windows, staging, MoE grouping, KV
@@ -36,11 +37,15 @@
  *      by token (every matmul a GEMV in f32); in one chunk too over the emulation (the
  *      kernels' prefill GEMM rounds x and W to f16: there the chunk's figure is printed, and
  *      section 1 holds it to the CPU by cosine).
+ *   9. images (test_cfwd_mm.c): for a model with M-RoPE, an image call (image rows'
+ *      embeddings, M-RoPE positions, DeepStack features) against the CPU pass, in one chunk,
+ *      in chunks with the text after it and decode steps; with --mm MMPROJ DIR the oracle's
+ *      image prompt against Transformers; a model without M-RoPE refuses an image call.
  * With --expect-refusal TEXT: ns_cfwd_new must refuse the model (a negative errno, no pass
  * made) with a one-line reason containing TEXT.
  * With --kernels (the simt build, --ref after it where given: the kernels' sources on the CPU, ~100x slower than the
  * emulation) only the passes that reach different kernels run: 1, 3 without the plain-launch
- * pass (simt has no graphs), 4, 5 and 6 resident. Streaming, half residency and graph replay
+ * pass (simt has no graphs), 4, 5 and 6 resident, 8, and 9 without its streamed pass. Streaming, half residency and graph replay
  * are the host's orchestration over the same kernels, checked on every model by the emulation
  * build of this program. */
 #include <errno.h>
@@ -57,6 +62,7 @@
 #include "model.h"
 #include "ns_test.h"
 #include "nscuda.h"
+#include "test_cfwd_mm.h"
 #include "weights_fused.h"
 
 #define N_PROMPT 37
@@ -217,10 +223,11 @@ int main(int argc, char **argv)
 	double worst_cos = 1.0, worst_diff = 0.0, worst_q8 = 1.0, worst_q8f = 1.0;
 	uint32_t seed = 12345u;
 	bool kernels_only = argc > 2 && !strcmp(argv[2], "--kernels");
-	const char *ref_prefix = NULL, *ref_kind = NULL;
+	const char *ref_prefix = NULL, *ref_kind = NULL, *mm_proj = NULL, *mm_dir = NULL;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: test_cfwd MODEL.gguf [--expect-refusal TEXT | --kernels]\n");
+		fprintf(stderr, "usage: test_cfwd MODEL.gguf [--expect-refusal TEXT | --kernels] "
+			"[--ref PREFIX KIND] [--mm MMPROJ DIR]\n");
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
@@ -228,6 +235,10 @@ int main(int argc, char **argv)
 		    (!strcmp(argv[i + 2], "dequant") || !strcmp(argv[i + 2], "hf"))) {
 			ref_prefix = argv[i + 1];
 			ref_kind = argv[i + 2];
+			i += 2;
+		} else if (!strcmp(argv[i], "--mm") && i + 2 < argc) {
+			mm_proj = argv[i + 1];
+			mm_dir = argv[i + 2];
 			i += 2;
 		} else if (strcmp(argv[i], "--kernels") || i != 2) {
 			if (i == 2 && !strcmp(argv[i], "--expect-refusal"))
@@ -575,6 +586,10 @@ int main(int argc, char **argv)
 		s_reference(m, w, &o, ref_prefix, ref_kind, V, 0, emulated);
 		s_reference(m, w, &o, ref_prefix, ref_kind, V, 1, true);
 	}
+
+	/* 9. images (test_cfwd_mm.c) */
+	s_fails += cfwd_test_images(m, w, &o, &fo, V, toks, N_PROMPT, kernels_only, mm_proj,
+				    mm_dir);
 
 	ns_cfwd_stats(gpu, &gst);
 	printf("%s: cosine >= %.6f, max |diff| %.3g over %d positions; %s; decode graphs %s; act "
