@@ -31,6 +31,7 @@
 #include "json_ints.h"
 #include "model.h"
 #include "ns_test.h"
+#include "nscuda.h"
 #include "test_cfwd_mm.h"
 #include "vision.h"
 #include "vision_hparams.h"
