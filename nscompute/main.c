@@ -27,7 +27,8 @@
  *
  * --mmproj: the vision tower of a multimodal model, its matrices streamed through nsio as the
  * model's (nsctl starts nsio with the same --mmproj; only its small tensors are held); the
- * images of an EVAL's prompt come as IMAGES just before it (compute_image.h). */
+ * images of an EVAL's prompt come as IMAGES just before it (compute_image.h). The tower runs
+ * on the CPU with either backend; with cuda its output goes up to the CUDA pass (cfwd_eval.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -222,10 +223,6 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 	if (p->cuda && p->n_seq > 1) {
 		fprintf(stderr, "nscompute: --parallel %u: the cuda backend evaluates one sequence "
 			"at a time\n", p->n_seq);
-		return -EINVAL;
-	}
-	if (p->cuda && p->mmproj_path) { /* the multimodal pass is the cpu one (forward.h) */
-		fprintf(stderr, "nscompute: --mmproj (images) runs on the cpu backend only\n");
 		return -EINVAL;
 	}
 	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */

@@ -28,7 +28,7 @@ struct nse_images {
 	uint32_t tokens[NS_ENGINE_MAX_IMAGES];
 };
 
-/* The model takes images: an architecture with M-RoPE on the cpu pass. */
+/* The model takes images: an architecture with M-RoPE (the cpu and the cuda pass). */
 static int s_model_takes_images(struct ns_engine *e)
 {
 	struct ns_arch_model *am = NULL;
@@ -56,9 +56,6 @@ int nse_images_load(struct ns_engine *e)
 
 	if (!e->o.mmproj)
 		return 0;
-	if (!strcmp(e->o.backend, "cuda"))
-		return ns_errf(e->err, sizeof(e->err), "images (--mmproj) run on the cpu backend "
-			       "only"), -EINVAL;
 	if ((rc = s_model_takes_images(e)) < 0)
 		return rc;
 	if (!(e->img = calloc(1, sizeof(*e->img))))

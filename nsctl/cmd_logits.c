@@ -1,4 +1,5 @@
-/* nsctl logits MODEL --tokens 1,2,3 -o FILE [--image F [--mmproj F]] [budget flags]
+/* nsctl logits MODEL --tokens 1,2,3 -o FILE [--image F [--mmproj F]] [--backend cpu|cuda]
+ *              [budget flags]
  *
  * Evaluates exactly the given token ids (no BOS added) as one prompt from position 0 and writes
  * the logits of every position as raw little-endian float32, layout [n_tokens][n_vocab],
@@ -10,7 +11,11 @@
  * the vocabulary's <|image_pad|>) in the ids stands for the next image, as long as the tokens
  * it becomes (else one line says the count); nscompute runs the vision tower (--mmproj, else
  * the one beside the model: mmproj_beside.h) over it and evaluates the prompt with its
- * embeddings. */
+ * embeddings.
+ *
+ * --backend cuda: nscompute-cuda's pass (cfwd.h) computes the logits, the weights nsplan puts
+ * in VRAM under --vram-budget resident there and the rest streamed; with images the tower
+ * runs on the CPU and its output goes up to the GPU's pass. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -31,7 +36,8 @@ struct s_opts {
 	const char *model;
 	const char *tokens;
 	const char *out;
-	uint64_t mem_budget, ram_budget, block_rows, lookahead;
+	uint64_t mem_budget, ram_budget, block_rows, lookahead, vram_budget;
+	const char *backend;  /* --backend: "cpu" (the default) or "cuda" */
 	bool act_q8;
 	bool moe_predict;     /* --moe-predict on */
 	int threads;
@@ -62,6 +68,9 @@ static void s_usage(FILE *f)
 		"  --lookahead N         blocks in flight after the one being multiplied\n"
 		"  --moe-predict on|off  MoE: prefetch predicted experts (default off; the logits\n"
 		"                        are the same either way)\n"
+		"  --backend cpu|cuda    compute process: nscompute, or nscompute-cuda (the GPU's\n"
+		"                        pass; images: the vision tower stays on the CPU)\n"
+		"  --vram-budget SIZE    GPU budget (cuda backend): nsplan puts weights in VRAM\n"
 		NSCTL_IMAGE_USAGE
 		"  with images, each run of the image token in the ids is the next image, as long\n"
 		"  as the tokens it becomes\n");
@@ -93,7 +102,7 @@ static int s_parse_size(const char *flag, const char *text, uint64_t *out)
 
 enum {
 	O_HELP = 1, O_MODEL, O_TOKENS, O_OUT, O_CTK, O_CTV, O_ACT, O_THREADS, O_MEM, O_RAM,
-	O_ROWS, O_LOOKAHEAD, O_MOE_PREDICT,
+	O_ROWS, O_LOOKAHEAD, O_MOE_PREDICT, O_BACKEND, O_VRAM,
 };
 
 static const struct ns_opt s_opts[] = {
@@ -110,6 +119,8 @@ static const struct ns_opt s_opts[] = {
 	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
 	{ "block-rows", NULL, NS_OPT_VALUE, O_ROWS },
 	{ "lookahead", NULL, NS_OPT_VALUE, O_LOOKAHEAD },
+	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
+	{ "vram-budget", NULL, NS_OPT_VALUE, O_VRAM },
 	NSCTL_IMAGE_OPTS,
 };
 
@@ -157,6 +168,15 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *a, const c
 		}
 		o->moe_predict = !strcmp(v, "on");
 		return 0;
+	case O_BACKEND:
+		if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+			fprintf(stderr, "nsctl logits: %s cpu|cuda (got '%s')\n", a, v);
+			return -EINVAL;
+		}
+		o->backend = v;
+		return 0;
+	case O_VRAM:
+		return s_parse_size(a, v, &o->vram_budget);
 	case O_THREADS:
 		rc = s_parse_u64(a, v, 1, &n);
 		if (rc == 0 && n > 1024) {
@@ -203,6 +223,11 @@ static int s_parse_args(int argc, char **argv, struct s_opts *o)
 		fprintf(stderr, "nsctl logits: %s (usage: nsctl logits MODEL --tokens ID[,ID...] "
 			"-o FILE [options]; --help lists them)\n", !o->model ? "no MODEL given" :
 			!o->tokens ? "--tokens is required" : "-o FILE is required");
+		return -EINVAL;
+	}
+	if (o->vram_budget && (!o->backend || strcmp(o->backend, "cuda"))) {
+		fprintf(stderr, "nsctl logits: --vram-budget is the cuda backend's (add --backend "
+			"cuda)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -286,7 +311,11 @@ static int s_logits(struct s_opts *o, const int32_t *ids, uint32_t n)
 	eo.cache_type_k = o->ctk;
 	eo.cache_type_v = o->ctv;
 	eo.n_ctx = n;
-	eo.no_plan = !o->ram_budget; /* a RAM tier needs nsplan's plan (else nsio ignores it) */
+	if (o->backend)
+		eo.backend = o->backend;
+	eo.vram_budget = o->vram_budget;
+	/* a RAM tier and VRAM windows need nsplan's plan (else nsio and nscompute ignore them) */
+	eo.no_plan = !o->ram_budget && !o->vram_budget;
 	/* images, the tower and the context before anything starts (image_args.h) */
 	if ((rc = nsctl_images_check(&o->img, "nsctl logits", o->model, n, &eo)))
 		return rc;

@@ -156,10 +156,12 @@ struct ns_engine_opts {
 	const char *draft_model;
 	/* Images in prompts (ns_engine_set_images): the vision tower, an mmproj GGUF (Qwen3-VL /
 	 * Qwen3.5, "qwen3vl_merger") whose projection_dim is the model's n_embd, for a model
-	 * with M-RoPE (qwen3vl, qwen3vlmoe, qwen35, qwen35moe). nscompute reads its tensors into
-	 * its RAM at load (not streamed), and the budgets the library picks count them
-	 * (NS_BUDGET_AUTO). cpu backend only; a file that is not a tower, or a mismatch, fails
-	 * the load (-EINVAL). NULL: none (images refused). */
+	 * with M-RoPE (qwen3vl, qwen3vlmoe, qwen35, qwen35moe). Its matrices stream through
+	 * nsio beside the model's (read once per image); nscompute holds only its small tensors,
+	 * and the budgets the library picks count them and the images' working memory
+	 * (NS_BUDGET_AUTO). The tower runs on the CPU with either backend; with "cuda" its
+	 * output goes up to the GPU's pass. A file that is not a tower, or a mismatch, fails the
+	 * load (-EINVAL). NULL: none (images refused). */
 	const char *mmproj;
 	uint32_t max_image_tokens; /* an image becomes at most this many tokens (nsctl
 				    * --max-patches); 0: no cap beyond the processor's */

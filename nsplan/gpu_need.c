@@ -216,6 +216,9 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	/* gated attention (qwen35): attn_q's [q | gate] rows, then the gates */
 	if (ok && arch && (arch->flags & NS_ARCH_GATED_ATTN))
 		ok = s_acc(&s, nb, 2 * nq, 1, 4) && s_acc(&s, nb, nq, 1, 4);
+	/* M-RoPE (a model that takes images): a chunk's three positions per row, int32 */
+	if (ok && arch && (arch->flags & NS_ARCH_MROPE) && hp.rope_sections[0])
+		ok = s_acc(&s, nb, 3, 1, 4);
 	/* MoE: router logits, weights, gathered rows, expert output, slot outputs; sel, tok, slot */
 	if (ok && E)
 		ok = s_acc(&s, nb, E, 1, 4) && s_acc(&s, nb, K, 1, 4) && s_acc(&s, nb, D, 1, 4) &&

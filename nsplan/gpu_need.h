@@ -22,7 +22,8 @@ struct nsplan_gpu_need {
 			     * in its layer's head geometry, none for a KV-shared layer) */
 	uint64_t recurrent; /* qwen35's recurrent layers: conv history and DeltaNet states of
 			     * all (one sequence), and their chunk's scratch */
-	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
+	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
+			     * M-RoPE positions of an image prompt's chunk (models with M-RoPE) */
 	uint64_t vectors;   /* held tensors: norms, biases, sinks, rope factors, bias tables */
 	uint64_t staging;   /* the two staging slots (each at least the widest weight row) */
 	uint64_t slack;     /* one granule per placeable piece (a matrix, or an expert slab of

@@ -3,7 +3,9 @@
  * Same model code as the CPU pass: ns_cfwd_new lets llama.c describe the model (tensor
  * indices, vectors, RoPE, MoE tables: llama.h) and then runs that description on the GPU with
  * the kernels of nscuda.h. It returns an ordinary struct ns_fwd, so ns_fwd_eval, the sampler,
- * teacher forcing and the nscompute protocol work unchanged.
+ * teacher forcing and the nscompute protocol work unchanged. Image calls (ns_fwd_eval_mm, the
+ * M-RoPE models) too: the tower runs on the host; its rows, positions and DeepStack features
+ * go up per chunk (cfwd_eval.c).
  *
  * Where weights live:
  *   - VRAM windows (opts.vram): row windows of weight matrices copied once to the device at
@@ -70,7 +72,8 @@ struct ns_cfwd_opts {
 struct ns_cfwd_need {
 	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
 	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch */
-	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits */
+	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
+			     * M-RoPE positions of an image prompt's chunk (models with M-RoPE) */
 	uint64_t vectors;   /* norms, biases, sinks, rope factors, expert bias tables */
 	uint64_t staging;   /* the two staging slots */
 	uint64_t weights;   /* the VRAM windows (all_resident: every matrix) */

@@ -1,8 +1,11 @@
 /* cfwd_eval.c - one chunk on the device: the embedding (looked up in VRAM when it is whole
  * there, else rows from the host provider), the layers (cfwd_layer.c), the output head in
- * groups of CFWD_LOGIT_TOK tokens and the logits to the caller. A dense model whose every
- * weight matrix is whole in VRAM decodes a token by replaying one captured CUDA graph of the
- * whole step (the position read from device memory), with the plain path's bits. */
+ * groups of CFWD_LOGIT_TOK tokens and the logits to the caller. An image call (ns_fwd_eval_mm:
+ * the tower ran on the host) uploads its image rows' embeddings over their tokens', every
+ * row's M-RoPE positions, and after each of the first text layers the DeepStack features of
+ * its image rows. A dense model whose every weight matrix is whole in VRAM decodes a token by
+ * replaying one captured CUDA graph of the whole step (the position read from device memory),
+ * with the plain path's bits. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +108,59 @@ int cfwd_rows(struct ns_fwd *f, struct cfwd *c, uint32_t tensor, const void *dev
 	return 0;
 }
 
+/* An image call (ns_fwd_eval_mm; f->mm, rows mm_row0.. of its mm_n): dst[t] = src[mm_row0 + t]
+ * for the chunk's image rows, uploaded a run of consecutive rows at a time (src: host (mm_n,
+ * n_embd), the call's rows; dst: device (n, n_embd)). With add, the run lands in c->xb2 and
+ * is added to dst there (xb2 must be free: no residual pending). */
+static int s_mm_rows(struct ns_fwd *f, struct cfwd *c, uint32_t n, const float *src, float *dst,
+		     bool add)
+{
+	const uint64_t D = c->L->n_embd;
+	const uint8_t *is_embd = f->mm->is_embd + f->mm_row0;
+
+	for (uint32_t a = 0, b; a < n; a = b) {
+		for (b = a + 1; b < n && is_embd[b] == is_embd[a]; b++)
+			;
+		if (!is_embd[a])
+			continue;
+		/* in c->cs, ordered with the launches around it (pageable: staged at once) */
+		CFWD_TRY("image rows", ns_cuda_copy_h2d_async((add ? c->xb2 : dst) + a * D,
+							      src + ((uint64_t)f->mm_row0 + a) * D,
+							      (b - a) * D * 4, c->cs, NULL));
+		if (add)
+			CFWD_TRY("deepstack", ns_cuda_add(dst + a * D, c->xb2 + a * D, (b - a) * D,
+							 c->cs));
+	}
+	return 0;
+}
+
+/* An image call's chunk: the image rows' embeddings in place of their tokens' (x), every
+ * row's M-RoPE positions to the device (cfwd_layer.c rotates with them). */
+static int s_mm_input(struct ns_fwd *f, struct cfwd *c, uint32_t n)
+{
+	int rc;
+
+	if (!c->mpos) /* ns_fwd_eval_mm admits only M-RoPE models (mm_ok), which have it */
+		return cfwd_fail(f, "m-rope positions", -EINVAL);
+	if ((rc = s_mm_rows(f, c, n, f->mm->embd, c->x, false)))
+		return rc;
+	CFWD_TRY("m-rope positions", ns_cuda_copy_h2d_async(c->mpos, f->mm->pos + 3ull * f->mm_row0,
+							    3ull * n * 4, c->cs, NULL));
+	return 0;
+}
+
+/* DeepStack: the tower's features of level l added to the image rows after text layer l,
+ * as the CPU's x + xb2 + ds: the layer's pending residual first, then the features. */
+static int s_deepstack(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
+{
+	const uint64_t D = c->L->n_embd;
+
+	if (c->res_pending)
+		CFWD_TRY("residual", ns_cuda_add(c->x, c->xb2, n * D, c->cs));
+	c->res_pending = false;
+	return s_mm_rows(f, c, n, f->mm->deepstack + (uint64_t)l * f->mm_n * D, c->x, true);
+}
+
 static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			 bool all)
 {
@@ -117,12 +173,15 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	rc = cfwd_rows(f, c, L->tok_embd, c->embd_dev, L->n_embd, tokens, n, c->x, c->h_x);
 	if (rc < 0)
 		return rc;
+	if (f->mm && (rc = s_mm_input(f, c, n))) /* an image's rows: its embeddings instead */
+		return rc;
 	c->res_pending = false; /* x is the embedding: nothing to add */
 	/* a new sequence: no conv history, zero DeltaNet states (deltanet.h) */
 	if (c->dn_state && f->kv->n_past == 0)
 		CFWD_TRY("state reset", ns_cuda_memset_async(c->dn_state, 0, c->dn_state_bytes, c->cs));
 	cfwd_mark(c, CFWD_P_EMBD);
-	if (n == 1 && logits && c->graph_ok && !c->prof.on) {
+	/* the graph rotates at the cache position: not an image call, nor text after one */
+	if (n == 1 && logits && c->graph_ok && !c->prof.on && !f->mm && !f->rope_delta) {
 		rc = s_eval_graph(f, c, logits);
 		if (rc <= 0)
 			return rc;
@@ -130,6 +189,9 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 	}
 	for (uint32_t l = 0; l < L->n_layer; l++) {
 		if ((rc = cfwd_attention_block(f, c, l, n)) || (rc = cfwd_ffn_block(f, c, l, n)))
+			return rc;
+		if (f->mm && f->mm->deepstack && l < f->mm->n_deepstack &&
+		    (rc = s_deepstack(f, c, l, n)))
 			return rc;
 	}
 	c->prof_submit_ns = c->prof.on ? ns_now_ns() : 0;

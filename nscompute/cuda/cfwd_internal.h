@@ -97,6 +97,8 @@ struct cfwd {
 	float *x, *xb, *xb2, *q, *k, *v, *ao, *hb, *hu, *logits;
 	void *attn_ws;
 	float *qg, *gate;         /* gated attention: attn_q's (n_batch, 2 nq), the gates (nq) */
+	int32_t *mpos;            /* M-RoPE models (image prompts): a chunk's (n_batch, 3)
+				   * positions of an ns_fwd_eval_mm call; NULL for others */
 	/* recurrent layers (qwen35): the state of every one in one allocation (zeroed at
 	 * position 0), and the scratch of a chunk (deltanet.h's names) */
 	float *dn_state;

@@ -3,7 +3,8 @@
  *     xb = rmsnorm(x) * attn_norm
  *     qwen35 recurrent layers: the Gated DeltaNet mixer instead (cfwd_dnet.c)
  *     q, k, v = xb Wq^T, xb Wk^T, xb Wv^T (+ biases); qwen35 gated: attn_q gives [q | gate]
- *     per head, split; qwen3/qwen35: per-head q/k norm; rope (qwen35: partial NeoX)
+ *     per head, split; qwen3/qwen35: per-head q/k norm; rope (qwen35: partial NeoX; an
+ *     image call: interleaved M-RoPE at each row's own positions)
  *     K[l][pos0..], V[l][pos0..] = k, v;  ao = attention(q, K, V)   (window, sinks, GQA)
  *     qwen35 gated: ao *= sigmoid(gate)
  *     x += ao Wo^T (+ bo)
@@ -99,7 +100,9 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 		cfwd_mark(c, CFWD_P_NORM);
 	}
 	s_rope_of(c, &r);
-	if (n == 1) {
+	/* a text token at its own position: the fused decode launch (graphs too); an image
+	 * call's rows and text after an image (its M-RoPE offset) take the general path */
+	if (n == 1 && !f->mm && !f->rope_delta) {
 		/* one launch: q, k rotated at pos0; K[l][pos0] = k, V[l][pos0] = v (a graph reads
 		 * the position from dev_pos when replayed) */
 		CFWD_TRY("rope + KV store",
@@ -121,8 +124,17 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 						y->window, d->sinks, c->ao, c->attn_ws, c->cs));
 		cfwd_mark(c, CFWD_P_ATTN);
 	} else {
-		CFWD_TRY("rope", ns_cuda_rope(&r, c->q, n, L->n_head, L->dk, pos0, c->cs));
-		CFWD_TRY("rope", ns_cuda_rope(&r, c->k, n, L->n_head_kv, L->dk, pos0, c->cs));
+		/* an image call: every row at its own (t, h, w) (uploaded by cfwd_eval.c); text
+		 * at (p, p, p), past the images of the sequence (rope_delta) */
+		const uint32_t *sec = c->hp->rope_sections;
+		const int64_t p0 = (int64_t)pos0 + f->rope_delta;
+
+		CFWD_TRY("rope", f->mm ? ns_cuda_rope_mrope(&r, c->q, n, L->n_head, L->dk, c->mpos,
+							    sec, c->cs) :
+					 ns_cuda_rope(&r, c->q, n, L->n_head, L->dk, p0, c->cs));
+		CFWD_TRY("rope", f->mm ? ns_cuda_rope_mrope(&r, c->k, n, L->n_head_kv, L->dk,
+							    c->mpos, sec, c->cs) :
+					 ns_cuda_rope(&r, c->k, n, L->n_head_kv, L->dk, p0, c->cs));
 		cfwd_mark(c, CFWD_P_ROPE);
 		/* cache rows pos0 .. pos0 + n - 1 */
 		CFWD_TRY("KV copy", ns_cuda_d2d_async(Kl + (uint64_t)pos0 * nk, c->k,

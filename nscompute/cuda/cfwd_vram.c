@@ -245,6 +245,10 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 	if (L->gated_attn && ((rc = CFWD_DA(c, &c->qg, nb, 2 * nq, 4)) ||
 			      (rc = CFWD_DA(c, &c->gate, nb, nq, 4))))
 		return rc;
+	/* images: each row's (temporal, height, width) (ns_cuda_rope_mrope) */
+	if ((c->am->arch->flags & NS_ARCH_MROPE) && c->hp->rope_sections[0] &&
+	    (rc = CFWD_DA(c, &c->mpos, nb, 3, 4)))
+		return rc;
 	if (L->dnet && (rc = s_dnet_state(c, err, errlen)))
 		return rc;
 	if (L->moe && (rc = cfwd_moe_state(c, L->moe, err, errlen)))

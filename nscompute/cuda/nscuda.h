@@ -195,6 +195,17 @@ struct ns_cuda_rope {
 int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
 		 uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s);
 
+/* Interleaved M-RoPE (Qwen3-VL / Qwen3.5 image prompts; the CPU's ns_rope_angles_mrope): token t
+ * of dev_x (n_tok, n_heads, head_dim) turns with its own three positions dev_pos[3 t + 0..2]
+ * (temporal, height, width; int32 device memory): pair i with the height position when
+ * i % 3 == 1 and i < 3 * sections[1], with the width position when i % 3 == 2 and
+ * i < 3 * sections[2], else with the temporal one (sections: host memory, [0] and [3]
+ * unused). Three equal positions p give ns_cuda_rope's bits at p. -EINVAL as ns_cuda_rope, or
+ * for a NULL dev_pos or sections. */
+int ns_cuda_rope_mrope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
+		       uint32_t n_heads, uint32_t head_dim, const int32_t *dev_pos,
+		       const uint32_t sections[4], ns_cuda_stream_t s);
+
 /* dev_g = act(dev_g, dev_u), (n) each: SwiGLU silu(g) * u, or with oai gpt-oss's
  * clamp(g, max 7) * sigmoid(1.702 g) * (clamp(u, -7, 7) + 1). */
 int ns_cuda_swiglu(float *dev_g, const float *dev_u, uint64_t n, bool oai, ns_cuda_stream_t s);

@@ -106,6 +106,9 @@ struct rope_k {
 	float freq_scale, theta_scale, ext_factor, corr0, corr1, mscale;
 	const float *ff;
 	const int64_t *pos_ptr; /* non-NULL: token 0's position is *pos_ptr */
+	const int32_t *mpos;    /* non-NULL: M-RoPE, token t's (temporal, height, width) at
+				 * mpos[3 t ..] (ns_cuda_rope_mrope) */
+	uint32_t sec_h, sec_w;  /* M-RoPE: pairs of the height and width sections */
 };
 
 /* One decode token's second tensor and KV-cache rows for k_rope (ns_cuda_rope_kv_store):
@@ -149,7 +152,11 @@ __global__ void k_rope(rope_k r, float *x, uint32_t n_heads, uint32_t head_dim, 
 	float *xt = x + (uint64_t)blockIdx.x * n_heads * head_dim;
 
 	for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
-		float theta = (float)pos, c, s;
+		/* M-RoPE: pair i turns with one of the token's three positions (interleaved:
+		 * ns_rope_angles_mrope's rule), each built up from its own start as the CPU's */
+		const unsigned axis = !r.mpos ? 0 : i % 3 == 1 && i < 3 * r.sec_h ? 1 :
+				      i % 3 == 2 && i < 3 * r.sec_w ? 2 : 0;
+		float theta = r.mpos ? (float)r.mpos[3ull * blockIdx.x + axis] : (float)pos, c, s;
 
 		for (uint32_t k = 0; k < i; k++) /* p * theta_scale^i, built up as the CPU does */
 			theta = __fmul_rn(theta, r.theta_scale);
@@ -390,7 +397,7 @@ extern "C" int ns_cuda_add_sigmoid_scaled(float *dev_y, const float *dev_src, co
 
 static int rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
 		uint32_t head_dim, int64_t pos0, const int64_t *pos_ptr, const rope_kv &kv,
-		cudaStream_t s)
+		cudaStream_t s, const int32_t *mpos = NULL, uint32_t sec_h = 0, uint32_t sec_w = 0)
 {
 	rope_k k;
 
@@ -410,6 +417,9 @@ static int rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint
 	k.mscale = r->attn_factor * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
 	k.ff = r->dev_freq_factors;
 	k.pos_ptr = pos_ptr;
+	k.mpos = mpos;
+	k.sec_h = sec_h;
+	k.sec_w = sec_w;
 	k_rope<<<n_tok, 256, 0, s>>>(k, dev_x, n_heads, head_dim, pos0, kv);
 	return nsl::launched();
 }
@@ -418,6 +428,16 @@ extern "C" int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t
 			    uint32_t n_heads, uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
 {
 	return rope(r, dev_x, n_tok, n_heads, head_dim, pos0, NULL, rope_kv{}, (cudaStream_t)s);
+}
+
+extern "C" int ns_cuda_rope_mrope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
+				  uint32_t n_heads, uint32_t head_dim, const int32_t *dev_pos,
+				  const uint32_t sections[4], ns_cuda_stream_t s)
+{
+	if (n_tok && n_heads && (!dev_pos || !sections))
+		return -EINVAL;
+	return rope(r, dev_x, n_tok, n_heads, head_dim, 0, NULL, rope_kv{}, (cudaStream_t)s,
+		    dev_pos, sections ? sections[1] : 0, sections ? sections[2] : 0);
 }
 
 extern "C" int ns_cuda_rope_at(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_heads,

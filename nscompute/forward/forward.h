@@ -102,9 +102,10 @@ struct ns_fwd_mm {
 	const int32_t *pos;      /* (n, 3): M-RoPE positions (temporal, height, width) */
 };
 
-/* ns_fwd_eval with images (architectures with M-RoPE on the cpu builder: qwen3vl,
- * qwen3vlmoe). Text evaluated later by ns_fwd_eval continues at M-RoPE position
- * (largest position of this call + 1), as Transformers' rope deltas. Returns as ns_fwd_eval,
+/* ns_fwd_eval with images (architectures with M-RoPE on the llama builder: qwen3vl,
+ * qwen3vlmoe, qwen35, qwen35moe; the cpu pass and the CUDA one, cfwd.h). Text evaluated later
+ * by ns_fwd_eval continues at M-RoPE position (largest position of this call + 1), as
+ * Transformers' rope deltas. Returns as ns_fwd_eval,
  * or -EINVAL for an architecture without M-RoPE, a position below 0, or DeepStack features
  * that do not match the model's. A sequence holding an image is cut back only to 0 or to a
  * position past its last image (ns_fwd_truncate refuses others). */

@@ -604,6 +604,9 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	if (f->recurrent &&
 	    (rc = ns_dnet_new(f, f->n_batch, host_state, &L->dnet, err, errlen)))
 		return rc;
+	/* images (ns_fwd_eval_mm): M-RoPE with its sections in the file (the CUDA pass reads
+	 * the same call: cfwd_eval.c) */
+	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
 	if (!host_state) { /* n_past only: the backend keeps its own cache and state */
 		f->kv = calloc(1, sizeof(*f->kv));
 		if (!f->kv) {
@@ -613,8 +616,6 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 		f->kv->n_ctx = f->n_ctx;
 		return 0;
 	}
-	/* images (ns_fwd_eval_mm): M-RoPE with its sections in the file */
-	f->mm_ok = (am->arch->flags & NS_ARCH_MROPE) && hp->rope_sections[0];
 	if (f->recurrent) { /* the state's rollback (ns_fwd_mark) */
 		f->arch_cut = s_rec_cut;
 		f->arch_mark = s_rec_mark;

@@ -1,9 +1,9 @@
 /* test_cuda_ops: RMSNorm (and fused with the residual add: bits of the two apart), RoPE
- * (normal, NeoX, YaRN), SwiGLU (plain, gpt-oss), softmax, router top-k, rows scaled by a
- * vector (gemma4's router input, bit for bit) and greedy argmax against nscompute/forward's
- * CPU versions. exp/sin/cos differ by a few ulps between CUDA and glibc, so values are
- * compared within a relative 2e-6 (RoPE: 2e-5 of the vector's largest element, angles up to
- * ~6000 rad); indices exactly. Exit 77 without a GPU. */
+ * (normal, NeoX, YaRN; interleaved M-RoPE at per-token positions), SwiGLU (plain, gpt-oss),
+ * softmax, router top-k, rows scaled by a vector (gemma4's router input, bit for bit) and
+ * greedy argmax against nscompute/forward's CPU versions. exp/sin/cos differ by a few ulps
+ * between CUDA and glibc, so values are compared within a relative 2e-6 (RoPE: 2e-5 of the
+ * vector's largest element, angles up to ~6000 rad); indices exactly. Exit 77 without a GPU. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -112,6 +112,73 @@ static void s_rope_case(const char *nm, bool neox, bool yarn, uint64_t *seed)
 	free(got);
 }
 
+/* Interleaved M-RoPE (image prompts): every token at its own (temporal, height, width),
+ * against the CPU's ns_rope_angles_mrope + ns_rope_rotate; n_dims the whole head (Qwen3-VL's
+ * 24/20/20 sections of 64 pairs) and part of it (Qwen3.5's partial rotation, 11/11/10 of 32
+ * pairs on 128-wide heads: dimensions past n_dims untouched). Positions up to 6000 as
+ * s_rope_case's. Three equal positions give ns_cuda_rope's bits at that position; a NULL
+ * position buffer or sections is refused. */
+static void s_mrope_case(const char *nm, uint32_t n_dims, const uint32_t sec[4],
+			 uint64_t *seed)
+{
+	enum { NT = 7, NH = 3, HD = 128 };
+	/* text (p, p, p), image rows at (p, p + y, p + x), text after at a jump */
+	static const int32_t pos[NT * 3] = { 5, 5, 5,	       6, 6, 6,	      7, 7, 7,
+					     7, 7, 8,	       7, 8, 7,	      7, 8, 8,
+					     5990, 5990, 5990 };
+	struct ns_rope r = { .n_dims = n_dims, .neox = true, .freq_base = 5000000.0f,
+			     .freq_scale = 1.0f };
+	struct ns_cuda_rope g = { r.n_dims, r.neox, r.freq_base, r.freq_scale, NULL,
+				  r.ext_factor, r.attn_factor, { r.corr_dims[0], r.corr_dims[1] } };
+	float *x = ct_random_floats(NT * NH * HD, seed), *ref = malloc(NT * NH * HD * 4);
+	float *got = malloc(NT * NH * HD * 4), *one = malloc(NH * HD * 4), cs[HD];
+	float *dx = ct_upload(x, NT * NH * HD * 4);
+	int32_t *dpos = ct_upload(pos, sizeof(pos));
+
+	memcpy(ref, x, NT * NH * HD * 4);
+	for (int t = 0; t < NT; t++) {
+		ns_rope_angles_mrope(&r, pos + 3 * t, sec, cs);
+		ns_rope_rotate(&r, cs, ref + t * NH * HD, NH, HD);
+	}
+	CT_CHECK(ns_cuda_rope_mrope(&g, dx, NT, NH, HD, dpos, sec, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(got, dx, NT * NH * HD * 4);
+	s_close(nm, got, ref, NT * NH * HD, 0, 2e-5 * 5.0);
+	for (int t = 0; t < NT; t++) /* unrotated dimensions pass through, in bits */
+		for (int h = 0; h < NH; h++)
+			if (memcmp(got + (t * NH + h) * HD + n_dims, x + (t * NH + h) * HD + n_dims,
+				   (HD - n_dims) * 4))
+				CT_FAIL("%s: dimensions past n_dims %u changed", nm, n_dims);
+	/* a token whose positions differ turns differently from its temporal position alone */
+	CT_CHECK(ns_cuda_h2d(dx, x + 3 * NH * HD, NH * HD * 4));
+	CT_CHECK(ns_cuda_rope(&g, dx, 1, NH, HD, pos[9], NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(one, dx, NH * HD * 4);
+	if (!memcmp(one, got + 3 * NH * HD, NH * HD * 4))
+		CT_FAIL("%s: (7, 7, 8) rotated as plain RoPE at 7 (width section unused)", nm);
+	/* text rows: ns_cuda_rope's bits at p */
+	for (int t = 0; t < NT; t++) {
+		if (pos[3 * t] != pos[3 * t + 1] || pos[3 * t] != pos[3 * t + 2])
+			continue;
+		CT_CHECK(ns_cuda_h2d(dx, x + t * NH * HD, NH * HD * 4));
+		CT_CHECK(ns_cuda_rope(&g, dx, 1, NH, HD, pos[3 * t], NULL));
+		CT_CHECK(ns_cuda_sync());
+		ct_download(one, dx, NH * HD * 4);
+		if (memcmp(one, got + t * NH * HD, NH * HD * 4))
+			CT_FAIL("%s: token %d at (%d, %d, %d) differs in bits from ns_cuda_rope at "
+				"%d", nm, t, pos[3 * t], pos[3 * t], pos[3 * t], pos[3 * t]);
+	}
+	if (ns_cuda_rope_mrope(&g, dx, NT, NH, HD, NULL, sec, NULL) != -EINVAL ||
+	    ns_cuda_rope_mrope(&g, dx, NT, NH, HD, dpos, NULL, NULL) != -EINVAL)
+		CT_FAIL("%s: a NULL position buffer or sections not refused", nm);
+	ns_cuda_free(dx);
+	ns_cuda_free(dpos);
+	free(x);
+	free(ref);
+	free(got);
+	free(one);
+}
+
 int main(void)
 {
 	uint64_t seed = 11;
@@ -167,6 +234,12 @@ int main(void)
 	s_rope_case("rope normal", false, false, &seed);
 	s_rope_case("rope neox", true, false, &seed);
 	s_rope_case("rope yarn neox", true, true, &seed);
+	{
+		static const uint32_t vl[4] = { 24, 20, 20, 0 }, q35[4] = { 11, 11, 10, 0 };
+
+		s_mrope_case("m-rope 24/20/20", 128, vl, &seed);
+		s_mrope_case("m-rope partial 11/11/10", 64, q35, &seed);
+	}
 	/* swiglu: gate x*4 so the gpt-oss clamps are reached */
 	for (int oai = 0; oai < 2; oai++) {
 		float *g = malloc(N * 4);

@@ -9,7 +9,8 @@
  *   gemv, prefill    ns_gemm_ex(AUTO path, NS_ACT_F32), one thread: f32 activations, so the
  *                    prefill GEMM does not round x to f16 as the tensor cores do
  *   gemv_q8          ns_gemm_ex(SCALAR path, NS_ACT_Q8): int8 activations as the GPU's
- *   rmsnorm/softmax  ns_rmsnorm / ns_softmax per row; rope: ns_rope_angles + ns_rope_rotate
+ *   rmsnorm/softmax  ns_rmsnorm / ns_softmax per row; rope: ns_rope_angles (M-RoPE:
+ *                    ns_rope_angles_mrope) + ns_rope_rotate
  *   swiglu, router   moe.c's s_act and s_route, written out here (they are static there)
  *   attention        llama.c's s_attention (dot products and the weighted V sum in double),
  *                    not the GPU's chunked f32 reduction; typed KV caches (f16, q8_0)
@@ -236,13 +237,15 @@ int ns_cuda_add_rmsnorm(float *dev_y, float *dev_x, const float *dev_res, const 
 	return ns_cuda_rmsnorm(dev_y, dev_x, dev_w, n, n_tok, eps, s);
 }
 
-int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
-		 uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
+/* ns_cuda_rope (dev_pos NULL: token t at pos0 + t) and ns_cuda_rope_mrope (token t at
+ * dev_pos[3 t ..] with the sections): the CPU's angles and rotation. */
+static int s_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
+		  uint32_t head_dim, int64_t pos0, const int32_t *dev_pos,
+		  const uint32_t sections[4])
 {
 	struct ns_rope cr;
 	float *cs; /* (n_dims) cos, sin of each pair */
 
-	ns_emu_launch_order(s);
 	if (n_tok == 0 || n_heads == 0)
 		return 0;
 	if (!r || !dev_x || r->n_dims == 0 || r->n_dims % 2 || r->n_dims > head_dim ||
@@ -261,11 +264,31 @@ int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uin
 	if (!cs)
 		return -ENOMEM;
 	for (uint32_t t = 0; t < n_tok; t++) {
-		ns_rope_angles(&cr, pos0 + t, cs);
+		if (dev_pos)
+			ns_rope_angles_mrope(&cr, dev_pos + 3ull * t, sections, cs);
+		else
+			ns_rope_angles(&cr, pos0 + t, cs);
 		ns_rope_rotate(&cr, cs, dev_x + (uint64_t)t * n_heads * head_dim, n_heads, head_dim);
 	}
 	free(cs);
 	return 0;
+}
+
+int ns_cuda_rope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok, uint32_t n_heads,
+		 uint32_t head_dim, int64_t pos0, ns_cuda_stream_t s)
+{
+	ns_emu_launch_order(s);
+	return s_rope(r, dev_x, n_tok, n_heads, head_dim, pos0, NULL, NULL);
+}
+
+int ns_cuda_rope_mrope(const struct ns_cuda_rope *r, float *dev_x, uint32_t n_tok,
+		       uint32_t n_heads, uint32_t head_dim, const int32_t *dev_pos,
+		       const uint32_t sections[4], ns_cuda_stream_t s)
+{
+	ns_emu_launch_order(s);
+	if (n_tok && n_heads && (!dev_pos || !sections))
+		return -EINVAL;
+	return s_rope(r, dev_x, n_tok, n_heads, head_dim, 0, dev_pos, sections);
 }
 
 #define S_OAI_ALPHA 1.702f

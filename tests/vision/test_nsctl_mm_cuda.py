@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Images on the cuda backend through the process pipeline: nscompute-cuda's tower on the host,
+its output uploaded to the CUDA pass (M-RoPE positions, DeepStack features), against the cpu
+backend and Transformers.
+
+    test_nsctl_mm_cuda.py NSCTL NSCOMPUTE_CUDA
+
+NSCOMPUTE_CUDA is the compute process of `--backend cuda` (the host emulation of the kernels,
+nscompute-cudaemu, in CI; the real nscompute-cuda on a GPU machine with NS_CUDA_REAL=1).
+For hf/qwen3_vl (GGUF, its mmproj beside it) and hf/qwen3_5_cond (the safetensors checkpoint
+with --mmproj, qwen35's hybrid layers): `nsctl logits --image --backend cuda` with everything
+streamed and with the weights in VRAM (--vram-budget) against `--backend cpu`: bit-identical
+over the emulation (its kernels are the cpu pass's code), and within 1e-4 of Transformers'
+mm.logits.f32 either way; `run --image -p ... --temp 0 --backend cuda` (the text decoded past
+the image, at its M-RoPE offset) generates the cpu backend's text. Refusals, one line and
+exit 2: an image for a model without M-RoPE on the cuda backend, --backend other than
+cpu|cuda, --vram-budget without --backend cuda.
+Exit 0 pass, 1 fail (77: oracle missing outside CI).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from vision_testlib import Checks, f32, oracle_missing, png
+
+NSCTL = sys.argv[1]
+os.environ["NS_NSCOMPUTE_CUDA"] = sys.argv[2]
+REAL = os.environ.get("NS_CUDA_REAL") == "1"
+ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
+if not os.path.isdir(os.path.join(ORACLE, "hf", "qwen3_vl")):
+    oracle_missing(ORACLE)
+checks = Checks()
+fail = checks.fail
+REF_TOL = 1e-4
+
+
+def nsctl(*args):
+    return subprocess.run([NSCTL] + [str(a) for a in args], capture_output=True, text=True,
+                          errors="replace", timeout=300)
+
+
+def refused(what, r, cmd):
+    lines = r.stderr.strip().split("\n")
+    if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(cmd + ": "):
+        fail(f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
+    else:
+        print(f"  {what:48} -> {lines[0]}")
+
+
+FLAGS = ["--image-token", "1000", "--min-pixels", "4096", "--mem-budget", "8MB"]
+
+with tempfile.TemporaryDirectory() as d:
+    for arch, model, extra in (
+            ("qwen3_vl", "gguf/qwen3_vl-f32.gguf", []),
+            ("qwen3_5_cond", "model-bf16", ["--mmproj",
+                                            "gguf/mmproj-qwen3_5_cond-f32.gguf"])):
+        base = os.path.join(ORACLE, "hf", arch)
+        model = os.path.join(base, model)
+        extra = [os.path.join(base, x) if x.startswith("gguf/") else x for x in extra]
+        image = os.path.join(d, arch + ".png")
+        png(image, 64, 64, open(os.path.join(base, "image.u8"), "rb").read())
+        toks = json.load(open(os.path.join(base, "seqA.json")))["vision"]["mm_tokens"]
+        ids = ",".join(map(str, toks))
+        want = f32(os.path.join(base, "mm.logits.f32"))
+        out = {}
+        for name, backend in (("cpu", ["--backend", "cpu"]),
+                              ("cuda", ["--backend", "cuda"]),
+                              ("cuda-vram", ["--backend", "cuda", "--vram-budget", "96MB"])):
+            o = os.path.join(d, f"{arch}-{name}.f32")
+            r = nsctl("logits", model, "--image", image, "--tokens", ids, "-o", o, *extra,
+                      *FLAGS, *backend)
+            if r.returncode != 0 or "4 image tokens" not in r.stderr:
+                fail(f"{arch}: logits --image {' '.join(backend)}: exit {r.returncode}: "
+                     f"{r.stderr[-600:]}")
+                continue
+            got = f32(o)
+            if len(got) != len(want):
+                fail(f"{arch} ({name}): {len(got)} logits, the reference {len(want)}")
+                continue
+            out[name] = got
+            e = max(abs(a - b) for a, b in zip(got, want))
+            print(f"{arch}: logits --image {' '.join(backend)}, {len(toks)} rows: max |d| "
+                  f"{e:.3g} from Transformers")
+            if not e <= REF_TOL:
+                fail(f"{arch} ({name}): max |d| {e:.3g} from Transformers > {REF_TOL}")
+        for name in ("cuda", "cuda-vram"):
+            if name not in out or "cpu" not in out:
+                continue
+            e = max(abs(a - b) for a, b in zip(out[name], out["cpu"]))
+            print(f"  {name} vs cpu: max |d| {e:.3g}")
+            if not REAL and out[name] != out["cpu"]:
+                fail(f"{arch}: --backend {name} differs from the cpu backend (max |d| {e:.3g}); "
+                     f"the emulation computes the cpu pass's bits")
+        # generation past the image: the decode steps rotate at the image's M-RoPE offset
+        text = {}
+        for name, backend in (("cpu", []), ("cuda", ["--backend", "cuda"])):
+            r = nsctl("run", model, "--image", image, "-p", "hello", "-n", "8", "--temp", "0",
+                      "--ignore-eos", "--ram-budget", "0", *extra, *FLAGS, *backend)
+            if r.returncode != 0 or "images 4 tok" not in r.stderr:
+                fail(f"{arch}: run --image {' '.join(backend)}: exit {r.returncode}: "
+                     f"{r.stderr[-600:]}")
+                continue
+            text[name] = r.stdout
+        if len(text) == 2:
+            print(f"  run --image -p, 8 tokens: cpu {text['cpu']!r}, cuda {text['cuda']!r}")
+            if text["cpu"] != text["cuda"] and not REAL:
+                fail(f"{arch}: run --image: the cuda backend generated {text['cuda']!r}, the "
+                     f"cpu backend {text['cpu']!r}")
+
+    image = os.path.join(d, "qwen3_vl.png")
+    vl = os.path.join(ORACLE, "hf", "qwen3_vl", "gguf", "qwen3_vl-f32.gguf")
+    refused("a model without M-RoPE, cuda backend",
+            nsctl("logits", os.path.join(ORACLE, "tiny", "tiny-qwen3-F32.gguf"), "--image", image,
+                  "--mmproj", os.path.join(ORACLE, "hf", "qwen3_vl", "gguf",
+                                           "mmproj-qwen3_vl-f32.gguf"),
+                  "--tokens", "1,2", "-o", os.path.join(d, "x.f32"), "--backend", "cuda"),
+            "nsctl logits")
+    refused("logits --backend gpu",
+            nsctl("logits", vl, "--tokens", "1,2", "-o", os.path.join(d, "x.f32"), "--backend",
+                  "gpu"), "nsctl logits")
+    refused("logits --vram-budget without --backend cuda",
+            nsctl("logits", vl, "--tokens", "1,2", "-o", os.path.join(d, "x.f32"),
+                  "--vram-budget", "1GB"), "nsctl logits")
+
+checks.done()
