@@ -36,6 +36,19 @@
  *      by token (every matmul a GEMV in f32); in one chunk too over the emulation (the
  *      kernels' prefill GEMM rounds x and W to f16: there the chunk's figure is printed, and
  *      section 1 holds it to the CPU by cosine).
+ * With --kv (the cuda_cfwd_emu_kv_* tests) only the typed KV caches are checked, f16, q8_0
+ * and q8_0 K with f16 V, the CPU pass keeping the same types (s_typed_kv):
+ *   a. the cache's bytes: the first attention layer's rows of the typed pass, read back,
+ *      equal element for element what the CPU's kvcache.c stores for the f32 pass's rows of
+ *      that layer (its inputs are the same bits in both passes: nothing before it reads the
+ *      cache), so the rounding (half to nearest even; Q8_0's round half away from zero) and
+ *      the scale (max|x| / 127 as half) are the CPU's exactly. The emulation only: the
+ *      kernels' k differ from the CPU's in the last bits, and a bit can move a rounding.
+ *   b. the prompt's logits (all positions) against the CPU pass with the same cache: max
+ *      |diff| <= KV_TOL (below), cosine >= 0.9999; printed beside what the type itself
+ *      moves them (the CPU's typed against its f32 pass);
+ *   c. 8 decode steps, the CPU and CUDA typed passes side by side, the same bound; replayed
+ *      as a graph (dense models) and as plain launches: the same bits.
  * With --expect-refusal TEXT: ns_cfwd_new must refuse the model (a negative errno, no pass
  * made) with a one-line reason containing TEXT.
  * With --kernels (the simt build, --ref after it where given: the kernels' sources on the CPU, ~100x slower than the
@@ -50,7 +63,11 @@
 #include <string.h>
 
 #include "cfwd.h"
+#include "cfwd_internal.h" /* --kv: the typed cache's rows (struct cfwd) */
 #include "forward.h"
+#include "fp16.h"
+#include "gemma.h"
+#include "kvcache.h"
 #include "ggml_type.h"
 #include "gemv.h"
 #include "json_ints.h"
@@ -178,6 +195,230 @@ static void s_reference(const struct ns_model *m, struct ns_weights *w,
 	free(got);
 }
 
+static int s_cuda_prompt(const struct ns_model *m, struct ns_weights *w,
+			 const struct ns_cfwd_opts *o, const int32_t *toks, float *out,
+			 struct ns_fwd **keep);
+
+/* --kv: the typed pass's logits against the CPU pass's with the same cache. The emulation
+ * computes attention as the CPU's exact path (double sums) over the dequantized cache, the
+ * CPU's typed path is flash-style in float (attn.h "tiled"): the two differ by float
+ * rounding in the first attention layer, and from there on a k or v a last bit apart can
+ * round to the neighbouring f16 or Q8_0 step (f16: 2^-11 relative; Q8_0: max|x| / 127 of its
+ * block), which the following layers carry to the logits. Measured (max |diff|, tiny oracle
+ * models): see KV_TOL's figures in the report; a wrong rounding or scale moves the whole
+ * cache and the logits by the type's own effect (printed: the CPU's typed pass against its
+ * f32 pass, 1e-3 .. 1e-1 here), and is caught exactly by check a. */
+#define KV_TOL 1e-3
+
+/* Element i of a row of cache type t (nscuda.h "typed KV cache") as float. */
+static float s_kv_elem(const uint8_t *row, uint32_t t, uint64_t i)
+{
+	uint16_t h;
+	float f;
+
+	if (t == NS_KV_F16) {
+		memcpy(&h, row + 2 * i, 2);
+		return ns_fp16_to_f32(h);
+	}
+	if (t == NS_KV_Q8_0) {
+		memcpy(&h, row + i / 32 * 34, 2);
+		return ns_fp16_to_f32(h) * (float)(int8_t)row[i / 32 * 34 + 2 + i % 32];
+	}
+	memcpy(&f, row + 4 * i, 4);
+	return f;
+}
+
+/* The first attention layer's K and V rows of a CUDA pass (n_ctx rows each, in its cache's
+ * types) and its head geometry. */
+static void s_first_kv(const struct ns_fwd *f, const uint8_t **k, const uint8_t **v,
+		       uint32_t *n_head_kv, uint32_t *dk, uint32_t *dv)
+{
+	const struct cfwd *c = f->arch;
+
+	if (c->G) { /* gemma: layer 0 keeps its own cache */
+		*k = c->g_k[0];
+		*v = c->g_v[0];
+		*n_head_kv = c->G->layers[0].n_head_kv;
+		*dk = *dv = c->G->layers[0].dk;
+		return;
+	}
+	for (uint32_t l = 0; l < c->L->n_layer; l++) {
+		const struct ns_llama_layer *y = &c->L->layers[l];
+
+		if (y->recurrent)
+			continue;
+		*k = (const uint8_t *)c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_k;
+		*v = (const uint8_t *)c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_v;
+		break;
+	}
+	*n_head_kv = c->L->n_head_kv;
+	*dk = c->L->dk;
+	*dv = c->L->dv;
+}
+
+/* a. The typed pass's first attention layer (tf) holds what kvcache.c stores for the f32
+ * pass's rows (ff) of the same layer, element for element; returns the mismatches. */
+static uint64_t s_check_cache(const struct ns_fwd *ff, const struct ns_fwd *tf, int tk,
+			      int tv)
+{
+	const uint8_t *kf = NULL, *vf = NULL, *kt = NULL, *vt = NULL;
+	uint32_t H, dk, dv;
+	struct ns_kvcache *ref = NULL;
+	uint64_t bad = 0, rk, rv;
+
+	s_first_kv(ff, &kf, &vf, &H, &dk, &dv);
+	s_first_kv(tf, &kt, &vt, &H, &dk, &dv);
+	rk = ns_kv_row_bytes((enum ns_kv_type)tk, H * dk);
+	rv = ns_kv_row_bytes((enum ns_kv_type)tv, H * dv);
+	if (!kf || !kt || ns_kvcache_new(1, N_PROMPT, H, dk, dv, (enum ns_kv_type)tk,
+					 (enum ns_kv_type)tv, &ref) < 0) {
+		CHECK(0, "typed cache: no attention layer or no memory");
+		return 1;
+	}
+	for (uint32_t p = 0; p < N_PROMPT; p++) {
+		ns_kvcache_store(ref, 0, p, (const float *)(const void *)(kf + 4ull * p * H * dk),
+				 (const float *)(const void *)(vf + 4ull * p * H * dv));
+		for (uint32_t h = 0; h < H; h++) {
+			for (uint32_t d = 0; d < dk; d++)
+				bad += ns_kvcache_k_at(ref, 0, h, p, d) !=
+				       s_kv_elem(kt + p * rk, (uint32_t)tk, (uint64_t)h * dk + d);
+			for (uint32_t d = 0; d < dv; d++)
+				bad += ns_kvcache_v_at(ref, 0, h, p, d) !=
+				       s_kv_elem(vt + p * rv, (uint32_t)tv, (uint64_t)h * dv + d);
+		}
+	}
+	ns_kvcache_destroy(&ref);
+	return bad;
+}
+
+static double s_max_diff(const float *a, const float *b, uint64_t n)
+{
+	double worst = 0.0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		const double d = fabs((double)a[i] - b[i]);
+
+		worst = d > worst || d != d ? d : worst;
+	}
+	return worst;
+}
+
+/* The --kv checks (a, b, c above) for cache types tk / tv; returns the failures. */
+static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int32_t *toks,
+		      uint64_t V, int tk, int tv)
+{
+	struct ns_cfwd_opts o = { .n_ctx = 128, .n_batch = 64, .all_resident = true,
+				  .kv_k = tk, .kv_v = tv };
+	struct ns_cfwd_opts po = o, fo32 = o;
+	struct ns_fwd_opts fo = { .n_ctx = 128, .n_batch = 64, .kv_k = tk, .kv_v = tv };
+	struct ns_fwd_opts fo0 = { .n_ctx = 128, .n_batch = 64 };
+	struct ns_fwd *cpu = NULL, *cpu32 = NULL, *gpu = NULL, *plain = NULL, *g32 = NULL;
+	float *lc = calloc(N_PROMPT * V, 4), *lg = calloc(N_PROMPT * V, 4);
+	float *l32 = calloc(N_PROMPT * V, 4), *lp = calloc(N_PROMPT * V, 4);
+	float *gc = calloc(V, 4), *gg = calloc(V, 4), *gp = calloc(V, 4);
+	struct ns_cuda_devinfo di;
+	struct ns_cfwd_stats st;
+	char err[512];
+	double worst = 0.0, worst_dec = 0.0, effect, cos = 1.0;
+	const int fails0 = s_fails;
+	bool emulated;
+
+	po.no_graphs = true;
+	fo32.kv_k = fo32.kv_v = 0;
+	emulated = ns_cuda_device_info(0, &di, err, sizeof(err)) == 0 &&
+		   !strcmp(di.name, "cpu-emulation");
+	if (!lc || !lg || !l32 || !lp || !gc || !gg || !gp ||
+	    ns_fwd_new(m, w, &fo, &cpu, err, sizeof(err)) < 0 ||
+	    ns_fwd_new(m, w, &fo0, &cpu32, err, sizeof(err)) < 0 ||
+	    ns_fwd_eval(cpu, toks, N_PROMPT, lc, true) < 0 ||
+	    ns_fwd_eval(cpu32, toks, N_PROMPT, l32, true) < 0) {
+		CHECK(0, "cpu passes (%s/%s): %s", ns_kv_type_name((enum ns_kv_type)tk),
+		      ns_kv_type_name((enum ns_kv_type)tv), cpu ? ns_fwd_error(cpu) : err);
+		goto out;
+	}
+	effect = s_max_diff(lc, l32, N_PROMPT * V);
+	if (s_cuda_prompt(m, w, &o, toks, lg, &gpu) < 0 ||
+	    s_cuda_prompt(m, w, &po, toks, lp, &plain) < 0 ||
+	    s_cuda_prompt(m, w, &fo32, toks, l32, &g32) < 0) {
+		CHECK(0, "cuda passes refused or failed");
+		goto out;
+	}
+	/* a. */
+	if (emulated) {
+		uint64_t bad = s_check_cache(g32, gpu, tk, tv);
+
+		CHECK(bad == 0, "%s/%s: %llu elements of the first attention layer's cache differ "
+		      "from the CPU's kvcache.c", ns_kv_type_name((enum ns_kv_type)tk),
+		      ns_kv_type_name((enum ns_kv_type)tv), (unsigned long long)bad);
+	}
+	/* b. */
+	worst = s_max_diff(lc, lg, N_PROMPT * V);
+	for (int t = 0; t < N_PROMPT; t++) {
+		const double c = s_cosine(lc + t * V, lg + t * V, V);
+
+		cos = c < cos ? c : cos;
+	}
+	CHECK(worst <= KV_TOL && cos >= 0.9999, "%s/%s prompt: max |diff| %.3g (bound %g), cosine "
+	      "%.6f with the CPU's typed pass", ns_kv_type_name((enum ns_kv_type)tk),
+	      ns_kv_type_name((enum ns_kv_type)tv), worst, KV_TOL, cos);
+	CHECK(!memcmp(lg, lp, N_PROMPT * V * 4), "typed prompt differs without graphs");
+	/* c. the CPU's greedy tokens fed to all three */
+	{
+		const float *cc = lc + (N_PROMPT - 1) * V;
+
+		for (int s = 0; s < N_GEN; s++) {
+			float mc;
+			int32_t tc = (int32_t)s_argmax(cc, (uint32_t)V, &mc);
+
+			if (ns_fwd_eval(cpu, &tc, 1, gc, false) < 0 ||
+			    ns_fwd_eval(gpu, &tc, 1, gg, false) < 0 ||
+			    ns_fwd_eval(plain, &tc, 1, gp, false) < 0) {
+				CHECK(0, "typed decode: %s / %s", ns_fwd_error(cpu), ns_fwd_error(gpu));
+				goto out;
+			}
+			const double d = s_max_diff(gc, gg, V);
+
+			worst_dec = d > worst_dec ? d : worst_dec;
+			CHECK(!memcmp(gg, gp, V * 4), "typed decode step %d: graph replay and plain "
+			      "launches differ", s);
+			cc = gc;
+		}
+		CHECK(worst_dec <= KV_TOL, "%s/%s decode: max |diff| %.3g > %g",
+		      ns_kv_type_name((enum ns_kv_type)tk), ns_kv_type_name((enum ns_kv_type)tv),
+		      worst_dec, KV_TOL);
+	}
+	/* the VRAM nsplan counts for these types is what the pass allocated */
+	{
+		struct ns_cfwd_need nd;
+
+		ns_cfwd_stats(gpu, &st);
+		CHECK(ns_cfwd_vram_need(m, &o, &nd, err, sizeof(err)) == 0 &&
+		      st.vram_budget == nd.total && st.vram_used == st.vram_budget,
+		      "typed arena %llu (used %llu) vs need %llu", (unsigned long long)st.vram_budget,
+		      (unsigned long long)st.vram_used, (unsigned long long)nd.total);
+	}
+	printf("kv %s/%s: cache of the first attention layer %s; prompt max |diff| %.3g "
+	       "(cosine %.7f), decode max |diff| %.3g with the CPU's typed pass (bound %g); the "
+	       "type moves the CPU's logits by %.3g; graphs %s\n",
+	       ns_kv_type_name((enum ns_kv_type)tk), ns_kv_type_name((enum ns_kv_type)tv),
+	       emulated ? "bit-identical to kvcache.c's" : "not compared (kernels)", worst, cos,
+	       worst_dec, KV_TOL, effect, st.graphs ? "on, bit-identical to plain" : "off");
+out:
+	ns_fwd_destroy(&cpu);
+	ns_fwd_destroy(&cpu32);
+	ns_fwd_destroy(&gpu);
+	ns_fwd_destroy(&plain);
+	ns_fwd_destroy(&g32);
+	free(lc);
+	free(lg);
+	free(l32);
+	free(lp);
+	free(gc);
+	free(gg);
+	free(gp);
+	return s_fails - fails0;
+}
+
 /* Logits of the prompt (all positions) through a CUDA pass with options o. */
 static int s_cuda_prompt(const struct ns_model *m, struct ns_weights *w,
 			 const struct ns_cfwd_opts *o, const int32_t *toks, float *out,
@@ -217,6 +458,7 @@ int main(int argc, char **argv)
 	double worst_cos = 1.0, worst_diff = 0.0, worst_q8 = 1.0, worst_q8f = 1.0;
 	uint32_t seed = 12345u;
 	bool kernels_only = argc > 2 && !strcmp(argv[2], "--kernels");
+	bool kv_only = argc == 3 && !strcmp(argv[2], "--kv");
 	const char *ref_prefix = NULL, *ref_kind = NULL;
 
 	if (argc < 2) {
@@ -229,7 +471,7 @@ int main(int argc, char **argv)
 			ref_prefix = argv[i + 1];
 			ref_kind = argv[i + 2];
 			i += 2;
-		} else if (strcmp(argv[i], "--kernels") || i != 2) {
+		} else if ((strcmp(argv[i], "--kernels") && strcmp(argv[i], "--kv")) || i != 2) {
 			if (i == 2 && !strcmp(argv[i], "--expect-refusal"))
 				break;
 			fprintf(stderr, "bad argument %s\n", argv[i]);
@@ -286,6 +528,16 @@ int main(int argc, char **argv)
 	if (ns_fwd_eval(cpu, toks, N_PROMPT, lc, true) < 0) {
 		fprintf(stderr, "cpu eval: %s\n", ns_fwd_error(cpu));
 		return 1;
+	}
+	if (kv_only) { /* f16, q8_0, and the two mixed as llama.cpp allows */
+		static const int pairs[3][2] = { { NS_KV_F16, NS_KV_F16 },
+						 { NS_KV_Q8_0, NS_KV_Q8_0 },
+						 { NS_KV_Q8_0, NS_KV_F16 } };
+
+		for (int i = 0; i < 3; i++)
+			s_typed_kv(m, w, toks, V, pairs[i][0], pairs[i][1]);
+		printf("%s: typed KV caches %s\n", argv[1], s_fails ? "FAILED" : "ok");
+		return s_fails ? 1 : 0;
 	}
 
 	/* 1. all resident vs the CPU */
