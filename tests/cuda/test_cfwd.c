@@ -36,15 +36,15 @@
  *      by token (every matmul a GEMV in f32); in one chunk too over the emulation (the
  *      kernels' prefill GEMM rounds x and W to f16: there the chunk's figure is printed, and
  *      section 1 holds it to the CPU by cosine).
- * With --kv (the cuda_cfwd_emu_kv_* tests) only the typed KV caches are checked, f16, q8_0
- * and q8_0 K with f16 V, the CPU pass keeping the same types (s_typed_kv):
+ * With --kv [--kernels] (cuda_cfwd_emu_kv_*, cuda_simt_cfwd_kv_*, cuda_cfwd_kv_*) only the
+ * typed KV caches are checked, f16, q8_0 and q8_0 K with f16 V, the CPU pass keeping the same
+ * types (s_typed_kv; --kernels, or a GPU: every pass one token at a time, b not checked):
  *   a. the cache's bytes: the first attention layer's rows of the typed pass hold, element
  *      for element, the bits (half; int8 and half scale) the CPU's kvcache.c stores for the
- *      f32 pass's rows of
- *      that layer (its inputs are the same bits in both passes: nothing before it reads the
- *      cache), so the rounding (half to nearest even; Q8_0's round half away from zero) and
- *      the scale (max|x| / 127 as half) are the CPU's exactly. The emulation only: the
- *      kernels' k differ from the CPU's in the last bits, and a bit can move a rounding.
+ *      rows the CUDA f32 pass keeps of that layer (its inputs are the same bits in both
+ *      passes: nothing before it reads the cache), so the rounding (half to nearest even;
+ *      Q8_0's round half away from zero) and the scale (max|x| / 127 as half) are the CPU's
+ *      exactly, on the emulation, the kernels' sources and the GPU alike;
  *   b. the prompt's logits (all positions) and 8 decode steps bit-identical to the CPU pass
  *      with the same cache computing its attention by the exact algorithm (ns_fwd_opts.
  *      attn_exact: double sums over the dequantized cache, as the emulation does; the
@@ -256,32 +256,43 @@ static uint64_t s_ktile_bits(const struct ns_kvcache *c, uint32_t h, uint32_t p,
 	return b;
 }
 
-/* The first attention layer's K and V rows of a CUDA pass (n_ctx rows each, in its cache's
- * types) and its head geometry. */
-static void s_first_kv(const struct ns_fwd *f, const uint8_t **k, const uint8_t **v,
-		       uint32_t *n_head_kv, uint32_t *dk, uint32_t *dv)
+/* The first N_PROMPT K and V rows of the first attention layer of a CUDA pass, copied from
+ * the device (malloc'd: the caller frees them; NULL when out of memory or no such layer), in
+ * its cache's types, and its head geometry. */
+static void s_first_kv(const struct ns_fwd *f, uint8_t **k, uint8_t **v, uint32_t *n_head_kv,
+		       uint32_t *dk, uint32_t *dv)
 {
 	const struct cfwd *c = f->arch;
+	const void *dk_ = NULL, *dv_ = NULL;
+	uint64_t nk, nv;
 
 	if (c->G) { /* gemma: layer 0 keeps its own cache */
-		*k = c->g_k[0];
-		*v = c->g_v[0];
+		dk_ = c->g_k[0];
+		dv_ = c->g_v[0];
 		*n_head_kv = c->G->layers[0].n_head_kv;
 		*dk = *dv = c->G->layers[0].dk;
-		return;
-	}
-	for (uint32_t l = 0; l < c->L->n_layer; l++) {
-		const struct ns_llama_layer *y = &c->L->layers[l];
+	} else {
+		for (uint32_t l = 0; l < c->L->n_layer && !dk_; l++) {
+			const struct ns_llama_layer *y = &c->L->layers[l];
 
-		if (y->recurrent)
-			continue;
-		*k = (const uint8_t *)c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_k;
-		*v = (const uint8_t *)c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_v;
-		break;
+			if (y->recurrent)
+				continue;
+			dk_ = (const uint8_t *)c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_k;
+			dv_ = (const uint8_t *)c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_v;
+		}
+		*n_head_kv = c->L->n_head_kv;
+		*dk = c->L->dk;
+		*dv = c->L->dv;
 	}
-	*n_head_kv = c->L->n_head_kv;
-	*dk = c->L->dk;
-	*dv = c->L->dv;
+	nk = N_PROMPT * ns_kv_row_bytes((enum ns_kv_type)c->kv_tk, *n_head_kv * *dk);
+	nv = N_PROMPT * ns_kv_row_bytes((enum ns_kv_type)c->kv_tv, *n_head_kv * *dv);
+	*k = dk_ ? malloc(nk) : NULL;
+	*v = dk_ ? malloc(nv) : NULL;
+	if (*k && *v && (ns_cuda_d2h(*k, dk_, nk) < 0 || ns_cuda_d2h(*v, dv_, nv) < 0)) {
+		free(*k);
+		free(*v);
+		*k = *v = NULL;
+	}
 }
 
 /* a. The typed pass's first attention layer (tf) holds what kvcache.c stores for the f32
@@ -289,7 +300,7 @@ static void s_first_kv(const struct ns_fwd *f, const uint8_t **k, const uint8_t 
 static uint64_t s_check_cache(const struct ns_fwd *ff, const struct ns_fwd *tf, int tk,
 			      int tv)
 {
-	const uint8_t *kf = NULL, *vf = NULL, *kt = NULL, *vt = NULL;
+	uint8_t *kf = NULL, *vf = NULL, *kt = NULL, *vt = NULL;
 	uint32_t H, dk, dv;
 	struct ns_kvcache *ref = NULL;
 	uint64_t bad = 0, rk, rv;
@@ -298,10 +309,12 @@ static uint64_t s_check_cache(const struct ns_fwd *ff, const struct ns_fwd *tf, 
 	s_first_kv(tf, &kt, &vt, &H, &dk, &dv);
 	rk = ns_kv_row_bytes((enum ns_kv_type)tk, H * dk);
 	rv = ns_kv_row_bytes((enum ns_kv_type)tv, H * dv);
-	if (!kf || !kt || ns_kvcache_new(1, N_PROMPT, H, dk, dv, (enum ns_kv_type)tk,
-					 (enum ns_kv_type)tv, &ref) < 0) {
-		CHECK(0, "typed cache: no attention layer or no memory");
-		return 1;
+	if (!kf || !kt || !vf || !vt ||
+	    ns_kvcache_new(1, N_PROMPT, H, dk, dv, (enum ns_kv_type)tk, (enum ns_kv_type)tv,
+			   &ref) < 0) {
+		CHECK(0, "typed cache: no attention layer, no memory or no copy");
+		bad = 1;
+		goto out;
 	}
 	for (uint32_t p = 0; p < N_PROMPT; p++) {
 		ns_kvcache_store(ref, 0, p, (const float *)(const void *)(kf + 4ull * p * H * dk),
@@ -317,7 +330,12 @@ static uint64_t s_check_cache(const struct ns_fwd *ff, const struct ns_fwd *tf, 
 				       s_row_bits(vt + p * rv, (uint32_t)tv, (uint64_t)h * dv + d);
 		}
 	}
+out:
 	ns_kvcache_destroy(&ref);
+	free(kf);
+	free(vf);
+	free(kt);
+	free(vt);
 	return bad;
 }
 
@@ -333,15 +351,19 @@ static double s_max_diff(const float *a, const float *b, uint64_t n)
 	return worst;
 }
 
-/* The --kv checks (a, b, c above) for cache types tk / tv; returns the failures. */
+/* The --kv checks (a, b, c above) for cache types tk / tv; kernels (the kernels' sources
+ * under simt, or a GPU): every pass fed one token at a time (n_batch 1: the kernels' prefill
+ * GEMM rounds x and W to f16, their GEMVs are f32 as the CPU's) and b not checked (their
+ * sums' order is not the CPU's). Returns the failures. */
 static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int32_t *toks,
-		      uint64_t V, int tk, int tv)
+		      uint64_t V, int tk, int tv, bool kernels)
 {
-	struct ns_cfwd_opts o = { .n_ctx = 128, .n_batch = 64, .all_resident = true,
+	const uint32_t nb = kernels ? 1 : 64;
+	struct ns_cfwd_opts o = { .n_ctx = 128, .n_batch = nb, .all_resident = true,
 				  .kv_k = tk, .kv_v = tv };
 	struct ns_cfwd_opts po = o, fo32 = o;
-	struct ns_fwd_opts fo = { .n_ctx = 128, .n_batch = 64, .kv_k = tk, .kv_v = tv };
-	struct ns_fwd_opts fo0 = { .n_ctx = 128, .n_batch = 64 }, fox = fo;
+	struct ns_fwd_opts fo = { .n_ctx = 128, .n_batch = nb, .kv_k = tk, .kv_v = tv };
+	struct ns_fwd_opts fo0 = { .n_ctx = 128, .n_batch = nb }, fox = fo;
 	struct ns_fwd *cpu = NULL, *cpu32 = NULL, *gpu = NULL, *plain = NULL, *g32 = NULL;
 	struct ns_fwd *cpux = NULL; /* the CPU's typed pass with exact attention */
 	float *lx = calloc(N_PROMPT * V, 4), *gx = calloc(V, 4);
@@ -360,7 +382,7 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 	fo32.kv_k = fo32.kv_v = 0;
 	fox.attn_exact = true;
 	emulated = ns_cuda_device_info(0, &di, err, sizeof(err)) == 0 &&
-		   !strcmp(di.name, "cpu-emulation");
+		   !strcmp(di.name, "cpu-emulation") && !kernels;
 	if (!lc || !lg || !l32 || !lp || !gc || !gg || !gp || !lx || !gx ||
 	    ns_fwd_new(m, w, &fo, &cpu, err, sizeof(err)) < 0 ||
 	    ns_fwd_new(m, w, &fox, &cpux, err, sizeof(err)) < 0 ||
@@ -379,8 +401,8 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 		CHECK(0, "cuda passes refused or failed");
 		goto out;
 	}
-	/* a. */
-	if (emulated) {
+	/* a. (the kernels too: both CUDA passes' first attention layer gets the same k, v) */
+	{
 		uint64_t bad = s_check_cache(g32, gpu, tk, tv);
 
 		CHECK(bad == 0, "%s/%s: %llu elements of the first attention layer's cache differ "
@@ -446,7 +468,7 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 	       "attention; prompt max |diff| %.3g (cosine %.7f), decode max |diff| %.3g with the "
 	       "CPU's typed pass (bound %g); the type moves the CPU's logits by %.3g; graphs %s\n",
 	       ns_kv_type_name((enum ns_kv_type)tk), ns_kv_type_name((enum ns_kv_type)tv),
-	       emulated ? "bit-identical to kvcache.c's" : "not compared (kernels)",
+	       s_fails == fails0 ? "bit-identical to kvcache.c's" : "checked",
 	       !emulated ? "not compared with" : n_exact ? "DIFFER from" : "bit-identical to",
 	       worst, cos, worst_dec, KV_TOL, effect,
 	       st.graphs ? "on, bit-identical to plain" : "off");
@@ -508,7 +530,8 @@ int main(int argc, char **argv)
 	double worst_cos = 1.0, worst_diff = 0.0, worst_q8 = 1.0, worst_q8f = 1.0;
 	uint32_t seed = 12345u;
 	bool kernels_only = argc > 2 && !strcmp(argv[2], "--kernels");
-	bool kv_only = argc == 3 && !strcmp(argv[2], "--kv");
+	bool kv_only = argc > 2 && !strcmp(argv[2], "--kv");
+	bool kv_kernels = kv_only && argc == 4 && !strcmp(argv[3], "--kernels");
 	const char *ref_prefix = NULL, *ref_kind = NULL;
 
 	if (argc < 2) {
@@ -521,7 +544,8 @@ int main(int argc, char **argv)
 			ref_prefix = argv[i + 1];
 			ref_kind = argv[i + 2];
 			i += 2;
-		} else if ((strcmp(argv[i], "--kernels") && strcmp(argv[i], "--kv")) || i != 2) {
+		} else if ((strcmp(argv[i], "--kernels") && strcmp(argv[i], "--kv")) ||
+			   (i != 2 && !(i == 3 && kv_only && !strcmp(argv[i], "--kernels")))) {
 			if (i == 2 && !strcmp(argv[i], "--expect-refusal"))
 				break;
 			fprintf(stderr, "bad argument %s\n", argv[i]);
@@ -585,7 +609,7 @@ int main(int argc, char **argv)
 						 { NS_KV_Q8_0, NS_KV_F16 } };
 
 		for (int i = 0; i < 3; i++)
-			s_typed_kv(m, w, toks, V, pairs[i][0], pairs[i][1]);
+			s_typed_kv(m, w, toks, V, pairs[i][0], pairs[i][1], kv_kernels);
 		printf("%s: typed KV caches %s\n", argv[1], s_fails ? "FAILED" : "ok");
 		return s_fails ? 1 : 0;
 	}
