@@ -105,8 +105,9 @@ struct cfwd {
 	uint64_t dn_state_bytes;
 	float *d_qkv, *d_z, *d_b, *d_a, *d_o;
 	/* gemma (cfwd_gemma.c): each layer's own K and V (n_ctx rows of n_head_kv * dk elements
-	 * in kv_tk / kv_tv) or NULL for a KV-shared layer, the per-layer inputs (n_batch, n_layer * ple) and a layer's gated
-	 * input (n_batch, ple); host rows of per_layer_token_embd (n_batch, n_layer * ple) */
+	 * in kv_tk / kv_tv) or NULL for a KV-shared layer, the per-layer inputs (n_batch,
+	 * n_layer * ple) and a layer's gated input (n_batch, ple); host rows of
+	 * per_layer_token_embd (n_batch, n_layer * ple) */
 	void **g_k, **g_v;
 	float *pl, *pg, *h_pl;
 	const void *ple_dev;      /* per_layer_token_embd whole in VRAM, or NULL */

@@ -274,11 +274,12 @@ static void s_first_kv(const struct ns_fwd *f, uint8_t **k, uint8_t **v, uint32_
 	} else {
 		for (uint32_t l = 0; l < c->L->n_layer && !dk_; l++) {
 			const struct ns_llama_layer *y = &c->L->layers[l];
+			const uint64_t rows = (uint64_t)y->kv_slot * f->n_ctx;
 
 			if (y->recurrent)
 				continue;
-			dk_ = (const uint8_t *)c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_k;
-			dv_ = (const uint8_t *)c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_v;
+			dk_ = (const uint8_t *)c->kv_k + rows * c->kv_row_k;
+			dv_ = (const uint8_t *)c->kv_v + rows * c->kv_row_v;
 		}
 		*n_head_kv = c->L->n_head_kv;
 		*dk = c->L->dk;
@@ -435,7 +436,8 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 			    ns_fwd_eval(cpux, &tc, 1, gx, false) < 0 ||
 			    ns_fwd_eval(gpu, &tc, 1, gg, false) < 0 ||
 			    ns_fwd_eval(plain, &tc, 1, gp, false) < 0) {
-				CHECK(0, "typed decode: %s / %s", ns_fwd_error(cpu), ns_fwd_error(gpu));
+				CHECK(0, "typed decode: %s / %s", ns_fwd_error(cpu),
+				      ns_fwd_error(gpu));
 				goto out;
 			}
 			const double d = s_max_diff(gc, gg, V);
@@ -443,8 +445,8 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 			for (uint64_t i = 0; i < V; i++)
 				n_exact += memcmp(&gx[i], &gg[i], 4) != 0;
 			worst_dec = d > worst_dec ? d : worst_dec;
-			CHECK(!memcmp(gg, gp, V * 4), "typed decode step %d: graph replay and plain "
-			      "launches differ", s);
+			CHECK(!memcmp(gg, gp, V * 4), "typed decode step %d: graph replay and "
+			      "plain launches differ", s);
 			cc = gc;
 		}
 		CHECK(worst_dec <= KV_TOL, "%s/%s decode: max |diff| %.3g > %g",
@@ -461,8 +463,9 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 		ns_cfwd_stats(gpu, &st);
 		CHECK(ns_cfwd_vram_need(m, &o, &nd, err, sizeof(err)) == 0 &&
 		      st.vram_budget == nd.total && st.vram_used == st.vram_budget,
-		      "typed arena %llu (used %llu) vs need %llu", (unsigned long long)st.vram_budget,
-		      (unsigned long long)st.vram_used, (unsigned long long)nd.total);
+		      "typed arena %llu (used %llu) vs need %llu",
+		      (unsigned long long)st.vram_budget, (unsigned long long)st.vram_used,
+		      (unsigned long long)nd.total);
 	}
 	printf("kv %s/%s: cache of the first attention layer %s; logits %s the CPU's with exact "
 	       "attention; prompt max |diff| %.3g (cosine %.7f), decode max |diff| %.3g with the "

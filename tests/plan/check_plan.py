@@ -208,7 +208,8 @@ def check_typed_reserve(path, meta_path):
 
     f32, f16, q8 = (lambda n: 4 * n), (lambda n: 2 * n), (lambda n: n // 32 * 34)
     base = ["--vram-budget", "64MB", "--ram-budget", "0", "--mem-budget", "1MB", "-c", str(ctx)]
-    want = {("f32", "f32"): kv(f32, f32), ("q8_0", "f16"): kv(q8, f16), ("f16", "f16"): kv(f16, f16)}
+    want = {("f32", "f32"): kv(f32, f32), ("q8_0", "f16"): kv(q8, f16),
+            ("f16", "f16"): kv(f16, f16)}
     got = {}
     for (k, v) in want:
         p = plan(path, *base, "-ctk", k, "-ctv", v)
