@@ -103,6 +103,8 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 		return rc;
 	o.n_ctx = p->n_ctx;
 	o.act_q8 = p->act_q8; /* int8 activations in decode GEMVs, as the CPU's --act q8 */
+	o.kv_k = p->kv_k;     /* -ctk / -ctv: the cache the CPU pass would keep */
+	o.kv_v = p->kv_v;
 	o.vram_budget = p->vram_budget;
 	o.reserve_vram = 0; /* exactly what KV, scratch, vectors and staging take */
 	o.vram = w;

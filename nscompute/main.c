@@ -225,11 +225,6 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 			"at a time\n", p->n_seq);
 		return -EINVAL;
 	}
-	if (p->cuda && (p->kv_k || p->kv_v)) { /* cfwd.c allocates and fills f32 rows only */
-		fprintf(stderr, "nscompute: the cuda backend keeps an f32 KV cache; "
-			"--cache-type-k/-v f16|q8_0 run on --backend cpu only\n");
-		return -EINVAL;
-	}
 	return ns_session_args_check("nscompute", p->session, p->model_path);
 }
 

@@ -266,7 +266,9 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		/* the CUDA pass's exact set besides weight windows (nsplan/gpu_need.h) */
 		struct nsplan_gpu_need gn;
 
-		if (nsplan_gpu_need(m, fx->n_ctx, 0, 0, &gn, err, sizeof(err)) == 0)
+		if (nsplan_gpu_need(m, fx->n_ctx, 0, 0, (enum ns_kv_type)nsctl_kv_enum(a->ctk),
+				    (enum ns_kv_type)nsctl_kv_enum(a->ctv), &gn, err,
+				    sizeof(err)) == 0)
 			gpu_fixed = gn.total;
 		if (!a->reserve_given)
 			a->b.reserve_vram = gpu_fixed;
@@ -383,7 +385,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
 		       char *errbuf, size_t errlen)
 {
 	struct nsctl_budget_req a = { .who = who, .mem_given = mem_given, .ram_given = ram_given,
-				      .err = errbuf, .errlen = errlen };
+				      .err = errbuf, .errlen = errlen, .ctk = ctk, .ctv = ctv };
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	struct ns_summary sum = { 0 };
@@ -506,8 +508,8 @@ out:
 	return ret;
 }
 
-int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
-		     uint64_t reserve)
+int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		     const char *ctv, uint64_t vram, uint64_t reserve)
 {
 	struct ns_model *m = NULL;
 	struct nsplan_gpu_need gn;
@@ -516,7 +518,9 @@ int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_
 
 	ret = ns_model_open(model, &m, err, sizeof(err));
 	if (!ret)
-		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, 0, 0, &gn, err, sizeof(err));
+		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, 0, 0,
+				      (enum ns_kv_type)nsctl_kv_enum(ctk),
+				      (enum ns_kv_type)nsctl_kv_enum(ctv), &gn, err, sizeof(err));
 	ns_model_close(&m);
 	if (ret) {
 		fprintf(stderr, "%s: %s\n", who, err);
@@ -558,8 +562,8 @@ static uint64_t s_layer_bytes(const struct ns_model *m, int64_t ngl, uint32_t *n
 	return sum;
 }
 
-int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, int64_t ngl,
-		   uint64_t *vram)
+int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		   const char *ctv, int64_t ngl, uint64_t *vram)
 {
 	struct ns_model *m = NULL;
 	struct nsplan_gpu_need gn;
@@ -570,7 +574,9 @@ int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, int64_t n
 
 	ret = ns_model_open(model, &m, err, sizeof(err));
 	if (!ret)
-		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, 0, 0, &gn, err, sizeof(err));
+		ret = nsplan_gpu_need(m, n_ctx ? n_ctx : NSCTL_DEFAULT_CTX, 0, 0,
+				      (enum ns_kv_type)nsctl_kv_enum(ctk),
+				      (enum ns_kv_type)nsctl_kv_enum(ctv), &gn, err, sizeof(err));
 	if (!ret)
 		w = s_layer_bytes(m, ngl, &n_layer);
 	ns_model_close(&m);

@@ -72,6 +72,7 @@ struct nsctl_budget_req {
 	char *err;        /* non-NULL: a refusal's line goes here (errlen bytes), not stderr */
 	size_t errlen;
 	struct nsplan_budgets b;
+	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv, NULL = f32): the GPU fixed set */
 	bool reserve_given, ram_given, mem_given, embd_resident;
 	struct nsplan_mem_paths paths;
 };

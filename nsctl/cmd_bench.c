@@ -305,7 +305,8 @@ int cmd_bench(int argc, char **argv)
 					 o.ctk, o.ctv, mems, rams, nc);
 		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
 			if (o.vram.v[i])
-				rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, o.vram.v[i], 0);
+				rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, o.ctk,
+						      o.ctv, o.vram.v[i], 0);
 		if (rc) {
 			exit_code = rc;
 			goto done;

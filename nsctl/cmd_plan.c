@@ -221,13 +221,25 @@ static void s_print_tally_row(const char *label, const struct nsplan_tally *t)
 	       t->tier_bytes[NSPLAN_DISK] ? ns_format_bytes(t->tier_bytes[NSPLAN_DISK], b[3], 32) : "-");
 }
 
+/* "f32 K+V", or "f16 K, q8_0 V" when the two types differ. */
+static const char *s_kv_types(const struct s_args *a, char *buf, size_t n)
+{
+	const char *k = a->ctk ? a->ctk : "f32", *v = a->ctv ? a->ctv : "f32";
+
+	if (!strcmp(k, v))
+		snprintf(buf, n, "%s K+V", k);
+	else
+		snprintf(buf, n, "%s K, %s V", k, v);
+	return buf;
+}
+
 static void s_print_text(const struct s_report *r)
 {
 	const struct nsplan *pl = r->pl;
 	const struct nsplan_fixed *fx = r->fx;
 	const struct nsplan_predict *pr = &pl->predict;
 	const struct s_args *a = r->a;
-	char s[8][32];
+	char s[8][32], kvt[40];
 
 	printf("model:        %s (%s, %" PRIu64 " tensors, %s)\n", a->path,
 	       r->hp->arch[0] ? r->hp->arch : "?", r->m->n_tensors,
@@ -250,9 +262,10 @@ static void s_print_text(const struct s_report *r)
 		       ns_format_bytes(NSPLAN_DEFAULT_BLOCK_BYTES, s[3], 32),
 		       ns_format_bytes(nsctl_cacheable_bytes(r->m, r->hp, a->q.embd_resident), s[4], 32));
 	if (pl->hdr.vram_budget)
-		printf("budgets:      --vram-budget %s (--reserve-vram %s for KV cache and scratch)\n",
-		       ns_format_bytes(pl->hdr.vram_budget, s[0], 32),
-		       ns_format_bytes(pl->hdr.reserve_vram, s[1], 32));
+		printf("budgets:      --vram-budget %s (--reserve-vram %s for KV cache (%s) and "
+		       "scratch)\n", ns_format_bytes(pl->hdr.vram_budget, s[0], 32),
+		       ns_format_bytes(pl->hdr.reserve_vram, s[1], 32),
+		       s_kv_types(a, kvt, sizeof(kvt)));
 	else
 		printf("budgets:      --vram-budget 0 (no GPU tier)\n");
 	printf("              --ram-budget %s%s, --mem-budget %s%s (minimum %s)\n",
@@ -263,8 +276,9 @@ static void s_print_text(const struct s_report *r)
 	       ns_format_bytes(pl->hdr.vram_used, s[0], 32), ns_format_bytes(pl->hdr.ram_used, s[1], 32),
 	       ns_format_bytes(r->m->total_tensor_bytes - pl->hdr.vram_used - pl->hdr.ram_used, s[2], 32));
 	printf("fixed set at -c %u (host memory beyond the budgets):\n", fx->n_ctx);
-	printf("  KV cache    %12" PRIu64 " bytes %11s  f32 K+V, %u layers%s", fx->kv_bytes,
-	       ns_format_bytes(fx->kv_bytes, s[0], 32), fx->n_kv_layers,
+	printf("  KV cache    %12" PRIu64 " bytes %11s  %s, %u layers%s", fx->kv_bytes,
+	       ns_format_bytes(fx->kv_bytes, s[0], 32), s_kv_types(a, kvt, sizeof(kvt)),
+	       fx->n_kv_layers,
 	       fx->n_swa_layers ? "" : "\n");
 	if (fx->n_swa_layers && fx->ring_positions)
 		printf(", %u sliding (window %u; their caches are rings of %u positions)\n",
@@ -532,6 +546,8 @@ int cmd_plan(int argc, char **argv)
 		return 2;
 	}
 	/* a plan for a model whose tables contradict each other would be a promise run breaks */
+	a.q.ctk = a.ctk; /* the GPU fixed set's KV cache in these types too */
+	a.q.ctv = a.ctv;
 	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? &a.overhead : NULL,
 				  false, &hp, &sum, &fx, err, sizeof(err));
 	if (!ret)

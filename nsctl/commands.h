@@ -57,19 +57,20 @@ int nsctl_check_budgets(const char *who, const char *model, const char *draft,
 			size_t n);
 
 /* A --vram-budget for the cuda backend: 0 when it holds what the cuda pass keeps besides
- * weight windows at n_ctx (nsplan/gpu_need.h; reserve 0: exactly that, else reserve, which
- * must cover it and fit the budget); else exit code 2 after one line naming the smallest
- * workable budget (1 when the model cannot be read). */
-int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, uint64_t vram,
-		     uint64_t reserve);
+ * weight windows at n_ctx with KV cache types ctk / ctv (NULL: f32) (nsplan/gpu_need.h;
+ * reserve 0: exactly that, else reserve, which must cover it and fit the budget); else exit
+ * code 2 after one line naming the smallest workable budget (1 when the model cannot be
+ * read). */
+int nsctl_check_vram(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		     const char *ctv, uint64_t vram, uint64_t reserve);
 
 /* llama.cpp's -ngl N as a VRAM budget: the weights of layers 0..N-1 (all of them when N is at
  * least the model's layer count) and of the tensors outside the layers, plus what the cuda
  * pass keeps at n_ctx (the --reserve-vram default); one line on stderr says so. nsplan still
  * chooses which weights the budget holds. Returns 0, or an exit code (2; 1 out of memory)
  * after one line. */
-int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, int64_t ngl,
-		   uint64_t *vram);
+int nsctl_ngl_vram(const char *who, const char *model, uint32_t n_ctx, const char *ctk,
+		   const char *ctv, int64_t ngl, uint64_t *vram);
 
 /* KV cache types (kv_opts.c): -ctk/--cache-type-k and -ctv/--cache-type-v, llama.cpp's
  * names. nsctl_kv_set stores the type's static name in *k or *v, or prints one line prefixed

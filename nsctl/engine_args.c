@@ -95,6 +95,14 @@ static void s_nsplan(const struct ns_engine *e, struct s_argv *a, char *stats, s
 	if (e->o.reserve_vram)
 		s_num(a, "--reserve-vram", e->o.reserve_vram);
 	s_num(a, "-c", e->o.n_ctx);
+	if (e->o.vram_budget && e->o.cache_type_k) { /* the reserve counts the cache's types */
+		s_add(a, "--cache-type-k");
+		s_add(a, e->o.cache_type_k);
+	}
+	if (e->o.vram_budget && e->o.cache_type_v) {
+		s_add(a, "--cache-type-v");
+		s_add(a, e->o.cache_type_v);
+	}
 	if (e->o.expert_stats) { /* re-read on SIGHUP (ns_engine_warmup) */
 		if (snprintf(stats, n, NSE_PLAN_STATS_FMT, e->o.expert_stats) >= (int)n)
 			a->full = true;

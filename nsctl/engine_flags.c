@@ -329,12 +329,14 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	int rc;
 
 	if (a->ngl > 0 && !eo->vram_budget) { /* -ngl N: N layers' worth of VRAM */
-		rc = nsctl_ngl_vram(who, model, eo->n_ctx, a->ngl, &eo->vram_budget);
+		rc = nsctl_ngl_vram(who, model, eo->n_ctx, eo->cache_type_k, eo->cache_type_v,
+				    a->ngl, &eo->vram_budget);
 		if (rc)
 			return rc;
 	}
 	if (eo->vram_budget) {
-		rc = nsctl_check_vram(who, model, eo->n_ctx, eo->vram_budget, eo->reserve_vram);
+		rc = nsctl_check_vram(who, model, eo->n_ctx, eo->cache_type_k, eo->cache_type_v,
+				      eo->vram_budget, eo->reserve_vram);
 		if (rc)
 			return rc;
 	}

@@ -232,8 +232,7 @@ static int s_kv_type(const char *name)
 }
 
 /* KV cache types the pass cannot keep for this model refused before anything starts: a
- * q8_0 row needs head sizes in whole blocks of 32; the cuda pass keeps f32 only (its
- * kernels have typed caches, ns_cuda_attention_kv, that cfwd.c does not use yet). */
+ * q8_0 row needs head sizes in whole blocks of 32 (both backends keep f32, f16 and q8_0). */
 static int s_kv_check(struct ns_engine *e)
 {
 	const char *names[2] = { e->o.cache_type_k, e->o.cache_type_v };
@@ -248,10 +247,6 @@ static int s_kv_check(struct ns_engine *e)
 			ns_errf(e->err, sizeof(e->err), "a %s KV cache needs head sizes in blocks of "
 				"32; this model's %s heads have %u", ns_kv_type_name(t),
 				i ? "value" : "key", dim);
-			rc = -EINVAL;
-		} else if (t != NS_KV_F32 && strcmp(e->o.backend, "cpu")) {
-			ns_errf(e->err, sizeof(e->err), "backend '%s' keeps an f32 KV cache: -ctk/-ctv "
-				"f16|q8_0 run on --backend cpu only", e->o.backend);
 			rc = -EINVAL;
 		}
 	}

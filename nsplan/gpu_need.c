@@ -91,6 +91,15 @@ static uint64_t s_shexp_ff(const struct ns_model *m, const struct ns_hparams *hp
 	return w;
 }
 
+/* The pass's refusal of a KV cache type its head sizes cannot hold (q8_0: blocks of 32). */
+static int s_kv_misfit(enum ns_kv_type tk, enum ns_kv_type tv, uint32_t dk, uint32_t dv,
+		       char *err, size_t errlen)
+{
+	ns_errf(err, errlen, "a %s/%s KV cache needs head sizes that are multiples of 32 (K %u, "
+		"V %u)", ns_kv_type_name(tk), ns_kv_type_name(tv), dk, dv);
+	return -EINVAL;
+}
+
 /* gemma3 / gemma4 as nscompute/cuda/cfwd_gemma.c cfwd_gemma_state allocates them: a whole
  * K and a V cache of n_ctx positions for each layer with K/V of its own (in its head geometry;
  * a KV-shared layer reads another's and holds none), then x, xb, xb2, q, k, v, ao, hb (the
@@ -98,9 +107,10 @@ static uint64_t s_shexp_ff(const struct ns_model *m, const struct ns_hparams *hp
  * n_ff_exp, the wider), logits, the attention workspace (the widest head), the decode
  * position; gemma4 E: the per-layer inputs and a layer's gated input; gemma4 MoE: the routed
  * experts' scratch (cfwd_vram.c cfwd_moe_state: router logits, weights, gathered rows, expert
- * output, slot outputs; choices, token and slot lists) and their branch's output. */
-static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64_t *kv,
-		   uint64_t *s, char *err, size_t errlen)
+ * output, slot outputs; choices, token and slot lists) and their branch's output. The caches'
+ * rows are of their types (tk, tv). */
+static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, enum ns_kv_type tk,
+		   enum ns_kv_type tv, uint64_t *kv, uint64_t *s, char *err, size_t errlen)
 {
 	struct ns_arch_model *am = NULL;
 	uint64_t D, H, ple, all, V, max_dk = 0, max_kv = 0, max_ff = 0, ws, E = 0, K = 0, F = 0;
@@ -126,8 +136,14 @@ static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64
 		max_dk = dk > max_dk ? dk : max_dk;
 		max_kv = w > max_kv ? w : max_kv;
 		max_ff = al->dim[NS_DIM_FF] > max_ff ? al->dim[NS_DIM_FF] : max_ff;
+		if (!(al->kinds & NS_LAYER_KV_SHARED) &&
+		    (!ns_kv_type_fits(tk, (uint32_t)dk) || !ns_kv_type_fits(tv, (uint32_t)dk))) {
+			ns_arch_model_free(&am);
+			return s_kv_misfit(tk, tv, (uint32_t)dk, (uint32_t)dk, err, errlen);
+		}
 		if (!(al->kinds & NS_LAYER_KV_SHARED))
-			ok = s_acc(kv, n_ctx, w, 1, 4) && s_acc(kv, n_ctx, w, 1, 4);
+			ok = s_acc(kv, n_ctx, ns_kv_row_bytes(tk, (uint32_t)w), 1, 1) &&
+			     s_acc(kv, n_ctx, ns_kv_row_bytes(tv, (uint32_t)w), 1, 1);
 	}
 	all = (uint64_t)am->n_layer * ple;
 	ws = nsplan_gpu_attn_ws(nb, H, n_ctx, max_dk);
@@ -153,7 +169,8 @@ static int s_gemma(const struct ns_model *m, uint32_t n_ctx, uint64_t nb, uint64
 }
 
 int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
-		    uint64_t stage_bytes, struct nsplan_gpu_need *n, char *err, size_t errlen)
+		    uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
+		    struct nsplan_gpu_need *n, char *err, size_t errlen)
 {
 	struct ns_hparams hp;
 	const struct ns_model_tensor *out, *g0;
@@ -196,17 +213,20 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	ws = nsplan_gpu_attn_ws(nb, hp.n_head, n_ctx, hp.head_dim_v);
 	arch = ns_arch_find(hp.arch);
 	if (arch && arch->builder == NS_BUILD_GEMMA) {
-		rc = s_gemma(m, n_ctx, nb, &kv, &s, err, errlen);
+		rc = s_gemma(m, n_ctx, nb, tk, tv, &kv, &s, err, errlen);
 		if (rc < 0)
 			return rc;
 		ok = true;
 		goto held;
 	}
-	/* cfwd_vram.c cfwd_state: K, V of the attention layers (not the recurrent ones); x, xb, xb2, q, k, v, ao, hb, hu, logits, attention workspace,
-	 * the decode graph's position */
+	if (!ns_kv_type_fits(tk, hp.head_dim_k) || !ns_kv_type_fits(tv, hp.head_dim_v))
+		return s_kv_misfit(tk, tv, hp.head_dim_k, hp.head_dim_v, err, errlen);
+	/* cfwd_vram.c cfwd_state: K, V of the attention layers (not the recurrent ones), rows of
+	 * a position's heads in the cache's types; x, xb, xb2, q, k, v, ao, hb, hu, logits,
+	 * attention workspace, the decode graph's position */
 	ok = s_recurrent(m, &hp, nb, &n_rec, &n->recurrent) && n_rec <= hp.n_layer &&
-	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, nk, 4) &&
-	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, nv, 4) &&
+	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, ns_kv_row_bytes(tk, (uint32_t)nk), 1) &&
+	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, ns_kv_row_bytes(tv, (uint32_t)nv), 1) &&
 	     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
 	     s_acc(&s, nb, nq, 1, 4) && s_acc(&s, nb, nk, 1, 4) && s_acc(&s, nb, nv, 1, 4) &&
 	     s_acc(&s, nb, no, 1, 4) && s_acc(&s, nb, ff ? ff : 1, 1, 4) &&

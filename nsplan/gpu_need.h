@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv_type.h"
 #include "model.h"
 
 #define NSPLAN_GPU_GRAN 256ull              /* the device arena's allocation granule */
@@ -18,8 +19,9 @@
 #define NSPLAN_GPU_NBATCH 512u              /* nscompute's prefill chunk */
 
 struct nsplan_gpu_need {
-	uint64_t kv;        /* K and V of every attention layer for n_ctx positions (gemma: each
-			     * in its layer's head geometry, none for a KV-shared layer) */
+	uint64_t kv;        /* K and V of every attention layer for n_ctx positions in the cache's
+			     * types (gemma: each in its layer's head geometry, none for a
+			     * KV-shared layer) */
 	uint64_t recurrent; /* qwen35's recurrent layers: conv history and DeltaNet states of
 			     * all (one sequence), and their chunk's scratch */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
@@ -33,10 +35,14 @@ struct nsplan_gpu_need {
 			     * that leaves room for any plan's windows as allocated */
 };
 
-/* n_batch 0 = NSPLAN_GPU_NBATCH (capped at n_ctx); stage_bytes 0 = NSPLAN_GPU_STAGE.
- * Returns 0, or -EINVAL / -EOVERFLOW with a line in err. */
+/* n_batch 0 = NSPLAN_GPU_NBATCH (capped at n_ctx); stage_bytes 0 = NSPLAN_GPU_STAGE; tk, tv:
+ * the KV cache's element types (-ctk / -ctv; a row of a position's heads is
+ * ns_kv_row_bytes(t, n_head_kv * head_dim) bytes, as cfwd allocates it). Returns 0, or
+ * -EINVAL (a type that does not fit the head sizes, as the pass refuses it) / -EOVERFLOW
+ * with a line in err. */
 int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
-		    uint64_t stage_bytes, struct nsplan_gpu_need *out, char *err, size_t errlen);
+		    uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
+		    struct nsplan_gpu_need *out, char *err, size_t errlen);
 
 /* a rounded up to the granule. */
 static inline uint64_t nsplan_gpu_round(uint64_t a)

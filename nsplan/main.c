@@ -1,7 +1,8 @@
 /* nsplan - the residency planner process of a session.
  *
  *   nsplan --session ID MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B]
- *          [--mem-budget B] [-c CTX] [--stats FILE] [--embd-resident] [--quiet]
+ *          [--mem-budget B] [-c CTX] [-ctk T] [-ctv T] [--stats FILE] [--embd-resident]
+ *          [--quiet]
  *
  * Computes the plan (plan.h) and publishes it in the session's "plan" segment (plan_shm.h).
  * SIGHUP re-reads --stats (plan_stats.h) and publishes the next generation without stopping
@@ -9,7 +10,9 @@
  * unlink the segment and exit 0. Killed instead: the segment stays, a restarted nsplan
  * re-opens it and continues the generation count. Exits when the session owner dies.
  * --mem-budget defaults to the session arena's budget; --ram-budget to 0 (nsctl passes the
- * figures it chose). Exit codes: 0 ok, 1 runtime failure, 2 bad usage or input. */
+ * figures it chose). -ctk/-ctv (f32 default): the KV cache types the default --reserve-vram
+ * counts, as the cuda pass allocates them. Exit codes: 0 ok, 1 runtime failure, 2 bad usage
+ * or input. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -21,6 +24,7 @@
 #include "fixed_mem.h"
 #include "gpu_need.h"
 #include "hparams.h"
+#include "kv_type.h"
 #include "model.h"
 #include "ns_opt.h"
 #include "ns_util.h"
@@ -36,6 +40,7 @@ struct nsplan_proc {
 	struct nsplan_opts opts;
 	bool mem_given, reserve_given, quiet;
 	uint32_t n_ctx;
+	enum ns_kv_type kv_k, kv_v; /* -ctk / -ctv: what the reserve counts */
 	struct ns_model *m;
 	struct ns_hparams hp;
 	struct ns_session *session;
@@ -47,11 +52,12 @@ struct nsplan_proc {
 static void s_usage(FILE *f)
 {
 	fprintf(f, "usage: nsplan --session ID MODEL [--vram-budget B] [--reserve-vram B] "
-		   "[--ram-budget B] [--mem-budget B] [-c CTX] [--stats FILE] [--embd-resident] "
-		   "[--quiet]\n");
+		   "[--ram-budget B] [--mem-budget B] [-c CTX] [-ctk T] [-ctv T] [--stats FILE] "
+		   "[--embd-resident] [--quiet]\n");
 }
 
-enum { O_HELP = 1, O_EMBD, O_QUIET, O_SESSION, O_STATS, O_CTX, O_VRAM, O_RESERVE, O_RAM, O_MEM };
+enum { O_HELP = 1, O_EMBD, O_QUIET, O_SESSION, O_STATS, O_CTX, O_VRAM, O_RESERVE, O_RAM, O_MEM,
+       O_CTK, O_CTV };
 
 /* The spellings nsctl passes (engine_args.c) and nsctl plan's for the same flags. */
 static const struct ns_opt s_opts[] = {
@@ -65,6 +71,8 @@ static const struct ns_opt s_opts[] = {
 	{ "reserve-vram", NULL, NS_OPT_VALUE, O_RESERVE },
 	{ "ram-budget", NULL, NS_OPT_VALUE, O_RAM },
 	{ "mem-budget", NULL, NS_OPT_VALUE, O_MEM },
+	{ "cache-type-k", "-ctk", NS_OPT_VALUE, O_CTK },
+	{ "cache-type-v", "-ctv", NS_OPT_VALUE, O_CTV },
 };
 
 /* One option (opt NULL: the model) spelled o: 0, or -EINVAL after one line. */
@@ -95,6 +103,13 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const c
 			return -EINVAL;
 		}
 		p->n_ctx = (uint32_t)n;
+		return 0;
+	case O_CTK:
+	case O_CTV:
+		if (ns_kv_type_parse(v, opt->id == O_CTK ? &p->kv_k : &p->kv_v)) {
+			fprintf(stderr, "nsplan: %s f32|f16|q8_0 (got '%s')\n", o, v);
+			return -EINVAL;
+		}
 		return 0;
 	case O_VRAM:
 		size = &p->opts.budgets.vram;
@@ -165,7 +180,8 @@ static int s_attach(struct nsplan_proc *p)
 	if (p->opts.budgets.vram && !p->reserve_given) {
 		/* what the CUDA pass holds besides weight windows (gpu_need.h) */
 		struct nsplan_gpu_need gn;
-		if (nsplan_gpu_need(p->m, p->n_ctx, 0, 0, &gn, err, sizeof(err))) {
+		if (nsplan_gpu_need(p->m, p->n_ctx, 0, 0, p->kv_k, p->kv_v, &gn, err,
+				    sizeof(err))) {
 			fprintf(stderr, "nsplan: %s\n", err);
 			return 2;
 		}

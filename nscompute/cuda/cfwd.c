@@ -223,6 +223,13 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 	c->hp = &f->am->hp;
 	c->host = host;
 	c->n_batch = f->n_batch;
+	/* the cache's types: ns_cfwd_vram_need (s_cuda_init) refuses one the heads cannot hold */
+	_Static_assert(NS_CUDA_KV_F32 == NS_KV_F32 && NS_CUDA_KV_F16 == NS_KV_F16 &&
+		       NS_CUDA_KV_Q8_0 == NS_KV_Q8_0, "nscuda.h numbers the KV types as kv_type.h");
+	c->kv_tk = (uint32_t)opts->kv_k;
+	c->kv_tv = (uint32_t)opts->kv_v;
+	f->kv_k = opts->kv_k;
+	f->kv_v = opts->kv_v;
 	if (!(c->t = calloc(m->n_tensors ? m->n_tensors : 1, sizeof(*c->t))) ||
 	    !(c->dl = calloc(f->am->n_layer ? f->am->n_layer : 1, sizeof(*c->dl)))) {
 		ns_errf(err, errlen, "out of memory");

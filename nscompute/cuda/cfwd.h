@@ -65,12 +65,17 @@ struct ns_cfwd_opts {
 	bool act_q8;               /* decode matmuls of quantized weights with int8
 				    * activations (ns_cuda_gemv_q8, `--act q8`); prefill and
 				    * float weights keep f32 activations */
+	int kv_k, kv_v;            /* KV cache element types, enum ns_kv_type (the CPU's -ctk /
+				    * -ctv, forward.h): 0 = f32 (exact); f16 and q8_0 store what
+				    * the CPU's cache stores (nscuda.h "typed KV cache": half to
+				    * nearest even, ggml's Q8_0), attention reads them widened */
 	ns_fwd_route_fn on_route;  /* MoE routing reports, as ns_fwd_opts */
 	void *route_user;
 };
 
 struct ns_cfwd_need {
-	uint64_t kv;        /* K and V of every attention layer for n_ctx positions */
+	uint64_t kv;        /* K and V of every attention layer for n_ctx positions (in the
+			     * cache's types) */
 	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
 			     * M-RoPE positions of an image prompt's chunk (models with M-RoPE) */

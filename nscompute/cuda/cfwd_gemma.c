@@ -59,8 +59,8 @@ int cfwd_gemma_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 
 		if (!y->own_kv)
 			continue;
-		if ((rc = CFWD_DA(c, &c->g_k[l], n_ctx, nkv, 4)) ||
-		    (rc = CFWD_DA(c, &c->g_v[l], n_ctx, nkv, 4)))
+		if ((rc = CFWD_DA(c, &c->g_k[l], n_ctx, ns_cuda_kv_row_bytes(c->kv_tk, nkv), 1)) ||
+		    (rc = CFWD_DA(c, &c->g_v[l], n_ctx, ns_cuda_kv_row_bytes(c->kv_tv, nkv), 1)))
 			return rc;
 	}
 	if ((rc = CFWD_DA(c, &c->x, nb, G->n_embd, 4)) ||
@@ -155,7 +155,10 @@ static int s_attention(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	const struct ns_gemma_layer *y = &G->layers[l];
 	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)G->n_head * y->dk, nkv = (uint64_t)y->n_head_kv * y->dk;
-	float *K = c->g_k[y->kv_src], *V = c->g_v[y->kv_src]; /* (n_ctx, nkv) */
+	void *Kb = c->g_k[y->kv_src], *Vb = c->g_v[y->kv_src]; /* (n_ctx, nkv) of their types */
+	float *K = Kb, *V = Vb; /* the f32 cache's view */
+	const struct ns_cuda_kv kv = cfwd_kv(c, Kb, Vb, nkv, nkv);
+	const bool typed = c->kv_tk != NS_CUDA_KV_F32 || c->kv_tv != NS_CUDA_KV_F32;
 	struct ns_cuda_rope r;
 	int rc;
 
@@ -181,16 +184,27 @@ static int s_attention(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 		     (rc = s_norm(f, c, c->v, c->v, NULL, y->dk, n * y->n_head_kv))))
 			return rc;
 		CFWD_TRY("rope", ns_cuda_rope(&r, c->k, n, y->n_head_kv, y->dk, pos0, c->cs));
-		CFWD_TRY("KV copy", ns_cuda_d2d_async(K + (uint64_t)pos0 * nkv, c->k,
-						   (uint64_t)n * nkv * 4, c->cs));
-		CFWD_TRY("KV copy", ns_cuda_d2d_async(V + (uint64_t)pos0 * nkv, c->v,
-						   (uint64_t)n * nkv * 4, c->cs));
+		if (typed) { /* f16 / q8_0: converted as the CPU's cache stores them */
+			CFWD_TRY("KV store", ns_cuda_kv_store(&kv, c->k, nkv, c->v, nkv, n, pos0,
+							      NULL, c->cs));
+		} else {
+			CFWD_TRY("KV copy", ns_cuda_d2d_async(K + (uint64_t)pos0 * nkv, c->k,
+							   (uint64_t)n * nkv * 4, c->cs));
+			CFWD_TRY("KV copy", ns_cuda_d2d_async(V + (uint64_t)pos0 * nkv, c->v,
+							   (uint64_t)n * nkv * 4, c->cs));
+		}
 	}
 	cfwd_mark(c, CFWD_P_ROPE);
 	/* ao (n, nq) over positions 0 .. pos0 + n - 1 of the cache, within the window */
-	CFWD_TRY("attention", ns_cuda_attention(c->q, K, nkv, V, nkv, n, pos0, G->n_head,
-					     y->n_head_kv, y->dk, y->dk, G->attn_scale,
-					     y->window, NULL, c->ao, c->attn_ws, c->cs));
+	if (typed)
+		CFWD_TRY("attention", ns_cuda_attention_kv(c->q, &kv, n, pos0, NULL, 0, G->n_head,
+							y->n_head_kv, y->dk, y->dk,
+							G->attn_scale, y->window, NULL, c->ao,
+							c->attn_ws, c->cs));
+	else
+		CFWD_TRY("attention", ns_cuda_attention(c->q, K, nkv, V, nkv, n, pos0, G->n_head,
+						     y->n_head_kv, y->dk, y->dk, G->attn_scale,
+						     y->window, NULL, c->ao, c->attn_ws, c->cs));
 	cfwd_mark(c, CFWD_P_ATTN);
 	/* x += rmsnorm(ao Wo^T) * post_attention_norm */
 	if ((rc = cfwd_matmul(f, y->wo, 0, G->n_embd, c->ao, n, c->xb2, G->n_embd)))

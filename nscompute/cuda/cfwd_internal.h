@@ -91,8 +91,12 @@ struct cfwd {
 	struct cfwd_tensor *t;       /* (n_tensors) VRAM windows */
 	struct cfwd_dlayer *dl;      /* (n_layer) */
 	float *output_norm, *rope_freqs;
-	float *kv_k, *kv_v;       /* (n_kv_layer, n_ctx, kv_dim): attention layers (kv_slot) */
-	uint32_t kv_dim_k, kv_dim_v;
+	void *kv_k, *kv_v;        /* (n_kv_layer, n_ctx) rows of kv_row_k / kv_row_v bytes: a
+				   * position's n_head_kv heads in the cache's type (nscuda.h
+				   * "typed KV cache"); attention layers by kv_slot */
+	uint32_t kv_dim_k, kv_dim_v; /* elements of a row */
+	uint32_t kv_tk, kv_tv;    /* NS_CUDA_KV_* (= enum ns_kv_type) */
+	uint64_t kv_row_k, kv_row_v;
 	/* scratch, n_batch tokens */
 	float *x, *xb, *xb2, *q, *k, *v, *ao, *hb, *hu, *logits;
 	void *attn_ws;
@@ -104,10 +108,11 @@ struct cfwd {
 	float *dn_state;
 	uint64_t dn_state_bytes;
 	float *d_qkv, *d_z, *d_b, *d_a, *d_o;
-	/* gemma (cfwd_gemma.c): each layer's own K and V (n_ctx, n_head_kv * dk) or NULL for a
-	 * KV-shared layer, the per-layer inputs (n_batch, n_layer * ple) and a layer's gated
-	 * input (n_batch, ple); host rows of per_layer_token_embd (n_batch, n_layer * ple) */
-	float **g_k, **g_v;
+	/* gemma (cfwd_gemma.c): each layer's own K and V (n_ctx rows of n_head_kv * dk elements
+	 * in kv_tk / kv_tv) or NULL for a KV-shared layer, the per-layer inputs (n_batch,
+	 * n_layer * ple) and a layer's gated input (n_batch, ple); host rows of
+	 * per_layer_token_embd (n_batch, n_layer * ple) */
+	void **g_k, **g_v;
 	float *pl, *pg, *h_pl;
 	const void *ple_dev;      /* per_layer_token_embd whole in VRAM, or NULL */
 	/* MoE scratch (cfwd_moe_state); m_hb, m_hu are hb, hu; m_xm: gemma4's routed branch */
@@ -170,6 +175,15 @@ float *cfwd_dheld(const struct cfwd *c, int32_t layer, unsigned slot);
 bool cfwd_whole(const struct cfwd *c, uint32_t t);
 /* Every matrix a decode step multiplies whole in VRAM (capturable)? */
 bool cfwd_all_resident(const struct cfwd *c);
+
+/* The typed cache (nscuda.h) of rows k, v: n_head_kv * dk and n_head_kv * dv elements. */
+static inline struct ns_cuda_kv cfwd_kv(const struct cfwd *c, void *k, void *v, uint64_t nk,
+					uint64_t nv)
+{
+	return (struct ns_cuda_kv){ .dev_k = k, .dev_v = v, .tk = c->kv_tk, .tv = c->kv_tv,
+				    .k_row = ns_cuda_kv_row_bytes(c->kv_tk, nk),
+				    .v_row = ns_cuda_kv_row_bytes(c->kv_tv, nv) };
+}
 
 /* ---------------------------------------------------------------- cfwd_matmul.c --------- */
 

@@ -51,6 +51,57 @@ int cfwd_norm(struct ns_fwd *f, struct cfwd *c, const float *w, uint32_t n)
 	return 0;
 }
 
+/* Attention of layer l over an f16 / q8_0 cache (nscuda.h "typed KV cache"; K, V: the layer's
+ * rows): q and k rotated at pos0 (a graph's at *dev_pos), the chunk's k and v rows stored
+ * converted as the CPU's cache stores them (kvcache.c: half to nearest even, ggml's Q8_0),
+ * then ao (n, n_head * dv) over the rows read widened to float. */
+/* q and k of n rows rotated in place at their positions: an image call's rows each at its own
+ * (t, h, w) (uploaded by cfwd_eval.c); text at (p, p, p), past the images of the sequence
+ * (rope_delta). */
+static int s_rope_rows(struct ns_fwd *f, struct cfwd *c, const struct ns_cuda_rope *r,
+		       uint32_t n)
+{
+	const struct ns_llama *L = c->L;
+	const uint32_t *sec = c->hp->rope_sections;
+	const int64_t p0 = (int64_t)f->kv->n_past + f->rope_delta;
+
+	CFWD_TRY("rope", f->mm ? ns_cuda_rope_mrope(r, c->q, n, L->n_head, L->dk, c->mpos, sec,
+						    c->cs) :
+				 ns_cuda_rope(r, c->q, n, L->n_head, L->dk, p0, c->cs));
+	CFWD_TRY("rope", f->mm ? ns_cuda_rope_mrope(r, c->k, n, L->n_head_kv, L->dk, c->mpos, sec,
+						    c->cs) :
+				 ns_cuda_rope(r, c->k, n, L->n_head_kv, L->dk, p0, c->cs));
+	cfwd_mark(c, CFWD_P_ROPE);
+	return 0;
+}
+
+static int s_attend_typed(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n,
+			  const struct ns_cuda_rope *r, void *K, void *V)
+{
+	const struct ns_llama *L = c->L;
+	const uint32_t pos0 = f->kv->n_past;
+	const int64_t *dp = c->capturing ? c->dev_pos : NULL;
+	const struct ns_cuda_kv kv = cfwd_kv(c, K, V, c->kv_dim_k, c->kv_dim_v);
+	int rc;
+
+	if (dp) { /* a graph: text at its own position only (cfwd_eval.c) */
+		CFWD_TRY("rope", ns_cuda_rope_at(r, c->q, L->n_head, L->dk, dp, c->cs));
+		CFWD_TRY("rope", ns_cuda_rope_at(r, c->k, L->n_head_kv, L->dk, dp, c->cs));
+		cfwd_mark(c, CFWD_P_ROPE);
+	} else if ((rc = s_rope_rows(f, c, r, n))) {
+		return rc;
+	}
+	CFWD_TRY("KV store", ns_cuda_kv_store(&kv, c->k, c->kv_dim_k, c->v, c->kv_dim_v, n, pos0,
+					      dp, c->cs));
+	cfwd_mark(c, CFWD_P_KV);
+	CFWD_TRY("attention", ns_cuda_attention_kv(c->q, &kv, n, pos0, dp, dp ? f->n_ctx : 0,
+						L->n_head, L->n_head_kv, L->dk, L->dv,
+						L->attn_scale, L->layers[l].window,
+						c->dl[l].sinks, c->ao, c->attn_ws, c->cs));
+	cfwd_mark(c, CFWD_P_ATTN);
+	return 0;
+}
+
 int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 {
 	const struct ns_llama *L = c->L;
@@ -58,8 +109,11 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 	const struct cfwd_dlayer *d = &c->dl[l];
 	const uint32_t pos0 = f->kv->n_past;
 	const uint64_t nq = (uint64_t)L->n_head * L->dk, nk = c->kv_dim_k, nv = c->kv_dim_v;
-	float *Kl = c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * nk; /* (n_ctx, nk) */
-	float *Vl = c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * nv; /* (n_ctx, nv) */
+	/* this layer's rows of the cache: (n_ctx, nk) and (n_ctx, nv) elements of its types */
+	void *Kb = (uint8_t *)c->kv_k + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_k;
+	void *Vb = (uint8_t *)c->kv_v + (uint64_t)y->kv_slot * f->n_ctx * c->kv_row_v;
+	float *Kl = Kb, *Vl = Vb; /* the f32 cache's view */
+	const bool typed = c->kv_tk != NS_CUDA_KV_F32 || c->kv_tv != NS_CUDA_KV_F32;
 	float *qdst = L->gated_attn ? c->qg : c->q; /* gated: [q | gate] per head, split below */
 	struct ns_cuda_rope r;
 	int rc;
@@ -100,9 +154,12 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 		cfwd_mark(c, CFWD_P_NORM);
 	}
 	s_rope_of(c, &r);
-	/* a text token at its own position: the fused decode launch (graphs too); an image
-	 * call's rows and text after an image (its M-RoPE offset) take the general path */
-	if (n == 1 && !f->mm && !f->rope_delta) {
+	if (typed) { /* f16 / q8_0 rows: stored converted, read widened */
+		if ((rc = s_attend_typed(f, c, l, n, &r, Kb, Vb)))
+			return rc;
+	} else if (n == 1 && !f->mm && !f->rope_delta) {
+		/* a text token at its own position: the fused decode launch (graphs too); an image
+		 * call's rows and text after an image (its M-RoPE offset) take the general path */
 		/* one launch: q, k rotated at pos0; K[l][pos0] = k, V[l][pos0] = v (a graph reads
 		 * the position from dev_pos when replayed) */
 		CFWD_TRY("rope + KV store",
@@ -124,18 +181,8 @@ int cfwd_attention_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t 
 						y->window, d->sinks, c->ao, c->attn_ws, c->cs));
 		cfwd_mark(c, CFWD_P_ATTN);
 	} else {
-		/* an image call: every row at its own (t, h, w) (uploaded by cfwd_eval.c); text
-		 * at (p, p, p), past the images of the sequence (rope_delta) */
-		const uint32_t *sec = c->hp->rope_sections;
-		const int64_t p0 = (int64_t)pos0 + f->rope_delta;
-
-		CFWD_TRY("rope", f->mm ? ns_cuda_rope_mrope(&r, c->q, n, L->n_head, L->dk, c->mpos,
-							    sec, c->cs) :
-					 ns_cuda_rope(&r, c->q, n, L->n_head, L->dk, p0, c->cs));
-		CFWD_TRY("rope", f->mm ? ns_cuda_rope_mrope(&r, c->k, n, L->n_head_kv, L->dk,
-							    c->mpos, sec, c->cs) :
-					 ns_cuda_rope(&r, c->k, n, L->n_head_kv, L->dk, p0, c->cs));
-		cfwd_mark(c, CFWD_P_ROPE);
+		if ((rc = s_rope_rows(f, c, &r, n)))
+			return rc;
 		/* cache rows pos0 .. pos0 + n - 1 */
 		CFWD_TRY("KV copy", ns_cuda_d2d_async(Kl + (uint64_t)pos0 * nk, c->k,
 						   (uint64_t)n * nk * 4, c->cs));

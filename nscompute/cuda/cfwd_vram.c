@@ -39,7 +39,14 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 		ns_errf(err, errlen, "cuda: n_ctx must be > 0");
 		return -EINVAL;
 	}
-	rc = nsplan_gpu_need(m, o->n_ctx, o->n_batch, o->stage_bytes, &g, err, errlen);
+	if (o->kv_k < NS_KV_F32 || o->kv_k > NS_KV_Q8_0 || o->kv_v < NS_KV_F32 ||
+	    o->kv_v > NS_KV_Q8_0) {
+		ns_errf(err, errlen, "cuda: KV cache types %d/%d are not f32, f16 or q8_0",
+			o->kv_k, o->kv_v);
+		return -EINVAL;
+	}
+	rc = nsplan_gpu_need(m, o->n_ctx, o->n_batch, o->stage_bytes, (enum ns_kv_type)o->kv_k,
+			     (enum ns_kv_type)o->kv_v, &g, err, errlen);
 	if (rc == 0)
 		rc = ns_hparams_load(m, &hp, err, errlen);
 	if (rc < 0)
@@ -230,8 +237,10 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 
 	c->kv_dim_k = (uint32_t)nk;
 	c->kv_dim_v = (uint32_t)nv;
-	if ((rc = CFWD_DA(c, &c->kv_k, (uint64_t)L->n_kv_layer * n_ctx, nk, 4)) ||
-	    (rc = CFWD_DA(c, &c->kv_v, (uint64_t)L->n_kv_layer * n_ctx, nv, 4)) ||
+	c->kv_row_k = ns_cuda_kv_row_bytes(c->kv_tk, nk); /* ns_cfwd_new checked the types */
+	c->kv_row_v = ns_cuda_kv_row_bytes(c->kv_tv, nv);
+	if ((rc = CFWD_DA(c, &c->kv_k, (uint64_t)L->n_kv_layer * n_ctx, c->kv_row_k, 1)) ||
+	    (rc = CFWD_DA(c, &c->kv_v, (uint64_t)L->n_kv_layer * n_ctx, c->kv_row_v, 1)) ||
 	    (rc = CFWD_DA(c, &c->x, nb, L->n_embd, 4)) || (rc = CFWD_DA(c, &c->xb, nb, L->n_embd, 4)) ||
 	    (rc = CFWD_DA(c, &c->xb2, nb, L->n_embd, 4)) || (rc = CFWD_DA(c, &c->q, nb, nq, 4)) ||
 	    (rc = CFWD_DA(c, &c->k, nb, nk, 4)) || (rc = CFWD_DA(c, &c->v, nb, nv, 4)) ||

@@ -171,7 +171,7 @@ static void s_row_tiled(const struct ns_attn_task *t, uint32_t r)
 void ns_attn_task_scalar(const struct ns_attn_task *t)
 {
 	for (uint32_t r = 0; r < t->nt * t->G; r++) {
-		if (ns_attn_exact(t->a->kv))
+		if (ns_attn_exact(t->a->kv) || t->a->exact)
 			ns_attn_row_exact(t->a, t->t0 + r / t->G, t->hk * t->G + r % t->G, t->att);
 		else
 			s_row_tiled(t, r);
@@ -257,7 +257,10 @@ int ns_attn_run(struct ns_pool *p, struct ns_attn_ws *ws, enum ns_kpath path,
 	}
 	run = (struct s_run){ .a = a, .ws = ws, .G = a->n_head / kv->n_head_kv,
 			      .n_tb = (a->n_tok + NS_ATTN_TB - 1) / NS_ATTN_TB };
-	run.fn = path == NS_KPATH_AVX512 && kv->dk % 16 == 0 && kv->dv % 16 == 0
+	/* a forced exact pass over a typed cache: the scalar rows (the AVX-512 exact kernel
+	 * reads f32 tiles) */
+	run.fn = path == NS_KPATH_AVX512 && kv->dk % 16 == 0 && kv->dv % 16 == 0 &&
+			 (ns_attn_exact(kv) || !a->exact)
 			 ? ns_attn_task_avx512 : ns_attn_task_scalar;
 	ns_pool_run(p, s_task, &run, (uint64_t)run.n_tb * kv->n_head_kv);
 	return 0;

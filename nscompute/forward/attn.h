@@ -26,6 +26,7 @@
 #ifndef NS_ATTN_H
 #define NS_ATTN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "gemv.h"
@@ -43,6 +44,9 @@ struct ns_attn {
 	uint32_t window;    /* sliding window in positions, 0 = full causal */
 	float scale;
 	const float *sinks; /* (n_head) sink logits, or NULL */
+	bool exact;         /* the exact algorithm on an f16 / q8_0 cache too (scalar, over the
+			     * dequantized elements): what the CUDA pass's emulation computes,
+			     * for tests (ns_fwd_opts.attn_exact) */
 };
 
 struct ns_attn_ws;

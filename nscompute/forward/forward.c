@@ -81,6 +81,7 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 	}
 	f->kv_k = opts->kv_k;
 	f->kv_v = opts->kv_v;
+	f->attn_exact = opts->attn_exact;
 	f->rb_cap = opts->n_rollback; /* the builder sizes a recurrent state's buffers by it */
 	if (f->am->arch->builder >= NS_ARRAY_LEN(s_builders) ||
 	    !s_builders[f->am->arch->builder]) { /* the table and this list disagree */

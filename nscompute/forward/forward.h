@@ -70,6 +70,9 @@ struct ns_fwd_opts {
 			    * 1 = f16, 2 = q8_0 (head sizes multiples of 32) */
 	ns_fwd_route_fn on_route; /* MoE routing reports, or NULL */
 	void *route_user;         /* passed to on_route */
+	bool attn_exact;          /* tests: attention over an f16 / q8_0 cache by the exact
+				   * algorithm (attn.h; slower), as the CUDA pass's emulation
+				   * computes it, instead of the tiled one */
 	uint32_t n_rollback;      /* recurrent models (qwen35): tokens after a mark
 				   * (ns_fwd_mark) that can be cut back, for speculative
 				   * decoding; 0: none (no buffers). Other models: ignored */

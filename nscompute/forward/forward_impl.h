@@ -63,6 +63,7 @@ struct ns_fwd {
 	uint32_t n_batch;
 	uint32_t n_vocab;        /* logits per position */
 	int kv_k, kv_v;          /* KV cache types (enum ns_kv_type), from the options */
+	bool attn_exact;         /* ns_fwd_opts.attn_exact */
 	uint64_t n_tok_rows;     /* valid token ids: [0, n_tok_rows) */
 	ns_fwd_route_fn on_route; /* from the options, may be NULL */
 	void *route_user;

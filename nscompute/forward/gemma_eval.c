@@ -103,6 +103,7 @@ static int s_attention_block(struct ns_fwd *f, struct ns_gemma *G, uint32_t l, u
 	struct ns_attn a = {
 		.kv = G->layers[y->kv_src].kv, .layer = 0, .q = G->q, .out = G->ao, .n_tok = n,
 		.pos0 = pos0, .n_head = G->n_head, .window = y->window, .scale = G->attn_scale,
+		.exact = f->attn_exact,
 	};
 	int rc;
 

@@ -266,7 +266,7 @@ static int s_attention(struct ns_fwd *f, struct ns_llama *L, uint32_t l, uint32_
 			.out = L->ao + (uint64_t)t0 * L->n_head * L->dv,
 			.n_tok = t1 - t0, .pos0 = f->row_pos[t0], .n_head = L->n_head,
 			.window = L->layers[l].window, .scale = L->attn_scale,
-			.sinks = L->layers[l].sinks,
+			.sinks = L->layers[l].sinks, .exact = f->attn_exact,
 		};
 
 		rc = ns_attn_run(ns_weights_pool(f->w), L->attn_ws, NS_KPATH_AUTO, &a);

@@ -202,12 +202,17 @@ with tempfile.TemporaryDirectory(dir=build) as d:
                 ["-ctk", "q4_0"], ["--cache-type-v"]):
         r = run("bench", model, *bad)
         check(r.returncode == 2 and r.stderr.count("\n") >= 1, "bad usage %s -> %d" % (bad, r.returncode))
-    # the cuda pass keeps an f32 cache: refused in one line before any process starts,
-    # whether or not nscompute-cuda is built here
-    r = run("bench", model, "-p", "8", "-n", "0", "-r", "1", "--no-disk", "--backend", "cuda",
-            "-ctk", "q8_0")
-    check(r.returncode != 0 and "keeps an f32 KV cache" in r.stderr,
-          "cuda with -ctk q8_0 -> %d %s" % (r.returncode, r.stderr[-400:]))
+    # the cuda pass keeps f16 and q8_0 caches too (its process: the emulation, argv[2]): a
+    # typed row runs there, its VRAM budget checked with the cache's types
+    if len(sys.argv) > 2:
+        env = dict(os.environ, NS_NSCOMPUTE_CUDA=sys.argv[2])
+        r = subprocess.run([nsctl, "bench", model, "-p", "8", "-n", "4", "-r", "1", "--threads",
+                            "1", "--no-disk", "--budgets", "4MB", "--backend", "cuda", "-ctk",
+                            "q8_0", "-ctv", "f16", "-o", "csv"],
+                           capture_output=True, text=True, timeout=600, env=env)
+        rows = list(csv.DictReader(io.StringIO(r.stdout))) if r.returncode == 0 else []
+        check(len(rows) == 2, "cuda with -ctk q8_0 -ctv f16: exit %d, rows %s, %s" %
+              (r.returncode, rows, r.stderr[-400:]))
     r = run("bench", os.path.join(d, "missing.gguf"))
     check(r.returncode != 0 and "missing.gguf" in r.stderr, "missing model")
 

@@ -192,6 +192,43 @@ def check_refusals(path):
         fail(f"missing model: exit {r.returncode}")
 
 
+def check_typed_reserve(path, meta_path):
+    """The default --reserve-vram counts the KV cache in its types (-ctk/-ctv), as the cuda
+    pass allocates it: K and V of every layer, n_ctx rows of a position's heads each, one
+    allocation per cache rounded to the arena's 256-byte granule (nsplan/gpu_need.c)."""
+    meta = json.load(open(meta_path))
+    n_layer, n_kv = hparam(meta, "block_count"), hparam(meta, "attention.head_count_kv")
+    nk = n_kv * hparam(meta, "attention.key_length")
+    nv = n_kv * hparam(meta, "attention.value_length")
+    ctx = 256
+
+    def kv(bk, bv):  # bytes of a row of n elements: f32 4n, f16 2n, q8_0 n / 32 * 34
+        g = lambda b: (b + 255) // 256 * 256
+        return g(n_layer * ctx * bk(nk)) + g(n_layer * ctx * bv(nv))
+
+    f32, f16, q8 = (lambda n: 4 * n), (lambda n: 2 * n), (lambda n: n // 32 * 34)
+    base = ["--vram-budget", "64MB", "--ram-budget", "0", "--mem-budget", "1MB", "-c", str(ctx)]
+    want = {("f32", "f32"): kv(f32, f32), ("q8_0", "f16"): kv(q8, f16),
+            ("f16", "f16"): kv(f16, f16)}
+    got = {}
+    for (k, v) in want:
+        p = plan(path, *base, "-ctk", k, "-ctv", v)
+        if p:
+            got[(k, v)] = p["budgets"]["reserve_vram"]
+    for kv_pair in want:
+        if kv_pair not in got:
+            return
+        d_want = want[("f32", "f32")] - want[kv_pair]
+        d_got = got[("f32", "f32")] - got[kv_pair]
+        if d_got != d_want:
+            fail(f"-ctk {kv_pair[0]} -ctv {kv_pair[1]}: reserve {got[kv_pair]} is {d_got} below "
+                 f"f32's {got[('f32', 'f32')]}, want {d_want} (the KV cache's bytes)")
+    r = run([path] + base + ["-ctk", "q8_0", "-ctv", "f16"])
+    if r.returncode != 0 or "for KV cache (q8_0 K, f16 V) and scratch" not in r.stdout or \
+            "q8_0 K, f16 V, " not in r.stdout:
+        fail(f"nsctl plan -ctk q8_0 -ctv f16: the types not in its text: {r.stdout!r}")
+
+
 def check_defaults(path):
     with tempfile.TemporaryDirectory() as d:
         def w(rel, text):
@@ -397,6 +434,7 @@ def main():
         check_model(rel, meta_path)
     moe = os.path.join(oracle, "tiny", "tiny-qwen3moe-Q4_K_M.gguf")
     check_refusals(moe)
+    check_typed_reserve(moe, os.path.join(oracle, "meta", "tiny__tiny-qwen3moe-Q4_K_M.json"))
     check_defaults(moe)
     check_over(os.path.join(oracle, "tiny", "tiny-qwen3-Q4_K_M.gguf"))
     check_stats(os.path.join(oracle, "tiny", "tiny-qwen3moe-F32.gguf"))

@@ -11,7 +11,8 @@
 # the pageable bytes it staged at exit), and every token's logits were copied into page-locked
 # memory. With --act q8 (int8 activations in the decode GEMVs),
 # everything streamed and everything in VRAM give the same text, and the compute process
-# reports GEMVs with int8 activations. With NS_CUDA_REAL=1 (the real
+# reports GEMVs with int8 activations. With -ctk q8_0 -ctv f16 the reserve counts the typed
+# cache and the text is the cpu backend's with the same cache. With NS_CUDA_REAL=1 (the real
 # kernels on a GPU, whose float sums differ from the CPU's in the last bits) the three cuda
 # runs must agree with each other and the cpu comparison is only reported.
 set -u
@@ -68,6 +69,29 @@ if [ "${NS_CUDA_REAL:-0}" = 1 ]; then
         echo "  cpu:  $(cat "$tmp/cpu.txt")"
         echo "  cuda: $(cat "$tmp/none.txt")"
     fi
+fi
+# typed KV caches (-ctk q8_0 -ctv f16): the VRAM reserve counts them (the smallest workable
+# budget falls below f32's), the cuda pass runs at exactly that budget and with everything in
+# VRAM, and the text is the cpu backend's with the same cache types (the two attentions differ
+# in float rounding only: tests/cuda/test_cfwd.c --kv bounds their logits)
+run cpukv --cache-type-k q8_0 --cache-type-v f16 || fail "cpu backend, -ctk q8_0 -ctv f16: exit $?"
+run smallkv --backend cuda --vram-budget 1MB -ctk q8_0 -ctv f16
+rc=$?
+[ "$rc" = 2 ] || fail "a 1 MiB VRAM budget with a typed cache: exit $rc, expected 2"
+leastkv=$(sed -n 's/.*smallest workable: --vram-budget \([0-9]*\).*/\1/p' "$tmp/smallkv.err")
+[ -n "$leastkv" ] && [ "$leastkv" -lt "$least" ] ||
+    fail "typed cache: smallest workable budget '$leastkv' not below f32's $least"
+run kvleast --backend cuda -ctk q8_0 -ctv f16 --vram-budget "$leastkv" --verbose ||
+    fail "cuda -ctk q8_0 -ctv f16, $leastkv B: exit $?"
+run kvall --backend cuda -ctk q8_0 -ctv f16 --vram-budget "$((leastkv + 2 * size))" --verbose ||
+    fail "cuda -ctk q8_0 -ctv f16, all in VRAM: exit $?"
+cmp -s "$tmp/kvleast.txt" "$tmp/kvall.txt" || fail "cuda typed cache: text differs with the budget"
+if [ "${NS_CUDA_REAL:-0}" = 1 ]; then
+    cmp -s "$tmp/cpukv.txt" "$tmp/kvall.txt" ||
+        echo "cuda typed-cache text differs from the cpu backend's (reported, not checked)"
+else
+    cmp -s "$tmp/cpukv.txt" "$tmp/kvall.txt" ||
+        fail "cuda typed cache: text differs from the cpu backend's with the same cache types"
 fi
 # int8 activations (--act q8): the decode GEMVs take them, and the text is the same whatever
 # is in VRAM (the kernels' order depends only on the row)
