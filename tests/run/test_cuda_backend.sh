@@ -91,7 +91,8 @@ echo "GB read per token: none $n, part $p, all $a"
 awk -v n="$n" -v p="$p" -v a="$a" 'BEGIN { exit !(n > 0 && p < n && a < p && a < 0.00001) }' ||
     fail "bytes per token do not fall with VRAM: none $n, part $p, all $a"
 # speculative decoding: the verification chunks and the KV cut-backs are the CUDA pass's, a
-# draft model's pass the cpu's beside it; greedy text unchanged. A model with a recurrent
+# draft model's pass a CUDA one too, its weights in VRAM (its arena out of --vram-budget, a
+# budget without room for it refused in one line); greedy text unchanged. A model with a recurrent
 # state (qwen35) is refused with one line before any process starts.
 if "$nsctl" info "$model" 2>/dev/null | grep -q '^recurrent:'; then
     run specng --backend cuda --draft ngram
@@ -102,10 +103,33 @@ if "$nsctl" info "$model" 2>/dev/null | grep -q '^recurrent:'; then
 else
     run specng --backend cuda --draft ngram --vram-budget "$part" ||
         fail "cuda --draft ngram: exit $?"
-    run specdm --backend cuda --draft "$model" || fail "cuda --draft MODEL: exit $?"
+    run specdm --backend cuda --draft "$model" --verbose || fail "cuda --draft MODEL: exit $?"
     grep -q "| draft [1-9][0-9]*, accepted [1-9]" "$tmp/specdm.err" ||
         fail "cuda --draft MODEL (itself): no draft accepted"
-    for r in specng specdm; do
+    # the draft model in VRAM (its own arena), not in nscompute's RAM
+    grep -q "nscompute: cuda: draft model: .* of weights in VRAM, arena" "$tmp/specdm.err" ||
+        fail "cuda --draft MODEL: the draft model was not put in VRAM (or not reported)"
+    # its arena comes out of --vram-budget: the whole model and the draft in VRAM, and the
+    # budget that holds the model alone refused in one line with the smallest workable one
+    dv=$("$nsctl" plan "$model" -c 256 --mem-budget 4MB --ram-budget 0 --backend cuda \
+        --draft "$model" --json | sed -n 's/.*"draft_vram": *\([0-9]*\).*/\1/p')
+    [ -n "$dv" ] && [ "$dv" -gt "$size" ] ||
+        fail "nsctl plan --backend cuda --draft: no draft_vram above the file's size ($dv)"
+    run specdmall --backend cuda --draft "$model" --vram-budget "$((all + dv))" --verbose ||
+        fail "cuda --draft MODEL, $((all + dv)) B: exit $?"
+    grep -q "nscompute: cuda: draft model: .* of weights in VRAM" "$tmp/specdmall.err" ||
+        fail "cuda --draft MODEL with a budget: the draft model was not put in VRAM"
+    n=$(gb specdmall)
+    awk -v n="$n" 'BEGIN { exit !(n < 0.00001) }' ||
+        fail "cuda --draft MODEL with a budget for both: $n GB read per token (the draft's "\
+"arena took the model's windows)"
+    run dmsmall --backend cuda --draft "$model" --vram-budget "$least"
+    rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$tmp/dmsmall.err")" = 1 ] &&
+        grep -q "^nsctl run: --draft .*: the draft model's .* of VRAM .* does not fit: .*smallest workable: --vram-budget $((least + dv)) " "$tmp/dmsmall.err" ||
+        fail "cuda --draft MODEL beyond the VRAM budget: exit $rc, want 2 and one line"
+    echo "ok: a draft beyond the VRAM budget refused: $(cat "$tmp/dmsmall.err")"
+    for r in specng specdm specdmall; do
         cmp -s "$tmp/none.txt" "$tmp/$r.txt" || fail "cuda ($r) text differs from cuda (none)"
     done
 fi
