@@ -3,6 +3,7 @@
  * provider (weights not in VRAM come through nsio as on the cpu backend, then are copied to
  * the device block by block). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +116,7 @@ static int s_draft_need(struct nsc_proc *p, uint64_t *need, char *err, size_t er
 static int s_draft_open(struct nsc_proc *p, uint64_t need, char *err, size_t errlen)
 {
 	char why[NS_ERR_LEN], a[32], b[32];
-	struct ns_cfwd_stats st;
+	struct ns_cfwd_stats st, pst;
 	int rc;
 
 	rc = nsc_dmodel_open_cuda(p->draft_path, ns_fwd_n_ctx(p->f), p->act_q8,
@@ -123,9 +124,12 @@ static int s_draft_open(struct nsc_proc *p, uint64_t need, char *err, size_t err
 	if (rc < 0)
 		return ns_errf(err, errlen, "--draft-model %.200s: %.200s", p->draft_path, why), rc;
 	ns_cfwd_stats(nsc_dmodel_fwd(p->dm), &st);
-	fprintf(stderr, "nscompute: cuda: draft model: %s of weights in VRAM, arena %s\n",
+	ns_cfwd_stats(p->f, &pst);
+	fprintf(stderr, "nscompute: cuda: draft model: %s of weights in VRAM, arena %s; the two "
+		"arenas %" PRIu64 " B of --vram-budget %" PRIu64 " B\n",
 		ns_format_bytes(st.vram_bytes, a, sizeof(a)),
-		ns_format_bytes(st.vram_budget, b, sizeof(b)));
+		ns_format_bytes(st.vram_budget, b, sizeof(b)), st.vram_budget + pst.vram_budget,
+		p->vram_budget);
 	return 0;
 }
 
