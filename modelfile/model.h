@@ -132,6 +132,17 @@ int ns_model_check_vocab(const struct ns_model *m, uint64_t n_tokens, char *err,
 int ns_model_read_rows(const struct ns_model *m, const int *fds, const struct ns_model_tensor *t,
 		       uint64_t row0, uint64_t nrows, void *dst);
 
+/* A whole tensor read in slices of at most slice_bytes (one row at least), beat(user) called
+ * after each: a process that reads a large set into RAM before its first request (a draft
+ * model, an MTP block) keeps its heartbeat moving however slow the drive, so a supervisor's
+ * stall watch does not take the load for a hang (docs/decisions.md, Stalls). beat may be NULL.
+ * NS_MODEL_BEAT_SLICE is the slice the engine uses: 64 MiB, well under a second on any drive
+ * we stream from. Returns as ns_model_read_rows. */
+#define NS_MODEL_BEAT_SLICE (64ull << 20)
+int ns_model_read_tensor_sliced(const struct ns_model *m, const int *fds,
+				const struct ns_model_tensor *t, uint64_t slice_bytes,
+				void (*beat)(void *user), void *user, void *dst);
+
 /* True when rows [row0, row0 + nrows) of t are stored as the tensor presents them, one after
  * another in one file: *shard and *file_offset then say where row0 starts, and a reader may
  * fetch them in one read of nrows * row_bytes bytes (O_DIRECT included). False for rows that

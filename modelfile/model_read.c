@@ -213,3 +213,23 @@ int ns_model_read_rows(const struct ns_model *m, const int *fds, const struct ns
 		return s_read_src(t, fds, row0, nrows, dst);
 	return s_pread_all(fds[t->shard], dst, bytes, t->file_offset + row0 * t->row_bytes);
 }
+
+int ns_model_read_tensor_sliced(const struct ns_model *m, const int *fds,
+				const struct ns_model_tensor *t, uint64_t slice_bytes,
+				void (*beat)(void *user), void *user, void *dst)
+{
+	uint64_t step = t->row_bytes ? slice_bytes / t->row_bytes : t->n_rows;
+
+	if (!step)
+		step = 1;
+	for (uint64_t row = 0; row < t->n_rows; row += step) {
+		uint64_t n = t->n_rows - row < step ? t->n_rows - row : step;
+		int rc = ns_model_read_rows(m, fds, t, row, n, (uint8_t *)dst + row * t->row_bytes);
+
+		if (rc < 0)
+			return rc;
+		if (beat)
+			beat(user);
+	}
+	return 0;
+}

@@ -59,10 +59,12 @@ int nsc_dmodel_adopt(struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
 }
 
 int nsc_dmodel_open(const char *path, uint32_t n_ctx, int threads, bool act_q8,
+		    void (*beat)(void *user), void *beat_user,
 		    uint32_t n_vocab, struct nsc_dmodel **out, char *err, size_t errlen)
 {
 	struct ns_weights_fused_opts wo = { .n_threads = threads,
-					    .act = act_q8 ? NS_ACT_Q8 : NS_ACT_F32 };
+					    .act = act_q8 ? NS_ACT_Q8 : NS_ACT_F32,
+					    .beat = beat, .beat_user = beat_user };
 	struct ns_fwd_opts fo = { .n_ctx = n_ctx };
 	struct ns_model *m = NULL;
 	struct ns_weights *w = NULL;

@@ -23,8 +23,10 @@ struct nsc_dmodel;
 /* Opens the GGUF at path, reads all its tensors into RAM, builds its pass with a KV cache of
  * n_ctx positions (threads kernel threads, act_q8 as nscompute's --act). Its vocabulary must
  * have n_vocab entries. 0, or a negative errno with one line in err (-EINVAL: a model we
- * cannot run or another vocabulary size, -ENOMEM). */
+ * cannot run or another vocabulary size, -ENOMEM). beat(beat_user), when not NULL, as the
+ * tensors are read: the process's heartbeat through a long read (weights_fused.h). */
 int nsc_dmodel_open(const char *path, uint32_t n_ctx, int threads, bool act_q8,
+		    void (*beat)(void *user), void *beat_user,
 		    uint32_t n_vocab, struct nsc_dmodel **out, char *err, size_t errlen);
 void nsc_dmodel_free(struct nsc_dmodel **d);
 

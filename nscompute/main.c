@@ -237,6 +237,13 @@ static int s_parse(struct nsc_proc *p, int argc, char **argv)
 	return ns_session_args_check("nscompute", p->session, p->model_path);
 }
 
+/* A resident read (draft model, MTP block) beats as it goes: the stall watch judges nscompute
+ * from its first beat, in ns_client_open, and a read of gigabytes can outlast the stall time. */
+static void s_beat(void *c)
+{
+	ns_client_beat(c);
+}
+
 /* Model, nsio client, provider, forward pass. */
 static int s_attach(struct nsc_proc *p)
 {
@@ -304,13 +311,15 @@ static int s_attach(struct nsc_proc *p)
 		char derr[NS_ERR_LEN];
 
 		rc = nsc_dmodel_open(p->draft_path, ns_fwd_n_ctx(p->f), p->threads, p->act_q8,
+				     s_beat, p->c,
 				     ns_fwd_n_vocab(p->f), &p->dm, derr, sizeof(derr));
 		if (rc < 0)
 			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
 				 derr);
 	}
 	if (rc == 0 && p->draft_mtp) { /* resident: the block's tensors read now, once */
-		rc = p->f && !p->cuda ? ns_fwd_mtp_open(p->f, err, sizeof(err)) : -ENOTSUP;
+		rc = p->f && !p->cuda ? ns_fwd_mtp_open(p->f, s_beat, p->c, err, sizeof(err))
+				      : -ENOTSUP;
 		if (rc == -ENOTSUP && (!p->f || p->cuda))
 			snprintf(err, sizeof(err), "--draft-mtp: the cpu backend only");
 	}

@@ -200,8 +200,10 @@ const uint64_t *ns_fwd_expert_hits(const struct ns_fwd *f, uint32_t *n_layer,
 /* --draft mtp (mtp.h): open the model's MTP block (qwen35, cpu pass) beside the pass; from
  * then on it follows sequence 0 through ns_fwd_eval, ns_fwd_truncate and ns_fwd_reset. 0 (also
  * when open already), or -ENOENT (no MTP block), -ENOTSUP (one we do not run), -ENOMEM,
- * -errno, with one line in err. */
-int ns_fwd_mtp_open(struct ns_fwd *f, char *err, size_t errlen);
+ * -errno, with one line in err. beat (may be NULL) is called with user as the block's weights
+ * are read (ns_model_read_tensor_sliced): the caller's heartbeat through a long read. */
+int ns_fwd_mtp_open(struct ns_fwd *f, void (*beat)(void *user), void *user, char *err,
+		    size_t errlen);
 /* Up to k greedy drafts after the pending token id (not yet evaluated, at n_past) into out,
  * chained through the block; logits (k, n_vocab) of each step when not NULL. Returns the
  * count (0: the block has no h for n_past, e.g. after a cut further back than the last call),

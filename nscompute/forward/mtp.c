@@ -98,6 +98,8 @@ struct s_load {
 	const struct ns_model *md;
 	int *fds;
 	uint32_t layer;
+	void (*beat)(void *user); /* the caller's heartbeat, as the weights are read */
+	void *user;
 	char *err;
 	size_t errlen;
 };
@@ -126,7 +128,8 @@ static int s_read(struct s_load *ld, struct ns_mtp *m, const struct ns_model_ten
 		return -ENOMEM;
 	}
 	m->bytes += t->n_bytes;
-	rc = ns_model_read_rows(ld->md, ld->fds, t, 0, t->n_rows, *dst);
+	rc = ns_model_read_tensor_sliced(ld->md, ld->fds, t, NS_MODEL_BEAT_SLICE, ld->beat,
+					 ld->user, *dst);
 	if (rc < 0)
 		ns_errf(ld->err, ld->errlen, "--draft mtp: reading %s: %s", t->name, strerror(-rc));
 	return rc;
@@ -208,11 +211,13 @@ static int s_scratch(struct ns_mtp *m)
 	return 0;
 }
 
-int ns_mtp_new(struct ns_fwd *f, struct ns_mtp **out, char *err, size_t errlen)
+int ns_mtp_new(struct ns_fwd *f, void (*beat)(void *user), void *user, struct ns_mtp **out,
+	       char *err, size_t errlen)
 {
 	const struct ns_hparams *hp = &f->am->hp;
 	const struct ns_llama *L = f->arch;
-	struct s_load ld = { .md = f->am->m, .layer = hp->n_layer, .err = err, .errlen = errlen };
+	struct s_load ld = { .md = f->am->m, .layer = hp->n_layer, .beat = beat, .user = user,
+			     .err = err, .errlen = errlen };
 	const struct ns_model_tensor *t;
 	struct ns_mtp *m;
 	char name[128];
@@ -579,11 +584,12 @@ uint64_t ns_mtp_bytes(const struct ns_mtp *m)
 
 /* ------------------------------------------------------------ forward.h ---------------- */
 
-int ns_fwd_mtp_open(struct ns_fwd *f, char *err, size_t errlen)
+int ns_fwd_mtp_open(struct ns_fwd *f, void (*beat)(void *user), void *user, char *err,
+		    size_t errlen)
 {
 	if (f->mtp)
 		return 0;
-	return ns_mtp_new(f, &f->mtp, err, errlen);
+	return ns_mtp_new(f, beat, user, &f->mtp, err, errlen);
 }
 
 int ns_fwd_mtp_draft(struct ns_fwd *f, int32_t id, uint32_t k, int32_t *out, float *logits)

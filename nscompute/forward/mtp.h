@@ -36,8 +36,9 @@ struct ns_mtp;
 /* The block of f's model (a cpu pass of qwen35 with nextn_predict_layers 1): its weights
  * into RAM, its cache of f's n_ctx positions. 0, or -ENOENT (no MTP block), -ENOTSUP (an
  * MoE block, another architecture, or a pass without a host cache), -ENOMEM, -EIO, with one
- * line in err. */
-int ns_mtp_new(struct ns_fwd *f, struct ns_mtp **out, char *err, size_t errlen);
+ * line in err. beat(user), when not NULL, as the weights are read (ns_fwd_mtp_open). */
+int ns_mtp_new(struct ns_fwd *f, void (*beat)(void *user), void *user, struct ns_mtp **out,
+	       char *err, size_t errlen);
 void ns_mtp_free(struct ns_mtp **m);
 
 /* The trunk evaluated tokens (n) at positions pos0.. with hidden rows h (n, n_embd, after

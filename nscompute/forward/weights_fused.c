@@ -105,7 +105,8 @@ static const struct ns_weights_ops s_fused_ops = {
 
 /* Read every tensor into s->bytes, as the model presents it (ns_model_read_rows: a
  * checkpoint's tensors as converted). */
-static int s_load(struct s_fused *s, char *err, size_t errlen)
+static int s_load(struct s_fused *s, const struct ns_weights_fused_opts *opts, char *err,
+		  size_t errlen)
 {
 	int *fds = NULL;
 	int rc = ns_model_open_fds(s->m, &fds, err, errlen);
@@ -119,7 +120,9 @@ static int s_load(struct s_fused *s, char *err, size_t errlen)
 			rc = -ENOMEM;
 			break;
 		}
-		rc = ns_model_read_rows(s->m, fds, t, 0, t->n_rows, s->bytes[i]);
+		rc = ns_model_read_tensor_sliced(s->m, fds, t, NS_MODEL_BEAT_SLICE,
+						 opts ? opts->beat : NULL,
+						 opts ? opts->beat_user : NULL, s->bytes[i]);
 		if (rc < 0)
 			ns_errf(err, errlen, "%s: reading %s: %s", s->m->shards[t->shard]->path,
 				t->name, strerror(-rc));
@@ -144,7 +147,7 @@ int ns_weights_fused_new(const struct ns_model *m, const struct ns_weights_fused
 	rc = ns_weights_kernels(opts ? opts->n_threads : 1, opts ? opts->kpath : NS_KPATH_AUTO,
 				opts ? opts->act : NS_ACT_F32, &s->kopts, &s->pool, err, errlen);
 	if (rc == 0)
-		rc = s_load(s, err, errlen);
+		rc = s_load(s, opts, err, errlen);
 	if (rc < 0) {
 		s_destroy(s);
 		return rc;

@@ -19,6 +19,9 @@ struct ns_weights_fused_opts {
 	int kpath;     /* enum ns_kpath; 0 = AUTO */
 	int act;       /* enum ns_act: 0 = NS_ACT_F32 (exact weights), NS_ACT_Q8 (activations
 			* quantized per 32 as llama.cpp, faster; bound in gemv.h) */
+	void (*beat)(void *user); /* called as the load reads (ns_model_read_tensor_sliced),
+				   * a heartbeat for the process's supervisor; NULL: none */
+	void *beat_user;
 };
 
 /* opts may be NULL (1 thread, AUTO path). Returns 0 or a negative errno with one line in err

@@ -64,6 +64,11 @@ static uint64_t s_rng(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
+static void s_beat(void *user)
+{
+	(*(uint64_t *)user)++;
+}
+
 /* Proposals against the reference: how many of n_check rounds agree. */
 static void s_check(struct nsc_dmodel *d, struct s_ref *r, const int32_t *seq, uint32_t n,
 		    uint32_t k, int32_t *got, uint32_t *same, uint32_t *rounds)
@@ -87,7 +92,7 @@ int main(int argc, char **argv)
 	struct nsc_dmodel *d = NULL, *bad = NULL;
 	int32_t seq[S_CTX], got[S_K];
 	uint32_t n = 0, same = 0, rounds = 0;
-	uint64_t rng = 26;
+	uint64_t rng = 26, beats = 0;
 
 	ns_test_require_oracle();
 	NS_REQUIRE(argc == 2, "usage: test_draft_model MODEL_IN_ORACLE");
@@ -98,11 +103,14 @@ int main(int argc, char **argv)
 	r.n_vocab = ns_fwd_n_vocab(r.f);
 	NS_REQUIRE((r.logits = malloc(r.n_vocab * sizeof(*r.logits))), "oom");
 
-	NS_REQUIRE(nsc_dmodel_open(path, S_CTX, 1, false, r.n_vocab + 1, &bad, err,
+	NS_REQUIRE(nsc_dmodel_open(path, S_CTX, 1, false, NULL, NULL, r.n_vocab + 1, &bad, err,
 				   sizeof(err)) == -EINVAL && !bad && strstr(err, "vocabulary"),
 		   "another vocabulary size: %s", err);
-	NS_REQUIRE(nsc_dmodel_open(path, S_CTX, 1, false, r.n_vocab, &d, err, sizeof(err)) == 0,
-		   "%s", err);
+	NS_REQUIRE(nsc_dmodel_open(path, S_CTX, 1, false, s_beat, &beats, r.n_vocab, &d, err,
+				   sizeof(err)) == 0, "%s", err);
+	/* nscompute's heartbeat through the read: a beat per slice, one slice a tensor at least */
+	NS_REQUIRE(beats >= r.m->n_tensors, "%llu beats reading %llu tensors",
+		   (unsigned long long)beats, (unsigned long long)r.m->n_tensors);
 
 	/* a prompt, then rounds of proposals partly kept */
 	for (; n < 12; n++)

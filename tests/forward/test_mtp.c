@@ -92,14 +92,23 @@ static int32_t s_wrong(uint32_t i)
 	return (int32_t)((s_tok(i) + 17u + i % 5u) % 509u);
 }
 
+static void s_beat(void *user)
+{
+	(*(uint64_t *)user)++;
+}
+
 static struct ns_fwd *s_pass(struct ns_model *m, struct ns_weights *w, uint32_t n_rollback)
 {
 	struct ns_fwd_opts o = { .n_ctx = S_CTX, .n_rollback = n_rollback };
 	struct ns_fwd *f = NULL;
 	char err[NS_ERR_LEN];
+	uint64_t beats = 0;
 
 	NS_REQUIRE(ns_fwd_new(m, w, &o, &f, err, sizeof(err)) == 0 &&
-		   ns_fwd_mtp_open(f, err, sizeof(err)) == 0, "pass: %s", err);
+		   ns_fwd_mtp_open(f, s_beat, &beats, err, sizeof(err)) == 0, "pass: %s", err);
+	/* the caller's heartbeat through the block's read: a beat a slice, a slice a tensor at
+	 * least (the block holds more than ten) */
+	NS_REQUIRE(beats > 10, "%llu beats reading the MTP block", (unsigned long long)beats);
 	return f;
 }
 
@@ -248,7 +257,7 @@ static void s_refused(const char *path, const char *preset)
 		   ns_model_open(path, &m, err, sizeof(err)) == 0 &&
 		   ns_weights_fused_new(m, NULL, &w, err, sizeof(err)) == 0 &&
 		   ns_fwd_new(m, w, &o, &f, err, sizeof(err)) == 0, "no-MTP model: %s", err);
-	rc = ns_fwd_mtp_open(f, err, sizeof(err));
+	rc = ns_fwd_mtp_open(f, NULL, NULL, err, sizeof(err));
 	S_CHECK(rc == -ENOENT && strstr(err, "no MTP block") && !strchr(err, '\n'),
 		 "a model without an MTP block: %d '%s'", rc, err);
 	S_CHECK(ns_fwd_mtp_draft(f, 1, 2, (int32_t[2]){ 0 }, NULL) == -EINVAL,
