@@ -18,11 +18,11 @@
 #include "weights_provider.h"
 
 /* The reference provider with a heartbeat between visit's slices: the upload can take a while
- * for a larger draft, and the lead's supervisor wants to hear from the process meanwhile. */
+ * for a larger draft, and the session's stall watch must hear from the process meanwhile. */
 struct s_beat {
 	struct ns_weights *in; /* owned */
-	nsc_dmodel_beat_fn beat;
-	void *beat_ctx;
+	void (*beat)(void *user);
+	void *beat_user;
 	ns_weights_block_fn cb; /* the walk in progress */
 	void *cbctx;
 };
@@ -45,7 +45,7 @@ static int s_block(void *ctx, uint64_t row0, uint64_t nrows, const void *data)
 	int rc = b->cb(b->cbctx, row0, nrows, data);
 
 	if (rc == 0 && b->beat)
-		b->beat(b->beat_ctx);
+		b->beat(b->beat_user);
 	return rc;
 }
 
@@ -83,7 +83,7 @@ static const struct ns_weights_ops s_beat_ops = {
 	.destroy = s_destroy,
 };
 
-static int s_provider(const struct ns_model *m, nsc_dmodel_beat_fn beat, void *beat_ctx,
+static int s_provider(const struct ns_model *m, void (*beat)(void *user), void *beat_user,
 		      struct ns_weights **out, char *err, size_t errlen)
 {
 	struct s_beat *b = calloc(1, sizeof(*b));
@@ -93,7 +93,7 @@ static int s_provider(const struct ns_model *m, nsc_dmodel_beat_fn beat, void *b
 	if (!b)
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
 	b->beat = beat;
-	b->beat_ctx = beat_ctx;
+	b->beat_user = beat_user;
 	rc = ns_weights_ref_new(m, &b->in, err, errlen);
 	if (rc < 0) {
 		free(b);
@@ -124,7 +124,7 @@ int nsc_dmodel_vram_need(const char *path, uint32_t n_ctx, uint64_t *bytes, char
 }
 
 int nsc_dmodel_open_cuda(const char *path, uint32_t n_ctx, bool act_q8, uint32_t n_vocab,
-			 uint64_t vram_cap, nsc_dmodel_beat_fn beat, void *beat_ctx,
+			 uint64_t vram_cap, void (*beat)(void *user), void *beat_user,
 			 struct nsc_dmodel **out, char *err, size_t errlen)
 {
 	struct ns_cfwd_opts o = { .n_ctx = n_ctx, .all_resident = true, .act_q8 = act_q8,
@@ -138,7 +138,7 @@ int nsc_dmodel_open_cuda(const char *path, uint32_t n_ctx, bool act_q8, uint32_t
 	*out = NULL;
 	rc = s_open_model(path, &m, err, errlen);
 	if (rc == 0)
-		rc = s_provider(m, beat, beat_ctx, &w, err, errlen);
+		rc = s_provider(m, beat, beat_user, &w, err, errlen);
 	if (rc == 0)
 		rc = ns_cfwd_new(m, w, &o, &f, err, errlen);
 	if (rc == 0)

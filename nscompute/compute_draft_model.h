@@ -43,10 +43,6 @@ int nsc_dmodel_adopt(struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
 /* Its pass (counters of the cuda one: ns_cfwd_stats; a test's logits). */
 struct ns_fwd *nsc_dmodel_fwd(struct nsc_dmodel *d);
 
-/* Called between slices while a draft model's tensors are read (a heartbeat for the
- * supervisor of a long read); ctx is the caller's. */
-typedef void (*nsc_dmodel_beat_fn)(void *ctx);
-
 /* The VRAM the cuda draft pass of the GGUF at path takes with n_ctx positions: its every
  * weight matrix, its KV cache, scratch, vectors and staging, as allocated
  * (nsplan_gpu_resident_need: the figure nsctl counts). 0 or -errno with one line in err. */
@@ -56,11 +52,12 @@ int nsc_dmodel_vram_need(const char *path, uint32_t n_ctx, uint64_t *bytes, char
 /* nsc_dmodel_open on the cuda backend (nscompute-cuda only): the GGUF's weight matrices read
  * in slices (weights_ref.c's visit) into a device arena of at most vram_cap bytes (0: exactly
  * what it needs), every one whole there, with a CUDA pass (cfwd.h) and its KV cache of n_ctx
- * positions in the same arena; beat (may be NULL) is called between slices. No RAM copy of the
+ * positions in the same arena; beat(beat_user) (may be NULL) after every slice (at most 1 MiB,
+ * weights_ref.c), the process's heartbeat as nsc_dmodel_open's. No RAM copy of the
  * tensors is kept: the file stays open for the few rows the pass reads on the host. Errors as
  * nsc_dmodel_open, and the CUDA pass's (-ENOMEM with figures when vram_cap is too small). */
 int nsc_dmodel_open_cuda(const char *path, uint32_t n_ctx, bool act_q8, uint32_t n_vocab,
-			 uint64_t vram_cap, nsc_dmodel_beat_fn beat, void *beat_ctx,
+			 uint64_t vram_cap, void (*beat)(void *user), void *beat_user,
 			 struct nsc_dmodel **out, char *err, size_t errlen);
 
 /* A request of the target: its sequence is `keep` positions it held before, then tokens (n).

@@ -112,6 +112,12 @@ static int s_draft_need(struct nsc_proc *p, uint64_t *need, char *err, size_t er
 	return 0;
 }
 
+/* A heartbeat per slice of the draft's upload: the stall watch must not take it for a hang. */
+static void s_beat(void *c)
+{
+	ns_client_beat(c);
+}
+
 /* The draft model resident in VRAM beside the pass (compute_draft_cuda.c). */
 static int s_draft_open(struct nsc_proc *p, uint64_t need, char *err, size_t errlen)
 {
@@ -120,7 +126,7 @@ static int s_draft_open(struct nsc_proc *p, uint64_t need, char *err, size_t err
 	int rc;
 
 	rc = nsc_dmodel_open_cuda(p->draft_path, ns_fwd_n_ctx(p->f), p->act_q8,
-				  ns_fwd_n_vocab(p->f), need, NULL, NULL, &p->dm, why, sizeof(why));
+				  ns_fwd_n_vocab(p->f), need, s_beat, p->c, &p->dm, why, sizeof(why));
 	if (rc < 0)
 		return ns_errf(err, errlen, "--draft-model %.200s: %.200s", p->draft_path, why), rc;
 	ns_cfwd_stats(nsc_dmodel_fwd(p->dm), &st);

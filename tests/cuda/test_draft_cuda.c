@@ -114,7 +114,7 @@ int main(int argc, char **argv)
 	NS_REQUIRE(ns_weights_fused_new(m, &wo, &fw, err, sizeof(err)) == 0, "%s", err);
 	NS_REQUIRE(ns_cfwd_new(m, fw, &ro, &ref, err, sizeof(err)) == 0, "ref: %s", err);
 	V = ns_fwd_n_vocab(ref);
-	NS_REQUIRE(nsc_dmodel_open(path, S_CTX, 1, false, V, &cpu, err, sizeof(err)) == 0, "%s",
+	NS_REQUIRE(nsc_dmodel_open(path, S_CTX, 1, false, NULL, NULL, V, &cpu, err, sizeof(err)) == 0, "%s",
 		   err);
 	NS_REQUIRE(nsc_dmodel_vram_need(path, S_CTX, &need, err, sizeof(err)) == 0, "%s", err);
 	NS_REQUIRE(nsc_dmodel_open_cuda(path, S_CTX, false, V, need, s_beat, &s_beats, &gpu, err,
