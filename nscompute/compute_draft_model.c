@@ -1,4 +1,5 @@
-/* compute_draft_model.c - the resident model drafter (compute_draft_model.h). */
+/* compute_draft_model.c - the resident model drafter (compute_draft_model.h): its state and
+ * proposals over any pass; the cpu pass over a RAM copy of its tensors (nsc_dmodel_open). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,41 @@ struct nsc_dmodel {
 	int32_t *kv;      /* (cap) the tokens in the drafter's KV cache */
 };
 
+int nsc_dmodel_adopt(struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
+		     uint32_t n_vocab, struct nsc_dmodel **out, char *err, size_t errlen)
+{
+	struct nsc_dmodel *d = calloc(1, sizeof(*d));
+
+	*out = NULL;
+	if (!d) {
+		ns_fwd_destroy(&f);
+		ns_weights_destroy(&w);
+		ns_model_close(&m);
+		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
+	}
+	d->m = m;
+	d->w = w;
+	d->f = f;
+	if (ns_fwd_n_vocab(f) != n_vocab) {
+		ns_errf(err, errlen, "the draft model's vocabulary has %u tokens, the model's %u",
+			ns_fwd_n_vocab(f), n_vocab);
+		nsc_dmodel_free(&d);
+		return -EINVAL;
+	}
+	d->n_vocab = n_vocab;
+	d->cap = ns_fwd_n_ctx(f);
+	d->logits = malloc((size_t)n_vocab * sizeof(*d->logits));
+	d->seq = malloc((size_t)d->cap * sizeof(*d->seq));
+	d->kv = malloc((size_t)d->cap * sizeof(*d->kv));
+	if (!d->logits || !d->seq || !d->kv) {
+		ns_errf(err, errlen, "out of memory for the draft model");
+		nsc_dmodel_free(&d);
+		return -ENOMEM;
+	}
+	*out = d;
+	return 0;
+}
+
 int nsc_dmodel_open(const char *path, uint32_t n_ctx, int threads, bool act_q8,
 		    void (*beat)(void *user), void *beat_user,
 		    uint32_t n_vocab, struct nsc_dmodel **out, char *err, size_t errlen)
@@ -30,41 +66,25 @@ int nsc_dmodel_open(const char *path, uint32_t n_ctx, int threads, bool act_q8,
 					    .act = act_q8 ? NS_ACT_Q8 : NS_ACT_F32,
 					    .beat = beat, .beat_user = beat_user };
 	struct ns_fwd_opts fo = { .n_ctx = n_ctx };
-	struct nsc_dmodel *d = calloc(1, sizeof(*d));
+	struct ns_model *m = NULL;
+	struct ns_weights *w = NULL;
+	struct ns_fwd *f = NULL;
 	int rc;
 
 	*out = NULL;
-	if (!d)
-		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
-	rc = ns_model_open_flags(path, NS_MODEL_OPEN_NO_VOCAB, &d->m, err, errlen);
+	rc = ns_model_open_flags(path, NS_MODEL_OPEN_NO_VOCAB, &m, err, errlen);
 	if (rc < 0 && rc != -ENOMEM)
 		rc = -EINVAL; /* missing, unreadable or malformed: bad input */
 	if (rc == 0)
-		rc = ns_weights_fused_new(d->m, &wo, &d->w, err, errlen);
+		rc = ns_weights_fused_new(m, &wo, &w, err, errlen);
 	if (rc == 0)
-		rc = ns_fwd_new(d->m, d->w, &fo, &d->f, err, errlen);
-	if (rc == 0 && ns_fwd_n_vocab(d->f) != n_vocab) {
-		ns_errf(err, errlen, "the draft model's vocabulary has %u tokens, the model's %u",
-			ns_fwd_n_vocab(d->f), n_vocab);
-		rc = -EINVAL;
-	}
-	if (rc == 0) {
-		d->n_vocab = n_vocab;
-		d->cap = ns_fwd_n_ctx(d->f);
-		d->logits = malloc((size_t)n_vocab * sizeof(*d->logits));
-		d->seq = malloc((size_t)d->cap * sizeof(*d->seq));
-		d->kv = malloc((size_t)d->cap * sizeof(*d->kv));
-		if (!d->logits || !d->seq || !d->kv) {
-			ns_errf(err, errlen, "out of memory for the draft model");
-			rc = -ENOMEM;
-		}
-	}
-	if (rc < 0) {
-		nsc_dmodel_free(&d);
-		return rc;
-	}
-	*out = d;
-	return 0;
+		rc = ns_fwd_new(m, w, &fo, &f, err, errlen);
+	if (rc == 0)
+		return nsc_dmodel_adopt(m, w, f, n_vocab, out, err, errlen);
+	ns_fwd_destroy(&f);
+	ns_weights_destroy(&w);
+	ns_model_close(&m);
+	return rc;
 }
 
 void nsc_dmodel_free(struct nsc_dmodel **dp)
@@ -81,6 +101,11 @@ void nsc_dmodel_free(struct nsc_dmodel **dp)
 	free(d->kv);
 	free(d);
 	*dp = NULL;
+}
+
+struct ns_fwd *nsc_dmodel_fwd(struct nsc_dmodel *d)
+{
+	return d->f;
 }
 
 void nsc_dmodel_begin(struct nsc_dmodel *d, uint32_t keep, const int32_t *tokens, uint32_t n)

@@ -3,6 +3,7 @@
  * provider (weights not in VRAM come through nsio as on the cpu backend, then are copied to
  * the device block by block). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "cfwd.h"
 #include "client.h"
+#include "compute_draft_model.h"
 #include "compute_eval.h"
 #include "model.h"
 #include "ns_util.h"
@@ -89,15 +91,63 @@ done:
 	return rc < 0 ? rc : 0;
 }
 
+/* The draft model's VRAM (--draft-model on cuda): its arena comes out of --vram-budget, as
+ * nsctl counted it (nsplan's reserve holds it: budgets.c); one line when it cannot. */
+static int s_draft_need(struct nsc_proc *p, uint64_t *need, char *err, size_t errlen)
+{
+	char why[NS_ERR_LEN], a[32], b[32];
+	int rc;
+
+	*need = 0;
+	if (!p->draft_path || !p->n_ctx) /* no -c: the pass refuses it below */
+		return 0;
+	rc = nsc_dmodel_vram_need(p->draft_path, p->n_ctx, need, why, sizeof(why));
+	if (rc < 0)
+		return ns_errf(err, errlen, "--draft-model %.200s: %.200s", p->draft_path, why), rc;
+	if (p->vram_budget && *need >= p->vram_budget)
+		return ns_errf(err, errlen, "--draft-model %.200s: its %s of VRAM (weights, KV cache "
+			       "and scratch at -c %u) does not fit in --vram-budget %s",
+			       p->draft_path, ns_format_bytes(*need, a, sizeof(a)), p->n_ctx,
+			       ns_format_bytes(p->vram_budget, b, sizeof(b))), -ENOMEM;
+	return 0;
+}
+
+/* A heartbeat per slice of the draft's upload: the stall watch must not take it for a hang. */
+static void s_beat(void *c)
+{
+	ns_client_beat(c);
+}
+
+/* The draft model resident in VRAM beside the pass (compute_draft_cuda.c). */
+static int s_draft_open(struct nsc_proc *p, uint64_t need, char *err, size_t errlen)
+{
+	char why[NS_ERR_LEN], a[32], b[32];
+	struct ns_cfwd_stats st, pst;
+	int rc;
+
+	rc = nsc_dmodel_open_cuda(p->draft_path, ns_fwd_n_ctx(p->f), p->act_q8,
+				  ns_fwd_n_vocab(p->f), need, s_beat, p->c, &p->dm, why, sizeof(why));
+	if (rc < 0)
+		return ns_errf(err, errlen, "--draft-model %.200s: %.200s", p->draft_path, why), rc;
+	ns_cfwd_stats(nsc_dmodel_fwd(p->dm), &st);
+	ns_cfwd_stats(p->f, &pst);
+	fprintf(stderr, "nscompute: cuda: draft model: %s of weights in VRAM, arena %s; the two "
+		"arenas %" PRIu64 " B of --vram-budget %" PRIu64 " B\n",
+		ns_format_bytes(st.vram_bytes, a, sizeof(a)),
+		ns_format_bytes(st.vram_budget, b, sizeof(b)), st.vram_budget + pst.vram_budget,
+		p->vram_budget);
+	return 0;
+}
+
 int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 {
 	struct ns_cfwd_window *w = NULL;
 	struct ns_cfwd_opts o = { 0 };
 	struct ns_cfwd_stats st;
-	uint64_t n = 0;
-	int rc = 0;
+	uint64_t n = 0, draft = 0;
+	int rc = s_draft_need(p, &draft, err, errlen);
 
-	if (p->vram_budget)
+	if (rc == 0 && p->vram_budget)
 		rc = s_plan_windows(p, &w, &n, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -105,7 +155,8 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	o.act_q8 = p->act_q8; /* int8 activations in decode GEMVs, as the CPU's --act q8 */
 	o.kv_k = p->kv_k;     /* -ctk / -ctv: the cache the CPU pass would keep */
 	o.kv_v = p->kv_v;
-	o.vram_budget = p->vram_budget;
+	/* the draft's arena out of the budget (s_draft_need: draft < vram_budget) */
+	o.vram_budget = p->vram_budget ? p->vram_budget - draft : 0;
 	o.reserve_vram = 0; /* exactly what KV, scratch, vectors and staging take */
 	o.vram = w;
 	o.n_vram = n;
@@ -134,6 +185,8 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 			(unsigned long long)n, ns_format_bytes(st.vram_budget, b, sizeof(b)),
 			ns_format_bytes(st.vram_used, c, sizeof(c)));
 	}
+	if (rc == 0 && p->draft_path)
+		rc = s_draft_open(p, draft, err, errlen);
 	return rc;
 }
 
@@ -201,6 +254,7 @@ void nsc_cuda_detach(struct nsc_proc *p)
 				"memory\n", ns_format_bytes(st.logits_bytes, a, sizeof(a)),
 				ns_format_bytes(st.logits_pageable_bytes, b, sizeof(b)));
 	}
+	nsc_dmodel_free(&p->dm); /* its own arena */
 	ns_fwd_destroy(&p->f); /* device work done before the arena is unlocked */
 	if (p->arena_pinned)
 		ns_cuda_host_unregister((void *)p->arena_pinned);

@@ -15,7 +15,8 @@
  *
  * --draft-model: a small model of the same vocabulary read wholly into this process's RAM, with
  * its own pass and KV cache of -c positions: the drafter of speculative generation
- * (NS_DRAFT_MODEL, compute_draft_model.h). It lives here, beside the pass that verifies its
+ * (NS_DRAFT_MODEL, compute_draft_model.h). With --backend cuda it is read into VRAM instead,
+ * its pass a CUDA one, its arena taken from --vram-budget (cuda_attach.c). It lives here, beside the pass that verifies its
  * drafts, so drafting costs no message or copy per token (docs/decisions.md).
  *
  * --draft-mtp: the model's MTP block (Qwen3.5) read into RAM beside the pass, following its
@@ -297,7 +298,8 @@ static int s_attach(struct nsc_proc *p)
 		fo.n_rollback = 1 + NS_CMSG_MAX_DRAFT;
 		rc = ns_fwd_new(p->m, p->w, &fo, &p->f, err, sizeof(err));
 	}
-	if (rc == 0 && p->draft_path) { /* resident: every tensor read now, once */
+	/* resident: every tensor read now, once (cuda: into VRAM, by nsc_cuda_attach) */
+	if (rc == 0 && p->draft_path && !p->cuda) {
 		char derr[NS_ERR_LEN];
 
 		rc = nsc_dmodel_open(p->draft_path, ns_fwd_n_ctx(p->f), p->threads, p->act_q8,

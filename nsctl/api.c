@@ -189,6 +189,15 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 						    sizeof(e->err));
 		if (rc == 0)
 			rc = nse_budgets_resolve(e, n_ctx_asked);
+		/* a draft model on cuda: its arena out of the VRAM budget, which nsplan's reserve
+		 * keeps for it (draft_model.h); refused in one line when it does not fit */
+		if (rc == 0 && e->o.draft_model && !strcmp(e->o.backend, "cuda") &&
+		    e->o.vram_budget)
+			rc = nsctl_draft_vram_reserve(e->model_path, e->o.draft_model, e->o.n_ctx,
+						      e->o.cache_type_k, e->o.cache_type_v,
+						      e->o.vram_budget, e->o.reserve_vram,
+						      &e->o.reserve_vram, NULL, e->err,
+						      sizeof(e->err));
 		if (rc == 0 && !e->o.mem_budget) {
 			/* enough for the whole model plus slack, at most 512 MiB: a small model
 			 * does not pay for mapping a large arena */

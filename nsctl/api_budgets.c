@@ -32,8 +32,9 @@ int nse_budgets_resolve(struct ns_engine *e, uint32_t n_ctx_asked)
 		e->o.ram_budget = ram;
 		return 0;
 	}
-	/* --draft mtp: the model's own block counts as the draft (budgets.h) */
-	draft = e->o.draft_mtp ? NSCTL_DRAFT_MTP : e->o.draft_model;
+	/* --draft mtp: the model's own block counts as the draft; a draft model on cuda is
+	 * counted in VRAM (api.c), not here (budgets.h) */
+	draft = nsctl_ram_draft(e->o.draft_mtp, e->o.draft_model, e->o.backend);
 	rc = nsctl_pick_budgets(who, e->model_path, draft, &tw, n_ctx_asked,
 				e->o.n_seq ? e->o.n_seq : 1,
 				e->o.cache_type_k,

@@ -283,6 +283,19 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 				ns_format_bytes(gpu_fixed, s[2], 32), fx->n_ctx, least, gpu_fixed);
 			return 2;
 		}
+		/* a draft model's arena beside the pass: out of the budget, in the reserve */
+		if (a->draft_vram && a->b.vram - a->b.reserve_vram < a->draft_vram) {
+			s_refuse(a, "the draft model's %s of VRAM (weights, KV cache and scratch at "
+				 "-c %u) does not fit: with the cuda pass's %s it exceeds "
+				 "--vram-budget %s; smallest workable: --vram-budget %" PRIu64 " (or a "
+				 "smaller draft, a lower -c, or --backend cpu)",
+				 ns_format_bytes(a->draft_vram, s[0], 32), fx->n_ctx,
+				 ns_format_bytes(a->b.reserve_vram, s[1], 32),
+				 ns_format_bytes(a->b.vram, s[2], 32),
+				 a->b.reserve_vram + a->draft_vram);
+			return 2;
+		}
+		a->b.reserve_vram += a->draft_vram;
 	} else if (a->reserve_given && a->b.reserve_vram) {
 		s_refuse(a, "--reserve-vram needs a --vram-budget");
 		return 2;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "budget_defaults.h"
 #include "fixed_mem.h"
@@ -35,11 +36,23 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 			struct ns_hparams *hp, struct ns_summary *sum, struct nsplan_fixed *fx,
 			char *err, size_t errlen);
 
+#define NSCTL_DRAFT_MTP "mtp"
+
+/* The drafter counted in the RAM fixed set: --draft mtp's block (NSCTL_DRAFT_MTP), or a draft
+ * model on the cpu backend; on the cuda backend a draft model lives in VRAM, counted in the
+ * VRAM reserve instead (draft_model.h nsctl_draft_vram_reserve): NULL. */
+static inline const char *nsctl_ram_draft(bool mtp, const char *draft_model,
+					  const char *backend)
+{
+	if (mtp)
+		return NSCTL_DRAFT_MTP;
+	return backend && !strcmp(backend, "cuda") ? NULL : draft_model;
+}
+
 /* A draft model (--draft PATH; NULL: none) resident beside the model m: its tensors, KV cache
  * at fx->n_ctx and scratch (draft_model.h) added to the fixed set as fx->draft_bytes; draft
  * NSCTL_DRAFT_MTP ("mtp", --draft mtp): m's own MTP block (nsplan_mtp_bytes). 0, or -errno
  * with one line in err. */
-#define NSCTL_DRAFT_MTP "mtp"
 int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const struct ns_model *m,
 			  const struct ns_hparams *hp, const char *draft, char *err, size_t errlen);
 
@@ -75,6 +88,9 @@ struct nsctl_budget_req {
 	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv, NULL = f32): the GPU fixed set */
 	bool reserve_given, ram_given, mem_given, embd_resident;
 	struct nsplan_mem_paths paths;
+	uint64_t draft_vram; /* a draft model's arena on the cuda backend (nsctl_draft_vram):
+			      * with a VRAM budget, added to the reserve (given or default) and
+			      * refused in one line when the budget cannot hold it */
 };
 
 /* Check the given budgets and complete the others (budget_defaults.h) for model m at the

@@ -27,6 +27,8 @@
 #include <string.h>
 
 #include "bench.h"
+#include "budgets.h"
+#include "draft_model.h"
 #include "commands.h"
 #include "diskbw.h"
 #include "hparams.h"
@@ -269,15 +271,18 @@ int cmd_bench(int argc, char **argv)
 	size_t nc = 0, nrow = 0, nd;
 	int rc = 0, exit_code = 0;
 
+	const char *ram_draft; /* the draft model counted in RAM: on cuda it is in VRAM */
+
 	if (bench_parse(&o, argc, argv))
 		return 2;
+	ram_draft = nsctl_ram_draft(false, o.draft_model, o.backend);
 	if ((rc = nsctl_model_arg("nsctl bench", &o.model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
 	if (!o.budgets.n && !o.ram.n) { /* as nsctl run: what nsctl plan would choose */
 		uint64_t mem = 0, ram = 0;
 		char line[320];
 
-		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, o.draft_model, NULL, o.n_ctx, 1, o.ctk,
+		if ((rc = nsctl_pick_budgets("nsctl bench", o.model, ram_draft, NULL, o.n_ctx, 1, o.ctk,
 					     o.ctv, false, &mem, false, &ram, line, sizeof(line),
 					     NULL, 0)))
 			return rc;
@@ -301,12 +306,25 @@ int cmd_bench(int argc, char **argv)
 			mems[i] = cfg[i].mem;
 			rams[i] = cfg[i].ram;
 		}
-		rc = nsctl_check_budgets("nsctl bench", o.model, o.draft_model, NULL, o.n_ctx, 1,
+		rc = nsctl_check_budgets("nsctl bench", o.model, ram_draft, NULL, o.n_ctx, 1,
 					 o.ctk, o.ctv, mems, rams, nc);
 		for (size_t i = 0; i < o.vram.n && cfg[0].cuda && !rc; i++)
 			if (o.vram.v[i])
 				rc = nsctl_check_vram("nsctl bench", o.model, o.n_ctx, o.ctk,
 						      o.ctv, o.vram.v[i], 0);
+		/* a draft model on cuda: its arena out of each VRAM budget (draft_model.h) */
+		for (size_t i = 0; i < o.vram.n && o.draft_model && !ram_draft && !rc; i++) {
+			uint64_t r;
+
+			if (o.vram.v[i] &&
+			    nsctl_draft_vram_reserve(o.model, o.draft_model,
+						     o.n_ctx ? o.n_ctx : NSCTL_DEFAULT_CTX, o.ctk,
+						     o.ctv, o.vram.v[i], 0, &r, NULL, err,
+						     sizeof(err)) < 0) {
+				fprintf(stderr, "nsctl bench: %s\n", err);
+				rc = 2;
+			}
+		}
 		if (rc) {
 			exit_code = rc;
 			goto done;

@@ -9,6 +9,7 @@
 #include "budgets.h"
 #include "cmd_opt.h"
 #include "commands.h"
+#include "draft_model.h"
 #include "fixed_mem.h"
 #include "arch.h"
 #include "gpu_need.h"
@@ -34,6 +35,7 @@ struct s_args {
 	const char *ctk, *ctv; /* KV cache types (-ctk / -ctv), NULL = f32 */
 	const char *draft;     /* --draft MODEL: a draft model counted in the fixed set; "mtp":
 				* the model's MTP block (--draft mtp) */
+	bool cuda;             /* --backend cuda: a draft model counted in VRAM instead */
 	struct nsctl_images img; /* --mmproj and its limits: the tower counted as run counts it */
 };
 
@@ -55,10 +57,12 @@ static void s_usage(FILE *f)
 	fprintf(f, "usage: nsctl plan MODEL [--vram-budget B] [--reserve-vram B] [--ram-budget B] "
 		   "[--mem-budget B] [-c CTX] [--json [--windows]] [--embd-resident] [--stats FILE] "
 		   "[--overhead B] [--meminfo FILE --cgroup-file FILE --cgroup-root DIR] "
-		   "[-ctk T] [-ctv T] [--draft MODEL|mtp] [--mmproj F | --no-mmproj] [--max-patches N] "
-		   "[--min-pixels N] [--max-pixels N]\n"
+		   "[-ctk T] [-ctv T] [--draft MODEL|mtp] [--backend cpu|cuda] [--mmproj F | "
+		   "--no-mmproj] [--max-patches N] [--min-pixels N] [--max-pixels N]\n"
 		   "  --draft: a draft model (nsctl run --draft) counted in the fixed set; mtp: the\n"
 		   "    model's MTP block (nsctl run --draft mtp)\n"
+		   "  --backend cuda: a draft model is counted in VRAM (its weights, KV cache and\n"
+		   "    scratch in the reserve beside the pass's), not in the fixed set\n"
 		   "  --mmproj: a vision tower (nsctl run --mmproj) and its images' working memory "
 		   "for images\n    of up to --max-patches tokens (and within --min-pixels, "
 		   "--max-pixels) counted in the fixed set;\n    without it, the one mmproj*.gguf "
@@ -85,7 +89,7 @@ static int s_parse_size(const char *opt, const char *v, uint64_t *out)
 enum {
 	O_HELP = 1, O_MODEL, O_VRAM, O_RESERVE, O_RAM, O_MEM, O_OVERHEAD, O_CTX, O_CTK, O_CTV,
 	O_MEMINFO, O_CGROUP_FILE, O_CGROUP_ROOT, O_STATS, O_JSON, O_WINDOWS, O_EMBD_RESIDENT,
-	O_DRAFT,
+	O_DRAFT, O_BACKEND,
 };
 
 static const struct ns_opt s_opts[] = {
@@ -104,6 +108,7 @@ static const struct ns_opt s_opts[] = {
 	{ "cgroup-root", NULL, NS_OPT_VALUE, O_CGROUP_ROOT },
 	{ "stats", NULL, NS_OPT_VALUE, O_STATS },
 	{ "draft", NULL, NS_OPT_VALUE, O_DRAFT },
+	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
 	{ "json", NULL, NS_OPT_SWITCH, O_JSON },
 	{ "windows", NULL, NS_OPT_SWITCH, O_WINDOWS },
 	{ "embd-resident", NULL, NS_OPT_SWITCH, O_EMBD_RESIDENT },
@@ -167,6 +172,13 @@ static int s_on_opt(void *user, const struct ns_opt *o, const char *f, const cha
 		return 0;
 	case O_DRAFT:
 		a->draft = v;
+		return 0;
+	case O_BACKEND:
+		if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
+			fprintf(stderr, "nsctl plan: %s expects cpu or cuda, got '%s'\n", f, v);
+			return -EINVAL;
+		}
+		a->cuda = !strcmp(v, "cuda");
 		return 0;
 	case O_JSON:
 		a->json = true;
@@ -261,7 +273,16 @@ static void s_print_text(const struct s_report *r)
 		       ns_format_bytes(r->dflt->arena_want, s[2], 32), NS_DEFAULT_LOOKAHEAD,
 		       ns_format_bytes(NSPLAN_DEFAULT_BLOCK_BYTES, s[3], 32),
 		       ns_format_bytes(nsctl_cacheable_bytes(r->m, r->hp, a->q.embd_resident), s[4], 32));
-	if (pl->hdr.vram_budget)
+	if (pl->hdr.vram_budget && a->q.draft_vram)
+		printf("budgets:      --vram-budget %s (--reserve-vram %s for KV cache (%s) and "
+		       "scratch, and the draft model's %s)\n",
+		       ns_format_bytes(pl->hdr.vram_budget, s[0], 32),
+		       ns_format_bytes(pl->hdr.reserve_vram, s[1], 32),
+		       s_kv_types(a, kvt, sizeof(kvt)), ns_format_bytes(a->q.draft_vram, s[2], 32));
+	else if (a->q.draft_vram) /* no budget to hold it against: the figure alone */
+		printf("budgets:      --vram-budget 0 (no GPU tier); the draft model takes %s of "
+		       "VRAM\n", ns_format_bytes(a->q.draft_vram, s[0], 32));
+	else if (pl->hdr.vram_budget)
 		printf("budgets:      --vram-budget %s (--reserve-vram %s for KV cache (%s) and "
 		       "scratch)\n", ns_format_bytes(pl->hdr.vram_budget, s[0], 32),
 		       ns_format_bytes(pl->hdr.reserve_vram, s[1], 32),
@@ -394,6 +415,7 @@ static void s_print_json(const struct s_report *r)
 	jo_begin_obj(&j);
 	jo_key(&j, "vram"); jo_u64(&j, pl->hdr.vram_budget);
 	jo_key(&j, "reserve_vram"); jo_u64(&j, pl->hdr.reserve_vram);
+	jo_key(&j, "draft_vram"); jo_u64(&j, r->a->q.draft_vram); /* in reserve_vram */
 	jo_key(&j, "ram"); jo_u64(&j, pl->hdr.ram_budget);
 	jo_key(&j, "mem"); jo_u64(&j, pl->hdr.mem_budget);
 	jo_key(&j, "ram_default"); jo_bool(&j, !r->a->q.ram_given);
@@ -550,8 +572,12 @@ int cmd_plan(int argc, char **argv)
 	a.q.ctv = a.ctv;
 	ret = nsctl_budget_inputs(m, a.n_ctx, a.ctk, a.ctv, a.overhead_given ? &a.overhead : NULL,
 				  false, &hp, &sum, &fx, err, sizeof(err));
-	if (!ret)
-		ret = nsctl_fixed_add_draft(&fx, m, &hp, a.draft, err, sizeof(err));
+	if (!ret) /* a draft model on cuda: in VRAM, not in the fixed set (budgets.h) */
+		ret = nsctl_fixed_add_draft(&fx, m, &hp, nsctl_ram_draft(a.draft && !strcmp(
+						    a.draft, NSCTL_DRAFT_MTP), a.draft,
+						    a.cuda ? "cuda" : "cpu"), err, sizeof(err));
+	if (!ret && a.cuda && a.draft && strcmp(a.draft, NSCTL_DRAFT_MTP))
+		ret = nsctl_draft_vram(a.draft, fx.n_ctx, &a.q.draft_vram, err, sizeof(err));
 	if (!ret && a.img.mmproj) {
 		const struct nsctl_tower tw = { .mmproj = a.img.mmproj,
 						.lim = { .max_tokens = a.img.max_tokens,

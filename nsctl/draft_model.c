@@ -1,12 +1,15 @@
 /* draft_model.c - see draft_model.h. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "arch.h"
+#include "commands.h"
 #include "draft_model.h"
 #include "fixed_mem.h"
 #include "gguf.h"
+#include "gpu_need.h"
 #include "hparams.h"
 #include "model.h"
 #include "ns_util.h"
@@ -124,4 +127,64 @@ int nsctl_draft_bytes(const char *draft, uint32_t n_ctx, uint64_t *bytes, char *
 		ns_errf(err, errlen, "--draft %s: %s", draft, why);
 	ns_model_close(&d);
 	return rc;
+}
+
+int nsctl_draft_vram(const char *draft, uint32_t n_ctx, uint64_t *bytes, char *err,
+		     size_t errlen)
+{
+	struct ns_model *d = NULL;
+	char why[NS_ERR_LEN];
+	int rc = ns_model_open(draft, &d, why, sizeof(why));
+
+	*bytes = 0;
+	if (rc == 0) /* as nscompute sizes its arena (compute_draft_cuda.c) */
+		rc = nsplan_gpu_resident_need(d, n_ctx, NSPLAN_GPU_RESIDENT_STAGE, bytes, why,
+					      sizeof(why));
+	if (rc < 0)
+		ns_errf(err, errlen, "--draft %s: %s", draft, why);
+	ns_model_close(&d);
+	return rc;
+}
+
+int nsctl_draft_vram_reserve(const char *model, const char *draft, uint32_t n_ctx,
+			     const char *ctk, const char *ctv,
+			     uint64_t vram, uint64_t reserve, uint64_t *plan_reserve,
+			     uint64_t *draft_vram, char *err, size_t errlen)
+{
+	struct ns_model *m = NULL;
+	struct nsplan_gpu_need gn;
+	char why[NS_ERR_LEN], s[4][32];
+	uint64_t d = 0, sum;
+	int rc;
+
+	*plan_reserve = reserve;
+	rc = nsctl_draft_vram(draft, n_ctx, &d, err, errlen);
+	if (rc < 0)
+		return rc;
+	if (draft_vram)
+		*draft_vram = d;
+	if (!reserve) { /* nsplan's own default: the target pass's set (gpu_need.h) */
+		rc = ns_model_open(model, &m, why, sizeof(why));
+		if (rc == 0)
+			rc = nsplan_gpu_need(m, n_ctx, 0, 0, (enum ns_kv_type)nsctl_kv_enum(ctk),
+					     (enum ns_kv_type)nsctl_kv_enum(ctv), &gn, why,
+					     sizeof(why));
+		ns_model_close(&m);
+		if (rc < 0)
+			return ns_errf(err, errlen, "%s", why), rc;
+		reserve = gn.total;
+	}
+	if (ns_add_u64_overflow(reserve, d, &sum))
+		return ns_errf(err, errlen, "--draft %s: the VRAM sizes overflow", draft),
+		       -EOVERFLOW;
+	if (vram && sum > vram)
+		return ns_errf(err, errlen, "--draft %s: the draft model's %s of VRAM (weights, KV "
+			       "cache and scratch at -c %u) does not fit: with the cuda pass's %s "
+			       "it exceeds --vram-budget %s; smallest workable: --vram-budget %"
+			       PRIu64 " (or a smaller draft, a lower -c, or --backend cpu)", draft,
+			       ns_format_bytes(d, s[0], 32), n_ctx,
+			       ns_format_bytes(reserve, s[1], 32), ns_format_bytes(vram, s[2], 32),
+			       sum), -ENOSPC;
+	*plan_reserve = sum;
+	return 0;
 }

@@ -9,6 +9,7 @@
 #include "budgets.h"
 #include "chat_repl.h"
 #include "commands.h"
+#include "draft_model.h"
 #include "engine_flags.h"
 #include "ns_opt.h"
 #include "ns_util.h"
@@ -324,21 +325,45 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 					.lim = { .max_tokens = eo->max_image_tokens,
 						 .min_pixels = eo->min_image_pixels,
 						 .max_pixels = eo->max_image_pixels } };
-	/* --draft mtp: the model's own block counts as the draft (budgets.h) */
-	const char *draft = eo->draft_mtp ? NSCTL_DRAFT_MTP : eo->draft_model;
+	/* --draft mtp: the model's own block counts as the draft; a draft model on cuda is in
+	 * VRAM, not in the RAM fixed set (budgets.h) */
+	const char *draft = nsctl_ram_draft(eo->draft_mtp, eo->draft_model, eo->backend);
+	const char *vram_draft = eo->draft_model && !draft ? eo->draft_model : NULL;
+	const uint32_t n_ctx = eo->n_ctx ? eo->n_ctx : NSCTL_DEFAULT_CTX;
+	char err[NS_ERR_LEN], s[32];
+	uint64_t d = 0, r;
 	int rc;
 
+	if (vram_draft && nsctl_draft_vram(vram_draft, n_ctx, &d, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return 2;
+	}
 	if (a->ngl > 0 && !eo->vram_budget) { /* -ngl N: N layers' worth of VRAM */
 		rc = nsctl_ngl_vram(who, model, eo->n_ctx, eo->cache_type_k, eo->cache_type_v,
 				    a->ngl, &eo->vram_budget);
 		if (rc)
 			return rc;
+		if (d && ns_add_u64_overflow(eo->vram_budget, d, &eo->vram_budget)) {
+			fprintf(stderr, "%s: -ngl: the VRAM budget overflows\n", who);
+			return 2;
+		}
+		if (d)
+			fprintf(stderr, "%s: -ngl: and the draft model's %s: --vram-budget %" PRIu64
+				"\n", who, ns_format_bytes(d, s, sizeof(s)), eo->vram_budget);
 	}
 	if (eo->vram_budget) {
 		rc = nsctl_check_vram(who, model, eo->n_ctx, eo->cache_type_k, eo->cache_type_v,
 				      eo->vram_budget, eo->reserve_vram);
 		if (rc)
 			return rc;
+	}
+	/* the draft model's arena comes out of the VRAM budget: one line when it does not fit */
+	if (vram_draft && eo->vram_budget &&
+	    (rc = nsctl_draft_vram_reserve(model, vram_draft, n_ctx, eo->cache_type_k,
+					   eo->cache_type_v, eo->vram_budget,
+					   eo->reserve_vram, &r, NULL, err, sizeof(err))) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return rc == -ENOMEM ? 1 : 2;
 	}
 	/* both named: a session the memory can hold, the fixed set counted
 	 * (nsctl_check_budgets) */

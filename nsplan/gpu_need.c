@@ -278,3 +278,35 @@ held:
 	}
 	return 0;
 }
+
+int nsplan_gpu_resident_need(const struct ns_model *m, uint32_t n_ctx, uint64_t stage_bytes,
+			     uint64_t *bytes, char *err, size_t errlen)
+{
+	struct nsplan_gpu_need g;
+	struct ns_hparams hp;
+	uint64_t w = 0;
+	int rc;
+
+	*bytes = 0;
+	rc = nsplan_gpu_need(m, n_ctx, 0, stage_bytes, NS_KV_F32, NS_KV_F32, &g, err, errlen);
+	if (rc == 0)
+		rc = ns_hparams_load(m, &hp, err, errlen);
+	if (rc < 0)
+		return rc;
+	/* every tensor the pass multiplies or looks rows up in, whole: one allocation each
+	 * (cfwd_vram.c cfwd_windows with all_resident); they replace the windows' slack */
+	for (uint64_t i = 0; i < m->n_tensors; i++) {
+		const struct ns_model_tensor *t = &m->tensors[i];
+		const enum ns_role role = ns_arch_role(&hp, t);
+
+		if (role == NS_ROLE_HELD || role == NS_ROLE_UNUSED)
+			continue;
+		if (!s_acc(&w, t->n_bytes, 1, 1, 1))
+			goto overflow;
+	}
+	if (!ns_add_u64_overflow(g.total - g.slack, w, bytes))
+		return 0;
+overflow:
+	ns_errf(err, errlen, "GPU sizes overflow (%llu tensors)", (unsigned long long)m->n_tensors);
+	return -EOVERFLOW;
+}

@@ -44,6 +44,16 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		    uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
 		    struct nsplan_gpu_need *out, char *err, size_t errlen);
 
+/* The VRAM of a CUDA pass with every weight matrix whole in VRAM (cfwd.h all_resident: a draft
+ * model on the cuda backend, --draft MODEL): the pass's set above without the windows' slack,
+ * plus each tensor it multiplies or looks rows up in, rounded to the granule (stage_bytes as
+ * above; 1: slots of the widest row, a pass with nothing to stage). Equals ns_cfwd_vram_need's
+ * total for the same n_ctx and stage_bytes (its KV cache f32, as the draft pass keeps it). 0,
+ * or -EINVAL / -EOVERFLOW with a line in err. */
+#define NSPLAN_GPU_RESIDENT_STAGE 1ull
+int nsplan_gpu_resident_need(const struct ns_model *m, uint32_t n_ctx, uint64_t stage_bytes,
+			     uint64_t *bytes, char *err, size_t errlen);
+
 /* a rounded up to the granule. */
 static inline uint64_t nsplan_gpu_round(uint64_t a)
 {

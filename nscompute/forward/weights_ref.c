@@ -3,7 +3,9 @@
  * Every call reads the rows it needs from the tensor's shard with pread (nothing is cached),
  * dequantizes them with ns_dequant_rows (bit-exact with ggml's to_float) and accumulates each
  * dot product in double precision, columns in order. Windows are walked in blocks of whole
- * rows of at most S_BLOCK_BYTES raw bytes, as the streamed provider will. */
+ * rows of at most S_BLOCK_BYTES raw bytes, as the streamed provider will; visit hands out the
+ * raw rows in the same blocks (the CUDA pass fills VRAM from them: a draft model on the cuda
+ * backend, nscompute/compute_draft_cuda.c, so no RAM copy of the file is ever held). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -126,6 +128,45 @@ static int s_get_rows(void *ctx, uint32_t tensor, const int64_t *rows, uint64_t 
 	return 0;
 }
 
+/* Raw rows in blocks of at most S_BLOCK_BYTES (one row when a row is larger), read into r->raw
+ * (so data is valid until the next block, as visit promises). */
+static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		   ns_weights_block_fn cb, void *cbctx)
+{
+	struct s_ref *r = ctx;
+	const struct ns_model_tensor *t = ns_weights_tensor(r->m, tensor, r->err, sizeof(r->err));
+	uint64_t block;
+
+	if (!t)
+		return -EINVAL;
+	if (ns_weights_check_window(t, row0, row_end, UINT64_MAX, r->err, sizeof(r->err)))
+		return -EINVAL;
+	block = t->row_bytes && t->row_bytes <= S_BLOCK_BYTES ? S_BLOCK_BYTES / t->row_bytes : 1;
+	for (uint64_t b0 = row0; b0 < row_end; b0 += block) {
+		uint64_t nb = row_end - b0 < block ? row_end - b0 : block, len;
+		int rc;
+
+		if (ns_mul_u64_overflow(nb, t->row_bytes, &len) || len > SIZE_MAX) {
+			ns_errf(r->err, sizeof(r->err), "%s: block size overflows", t->name);
+			return -EOVERFLOW;
+		}
+		if (s_reserve((void **)&r->raw, &r->raw_cap, (size_t)len) < 0) {
+			ns_errf(r->err, sizeof(r->err), "%s: out of memory for a block", t->name);
+			return -ENOMEM;
+		}
+		rc = ns_model_read_rows(r->m, r->fds, t, b0, nb, r->raw);
+		if (rc < 0) {
+			ns_errf(r->err, sizeof(r->err), "%s: reading rows %llu..%llu of %s: %s",
+				t->name, (unsigned long long)b0, (unsigned long long)(b0 + nb),
+				r->m->shards[t->shard]->path, strerror(-rc));
+			return rc;
+		}
+		if ((rc = cb(cbctx, b0, nb, r->raw)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
 static const char *s_last_error(void *ctx)
 {
 	return ((struct s_ref *)ctx)->err;
@@ -152,6 +193,7 @@ static const struct ns_weights_ops s_ref_ops = {
 	.name = "ref",
 	.matmul = s_matmul,
 	.get_rows = s_get_rows,
+	.visit = s_visit,
 	.last_error = s_last_error,
 	.destroy = s_destroy,
 };

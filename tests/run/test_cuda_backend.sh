@@ -115,7 +115,8 @@ echo "GB read per token: none $n, part $p, all $a"
 awk -v n="$n" -v p="$p" -v a="$a" 'BEGIN { exit !(n > 0 && p < n && a < p && a < 0.00001) }' ||
     fail "bytes per token do not fall with VRAM: none $n, part $p, all $a"
 # speculative decoding: the verification chunks and the KV cut-backs are the CUDA pass's, a
-# draft model's pass the cpu's beside it; greedy text unchanged. A model with a recurrent
+# draft model's pass a CUDA one too, its weights in VRAM (its arena out of --vram-budget, a
+# budget without room for it refused in one line); greedy text unchanged. A model with a recurrent
 # state (qwen35) is refused with one line before any process starts.
 if "$nsctl" info "$model" 2>/dev/null | grep -q '^recurrent:'; then
     run specng --backend cuda --draft ngram
@@ -126,10 +127,37 @@ if "$nsctl" info "$model" 2>/dev/null | grep -q '^recurrent:'; then
 else
     run specng --backend cuda --draft ngram --vram-budget "$part" ||
         fail "cuda --draft ngram: exit $?"
-    run specdm --backend cuda --draft "$model" || fail "cuda --draft MODEL: exit $?"
+    run specdm --backend cuda --draft "$model" --verbose || fail "cuda --draft MODEL: exit $?"
     grep -q "| draft [1-9][0-9]*, accepted [1-9]" "$tmp/specdm.err" ||
         fail "cuda --draft MODEL (itself): no draft accepted"
-    for r in specng specdm; do
+    # the draft model in VRAM (its own arena), not in nscompute's RAM
+    grep -q "nscompute: cuda: draft model: .* of weights in VRAM, arena" "$tmp/specdm.err" ||
+        fail "cuda --draft MODEL: the draft model was not put in VRAM (or not reported)"
+    # its arena comes out of --vram-budget: the whole model and the draft in VRAM, and the
+    # budget that holds the model alone refused in one line with the smallest workable one
+    dv=$("$nsctl" plan "$model" -c 256 --mem-budget 4MB --ram-budget 0 --backend cuda \
+        --draft "$model" --json | sed -n 's/.*"draft_vram": *\([0-9]*\).*/\1/p')
+    [ -n "$dv" ] && [ "$dv" -gt "$size" ] ||
+        fail "nsctl plan --backend cuda --draft: no draft_vram above the file's size ($dv)"
+    # with part of the model in VRAM and the draft's room beside it: the plan's windows are
+    # those without a draft (as many bytes read per token), both arenas within the budget
+    run specdmpart --backend cuda --draft "$model" --vram-budget "$((part + dv))" --verbose ||
+        fail "cuda --draft MODEL, $((part + dv)) B: exit $?"
+    both=$(sed -n 's/.*nscompute: cuda: draft model: .* of weights in VRAM, arena .*; the two arenas \([0-9]*\) B of --vram-budget \([0-9]*\) B$/\1 \2/p' \
+        "$tmp/specdmpart.err")
+    [ -n "$both" ] || fail "cuda --draft MODEL with a budget: no draft model in VRAM reported"
+    echo "$both" | awk '{ exit !($1 <= $2) }' ||
+        fail "cuda --draft MODEL: the two arenas exceed the VRAM budget ($both)"
+    win() { sed -n 's/.*nscompute: cuda: \(.* of weights in [0-9]* VRAM windows\),.*/\1/p' "$tmp/$1.err"; }
+    [ -n "$(win part)" ] && [ "$(win specdmpart)" = "$(win part)" ] ||
+        fail "cuda --draft MODEL: the model's windows '$(win specdmpart)', without the draft '$(win part)'"
+    run dmsmall --backend cuda --draft "$model" --vram-budget "$least"
+    rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l < "$tmp/dmsmall.err")" = 1 ] &&
+        grep -q "^nsctl run: --draft .*: the draft model's .* of VRAM .* does not fit: .*smallest workable: --vram-budget $((least + dv)) " "$tmp/dmsmall.err" ||
+        fail "cuda --draft MODEL beyond the VRAM budget: exit $rc, want 2 and one line"
+    echo "ok: a draft beyond the VRAM budget refused: $(cat "$tmp/dmsmall.err")"
+    for r in specng specdm specdmpart; do
         cmp -s "$tmp/none.txt" "$tmp/$r.txt" || fail "cuda ($r) text differs from cuda (none)"
     done
 fi

@@ -11,7 +11,9 @@
 #    is not GGUF, another vocabulary (same size, other texts; other size), a draft with a
 #    recurrent state or vision inputs (--backend cuda: tests/run/test_cuda_backend.sh);
 #  - the draft's bytes count in the fixed set: nsctl plan --draft shows them and refuses,
-#    with the draft's own line, a memory that holds the session but not the draft beside it.
+#    with the draft's own line, a memory that holds the session but not the draft beside it;
+#    with --backend cuda they count in the VRAM reserve instead, and a --vram-budget one byte
+#    short of the pass's set and the draft's arena is refused in one line.
 set -u
 nsctl=$1
 oracle=$2
@@ -131,4 +133,42 @@ rc=$?
 grep -q "^nsctl plan: the draft model's .* does not fit" "$tmp/err.txt" ||
     fail "a draft beyond the memory: no draft line"
 echo "ok: a draft beyond the memory refused: $(cat "$tmp/err.txt")"
+# --backend cuda: the draft model lives in VRAM (nscompute/compute_draft_cuda.c): nsctl plan
+# counts it in the VRAM reserve beside the pass's set, not in the fixed set, and refuses a
+# --vram-budget without room for it in one line with the smallest workable budget
+printf 'MemTotal: 67108864 kB\nMemAvailable: 33554432 kB\n' > "$tmp/meminfo"
+# shellcheck disable=SC2086
+"$nsctl" plan $plan $fake --backend cuda --vram-budget 64MB > "$tmp/cplain.json" \
+    2> "$tmp/err.txt" || fail "plan --backend cuda: exit $?"
+# shellcheck disable=SC2086
+"$nsctl" plan $plan $fake --backend cuda --vram-budget 64MB --draft "$stories" \
+    > "$tmp/cdraft.json" 2> "$tmp/err.txt" || fail "plan --backend cuda --draft: exit $?"
+least=$(python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+fa, fb, ba, bb = a["fixed"], b["fixed"], a["budgets"], b["budgets"]
+assert fb["draft_bytes"] == 0 and fb["total"] == fa["total"], (fa, fb)  # not in RAM
+assert ba["draft_vram"] == 0 and bb["draft_vram"] > 1185376, (ba, bb)   # more than its file
+assert bb["reserve_vram"] == ba["reserve_vram"] + bb["draft_vram"], (ba, bb)
+assert b["placed"]["vram"] == a["placed"]["vram"], "the whole model fits either way"
+print(bb["reserve_vram"])' "$tmp/cplain.json" "$tmp/cdraft.json") ||
+    fail "plan --backend cuda --draft figures"
+# shellcheck disable=SC2086
+"$nsctl" plan $plan $fake --backend cuda --vram-budget "$least" --draft "$stories" \
+    > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "plan --backend cuda with $least B: exit $?"
+# shellcheck disable=SC2086
+"$nsctl" plan $plan $fake --backend cuda --vram-budget "$((least - 1))" --draft "$stories" \
+    > "$tmp/out.txt" 2> "$tmp/err.txt"
+rc=$?
+[ "$rc" = 2 ] || fail "a draft beyond the VRAM budget: exit $rc, expected 2"
+[ "$(wc -l < "$tmp/err.txt")" = 1 ] || fail "a draft beyond the VRAM budget: not one line"
+grep -q "^nsctl plan: the draft model's .* of VRAM .* does not fit: .*smallest workable: --vram-budget $least " \
+    "$tmp/err.txt" || fail "a draft beyond the VRAM budget: no draft line with $least"
+echo "ok: a draft beyond the VRAM budget refused: $(cat "$tmp/err.txt")"
+# the text output names it
+# shellcheck disable=SC2086
+"$nsctl" plan $(echo "$plan" | sed 's/ --json//') $fake --backend cuda --vram-budget 64MB \
+    --draft "$stories" > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "plan text: exit $?"
+grep -q "^budgets: .*and the draft model's [0-9.]* [KMG]iB)" "$tmp/out.txt" ||
+    fail "plan --backend cuda --draft: the budgets line does not name the draft's VRAM"
 echo "ok: --draft MODEL keeps greedy output, drafts in step, refusals in one line"
