@@ -102,18 +102,11 @@ static int s_provider(const struct ns_model *m, void (*beat)(void *user), void *
 	return ns_weights_install(&s_beat_ops, b, m, out, err, errlen);
 }
 
-static int s_open_model(const char *path, struct ns_model **m, char *err, size_t errlen)
-{
-	int rc = ns_model_open_flags(path, NS_MODEL_OPEN_NO_VOCAB, m, err, errlen);
-
-	return rc < 0 && rc != -ENOMEM ? -EINVAL : rc; /* missing, malformed: bad input */
-}
-
 int nsc_dmodel_vram_need(const char *path, uint32_t n_ctx, uint64_t *bytes, char *err,
 			 size_t errlen)
 {
 	struct ns_model *m = NULL;
-	int rc = s_open_model(path, &m, err, errlen);
+	int rc = nsc_dmodel_open_model(path, &m, err, errlen);
 
 	*bytes = 0;
 	if (rc == 0)
@@ -136,15 +129,10 @@ int nsc_dmodel_open_cuda(const char *path, uint32_t n_ctx, bool act_q8, uint32_t
 	int rc;
 
 	*out = NULL;
-	rc = s_open_model(path, &m, err, errlen);
+	rc = nsc_dmodel_open_model(path, &m, err, errlen);
 	if (rc == 0)
 		rc = s_provider(m, beat, beat_user, &w, err, errlen);
 	if (rc == 0)
 		rc = ns_cfwd_new(m, w, &o, &f, err, errlen);
-	if (rc == 0)
-		return nsc_dmodel_adopt(m, w, f, n_vocab, out, err, errlen);
-	ns_fwd_destroy(&f);
-	ns_weights_destroy(&w);
-	ns_model_close(&m);
-	return rc;
+	return nsc_dmodel_adopt(rc, m, w, f, n_vocab, out, err, errlen);
 }

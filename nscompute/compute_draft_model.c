@@ -23,17 +23,24 @@ struct nsc_dmodel {
 	int32_t *kv;      /* (cap) the tokens in the drafter's KV cache */
 };
 
-int nsc_dmodel_adopt(struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
+int nsc_dmodel_open_model(const char *path, struct ns_model **m, char *err, size_t errlen)
+{
+	int rc = ns_model_open_flags(path, NS_MODEL_OPEN_NO_VOCAB, m, err, errlen);
+
+	return rc < 0 && rc != -ENOMEM ? -EINVAL : rc; /* missing, malformed: bad input */
+}
+
+int nsc_dmodel_adopt(int rc, struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
 		     uint32_t n_vocab, struct nsc_dmodel **out, char *err, size_t errlen)
 {
-	struct nsc_dmodel *d = calloc(1, sizeof(*d));
+	struct nsc_dmodel *d = rc < 0 ? NULL : calloc(1, sizeof(*d));
 
 	*out = NULL;
 	if (!d) {
 		ns_fwd_destroy(&f);
 		ns_weights_destroy(&w);
 		ns_model_close(&m);
-		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
+		return rc < 0 ? rc : (ns_errf(err, errlen, "out of memory"), -ENOMEM);
 	}
 	d->m = m;
 	d->w = w;
@@ -72,19 +79,12 @@ int nsc_dmodel_open(const char *path, uint32_t n_ctx, int threads, bool act_q8,
 	int rc;
 
 	*out = NULL;
-	rc = ns_model_open_flags(path, NS_MODEL_OPEN_NO_VOCAB, &m, err, errlen);
-	if (rc < 0 && rc != -ENOMEM)
-		rc = -EINVAL; /* missing, unreadable or malformed: bad input */
+	rc = nsc_dmodel_open_model(path, &m, err, errlen);
 	if (rc == 0)
 		rc = ns_weights_fused_new(m, &wo, &w, err, errlen);
 	if (rc == 0)
 		rc = ns_fwd_new(m, w, &fo, &f, err, errlen);
-	if (rc == 0)
-		return nsc_dmodel_adopt(m, w, f, n_vocab, out, err, errlen);
-	ns_fwd_destroy(&f);
-	ns_weights_destroy(&w);
-	ns_model_close(&m);
-	return rc;
+	return nsc_dmodel_adopt(rc, m, w, f, n_vocab, out, err, errlen);
 }
 
 void nsc_dmodel_free(struct nsc_dmodel **dp)

@@ -34,11 +34,17 @@ struct ns_model;
 struct ns_weights;
 struct ns_fwd;
 
-/* The drafter over a pass already built (another backend's: compute_draft_cuda.c). It owns
- * m, w and f from the call on, also when it fails (they are freed then). Its pass must have
- * n_vocab logits (-EINVAL with one line otherwise), -ENOMEM. */
-int nsc_dmodel_adopt(struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
+/* The drafter over a pass already built (another backend's: compute_draft_cuda.c), or the
+ * end of a failed build: rc is the build's result so far, and with rc < 0 whatever of m, w
+ * and f exists (each may be NULL) is freed and rc returned. It owns m, w and f from the call
+ * on, also when it fails (they are freed then). Its pass must have n_vocab logits (-EINVAL
+ * with one line otherwise), -ENOMEM. */
+int nsc_dmodel_adopt(int rc, struct ns_model *m, struct ns_weights *w, struct ns_fwd *f,
 		     uint32_t n_vocab, struct nsc_dmodel **out, char *err, size_t errlen);
+
+/* The draft file opened without its vocabulary (the target's is used): 0, or -EINVAL for a
+ * file missing, unreadable or malformed (bad input), -ENOMEM, with one line in err. */
+int nsc_dmodel_open_model(const char *path, struct ns_model **m, char *err, size_t errlen);
 
 /* Its pass (counters of the cuda one: ns_cfwd_stats; a test's logits). */
 struct ns_fwd *nsc_dmodel_fwd(struct nsc_dmodel *d);

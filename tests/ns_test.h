@@ -6,6 +6,7 @@
 #ifndef NS_TEST_H
 #define NS_TEST_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +70,32 @@ static inline void ns_test_require_oracle(void)
 			(fails)++;                                           \
 		}                                                            \
 	} while (0)
+
+/* Cosine of two float vectors in double (1 for two zero vectors, 0 for one), and their
+ * largest absolute difference (NaN wins: a NaN anywhere is never within a tolerance). */
+static inline double ns_test_cosine(const float *a, const float *b, uint64_t n)
+{
+	double ab = 0, aa = 0, bb = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		ab += (double)a[i] * b[i];
+		aa += (double)a[i] * a[i];
+		bb += (double)b[i] * b[i];
+	}
+	return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+static inline double ns_test_maxdiff(const float *a, const float *b, uint64_t n)
+{
+	double w = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		const double d = fabs((double)a[i] - b[i]);
+
+		w = d > w || d != d ? d : w;
+	}
+	return w;
+}
 
 /* Read a whole (small) file; returns malloc'd buffer or NULL. */
 static inline void *ns_test_read_file(const char *path, size_t *len)

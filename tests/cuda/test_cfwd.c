@@ -102,27 +102,7 @@
 
 static int s_fails;
 
-#define CHECK(cond, ...)                                                                      \
-	do {                                                                                  \
-		if (!(cond)) {                                                                \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-			fprintf(stderr, __VA_ARGS__);                                         \
-			fputc('\n', stderr);                                                  \
-			s_fails++;                                                            \
-		}                                                                             \
-	} while (0)
-
-static double s_cosine(const float *a, const float *b, uint64_t n)
-{
-	double ab = 0, aa = 0, bb = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		ab += (double)a[i] * b[i];
-		aa += (double)a[i] * a[i];
-		bb += (double)b[i] * b[i];
-	}
-	return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-}
+#define CHECK(cond, ...) NS_EXPECT(s_fails, cond, __VA_ARGS__)
 
 static uint32_t s_argmax(const float *x, uint32_t n, float *margin)
 {
@@ -446,7 +426,7 @@ static int s_typed_kv(const struct ns_model *m, struct ns_weights *w, const int3
 	/* c. */
 	worst = s_max_diff(lc, lg, N_PROMPT * V);
 	for (int t = 0; t < N_PROMPT; t++) {
-		const double c = s_cosine(lc + t * V, lg + t * V, V);
+		const double c = ns_test_cosine(lc + t * V, lg + t * V, V);
 
 		cos = c < cos ? c : cos;
 	}
@@ -673,7 +653,7 @@ int main(int argc, char **argv)
 	if (s_cuda_prompt(m, w, &o, toks, lg, &gpu) < 0)
 		return 1;
 	for (int t = 0; t < N_PROMPT; t++) {
-		double c = s_cosine(lc + t * V, lg + t * V, V);
+		double c = ns_test_cosine(lc + t * V, lg + t * V, V);
 
 		worst_cos = c < worst_cos ? c : worst_cos;
 		for (uint64_t i = 0; i < V; i++) {
@@ -762,8 +742,8 @@ int main(int argc, char **argv)
 					ns_fwd_error(gpu));
 				return 1;
 			}
-			CHECK(s_cosine(gc, gg, V) >= 0.999, "decode step %d: cosine %.6f", s,
-			      s_cosine(gc, gg, V));
+			CHECK(ns_test_cosine(gc, gg, V) >= 0.999, "decode step %d: cosine %.6f", s,
+			      ns_test_cosine(gc, gg, V));
 			CHECK(!plain || !memcmp(gg, gp, V * 4), "decode step %d: graph replay (%s) "
 			      "and plain launches differ", s, gst.graphs ? "on" : "off");
 			cc = gc;
@@ -846,7 +826,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			for (int t = 0; t < N_PROMPT; t++) {
-				double c8 = s_cosine(lc8[p] + t * V, lq + t * V, V);
+				double c8 = ns_test_cosine(lc8[p] + t * V, lq + t * V, V);
 
 				worst_p[p] = c8 < worst_p[p] ? c8 : worst_p[p];
 			}
@@ -854,12 +834,12 @@ int main(int argc, char **argv)
 			ns_weights_destroy(&w8);
 		}
 		for (int t = 0; t < N_PROMPT; t++) {
-			double cf = s_cosine(lc + t * V, lq + t * V, V);
+			double cf = ns_test_cosine(lc + t * V, lq + t * V, V);
 
 			worst_q8f = cf < worst_q8f ? cf : worst_q8f;
 		}
 		for (int t = 0; t < N_PROMPT; t++) {
-			double c = s_cosine(lc8[0] + t * V, lc8[1] + t * V, V);
+			double c = ns_test_cosine(lc8[0] + t * V, lc8[1] + t * V, V);
 
 			spread = c < spread ? c : spread;
 		}
@@ -911,7 +891,7 @@ int main(int argc, char **argv)
 				at += calls[k];
 			}
 			for (int t = 0; t < N_PROMPT; t++) {
-				double c = s_cosine(ac + t * V, ag + t * V, V);
+				double c = ns_test_cosine(ac + t * V, ag + t * V, V);
 
 				worst = c < worst ? c : worst;
 				CHECK(c >= 0.999, "n_batch %u, calls 10+1+26, position %d: cosine "

@@ -53,15 +53,7 @@
 
 static int s_fails;
 
-#define MCHECK(cond, ...)                                                                     \
-	do {                                                                                  \
-		if (!(cond)) {                                                                \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-			fprintf(stderr, __VA_ARGS__);                                         \
-			fputc('\n', stderr);                                                  \
-			s_fails++;                                                            \
-		}                                                                             \
-	} while (0)
+#define MCHECK(cond, ...) NS_EXPECT(s_fails, cond, __VA_ARGS__)
 
 /* The call's rows and what ns_fwd_eval_mm reads of them. */
 struct s_call {
@@ -80,30 +72,6 @@ static struct ns_fwd_mm s_mm(const struct s_call *c)
 				   .n_deepstack = c->n_ds, .pos = c->pos };
 }
 
-static double s_cos(const float *a, const float *b, uint64_t n)
-{
-	double ab = 0, aa = 0, bb = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		ab += (double)a[i] * b[i];
-		aa += (double)a[i] * a[i];
-		bb += (double)b[i] * b[i];
-	}
-	return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-}
-
-static double s_maxdiff(const float *a, const float *b, uint64_t n)
-{
-	double w = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		const double d = fabs((double)a[i] - b[i]);
-
-		w = d > w || d != d ? d : w;
-	}
-	return w;
-}
-
 /* CUDA (got) against CPU (want), rows positions each of V: bit-identical when exact, else
  * (check) cosine >= 0.999 at every position; the figures printed under what. */
 static void s_compare(const char *what, const float *got, const float *want, uint32_t rows,
@@ -112,17 +80,17 @@ static void s_compare(const char *what, const float *got, const float *want, uin
 	double worst = 1.0;
 
 	for (uint32_t t = 0; t < rows; t++) {
-		const double c = s_cos(got + t * V, want + t * V, V);
+		const double c = ns_test_cosine(got + t * V, want + t * V, V);
 
 		worst = c < worst ? c : worst;
 		MCHECK(exact || !check || c >= 0.999, "%s, position %u: cosine %.6f < 0.999", what,
 		       t, c);
 	}
 	printf("images: %s: cosine >= %.6f, max |diff| %.3g over %u positions%s\n", what, worst,
-	       s_maxdiff(got, want, rows * V), rows, exact ? " (bit-identical required)" :
+	       ns_test_maxdiff(got, want, rows * V), rows, exact ? " (bit-identical required)" :
 	       check ? "" : " (not checked: the f16 prefill GEMM)");
 	MCHECK(!exact || !memcmp(got, want, rows * V * 4), "%s: not bit-identical to the CPU "
-	       "pass (max |diff| %.3g)", what, s_maxdiff(got, want, rows * V));
+	       "pass (max |diff| %.3g)", what, ns_test_maxdiff(got, want, rows * V));
 }
 
 static uint64_t s_rng(uint64_t *s)
@@ -354,7 +322,7 @@ static void s_oracle(const struct ns_model *m, struct ns_weights *w, const struc
 	}
 	if (s_run(m, w, fo, NULL, &c, cpu) == 0)
 		printf("images: cpu pass: max |diff| %.3g from Transformers\n",
-		       s_maxdiff(cpu, ref, c.n * V));
+		       ns_test_maxdiff(cpu, ref, c.n * V));
 	for (int tbt = 0; tbt < 2; tbt++) {
 		struct ns_cfwd_opts ro = *o;
 		const bool check = tbt || emulated;
@@ -365,7 +333,7 @@ static void s_oracle(const struct ns_model *m, struct ns_weights *w, const struc
 			MCHECK(0, "the oracle's image prompt through the CUDA pass failed");
 			break;
 		}
-		d = s_maxdiff(got, ref, c.n * V);
+		d = ns_test_maxdiff(got, ref, c.n * V);
 		printf("images: %s (Transformers, %u rows, %s): max |diff| %.3g%s\n", rel, c.n,
 		       tbt ? "token by token" : "one chunk", d, check ? "" : " (not checked)");
 		MCHECK(!check || d <= MM_REF_TOL, "%s (%s): max |diff| %.3g > %g", rel,

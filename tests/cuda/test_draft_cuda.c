@@ -51,18 +51,6 @@ static uint64_t s_rng(uint64_t *x)
 	return z ^ (z >> 31);
 }
 
-static double s_cosine(const float *a, const float *b, uint64_t n)
-{
-	double ab = 0, aa = 0, bb = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		ab += (double)a[i] * b[i];
-		aa += (double)a[i] * a[i];
-		bb += (double)b[i] * b[i];
-	}
-	return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
-}
-
 /* Every tensor the pass multiplies or looks rows up in: their bytes and how many. */
 static void s_matrices(const struct ns_model *m, uint64_t *bytes, uint64_t *n)
 {
@@ -152,7 +140,7 @@ int main(int argc, char **argv)
 	NS_REQUIRE(!memcmp(lg, lr, (size_t)S_N * V * 4), "the VRAM draft pass's logits differ "
 		   "from a CUDA pass over the RAM copy: its weights did not arrive intact");
 	for (int t = 0; t < S_N; t++) {
-		double c = s_cosine(lc + (size_t)t * V, lg + (size_t)t * V, V);
+		double c = ns_test_cosine(lc + (size_t)t * V, lg + (size_t)t * V, V);
 
 		worst = c < worst ? c : worst;
 		NS_REQUIRE(c >= 0.999, "position %d: cosine %.6f to the cpu draft pass", t, c);

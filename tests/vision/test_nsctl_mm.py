@@ -18,13 +18,12 @@ tokens on its summary line. Refusals, one line and exit 2, before anything start
 placeholders of the wrong length, not an image, a model that takes no images.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from vision_testlib import Checks, f32, oracle_missing, png
+from vision_testlib import Checks, f32, mm_prompts, oracle_missing, refused
 
 NSCTL = sys.argv[1]
 ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
@@ -51,27 +50,10 @@ def tower_bytes(stderr):
     return int(part) if part.isdigit() else -1
 
 
-def refused(what, r, cmd):
-    lines = r.stderr.strip().split("\n")
-    if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(cmd + ": "):
-        fail(f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
-    else:
-        print(f"  {what:40} -> {lines[0]}")
-
-
 FLAGS = ["--image-token", "1000", "--min-pixels", "4096", "--mem-budget", "8MB"]
 
 with tempfile.TemporaryDirectory() as d:
-    for arch, model, extra in (
-            ("qwen3_vl", "gguf/qwen3_vl-f32.gguf", []),
-            ("qwen3_5_cond", "model-bf16", ["--mmproj",
-                                            "gguf/mmproj-qwen3_5_cond-f32.gguf"])):
-        base = os.path.join(ORACLE, "hf", arch)
-        model = os.path.join(base, model)
-        extra = [os.path.join(base, x) if x.startswith("gguf/") else x for x in extra]
-        image = os.path.join(d, arch + ".png")
-        png(image, 64, 64, open(os.path.join(base, "image.u8"), "rb").read())
-        toks = json.load(open(os.path.join(base, "seqA.json")))["vision"]["mm_tokens"]
+    for arch, base, model, extra, image, toks in mm_prompts(ORACLE, d):
         ids = ",".join(map(str, toks))
         out = os.path.join(d, arch + ".f32")
         r = nsctl("logits", model, "--image", image, "--tokens", ids, "-o", out, *extra,
@@ -128,7 +110,7 @@ with tempfile.TemporaryDirectory() as d:
         # a placeholder run one short of the image's 4 tokens
         short = toks[:]
         short.remove(1000)
-        refused(f"{arch}: 3 placeholders for a 4-token image",
+        refused(checks, f"{arch}: 3 placeholders for a 4-token image",
                 nsctl("logits", model, "--image", image, "--tokens", ",".join(map(str, short)),
                       "-o", out, *extra, *FLAGS), "nsctl logits")
 
@@ -142,14 +124,14 @@ with tempfile.TemporaryDirectory() as d:
     # the tiny vocabulary has no <|image_pad|>: refused before any process starts
     r = nsctl("run", vl, "--image", image, "-p", "hi", "--min-pixels", "4096", "--mem-budget",
               "8MB", "--ram-budget", "0")
-    refused("run: no placeholder in the vocabulary", r, "nsctl run")
+    refused(checks, "run: no placeholder in the vocabulary", r, "nsctl run")
     if "--image-token" not in r.stderr or "session" in r.stderr:
         fail(f"run without a placeholder: {r.stderr!r}")
     bad = os.path.join(d, "not-an-image.png")
     with open(bad, "w") as f:
         f.write("not an image\n" * 10)
-    refused("run: not an image", nsctl("run", vl, "--image", bad, "-p", "hi"), "nsctl run")
-    refused("run: a model without a tower",
+    refused(checks, "run: not an image", nsctl("run", vl, "--image", bad, "-p", "hi"), "nsctl run")
+    refused(checks, "run: a model without a tower",
             nsctl("run", os.path.join(ORACLE, "models", "stories260K.gguf"), "--image", image,
                   "-p", "hi"), "nsctl run")
 

@@ -17,13 +17,12 @@ exit 2: an image for a model without M-RoPE on the cuda backend, --backend other
 cpu|cuda, --vram-budget without --backend cuda.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
 """
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
-from vision_testlib import Checks, f32, oracle_missing, png
+from vision_testlib import Checks, f32, mm_prompts, oracle_missing, refused
 
 NSCTL = sys.argv[1]
 os.environ["NS_NSCOMPUTE_CUDA"] = sys.argv[2]
@@ -41,27 +40,10 @@ def nsctl(*args):
                           errors="replace", timeout=300)
 
 
-def refused(what, r, cmd):
-    lines = r.stderr.strip().split("\n")
-    if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(cmd + ": "):
-        fail(f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
-    else:
-        print(f"  {what:48} -> {lines[0]}")
-
-
 FLAGS = ["--image-token", "1000", "--min-pixels", "4096", "--mem-budget", "8MB"]
 
 with tempfile.TemporaryDirectory() as d:
-    for arch, model, extra in (
-            ("qwen3_vl", "gguf/qwen3_vl-f32.gguf", []),
-            ("qwen3_5_cond", "model-bf16", ["--mmproj",
-                                            "gguf/mmproj-qwen3_5_cond-f32.gguf"])):
-        base = os.path.join(ORACLE, "hf", arch)
-        model = os.path.join(base, model)
-        extra = [os.path.join(base, x) if x.startswith("gguf/") else x for x in extra]
-        image = os.path.join(d, arch + ".png")
-        png(image, 64, 64, open(os.path.join(base, "image.u8"), "rb").read())
-        toks = json.load(open(os.path.join(base, "seqA.json")))["vision"]["mm_tokens"]
+    for arch, base, model, extra, image, toks in mm_prompts(ORACLE, d):
         ids = ",".join(map(str, toks))
         want = f32(os.path.join(base, "mm.logits.f32"))
         out = {}
@@ -111,16 +93,16 @@ with tempfile.TemporaryDirectory() as d:
 
     image = os.path.join(d, "qwen3_vl.png")
     vl = os.path.join(ORACLE, "hf", "qwen3_vl", "gguf", "qwen3_vl-f32.gguf")
-    refused("a model without M-RoPE, cuda backend",
+    refused(checks, "a model without M-RoPE, cuda backend",
             nsctl("logits", os.path.join(ORACLE, "tiny", "tiny-qwen3-F32.gguf"), "--image", image,
                   "--mmproj", os.path.join(ORACLE, "hf", "qwen3_vl", "gguf",
                                            "mmproj-qwen3_vl-f32.gguf"),
                   "--tokens", "1,2", "-o", os.path.join(d, "x.f32"), "--backend", "cuda"),
             "nsctl logits")
-    refused("logits --backend gpu",
+    refused(checks, "logits --backend gpu",
             nsctl("logits", vl, "--tokens", "1,2", "-o", os.path.join(d, "x.f32"), "--backend",
                   "gpu"), "nsctl logits")
-    refused("logits --vram-budget without --backend cuda",
+    refused(checks, "logits --vram-budget without --backend cuda",
             nsctl("logits", vl, "--tokens", "1,2", "-o", os.path.join(d, "x.f32"),
                   "--vram-budget", "1GB"), "nsctl logits")
 

@@ -1,6 +1,8 @@
 """What the nsctl image tests share: a minimal PNG writer (zlib + crc32, 8-bit RGB), a
-float32 file reader, the oracle's absence and the count of failed checks."""
+float32 file reader, the oracle's absence, the count of failed checks, the one-line refusal
+check and the oracle's multimodal prompts."""
 import array
+import json
 import os
 import struct
 import sys
@@ -45,3 +47,29 @@ def f32(path):
     with open(path, "rb") as f:
         a.frombytes(f.read())
     return a
+
+
+def refused(checks, what, r, cmd, width=48):
+    """r (a finished nsctl command) refused in one line prefixed `cmd: `, with exit 2."""
+    lines = r.stderr.strip().split("\n")
+    if r.returncode != 2 or len(lines) != 1 or not lines[0].startswith(cmd + ": "):
+        checks.fail(f"{what}: exit {r.returncode}, stderr {r.stderr!r}")
+    else:
+        print(f"  {what:{width}} -> {lines[0]}")
+
+
+def mm_prompts(oracle, d):
+    """The oracle's multimodal prompts: for hf/qwen3_vl (GGUF, its mmproj beside it) and
+    hf/qwen3_5_cond (the safetensors checkpoint with --mmproj), yields (arch, base, model,
+    extra flags, the image written to a PNG in d, the prompt's token ids as a list)."""
+    for arch, model, extra in (
+            ("qwen3_vl", "gguf/qwen3_vl-f32.gguf", []),
+            ("qwen3_5_cond", "model-bf16", ["--mmproj", "gguf/mmproj-qwen3_5_cond-f32.gguf"])):
+        base = os.path.join(oracle, "hf", arch)
+        extra = [os.path.join(base, x) if x.startswith("gguf/") else x for x in extra]
+        image = os.path.join(d, arch + ".png")
+        with open(os.path.join(base, "image.u8"), "rb") as f:
+            png(image, 64, 64, f.read())
+        with open(os.path.join(base, "seqA.json")) as f:
+            toks = json.load(f)["vision"]["mm_tokens"]
+        yield arch, base, os.path.join(base, model), extra, image, toks
