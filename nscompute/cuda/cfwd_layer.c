@@ -51,10 +51,6 @@ int cfwd_norm(struct ns_fwd *f, struct cfwd *c, const float *w, uint32_t n)
 	return 0;
 }
 
-/* Attention of layer l over an f16 / q8_0 cache (nscuda.h "typed KV cache"; K, V: the layer's
- * rows): q and k rotated at pos0 (a graph's at *dev_pos), the chunk's k and v rows stored
- * converted as the CPU's cache stores them (kvcache.c: half to nearest even, ggml's Q8_0),
- * then ao (n, n_head * dv) over the rows read widened to float. */
 /* q and k of n rows rotated in place at their positions: an image call's rows each at its own
  * (t, h, w) (uploaded by cfwd_eval.c); text at (p, p, p), past the images of the sequence
  * (rope_delta). */
@@ -75,6 +71,10 @@ static int s_rope_rows(struct ns_fwd *f, struct cfwd *c, const struct ns_cuda_ro
 	return 0;
 }
 
+/* Attention of layer l over an f16 / q8_0 cache (nscuda.h "typed KV cache"; K, V: the layer's
+ * rows): q and k rotated at pos0 (a graph's at *dev_pos), the chunk's k and v rows stored
+ * converted as the CPU's cache stores them (kvcache.c: half to nearest even, ggml's Q8_0),
+ * then ao (n, n_head * dv) over the rows read widened to float. */
 static int s_attend_typed(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n,
 			  const struct ns_cuda_rope *r, void *K, void *V)
 {

@@ -12,7 +12,9 @@ with --mmproj, qwen35's hybrid layers): `nsctl logits --image --backend cuda` wi
 streamed and with the weights in VRAM (--vram-budget) against `--backend cpu`: bit-identical
 over the emulation (its kernels are the cpu pass's code), and within 1e-4 of Transformers'
 mm.logits.f32 either way; `run --image -p ... --temp 0 --backend cuda` (the text decoded past
-the image, at its M-RoPE offset) generates the cpu backend's text. Refusals, one line and
+the image, at its M-RoPE offset) generates the cpu backend's text; with an f16 KV cache
+(-ctk/-ctv f16: the typed path's rotation of the image rows) within 1e-2 of the cpu backend's
+typed pass. Refusals, one line and
 exit 2: an image for a model without M-RoPE on the cuda backend, --backend other than
 cpu|cuda, --vram-budget without --backend cuda.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
@@ -33,6 +35,7 @@ if not os.path.isdir(os.path.join(ORACLE, "hf", "qwen3_vl")):
 checks = Checks()
 fail = checks.fail
 REF_TOL = 1e-4
+KV_TOL = 1e-2  # tests/cuda/test_cfwd.c's, the typed caches' bound
 
 
 def nsctl(*args):
@@ -75,6 +78,26 @@ with tempfile.TemporaryDirectory() as d:
             if not REAL and out[name] != out["cpu"]:
                 fail(f"{arch}: --backend {name} differs from the cpu backend (max |d| {e:.3g}); "
                      f"the emulation computes the cpu pass's bits")
+        # an f16 KV cache (-ctk/-ctv): the typed path rotates the image's rows as the f32 one;
+        # the two backends' typed passes differ only by the cpu's float attention (KV_TOL)
+        typed = {}
+        for name, backend in (("cpu", ["--backend", "cpu"]), ("cuda", ["--backend", "cuda"])):
+            o = os.path.join(d, f"{arch}-{name}-f16.f32")
+            r = nsctl("logits", model, "--image", image, "--tokens", ids, "-o", o, *extra,
+                      *FLAGS, *backend, "-ctk", "f16", "-ctv", "f16")
+            if r.returncode != 0:
+                fail(f"{arch}: logits --image -ctk f16 {name}: exit {r.returncode}: "
+                     f"{r.stderr[-600:]}")
+                continue
+            typed[name] = f32(o)
+        if len(typed) == 2 and len(typed["cpu"]) == len(typed["cuda"]) == len(want):
+            e = max(abs(a - b) for a, b in zip(typed["cuda"], typed["cpu"]))
+            t = max(abs(a - b) for a, b in zip(typed["cuda"], want))
+            print(f"  f16 cache: cuda vs cpu max |d| {e:.3g}, vs Transformers {t:.3g}")
+            if not e <= KV_TOL:
+                fail(f"{arch}: f16 cache, cuda vs cpu max |d| {e:.3g} > {KV_TOL}")
+        elif len(typed) == 2:
+            fail(f"{arch}: f16 cache: {len(typed['cuda'])} / {len(typed['cpu'])} logits")
         # generation past the image: the decode steps rotate at the image's M-RoPE offset
         text = {}
         for name, backend in (("cpu", []), ("cuda", ["--backend", "cuda"])):
