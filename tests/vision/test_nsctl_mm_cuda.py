@@ -14,9 +14,8 @@ over the emulation (its kernels are the cpu pass's code), and within 1e-4 of Tra
 mm.logits.f32 either way; `run --image -p ... --temp 0 --backend cuda` (the text decoded past
 the image, at its M-RoPE offset) generates the cpu backend's text; with an f16 KV cache
 (-ctk/-ctv f16: the typed path's rotation of the image rows) within 1e-2 of the cpu backend's
-typed pass. Refusals, one line and
-exit 2: an image for a model without M-RoPE on the cuda backend, --backend other than
-cpu|cuda, --vram-budget without --backend cuda.
+typed pass. Refusals, one line and exit 2: an image for a model without M-RoPE on the cuda
+backend, --backend other than cpu|cuda, --vram-budget without --backend cuda.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
 """
 import os
