@@ -624,6 +624,19 @@ int main(int argc, char **argv)
 		seed = seed * 1103515245u + 12345u;
 		toks[i] = (int32_t)((seed >> 8) % (V < 4096 ? V : 4096));
 	}
+	if (kv_only) { /* f16, q8_0, and the two mixed as llama.cpp allows */
+		static const int pairs[3][2] = { { NS_KV_F16, NS_KV_F16 },
+						 { NS_KV_Q8_0, NS_KV_Q8_0 },
+						 { NS_KV_Q8_0, NS_KV_F16 } };
+
+		for (int i = 0; i < 3; i++)
+			s_typed_kv(m, w, toks, V, pairs[i][0], pairs[i][1], kv_kernels);
+		printf("%s: typed KV caches %s\n", argv[1], s_fails ? "FAILED" : "ok");
+		ns_fwd_destroy(&cpu);
+		ns_weights_destroy(&w);
+		ns_model_close(&m);
+		return s_fails ? 1 : 0;
+	}
 	lc = calloc(N_PROMPT * V, 4);
 	lg = calloc(N_PROMPT * V, 4);
 	ls = calloc(N_PROMPT * V, 4);
@@ -637,16 +650,6 @@ int main(int argc, char **argv)
 	if (ns_fwd_eval(cpu, toks, N_PROMPT, lc, true) < 0) {
 		fprintf(stderr, "cpu eval: %s\n", ns_fwd_error(cpu));
 		return 1;
-	}
-	if (kv_only) { /* f16, q8_0, and the two mixed as llama.cpp allows */
-		static const int pairs[3][2] = { { NS_KV_F16, NS_KV_F16 },
-						 { NS_KV_Q8_0, NS_KV_Q8_0 },
-						 { NS_KV_Q8_0, NS_KV_F16 } };
-
-		for (int i = 0; i < 3; i++)
-			s_typed_kv(m, w, toks, V, pairs[i][0], pairs[i][1], kv_kernels);
-		printf("%s: typed KV caches %s\n", argv[1], s_fails ? "FAILED" : "ok");
-		return s_fails ? 1 : 0;
 	}
 
 	/* 1. all resident vs the CPU */
