@@ -76,6 +76,11 @@ struct ns_weights {
  * Slow and obviously right; the spec the other providers are tested against. */
 int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *err,
 		       size_t errlen);
+/* The same with beat(user) called after each block its visit reads (at most 1 MiB): a
+ * process uploading a whole model through visit (the cuda draft model, compute_draft_cuda.c)
+ * keeps its heartbeat moving through the read. beat may be NULL. */
+int ns_weights_ref_new_beat(const struct ns_model *m, void (*beat)(void *user), void *user,
+			    struct ns_weights **out, char *err, size_t errlen);
 
 /* Frees the provider and nulls *w. Safe on NULL. */
 void ns_weights_destroy(struct ns_weights **w);

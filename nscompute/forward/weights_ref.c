@@ -26,6 +26,8 @@ struct s_ref {
 	size_t raw_cap;
 	float *rows;              /* (rows_cap) dequantized floats of one block */
 	size_t rows_cap;
+	void (*beat)(void *user); /* after each block visit reads; NULL: none */
+	void *beat_user;
 	char err[NS_ERR_LEN];
 };
 
@@ -163,6 +165,8 @@ static int s_visit(void *ctx, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		}
 		if ((rc = cb(cbctx, b0, nb, r->raw)) != 0)
 			return rc;
+		if (r->beat)
+			r->beat(r->beat_user);
 	}
 	return 0;
 }
@@ -201,6 +205,12 @@ static const struct ns_weights_ops s_ref_ops = {
 int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *err,
 		       size_t errlen)
 {
+	return ns_weights_ref_new_beat(m, NULL, NULL, out, err, errlen);
+}
+
+int ns_weights_ref_new_beat(const struct ns_model *m, void (*beat)(void *user), void *user,
+			    struct ns_weights **out, char *err, size_t errlen)
+{
 	struct s_ref *r = calloc(1, sizeof(*r));
 
 	*out = NULL;
@@ -210,6 +220,8 @@ int ns_weights_ref_new(const struct ns_model *m, struct ns_weights **out, char *
 		return -ENOMEM;
 	}
 	r->m = m;
+	r->beat = beat;
+	r->beat_user = user;
 	for (uint32_t i = 0; i < m->n_shards; i++)
 		r->fds[i] = -1;
 	for (uint32_t i = 0; i < m->n_shards; i++) {
