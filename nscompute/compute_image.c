@@ -16,6 +16,9 @@
 #include "model.h"
 #include "ns_util.h"
 #include "weights_stream.h"
+#ifdef NS_WITH_CUDA
+#include "ctower.h"
+#endif
 
 struct nsc_tower {
 	struct ns_model *m;      /* the mmproj */
@@ -23,6 +26,9 @@ struct nsc_tower {
 				  * beside the model: nsio --mmproj) */
 	struct ns_vision *v;
 	struct ns_vision_hparams hp;
+#ifdef NS_WITH_CUDA
+	struct ns_ctower *ct;    /* --backend cuda: the tower's pass on the device, or NULL */
+#endif
 };
 
 /* What IMAGES said, for the next EVAL. */
@@ -96,12 +102,27 @@ void nsc_tower_free(struct nsc_tower **tp)
 
 	if (!t)
 		return;
+#ifdef NS_WITH_CUDA
+	ns_ctower_destroy(&t->ct);
+#endif
 	ns_vision_destroy(&t->v);
 	ns_weights_destroy(&t->w);
 	ns_model_close(&t->m);
 	free(t);
 	*tp = NULL;
 }
+
+#ifdef NS_WITH_CUDA
+int nsc_tower_cuda(struct nsc_tower *t, struct ns_client *c, char *err, size_t errlen)
+{
+	const struct ns_ctower_opts o = { .progress = c ? s_beat : NULL, .progress_user = c };
+	int rc = ns_ctower_new(t->v, &o, &t->ct, err, errlen);
+
+	if (rc == 0)
+		ns_ctower_attach(t->ct); /* ns_image_embed's encode now runs on the device */
+	return rc;
+}
+#endif
 
 void nsc_images_clear(struct nsc_proc *p)
 {

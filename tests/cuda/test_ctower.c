@@ -1,0 +1,256 @@
+/* test_ctower - the vision tower on the CUDA side (nscompute/cuda/ctower.h) against the host
+ * tower and Transformers (../shared/oracle/hf).
+ *
+ *   test_ctower DIR MMPROJ [--kernels]
+ *
+ * DIR (hf/qwen3_vl, hf/qwen3_5_cond) as tests/vision/test_vision_tower.c reads it: the
+ * processor's pixel values of a 64x64 image (grid 1x4x4) and Transformers' float32
+ * vision.last_hidden_state, vision.pooler_output and (Qwen3-VL) vision.deepstack_features_0.
+ * The host tower (fused provider) and the CUDA tower run on the same pixels:
+ *   1. CUDA tower vs Transformers: every output within S_TOL_HF (1e-4) of the reference's
+ *      largest magnitude; with --kernels (the kernels' sources under simt, or a GPU: the
+ *      prefill GEMM rounds x and W to f16) within S_TOL_F16, the figure printed.
+ *   2. CUDA tower vs the host tower: over the emulation (its kernels are the host tower's
+ *      arithmetic) bit for bit; with --kernels within S_TOL_F16.
+ *   3. ns_vision_encode with the CUDA tower attached (ns_ctower_attach: what nscompute-cuda
+ *      runs) gives ns_ctower_encode's bits; destroyed, the host tower's again.
+ *   4. Random pixels on a (2, 4, 8) grid (two frames, each attending only to itself; a
+ *      non-square frame) with the attention workspace capped so that queries go in blocks:
+ *      against the host tower as in 2.
+ *   5. The arena: ns_ctower_vram_need's total is what the encode allocated; a budget the
+ *      device cannot give is refused with one line naming the tower.
+ * Linked three ways: the emulation (cuda_ctower_emu_*), the kernels' sources (cuda_simt_
+ * ctower_*, --kernels) and the GPU (cuda_ctower_*, --kernels; exit 77 without a device). */
+#include <errno.h>
+#include <string.h>
+
+#include "ctower.h"
+#include "cuda_test.h"
+#include "ns_util.h"
+#include "nscuda.h"
+#include "vt_util.h"
+#include "weights_fused.h"
+
+#define S_TOL_HF 1e-4
+#define S_TOL_F16 2e-2 /* the f16 prefill GEMM over 2-4 layers; measured figures printed */
+
+struct s_run {
+	uint64_t n, n_tok;
+	float *last, *embd, *ds;
+};
+
+static void s_alloc(struct s_run *r, const struct ns_vision_hparams *hp, uint64_t n)
+{
+	r->n = n;
+	r->n_tok = n / (hp->merge * hp->merge);
+	r->last = calloc(n * hp->n_embd, sizeof(float));
+	r->embd = calloc(r->n_tok * hp->n_embd_out, sizeof(float));
+	r->ds = calloc((hp->n_deepstack ? hp->n_deepstack : 1) * r->n_tok * hp->n_embd_out,
+		       sizeof(float));
+	NS_REQUIRE(r->last && r->embd && r->ds, "out of memory");
+}
+
+static void s_free(struct s_run *r)
+{
+	free(r->last);
+	free(r->embd);
+	free(r->ds);
+}
+
+static struct ns_vision_out s_out(struct s_run *r)
+{
+	return (struct ns_vision_out){ .embd = r->embd, .deepstack = r->ds,
+				       .last_hidden = r->last };
+}
+
+static int s_check(const char *what, const char *name, const float *got, const float *want,
+		   size_t n, double tol)
+{
+	const struct vt_diff d = vt_diff(got, want, n);
+
+	printf("  %-34s %-22s max|d| %.3g (ref max %.3g) rel %.3g\n", what, name, d.max_abs,
+	       d.ref_max, d.rel);
+	if (d.rel <= tol)
+		return 0;
+	fprintf(stderr, "FAIL %s %s: rel %.3g > %g at %zu (%g vs %g)\n", what, name, d.rel, tol,
+		d.at, (double)got[d.at], (double)want[d.at]);
+	return 1;
+}
+
+/* got vs want: bit for bit (exact) or within tol of want's largest magnitude. */
+static int s_compare(const char *what, const struct ns_vision_hparams *hp,
+		     const struct s_run *got, const struct s_run *want, bool exact, double tol)
+{
+	const size_t nl = got->n * hp->n_embd, ne = got->n_tok * hp->n_embd_out;
+	int fails = 0;
+
+	if (exact) {
+		const bool same = !memcmp(got->last, want->last, nl * 4) &&
+				  !memcmp(got->embd, want->embd, ne * 4) &&
+				  !memcmp(got->ds, want->ds, hp->n_deepstack * ne * 4);
+
+		printf("  %-34s %s\n", what, same ? "bit-identical" : "DIFFERENT");
+		if (same)
+			return 0;
+		tol = 0;
+	}
+	fails += s_check(what, "last_hidden_state", got->last, want->last, nl, tol);
+	fails += s_check(what, "embd", got->embd, want->embd, ne, tol);
+	for (uint32_t l = 0; l < hp->n_deepstack; l++)
+		fails += s_check(what, "deepstack", got->ds + l * ne, want->ds + l * ne, ne, tol);
+	return fails + (exact ? 1 : 0);
+}
+
+int main(int argc, char **argv)
+{
+	struct ns_weights_fused_opts fo = { .n_threads = 2 };
+	struct ns_vision_opts vo = { .n_threads = 2 };
+	struct s_run host = { 0 }, dev = { 0 }, hooked = { 0 }, h2 = { 0 }, d2 = { 0 };
+	struct ns_ctower_opts co = { 0 };
+	struct ns_ctower_need need;
+	struct ns_ctower_stats st;
+	struct ns_cuda_devinfo di;
+	char rel[512], path[4096], err[NS_ERR_LEN];
+	struct ns_model *m;
+	struct ns_weights *w;
+	struct ns_vision *v;
+	struct ns_ctower *ct;
+	const struct ns_vision_hparams *hp;
+	float *pixels, *ref_last, *ref_pool, *ref_ds = NULL, *rnd;
+	uint64_t seed = 0xc70e, patch_dim;
+	struct ns_vision_out o;
+	bool kernels, emulated;
+	int fails = 0, rc;
+
+	ns_test_require_oracle();
+	NS_REQUIRE(argc == 3 || (argc == 4 && !strcmp(argv[3], "--kernels")),
+		   "usage: %s DIR MMPROJ [--kernels]", argv[0]);
+	kernels = argc == 4;
+	if (ns_cuda_device_count() == 0) {
+		printf("no CUDA device: skipping\n");
+		return 77;
+	}
+	NS_REQUIRE(ns_cuda_init(0, err, sizeof(err)) == 0 &&
+		   ns_cuda_device_info(0, &di, err, sizeof(err)) == 0, "%s", err);
+	emulated = !strcmp(di.name, "cpu-emulation") && !kernels;
+	NS_REQUIRE(ns_model_open(ns_test_oracle_path(path, sizeof(path), argv[2]), &m, err,
+				 sizeof(err)) == 0, "%s", err);
+	NS_REQUIRE(ns_weights_fused_new(m, &fo, &w, err, sizeof(err)) == 0, "%s", err);
+	NS_REQUIRE(ns_vision_new(m, w, &vo, &v, err, sizeof(err)) == 0, "%s", err);
+	hp = ns_vision_hparams(v);
+	patch_dim = 3ull * hp->temporal * hp->patch * hp->patch;
+	printf("%s on %s%s: d %u, %u layers, %u heads of %u, n_ff %u, out %u, %u deepstack\n",
+	       argv[2], di.name, kernels ? " (kernels)" : "", hp->n_embd, hp->n_layer, hp->n_head,
+	       hp->head_dim, hp->n_ff, hp->n_embd_out, hp->n_deepstack);
+#define S_F32(var, file, n) \
+	(snprintf(rel, sizeof(rel), "%s/" file, argv[1]), var = vt_read_f32(rel, n))
+	S_F32(pixels, "image.pixel_values.f32", 16 * patch_dim);
+	S_F32(ref_last, "vision.last_hidden_state.f32", 16 * (uint64_t)hp->n_embd);
+	S_F32(ref_pool, "vision.pooler_output.f32", 4 * (uint64_t)hp->n_embd_out);
+	if (hp->n_deepstack)
+		S_F32(ref_ds, "vision.deepstack_features_0.f32", 4 * (uint64_t)hp->n_embd_out);
+#undef S_F32
+
+	/* the host tower, then the CUDA tower on the oracle's pixels */
+	s_alloc(&host, hp, 16);
+	s_alloc(&dev, hp, 16);
+	o = s_out(&host);
+	NS_REQUIRE(ns_vision_encode(v, pixels, 1, 4, 4, &o) == 0, "%s", ns_vision_error(v));
+	NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
+	o = s_out(&dev);
+	rc = ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err));
+	NS_REQUIRE(rc == 0, "ctower: %s", err);
+
+	/* 1. against Transformers */
+	{
+		const double tol = kernels ? S_TOL_F16 : S_TOL_HF;
+
+		fails += s_check("cuda tower vs Transformers:", "last_hidden_state", dev.last,
+				 ref_last, 16 * hp->n_embd, tol);
+		fails += s_check("cuda tower vs Transformers:", "pooler_output", dev.embd,
+				 ref_pool, 4 * hp->n_embd_out, tol);
+		if (ref_ds)
+			fails += s_check("cuda tower vs Transformers:", "deepstack_features_0",
+					 dev.ds, ref_ds, 4 * hp->n_embd_out, tol);
+		s_check("host tower vs Transformers:", "pooler_output", host.embd, ref_pool,
+			4 * hp->n_embd_out, 1);
+	}
+	/* 2. against the host tower */
+	fails += s_compare("cuda tower vs host tower:", hp, &dev, &host, emulated, S_TOL_F16);
+
+	/* 5. the arena: the need is what the encode took */
+	ns_ctower_stats(ct, &st);
+	NS_REQUIRE(ns_ctower_vram_need(v, &co, 16, 1, &need, err, sizeof(err)) == 0, "%s", err);
+	printf("  VRAM: need %llu (vectors %llu, activations %llu, attention %llu, staging "
+	       "%llu), used %llu; staged %llu weight bytes in %llu GEMMs\n",
+	       (unsigned long long)need.total, (unsigned long long)need.vectors,
+	       (unsigned long long)need.activations, (unsigned long long)need.attn_ws,
+	       (unsigned long long)need.staging, (unsigned long long)st.vram_used,
+	       (unsigned long long)st.staged_bytes, (unsigned long long)st.matmuls);
+	if (st.vram_used != need.total) {
+		fprintf(stderr, "FAIL: the encode used %llu bytes of VRAM, the need says %llu\n",
+			(unsigned long long)st.vram_used, (unsigned long long)need.total);
+		fails++;
+	}
+
+	/* 3. through ns_vision_encode, attached; then detached */
+	ns_ctower_attach(ct);
+	s_alloc(&hooked, hp, 16);
+	o = s_out(&hooked);
+	NS_REQUIRE(ns_vision_encode(v, pixels, 1, 4, 4, &o) == 0, "%s", ns_vision_error(v));
+	fails += s_compare("ns_vision_encode, attached:", hp, &hooked, &dev, true, 0);
+
+	/* 4. two frames of 4x8, queries in blocks (a workspace cap of one query's) */
+	rnd = ct_random_floats(64 * patch_dim, &seed);
+	s_alloc(&h2, hp, 64);
+	s_alloc(&d2, hp, 64);
+	co.attn_ws_max = ns_cuda_attn_ws_bytes(5, hp->n_head, 32, hp->head_dim);
+	{
+		struct ns_ctower *c2;
+
+		NS_REQUIRE(ns_ctower_new(v, &co, &c2, err, sizeof(err)) == 0, "%s", err);
+		o = s_out(&d2);
+		NS_REQUIRE(ns_ctower_encode(c2, rnd, 2, 4, 8, &o, err, sizeof(err)) == 0, "%s",
+			   err);
+		ns_ctower_destroy(&c2);
+	}
+	ns_ctower_destroy(&ct); /* detaches: the host tower again */
+	o = s_out(&h2);
+	NS_REQUIRE(ns_vision_encode(v, rnd, 2, 4, 8, &o) == 0, "%s", ns_vision_error(v));
+	fails += s_compare("2x4x8, queries in blocks of 4:", hp, &d2, &h2, emulated, S_TOL_F16);
+
+	/* 5. a budget the device cannot give: one line */
+	co.vram_budget = 1ull << 50;
+	NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
+	o = s_out(&dev);
+	rc = ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err));
+	printf("  a 1 PiB budget: %d: %s\n", rc, err);
+	if (rc != -ENOMEM || !strstr(err, "vision (cuda)") || strchr(err, '\n')) {
+		fprintf(stderr, "FAIL: a 1 PiB arena: %d, %s\n", rc, err);
+		fails++;
+	}
+	rc = ns_ctower_encode(ct, pixels, 1, 4, 3, &o, err, sizeof(err));
+	if (rc != -EINVAL) {
+		fprintf(stderr, "FAIL: a 4x3 grid (not whole merge groups): %d\n", rc);
+		fails++;
+	}
+	ns_ctower_destroy(&ct);
+
+	s_free(&host);
+	s_free(&dev);
+	s_free(&hooked);
+	s_free(&h2);
+	s_free(&d2);
+	free(rnd);
+	free(pixels);
+	free(ref_last);
+	free(ref_pool);
+	free(ref_ds);
+	ns_vision_destroy(&v);
+	ns_weights_destroy(&w);
+	ns_model_close(&m);
+	if (fails)
+		return 1;
+	printf("ok\n");
+	return 0;
+}
