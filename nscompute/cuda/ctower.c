@@ -102,22 +102,33 @@ static int s_merger_up(struct s_run *r, const struct ns_vision_merger *g, struct
 	return 0;
 }
 
-/* The widest weight row of the tower's matrices (the staging buffer holds at least one). */
-static uint64_t s_widest_row(const struct ns_vision *v)
+static void s_max_of(const struct ns_model_tensor *t, uint64_t *row, uint64_t *whole)
+{
+	*row = t->row_bytes > *row ? t->row_bytes : *row;
+	*whole = t->n_bytes > *whole ? t->n_bytes : *whole;
+}
+
+/* The widest weight row and the largest matrix of the tower (the staging buffer holds at
+ * least a row, and need not be larger than a whole matrix). */
+static void s_widest(const struct ns_vision *v, uint64_t *row, uint64_t *whole)
 {
 	const struct ns_model *m = v->m;
-	uint64_t w = 0;
 
+	*row = *whole = 0;
 	for (uint32_t l = 0; l < v->hp.n_layer; l++) {
 		const struct ns_vision_layer *y = &v->layers[l];
-		const uint32_t ids[6] = { y->qkv, y->o, y->up, y->down, y->ds ? y->ds->fc1 : y->qkv,
-					  y->ds ? y->ds->fc2 : y->qkv };
 
-		for (int i = 0; i < 6; i++)
-			w = m->tensors[ids[i]].row_bytes > w ? m->tensors[ids[i]].row_bytes : w;
+		s_max_of(&m->tensors[y->qkv], row, whole);
+		s_max_of(&m->tensors[y->o], row, whole);
+		s_max_of(&m->tensors[y->up], row, whole);
+		s_max_of(&m->tensors[y->down], row, whole);
+		if (y->ds) {
+			s_max_of(&m->tensors[y->ds->fc1], row, whole);
+			s_max_of(&m->tensors[y->ds->fc2], row, whole);
+		}
 	}
-	w = m->tensors[v->merger.fc1].row_bytes > w ? m->tensors[v->merger.fc1].row_bytes : w;
-	return m->tensors[v->merger.fc2].row_bytes > w ? m->tensors[v->merger.fc2].row_bytes : w;
+	s_max_of(&m->tensors[v->merger.fc1], row, whole);
+	s_max_of(&m->tensors[v->merger.fc2], row, whole);
 }
 
 /* Every buffer of an encode of n patches in grid_t frames: allocated and the vectors
@@ -129,9 +140,10 @@ static int s_layout(struct s_run *r, uint64_t n, uint32_t grid_t)
 	const struct ns_vision_hparams *hp = &v->hp;
 	const uint64_t d = hp->n_embd, group = (uint64_t)hp->merge * hp->merge, ng = n / group;
 	const uint64_t cap = r->t->o.attn_ws_max ? r->t->o.attn_ws_max : S_WS_DEFAULT;
-	const uint64_t widest = s_widest_row(v);
+	uint64_t widest, largest;
 	int rc;
 
+	s_widest(v, &widest, &largest);
 	r->n = n;
 	r->frame = n / grid_t;
 	/* queries per attention launch: the workspace under the cap, at least one */
@@ -141,6 +153,8 @@ static int s_layout(struct s_run *r, uint64_t n, uint32_t grid_t)
 		r->qb = (r->qb + 1) / 2;
 	r->ws_bytes = ns_cuda_attn_ws_bytes((uint32_t)r->qb, hp->n_head, r->frame, hp->head_dim);
 	r->stage_bytes = r->t->o.stage_bytes ? r->t->o.stage_bytes : S_STAGE_DEFAULT;
+	if (!r->t->o.stage_bytes && r->stage_bytes > largest)
+		r->stage_bytes = largest;
 	if (r->stage_bytes < widest)
 		r->stage_bytes = widest;
 	if (r->ws_bytes == UINT64_MAX) {
@@ -461,6 +475,7 @@ int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, 
 	const uint64_t n = (uint64_t)grid_t * grid_h * grid_w;
 	struct s_run r = { .t = t, .err = err, .errlen = errlen };
 	struct ns_ctower_need need;
+	struct ns_cuda_devinfo di = { 0 };
 	uint64_t budget;
 	int rc;
 
@@ -477,13 +492,17 @@ int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, 
 	r.dl = calloc(hp->n_layer ? hp->n_layer : 1, sizeof(*r.dl));
 	if (!r.dl)
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
-	if ((rc = ns_vram_new(budget, 0, &r.vram, err, errlen)) < 0) {
+	*err = 0;
+	if ((rc = ns_cuda_device_info(t->o.device, &di, err, errlen)) < 0 ||
+	    (rc = di.free_bytes < budget ? -ENOMEM : 0) < 0 ||
+	    (rc = ns_vram_new(budget, 0, &r.vram, err, errlen)) < 0) {
 		char why[NS_ERR_LEN];
 
 		snprintf(why, sizeof(why), "%s", err);
-		ns_errf(err, errlen, "vision (cuda): the tower's %llu MiB of VRAM for %llu "
-			"patches: %s", (unsigned long long)(budget >> 20), (unsigned long long)n,
-			why);
+		ns_errf(err, errlen, "vision (cuda): an image of %llu patches needs %.1f MiB of "
+			"VRAM for the tower, the device has %.1f MiB free%s%s",
+			(unsigned long long)n, budget / 1048576.0, di.free_bytes / 1048576.0,
+			*why ? ": " : "", why);
 		free(r.dl);
 		return rc;
 	}
