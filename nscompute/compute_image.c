@@ -118,8 +118,11 @@ int nsc_tower_cuda(struct nsc_tower *t, struct ns_client *c, char *err, size_t e
 	const struct ns_ctower_opts o = { .progress = c ? s_beat : NULL, .progress_user = c };
 	int rc = ns_ctower_new(t->v, &o, &t->ct, err, errlen);
 
-	if (rc == 0)
+	if (rc == 0) {
 		ns_ctower_attach(t->ct); /* ns_image_embed's encode now runs on the device */
+		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
+			"per image beside the pass's)\n");
+	}
 	return rc;
 }
 #endif

@@ -49,7 +49,8 @@ struct s_run {
 	struct s_dmerger merger;
 	float *px, *pos, *cs_tab, *x, *h, *qkv, *ao, *ff, *embd, *ds;
 	void *ws, *stage;
-	uint64_t stage_bytes, ws_bytes;
+	float *deq;               /* a staged piece of a non-F32 matrix as float32, or NULL */
+	uint64_t stage_bytes, ws_bytes, deq_bytes;
 };
 
 static uint64_t s_round(uint64_t b)
@@ -108,6 +109,42 @@ static void s_max_of(const struct ns_model_tensor *t, uint64_t *row, uint64_t *w
 	*whole = t->n_bytes > *whole ? t->n_bytes : *whole;
 }
 
+/* The float32 copy of a staged piece of t (rows of stage bytes, at most its own), for the
+ * f32 GEMM: none for F32 rows, multiplied where they were copied. */
+static uint64_t s_deq_of(const struct ns_model_tensor *t, uint64_t stage)
+{
+	const uint64_t per = stage / t->row_bytes;
+
+	if (t->type == NS_TYPE_F32)
+		return 0;
+	return (per < t->n_rows ? per : t->n_rows) * t->ne[0] * sizeof(float);
+}
+
+/* The largest float32 copy of a staged piece of any matrix of the tower. */
+static uint64_t s_deq_bytes(const struct ns_vision *v, uint64_t stage)
+{
+	const struct ns_model *m = v->m;
+	uint64_t b = 0, t;
+
+#define S_DEQ(id) (t = s_deq_of(&m->tensors[id], stage), b = t > b ? t : b)
+	for (uint32_t l = 0; l < v->hp.n_layer; l++) {
+		const struct ns_vision_layer *y = &v->layers[l];
+
+		S_DEQ(y->qkv);
+		S_DEQ(y->o);
+		S_DEQ(y->up);
+		S_DEQ(y->down);
+		if (y->ds) {
+			S_DEQ(y->ds->fc1);
+			S_DEQ(y->ds->fc2);
+		}
+	}
+	S_DEQ(v->merger.fc1);
+	S_DEQ(v->merger.fc2);
+#undef S_DEQ
+	return b;
+}
+
 /* The widest weight row and the largest matrix of the tower (the staging buffer holds at
  * least a row, and need not be larger than a whole matrix). */
 static void s_widest(const struct ns_vision *v, uint64_t *row, uint64_t *whole)
@@ -157,6 +194,7 @@ static int s_layout(struct s_run *r, uint64_t n, uint32_t grid_t)
 		r->stage_bytes = largest;
 	if (r->stage_bytes < widest)
 		r->stage_bytes = widest;
+	r->deq_bytes = s_deq_bytes(v, r->stage_bytes);
 	if (r->ws_bytes == UINT64_MAX) {
 		ns_errf(r->err, r->errlen, "vision (cuda): attention workspace overflows");
 		return -EOVERFLOW;
@@ -190,12 +228,14 @@ static int s_layout(struct s_run *r, uint64_t n, uint32_t grid_t)
 		return rc;
 	if (r->count) {
 		r->bytes[2] = s_round(r->ws_bytes ? r->ws_bytes : 1);
-		r->bytes[3] = s_round(r->stage_bytes);
+		r->bytes[3] = s_round(r->stage_bytes) + (r->deq_bytes ? s_round(r->deq_bytes) : 0);
 		return 0;
 	}
 	if ((rc = ns_vram_alloc(r->vram, r->ws_bytes ? r->ws_bytes : 1, &r->ws, r->err,
 				r->errlen)) ||
-	    (rc = ns_vram_alloc(r->vram, r->stage_bytes, &r->stage, r->err, r->errlen)))
+	    (rc = ns_vram_alloc(r->vram, r->stage_bytes, &r->stage, r->err, r->errlen)) ||
+	    (r->deq_bytes &&
+	     (rc = ns_vram_alloc(r->vram, r->deq_bytes, (void **)&r->deq, r->err, r->errlen))))
 		return rc;
 	return 0;
 }
@@ -261,11 +301,16 @@ static int s_stage_cb(void *ctx, uint64_t row0, uint64_t nrows, const void *data
 	for (uint64_t i = 0; i < nrows && rc == 0; i += per) {
 		const uint64_t n = nrows - i < per ? nrows - i : per;
 
+		const bool f32 = k->mt->type == NS_TYPE_F32;
+
+		/* float32 rows multiplied where they land, others dequantized first (exactly,
+		 * ns_dequant_rows' values): the f32 GEMM, not the prefill's f16 operands */
 		if ((rc = ns_cuda_copy_h2d_async(r->stage, src + i * rb, n * rb, r->cs,
-						 r->copied)) == 0)
-			rc = ns_cuda_gemm_prefill(k->mt->type, r->stage, k->mt->ne[0], n, k->x,
-						  k->mt->ne[0], k->n_tok, k->y + row0 + i, k->ldy,
-						  r->cs);
+						 r->copied)) == 0 && !f32)
+			rc = ns_cuda_dequant(k->mt->type, r->stage, k->mt->ne[0], n, r->deq, r->cs);
+		if (rc == 0)
+			rc = ns_cuda_sgemm(f32 ? r->stage : r->deq, k->mt->ne[0], n, k->x,
+					   k->mt->ne[0], k->n_tok, k->y + row0 + i, k->ldy, r->cs);
 		r->t->st.staged_bytes += rc == 0 ? n * rb : 0;
 		r->t->st.matmuls += rc == 0;
 	}
@@ -345,8 +390,8 @@ static int s_embed(struct s_run *r, const float *pixels, uint32_t grid_t, uint32
 	S_K("upload", rc);
 	S_K("upload", ns_cuda_copy_h2d_async(r->px, pixels, n * v->patch_dim * sizeof(float),
 					     r->cs, NULL));
-	S_K("patch embedding", ns_cuda_gemm_prefill(NS_TYPE_F32, r->patch_w, v->patch_dim, d,
-						    r->px, v->patch_dim, n, r->x, d, r->cs));
+	S_K("patch embedding", ns_cuda_sgemm(r->patch_w, v->patch_dim, d, r->px, v->patch_dim, n,
+					     r->x, d, r->cs));
 	for (uint64_t t0 = 0; t0 < n; t0 += S_ROWS_MAX) {
 		const uint64_t nt = n - t0 < S_ROWS_MAX ? n - t0 : S_ROWS_MAX;
 

@@ -2,9 +2,10 @@
  *
  * The host tower's setup is reused (ns_vision_new: tensors checked, biases, norms and the
  * patch kernel held as floats); ns_ctower_encode runs its forward pass with nscuda.h's kernels:
- *   - the patch kernel as an F32 matrix through the prefill GEMM, its bias as a bias row;
+ *   - the patch kernel as an F32 matrix through the f32 GEMM (ns_cuda_sgemm), its bias as a
+ *     bias row;
  *   - every block: LayerNorm with bias (ns_cuda_layernorm), qkv, attention out, MLP up and
- *     down through the prefill GEMM, the 2-D RoPE (ns_cuda_rope_table), bidirectional
+ *     down through the f32 GEMM (other weight types dequantized first, ns_cuda_dequant), the 2-D RoPE (ns_cuda_rope_table), bidirectional
  *     per-frame attention (ns_cuda_attention_full), GELU tanh (ns_cuda_gelu), bias rows and
  *     residual adds (glue.cu);
  *   - the DeepStack mergers and the main merger: LayerNorm, fc1, GELU erf, fc2.
@@ -23,9 +24,10 @@
  * VRAM: one arena (ns_vram) per encode, of exactly ns_ctower_vram_need's bytes (or
  * opts.vram_budget if larger), released before ns_ctower_encode returns; a device that cannot
  * give it is refused with the figures (ns_vram_new's line). The host tower's results are the
- * reference: over the emulation (nscuda_emu) the CUDA tower computes them bit for bit; on a
- * GPU the prefill GEMM rounds its operands to f16 (nscompute/cuda/README.md), so the outputs
- * are within ~1e-2 relative, not 1e-5.
+ * reference: over the emulation (nscuda_emu) the CUDA tower computes them bit for bit (F32
+ * weights; other types are dequantized, then multiplied in f32, where the CPU multiplies them
+ * directly: rounding-close); the kernels' own sources (simt) within ~1e-6. Not the text pass's
+ * prefill GEMM: its f16 operands cost the tower ~5e-4 relative (measured over simt).
  *
  * Outputs go back to the caller's host arrays (struct ns_vision_out): the text pass takes
  * the image's rows from the host (ns_fwd_eval_mm scatters them over the prompt's rows and

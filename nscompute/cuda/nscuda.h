@@ -420,6 +420,15 @@ int ns_cuda_gelu(float *dev_x, uint64_t n, bool erf, ns_cuda_stream_t s);
 int ns_cuda_rope_table(float *dev_x, uint64_t n, uint64_t stride, uint32_t n_heads,
 		       uint32_t head_dim, const float *dev_cs, ns_cuda_stream_t s);
 
+/* Float32 GEMM: dev_y[t * ldy + r] = sum_k W[r,k] dev_x[t * ldx + k], W (n_rows, n_cols)
+ * float32 rows (dequantize other types first: ns_cuda_dequant). No f16 rounding (the
+ * prefill GEMM's tensor cores round x and W to f16, ~5e-4 relative over a tower): each output
+ * summed by one thread with fused multiply-adds in column order, so it depends only on its row,
+ * token and n_cols; |y - exact| <= n_cols 2^-23 sum_k |W[r,k] x[k]|. ldx >= n_cols,
+ * ldy >= n_rows, any alignment of 4 bytes. n_tok <= 65535 * 64. */
+int ns_cuda_sgemm(const float *dev_w, uint64_t n_cols, uint64_t n_rows, const float *dev_x,
+		  uint64_t ldx, uint64_t n_tok, float *dev_y, uint64_t ldy, ns_cuda_stream_t s);
+
 /* Bidirectional attention (the vision tower's, one frame): query t < n_q attends to every
  * one of the n_kv keys, no mask, no sinks, no window.
  *   dev_q: (n_q, ldq) rows, head h at column h * dk; dev_k: (n_kv, ldk); dev_v: (n_kv, ldv)

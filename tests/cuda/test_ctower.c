@@ -8,10 +8,11 @@
  * vision.last_hidden_state, vision.pooler_output and (Qwen3-VL) vision.deepstack_features_0.
  * The host tower (fused provider) and the CUDA tower run on the same pixels:
  *   1. CUDA tower vs Transformers: every output within S_TOL_HF (1e-4) of the reference's
- *      largest magnitude; with --kernels (the kernels' sources under simt, or a GPU: the
- *      prefill GEMM rounds x and W to f16) within S_TOL_F16, the figure printed.
+ *      largest magnitude, emulated or not (the tower's matrices take the f32 GEMM, not the
+ *      text pass's f16 prefill GEMM, which was 5e-4 off here).
  *   2. CUDA tower vs the host tower: over the emulation (its kernels are the host tower's
- *      arithmetic) bit for bit; with --kernels within S_TOL_F16.
+ *      arithmetic) bit for bit; with --kernels (the kernels' sources under simt, or a GPU)
+ *      within S_TOL_KERNELS.
  *   3. ns_vision_encode with the CUDA tower attached (ns_ctower_attach: what nscompute-cuda
  *      runs) gives ns_ctower_encode's bits; destroyed, the host tower's again.
  *   4. Random pixels on a (2, 4, 8) grid (two frames, each attending only to itself; a
@@ -32,7 +33,9 @@
 #include "weights_fused.h"
 
 #define S_TOL_HF 1e-4
-#define S_TOL_F16 2e-2 /* the f16 prefill GEMM over 2-4 layers; measured figures printed */
+/* the kernels (simt, a GPU) vs the host tower: CUDA's double libm and the chunked f32
+ * attention, a few ulps a step (measured figures printed) */
+#define S_TOL_KERNELS 1e-5
 
 struct s_run {
 	uint64_t n, n_tok;
@@ -163,7 +166,7 @@ int main(int argc, char **argv)
 
 	/* 1. against Transformers */
 	{
-		const double tol = kernels ? S_TOL_F16 : S_TOL_HF;
+		const double tol = S_TOL_HF;
 
 		fails += s_check("cuda tower vs Transformers:", "last_hidden_state", dev.last,
 				 ref_last, 16 * hp->n_embd, tol);
@@ -176,7 +179,7 @@ int main(int argc, char **argv)
 			4 * hp->n_embd_out, 1);
 	}
 	/* 2. against the host tower */
-	fails += s_compare("cuda tower vs host tower:", hp, &dev, &host, emulated, S_TOL_F16);
+	fails += s_compare("cuda tower vs host tower:", hp, &dev, &host, emulated, S_TOL_KERNELS);
 
 	/* 5. the arena: the need is what the encode took */
 	ns_ctower_stats(ct, &st);
@@ -217,7 +220,7 @@ int main(int argc, char **argv)
 	ns_ctower_destroy(&ct); /* detaches: the host tower again */
 	o = s_out(&h2);
 	NS_REQUIRE(ns_vision_encode(v, rnd, 2, 4, 8, &o) == 0, "%s", ns_vision_error(v));
-	fails += s_compare("2x4x8, queries in blocks of 4:", hp, &d2, &h2, emulated, S_TOL_F16);
+	fails += s_compare("2x4x8, queries in blocks of 4:", hp, &d2, &h2, emulated, S_TOL_KERNELS);
 
 	/* 5. a budget the device cannot give: one line */
 	co.vram_budget = 1ull << 50;

@@ -11,7 +11,9 @@
  *     loads) and 10 (scalar), q/k/v read inside qkv rows, vs a double softmax: within 2e-5 of
  *     max |v| (as test_cuda_attn); query 0 must see the last key (a causal mask fails it);
  *     queries cut in blocks of 7 give the same bits as one call;
- *   - refusals: missing bias, odd head size, no keys.
+ *   - the f32 GEMM (70 rows x 100 columns, 67 tokens, padded ldx / ldy) vs double dots within
+ *     n_cols 2^-23 sum |w x|; one token alone gives its bits among 67;
+ *   - refusals: missing bias, odd head size, no keys, ldx < n_cols.
  * Run on a GPU (cuda_tower, exit 77 without), over the emulation (cuda_emu_tower) and over
  * the kernels' own sources (cuda_simt_tower). */
 #include <errno.h>
@@ -223,6 +225,42 @@ static void s_attention(uint64_t *seed, uint32_t hd)
 	free(p);
 }
 
+/* the f32 GEMM on padded rows (ldx, ldy), sizes off the 64 x 64 tile and 16-column step */
+static void s_sgemm(uint64_t *seed)
+{
+	enum { R = 70, C = 100, T = 67, LDX = 103, LDY = 75 };
+	float *w = ct_random_floats(R * C, seed), *x = ct_random_floats(T * LDX, seed);
+	float *got = malloc(T * LDY * 4), *one = malloc(LDY * 4);
+	float *dw = ct_upload(w, R * C * 4), *dx = ct_upload(x, T * LDX * 4);
+	float *dy = ct_dev(T * LDY * 4);
+
+	if (!got || !one)
+		CT_FAIL("out of memory");
+	CT_CHECK(ns_cuda_sgemm(dw, C, R, dx, LDX, T, dy, LDY, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(got, dy, T * LDY * 4);
+	for (uint32_t t = 0; t < T; t++)
+		for (uint32_t r = 0; r < R; r++) {
+			double abs_sum, want = ct_dot(w + r * C, x + t * LDX, C, &abs_sum);
+
+			if (!(fabs(got[t * LDY + r] - want) <= C * 0x1p-23 * abs_sum))
+				CT_FAIL("sgemm[%u][%u]: %.9g vs %.9g (bound %.3g)", t, r,
+					got[t * LDY + r], want, C * 0x1p-23 * abs_sum);
+		}
+	/* token 40 alone: its row's bits (an output depends on its row, token, n_cols only) */
+	CT_CHECK(ns_cuda_sgemm(dw, C, R, dx + 40 * LDX, LDX, 1, dy, LDY, NULL));
+	CT_CHECK(ns_cuda_sync());
+	ct_download(one, dy, LDY * 4);
+	if (memcmp(one, got + 40 * LDY, R * 4))
+		CT_FAIL("sgemm: one token differs from the same token among 67");
+	if (ns_cuda_sgemm(dw, C, R, dx, C - 1, T, dy, LDY, NULL) != -EINVAL)
+		CT_FAIL("sgemm: ldx < n_cols accepted");
+	free(w);
+	free(x);
+	free(got);
+	free(one);
+}
+
 int main(void)
 {
 	uint64_t seed = 0x70e3;
@@ -234,6 +272,7 @@ int main(void)
 	s_rope(&seed);
 	s_attention(&seed, 72);
 	s_attention(&seed, 10);
+	s_sgemm(&seed);
 	printf("ok\n");
 	return 0;
 }

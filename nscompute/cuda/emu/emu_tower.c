@@ -88,6 +88,27 @@ int ns_cuda_rope_table(float *dev_x, uint64_t n, uint64_t stride, uint32_t n_hea
 	return 0;
 }
 
+/* The CPU's float32 GEMM (what the host tower computes for F32 weights). */
+int ns_cuda_sgemm(const float *dev_w, uint64_t n_cols, uint64_t n_rows, const float *dev_x,
+		  uint64_t ldx, uint64_t n_tok, float *dev_y, uint64_t ldy, ns_cuda_stream_t s)
+{
+	int rc = 0;
+
+	ns_emu_launch_order(s);
+	if (n_rows == 0 || n_tok == 0)
+		return 0;
+	if (!dev_w || !dev_x || !dev_y || n_cols == 0 || ldx < n_cols || ldy < n_rows)
+		return -EINVAL;
+	if ((n_rows + 63) / 64 > INT32_MAX || (n_tok + 63) / 64 > 65535)
+		return -EOVERFLOW;
+	if (ldx == n_cols)
+		return ns_gemm(NULL, NS_TYPE_F32, dev_w, n_cols, n_rows, dev_x, n_tok, dev_y, ldy);
+	for (uint64_t t = 0; t < n_tok && rc == 0; t++) /* results do not depend on n_tok */
+		rc = ns_gemm(NULL, NS_TYPE_F32, dev_w, n_cols, n_rows, dev_x + t * ldx, 1,
+			     dev_y + t * ldy, n_rows);
+	return rc;
+}
+
 static void s_softmax_scaled(float *x, uint64_t n, float scale)
 {
 	float max = -INFINITY;
