@@ -20,13 +20,20 @@
  *      against the host tower as in 2.
  *   5. The arena: ns_ctower_vram_need's total is what the encode allocated; a budget the
  *      device cannot give is refused with one line naming the tower.
+ *   6. The mmproj rewritten with F16, then Q8_0 matrices (s_types): the dequantizing path
+ *      against the host tower, and matrices staged one row at a time, bit for bit.
  * Linked three ways: the emulation (cuda_ctower_emu_*), the kernels' sources (cuda_simt_
  * ctower_*, --kernels) and the GPU (cuda_ctower_*, --kernels; exit 77 without a device). */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ctower.h"
 #include "cuda_test.h"
+#include "ggml_type.h"
+#include "gguf.h"
+#include "gguf_write.h"
 #include "ns_util.h"
 #include "nscuda.h"
 #include "vt_util.h"
@@ -104,6 +111,161 @@ static int s_compare(const char *what, const struct ns_vision_hparams *hp,
 	return fails + (exact ? 1 : 0);
 }
 
+/* f to IEEE half, round to nearest even (two fp16.h headers of the tree share the name). */
+static uint16_t s_half(float f)
+{
+	uint32_t x, m, h, rem;
+	int32_t e;
+	uint16_t sign;
+
+	memcpy(&x, &f, 4);
+	sign = (uint16_t)((x >> 16) & 0x8000);
+	e = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+	m = x & 0x7fffff;
+	if (((x >> 23) & 0xff) == 0xff)
+		return sign | 0x7c00 | (m ? 0x200 : 0);
+	if (e >= 31)
+		return sign | 0x7c00;
+	if (e <= 0) { /* subnormal */
+		const uint32_t shift = (uint32_t)(14 - e);
+
+		if (e < -10)
+			return sign;
+		m |= 0x800000;
+		h = m >> shift;
+		rem = m & ((1u << shift) - 1);
+		if (rem > (1u << (shift - 1)) || (rem == (1u << (shift - 1)) && (h & 1)))
+			h++;
+		return sign | (uint16_t)h;
+	}
+	h = ((uint32_t)e << 10) | (m >> 13);
+	rem = m & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+		h++; /* a carry into the exponent is the right rounding */
+	return sign | (uint16_t)h;
+}
+
+/* The mmproj at src rewritten to dst with every matrix the tower multiplies (2-D weights
+ * but the position grid) in type (F16, or Q8_0 as ggml quantizes it: d = max|x| / 127 as
+ * half, round(x / d)): the dequantizing path of the CUDA tower. */
+static void s_convert(const char *src, const char *dst, uint32_t type)
+{
+	struct ns_gguf *g = NULL;
+	struct ns_gguf_writer *w;
+	char err[NS_ERR_LEN];
+	int fd;
+
+	NS_REQUIRE(ns_gguf_open(src, &g, err, sizeof(err)) == 0, "%s", err);
+	NS_REQUIRE((w = ns_gguf_writer_new(g->alignment)), "out of memory");
+	for (uint64_t i = 0; i < g->n_kv; i++)
+		NS_REQUIRE(ns_gguf_writer_set_value(w, g->kv[i].key.s, &g->kv[i].value) == 0, "kv");
+	NS_REQUIRE((fd = open(src, O_RDONLY)) >= 0, "open %s", src);
+	for (uint64_t i = 0; i < g->n_tensors; i++) {
+		const struct ns_gguf_tensor *t = &g->tensors[i];
+		const bool mat = t->n_dims == 2 && t->type == NS_TYPE_F32 && t->ne[1] > 1 &&
+				 !strstr(t->name.s, "position_embd");
+		float *f = malloc(t->n_bytes);
+		uint8_t *out = NULL;
+		uint64_t nb = t->n_bytes;
+
+		NS_REQUIRE(f && pread(fd, f, t->n_bytes, (off_t)t->file_offset) ==
+			   (ssize_t)t->n_bytes, "read %s", t->name.s);
+		if (mat && type == NS_TYPE_F16) {
+			nb = t->n_elems * 2;
+			NS_REQUIRE((out = malloc(nb)), "out of memory");
+			for (uint64_t e = 0; e < t->n_elems; e++)
+				((uint16_t *)out)[e] = s_half(f[e]);
+		} else if (mat) { /* Q8_0: blocks of 32 */
+			nb = t->n_elems / 32 * 34;
+			NS_REQUIRE(t->ne[0] % 32 == 0 && (out = malloc(nb)), "q8_0 %s", t->name.s);
+			for (uint64_t b = 0; b < t->n_elems / 32; b++) {
+				const float *x = f + 32 * b;
+				uint8_t *blk = out + 34 * b;
+				float amax = 0, d, id;
+				uint16_t h;
+
+				for (int k = 0; k < 32; k++)
+					amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+				d = amax / 127.0f;
+				id = d ? 1.0f / d : 0.0f;
+				h = s_half(d);
+				memcpy(blk, &h, 2);
+				for (int k = 0; k < 32; k++)
+					blk[2 + k] = (uint8_t)(int8_t)roundf(x[k] * id);
+			}
+		}
+		NS_REQUIRE(ns_gguf_writer_add_tensor(w, t->name.s, mat ? type : t->type, t->n_dims,
+						     t->ne, out ? (void *)out : (void *)f, nb) == 0,
+			   "add %s", t->name.s);
+		free(f);
+		free(out);
+	}
+	close(fd);
+	NS_REQUIRE(ns_gguf_writer_write_file(w, dst, err, sizeof(err)) == 0, "%s", err);
+	ns_gguf_writer_destroy(&w);
+	ns_gguf_close(&g);
+}
+
+/* 6. The mmproj's matrices in F16 and in Q8_0 (dequantized on the device, then the f32
+ * GEMM; the host tower multiplies them as stored): within S_TOL_KERNELS of the host tower
+ * (the same weight values, another summation order); and the staging buffer of one widest
+ * row (matrices cut in many pieces) bit-identical to the default. */
+static int s_types(const char *mmproj, const float *pixels, const float *ref_pool)
+{
+	const uint32_t types[2] = { NS_TYPE_F16, NS_TYPE_Q8_0 };
+	const char *names[2] = { "f16", "q8_0" };
+	int fails = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct ns_weights_fused_opts fo = { .n_threads = 2 };
+		struct ns_vision_opts vo = { .n_threads = 2 };
+		struct ns_ctower_opts co = { 0 };
+		struct s_run host = { 0 }, dev = { 0 }, small = { 0 };
+		const char *path = ns_test_scratch("ctower", names[i]);
+		char err[NS_ERR_LEN], what[64];
+		struct ns_model *m;
+		struct ns_weights *w;
+		struct ns_vision *v;
+		struct ns_ctower *ct;
+		struct ns_vision_out o;
+
+		s_convert(mmproj, path, types[i]);
+		NS_REQUIRE(ns_model_open(path, &m, err, sizeof(err)) == 0, "%s", err);
+		NS_REQUIRE(ns_weights_fused_new(m, &fo, &w, err, sizeof(err)) == 0, "%s", err);
+		NS_REQUIRE(ns_vision_new(m, w, &vo, &v, err, sizeof(err)) == 0, "%s", err);
+		s_alloc(&host, ns_vision_hparams(v), 16);
+		s_alloc(&dev, ns_vision_hparams(v), 16);
+		s_alloc(&small, ns_vision_hparams(v), 16);
+		o = s_out(&host);
+		NS_REQUIRE(ns_vision_encode(v, pixels, 1, 4, 4, &o) == 0, "%s", ns_vision_error(v));
+		NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
+		o = s_out(&dev);
+		NS_REQUIRE(ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err)) == 0, "%s",
+			   err);
+		ns_ctower_destroy(&ct);
+		co.stage_bytes = 1; /* at least the widest row: one row at a time there */
+		NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
+		o = s_out(&small);
+		NS_REQUIRE(ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err)) == 0, "%s",
+			   err);
+		ns_ctower_destroy(&ct);
+		snprintf(what, sizeof(what), "%s matrices, vs host tower:", names[i]);
+		fails += s_compare(what, ns_vision_hparams(v), &dev, &host, false, S_TOL_KERNELS);
+		snprintf(what, sizeof(what), "%s matrices, row-sized staging:", names[i]);
+		fails += s_compare(what, ns_vision_hparams(v), &small, &dev, true, 0);
+		snprintf(what, sizeof(what), "%s matrices vs Transformers:", names[i]);
+		s_check(what, "pooler_output", dev.embd, ref_pool,
+			4 * ns_vision_hparams(v)->n_embd_out, 1);
+		s_free(&host);
+		s_free(&dev);
+		s_free(&small);
+		ns_vision_destroy(&v);
+		ns_weights_destroy(&w);
+		ns_model_close(&m);
+	}
+	return fails;
+}
+
 int main(int argc, char **argv)
 {
 	struct ns_weights_fused_opts fo = { .n_threads = 2 };
@@ -126,6 +288,7 @@ int main(int argc, char **argv)
 	int fails = 0, rc;
 
 	ns_test_require_oracle();
+	atexit(ns_test_scratch_remove);
 	NS_REQUIRE(argc == 3 || (argc == 4 && !strcmp(argv[3], "--kernels")),
 		   "usage: %s DIR MMPROJ [--kernels]", argv[0]);
 	kernels = argc == 4;
@@ -238,6 +401,8 @@ int main(int argc, char **argv)
 		fails++;
 	}
 	ns_ctower_destroy(&ct);
+
+	fails += s_types(path, pixels, ref_pool);
 
 	s_free(&host);
 	s_free(&dev);
