@@ -18,6 +18,7 @@
  *   4. Random pixels on a (2, 4, 8) grid (two frames, each attending only to itself; a
  *      non-square frame) with the attention workspace capped so that queries go in blocks:
  *      against the host tower as in 2.
+ *      And one 16x20 frame (320 keys: two attention chunks), default options.
  *   5. The arena: ns_ctower_vram_need's total is what the encode allocated; a budget the
  *      device cannot give is refused with one line naming the tower.
  *   6. The mmproj rewritten with F16, then Q8_0 matrices (s_types): the dequantizing path
@@ -143,6 +144,34 @@ static uint16_t s_half(float f)
 	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
 		h++; /* a carry into the exponent is the right rounding */
 	return sign | (uint16_t)h;
+}
+
+/* 4b. One 16x20 frame of random pixels (320 keys: the attention's chunks of 256 merged; the
+ * position grid resampled to a non-square image), default options, against the host tower. */
+static int s_large(struct ns_vision *v, uint64_t *seed, bool emulated)
+{
+	const struct ns_vision_hparams *hp = ns_vision_hparams(v);
+	const uint64_t n = 320, patch_dim = 3ull * hp->temporal * hp->patch * hp->patch;
+	float *px = ct_random_floats(n * patch_dim, seed);
+	struct s_run h = { 0 }, d = { 0 };
+	struct ns_ctower *ct;
+	struct ns_vision_out o;
+	char err[NS_ERR_LEN];
+	int fails;
+
+	s_alloc(&h, hp, n);
+	s_alloc(&d, hp, n);
+	o = s_out(&h);
+	NS_REQUIRE(ns_vision_encode(v, px, 1, 16, 20, &o) == 0, "%s", ns_vision_error(v));
+	NS_REQUIRE(ns_ctower_new(v, NULL, &ct, err, sizeof(err)) == 0, "%s", err);
+	o = s_out(&d);
+	NS_REQUIRE(ns_ctower_encode(ct, px, 1, 16, 20, &o, err, sizeof(err)) == 0, "%s", err);
+	ns_ctower_destroy(&ct);
+	fails = s_compare("1x16x20 (320 keys):", hp, &d, &h, emulated, S_TOL_KERNELS);
+	s_free(&h);
+	s_free(&d);
+	free(px);
+	return fails;
 }
 
 /* The mmproj at src rewritten to dst with every matrix the tower multiplies (2-D weights
@@ -384,6 +413,7 @@ int main(int argc, char **argv)
 	o = s_out(&h2);
 	NS_REQUIRE(ns_vision_encode(v, rnd, 2, 4, 8, &o) == 0, "%s", ns_vision_error(v));
 	fails += s_compare("2x4x8, queries in blocks of 4:", hp, &d2, &h2, emulated, S_TOL_KERNELS);
+	fails += s_large(v, &seed, emulated);
 
 	/* 5. a budget the device cannot give: one line */
 	co.vram_budget = 1ull << 50;
