@@ -113,17 +113,30 @@ void nsc_tower_free(struct nsc_tower **tp)
 }
 
 #ifdef NS_WITH_CUDA
-int nsc_tower_cuda(struct nsc_tower *t, struct ns_client *c, char *err, size_t errlen)
+int nsc_tower_cuda(struct nsc_tower *t, uint32_t n_ctx, struct ns_client *c, char *err,
+		   size_t errlen)
 {
 	const struct ns_ctower_opts o = { .progress = c ? s_beat : NULL, .progress_user = c };
+	struct ns_image_work iw;
+	struct ns_ctower_need need = { 0 };
+	char b[32];
 	int rc = ns_ctower_new(t->v, &o, &t->ct, err, errlen);
 
-	if (rc == 0) {
-		ns_ctower_attach(t->ct); /* ns_image_embed's encode now runs on the device */
+	if (rc < 0)
+		return rc;
+	ns_ctower_attach(t->ct); /* ns_image_embed's encode now runs on the device */
+	/* the figure of the largest image the processor's limits and n_ctx let through */
+	if (ns_image_work_bytes(&t->hp, NULL, n_ctx, 1, &iw) == 0 && iw.n_patches &&
+	    ns_ctower_vram_need(t->v, &o, iw.n_patches, 1, &need, err, errlen) == 0)
+		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
+			"per image beside the pass's: %s for the largest, %llu tokens)\n",
+			ns_format_bytes(need.total, b, sizeof(b)),
+			(unsigned long long)iw.max_tokens);
+	else
 		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
 			"per image beside the pass's)\n");
-	}
-	return rc;
+	*err = 0;
+	return 0;
 }
 #endif
 

@@ -320,7 +320,7 @@ static int s_attach(struct nsc_proc *p)
 		rc = nsc_tower_open(p->mmproj_path, p->m, &wo, p->c, &p->tower, err, sizeof(err));
 #ifdef NS_WITH_CUDA
 	if (rc == 0 && p->tower && p->cuda) /* the tower's pass on the device too */
-		rc = nsc_tower_cuda(p->tower, p->c, err, sizeof(err));
+		rc = nsc_tower_cuda(p->tower, ns_fwd_n_ctx(p->f), p->c, err, sizeof(err));
 #endif
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);
