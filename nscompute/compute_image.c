@@ -103,6 +103,16 @@ void nsc_tower_free(struct nsc_tower **tp)
 	if (!t)
 		return;
 #ifdef NS_WITH_CUDA
+	if (t->ct) {
+		struct ns_ctower_stats st;
+		char b[32];
+
+		ns_ctower_stats(t->ct, &st);
+		fprintf(stderr, "nscompute: cuda: vision tower: %llu image(s) on the device, %s of "
+			"weights staged in %llu GEMMs\n", (unsigned long long)st.encodes,
+			ns_format_bytes(st.staged_bytes, b, sizeof(b)),
+			(unsigned long long)st.matmuls);
+	}
 	ns_ctower_destroy(&t->ct);
 #endif
 	ns_vision_destroy(&t->v);

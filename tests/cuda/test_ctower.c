@@ -394,6 +394,17 @@ int main(int argc, char **argv)
 	o = s_out(&hooked);
 	NS_REQUIRE(ns_vision_encode(v, pixels, 1, 4, 4, &o) == 0, "%s", ns_vision_error(v));
 	fails += s_compare("ns_vision_encode, attached:", hp, &hooked, &dev, true, 0);
+	{ /* it ran on the device (the emulation's bits are the host tower's: count it) */
+		struct ns_ctower_stats st2;
+
+		ns_ctower_stats(ct, &st2);
+		if (st2.encodes != st.encodes + 1) {
+			fprintf(stderr, "FAIL: ns_vision_encode, attached, did not run the CUDA "
+				"tower (%llu encodes, %llu before)\n",
+				(unsigned long long)st2.encodes, (unsigned long long)st.encodes);
+			fails++;
+		}
+	}
 
 	/* 4. two frames of 4x8, queries in blocks (a workspace cap of one query's) */
 	rnd = ct_random_floats(64 * patch_dim, &seed);
