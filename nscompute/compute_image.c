@@ -16,6 +16,9 @@
 #include "model.h"
 #include "ns_util.h"
 #include "weights_stream.h"
+#ifdef NS_WITH_CUDA
+#include "ctower.h"
+#endif
 
 struct nsc_tower {
 	struct ns_model *m;      /* the mmproj */
@@ -23,6 +26,9 @@ struct nsc_tower {
 				  * beside the model: nsio --mmproj) */
 	struct ns_vision *v;
 	struct ns_vision_hparams hp;
+#ifdef NS_WITH_CUDA
+	struct ns_ctower *ct;    /* --backend cuda: the tower's pass on the device, or NULL */
+#endif
 };
 
 /* What IMAGES said, for the next EVAL. */
@@ -96,12 +102,53 @@ void nsc_tower_free(struct nsc_tower **tp)
 
 	if (!t)
 		return;
+#ifdef NS_WITH_CUDA
+	if (t->ct) {
+		struct ns_ctower_stats st;
+		char b[32];
+
+		ns_ctower_stats(t->ct, &st);
+		fprintf(stderr, "nscompute: cuda: vision tower: %llu image(s) on the device, %s of "
+			"weights staged in %llu GEMMs\n", (unsigned long long)st.encodes,
+			ns_format_bytes(st.staged_bytes, b, sizeof(b)),
+			(unsigned long long)st.matmuls);
+	}
+	ns_ctower_destroy(&t->ct);
+#endif
 	ns_vision_destroy(&t->v);
 	ns_weights_destroy(&t->w);
 	ns_model_close(&t->m);
 	free(t);
 	*tp = NULL;
 }
+
+#ifdef NS_WITH_CUDA
+int nsc_tower_cuda(struct nsc_tower *t, uint32_t n_ctx, struct ns_client *c, char *err,
+		   size_t errlen)
+{
+	const struct ns_ctower_opts o = { .progress = c ? s_beat : NULL, .progress_user = c };
+	struct ns_image_work iw;
+	struct ns_ctower_need need = { 0 };
+	char b[32];
+	int rc = ns_ctower_new(t->v, &o, &t->ct, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	ns_ctower_attach(t->ct); /* ns_image_embed's encode now runs on the device */
+	/* the figure of the largest image the processor's limits and n_ctx let through */
+	if (ns_image_work_bytes(&t->hp, NULL, n_ctx, 1, &iw) == 0 && iw.n_patches &&
+	    ns_ctower_vram_need(t->v, &o, iw.n_patches, 1, &need, err, errlen) == 0)
+		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
+			"per image beside the pass's: %s for the largest, %llu tokens)\n",
+			ns_format_bytes(need.total, b, sizeof(b)),
+			(unsigned long long)iw.max_tokens);
+	else
+		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
+			"per image beside the pass's)\n");
+	*err = 0;
+	return 0;
+}
+#endif
 
 void nsc_images_clear(struct nsc_proc *p)
 {

@@ -37,6 +37,15 @@ struct ns_weights_stream_opts;
 int nsc_tower_open(const char *path, const struct ns_model *m,
 		   const struct ns_weights_stream_opts *wo, struct ns_client *c,
 		   struct nsc_tower **out, char *err, size_t errlen);
+
+#ifdef NS_WITH_CUDA
+/* --backend cuda: the tower's forward pass on the device (nscompute/cuda/ctower.h) from now
+ * on; its per-image arena is taken beside the text pass's (outside --vram-budget, released
+ * after each image; an image the device cannot hold is refused in one line). Says so on
+ * stderr, with the arena of the largest image n_ctx lets through. */
+int nsc_tower_cuda(struct nsc_tower *t, uint32_t n_ctx, struct ns_client *c, char *err,
+		   size_t errlen);
+#endif
 void nsc_tower_free(struct nsc_tower **t);
 
 /* IMAGES received: kept for the next EVAL (a malformed one makes that EVAL an ERROR).

@@ -29,7 +29,8 @@
  * --mmproj: the vision tower of a multimodal model, its matrices streamed through nsio as the
  * model's (nsctl starts nsio with the same --mmproj; only its small tensors are held); the
  * images of an EVAL's prompt come as IMAGES just before it (compute_image.h). The tower runs
- * on the CPU with either backend; with cuda its output goes up to the CUDA pass (cfwd_eval.c). */
+ * on the CPU with the cpu backend, on the device with cuda (nscompute/cuda/ctower.h), its
+ * output through the host to the CUDA pass (cfwd_eval.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -317,6 +318,10 @@ static int s_attach(struct nsc_proc *p)
 	}
 	if (rc == 0 && p->mmproj_path) /* streamed as the model: nsio serves the mmproj too */
 		rc = nsc_tower_open(p->mmproj_path, p->m, &wo, p->c, &p->tower, err, sizeof(err));
+#ifdef NS_WITH_CUDA
+	if (rc == 0 && p->tower && p->cuda) /* the tower's pass on the device too */
+		rc = nsc_tower_cuda(p->tower, ns_fwd_n_ctx(p->f), p->c, err, sizeof(err));
+#endif
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);
 	return rc;

@@ -34,7 +34,9 @@ struct attn_args {
 	const float *q, *k, *v, *sinks;
 	const uint8_t *kb, *vb; /* typed caches: rows of k_row / v_row bytes */
 	uint64_t k_row, v_row;
-	uint64_t ldk, ldv, pos0;
+	uint64_t ldq, ldk, ldv, pos0;
+	uint64_t n_kv;          /* full (bidirectional): every query's context is 0..n_kv-1 */
+	bool full;
 	uint32_t n_tok, n_head, gqa, dk, dv, window, n_chunk;
 	float scale;
 	float *ws, *out;
@@ -44,6 +46,11 @@ struct attn_args {
 __device__ __forceinline__ void context(const attn_args &a, uint32_t t, uint64_t *j0,
 					uint64_t *n_pos)
 {
+	if (a.full) {
+		*j0 = 0;
+		*n_pos = a.n_kv;
+		return;
+	}
 	const uint64_t p1 = (a.pos_ptr ? (uint64_t)*a.pos_ptr : a.pos0) + t + 1;
 
 	*j0 = a.window && p1 > a.window ? p1 - a.window : 0;
@@ -139,7 +146,7 @@ __global__ void __launch_bounds__(AT) k_attn_chunk(attn_args a)
 		return; /* pass 2 reads only the chunks this query has */
 	const uint64_t first = j0 + (uint64_t)c * CH;
 	const uint32_t cn = (uint32_t)(n_pos - (uint64_t)c * CH < CH ? n_pos - (uint64_t)c * CH : CH);
-	const float *q = a.q + ((uint64_t)t * a.n_head + h) * a.dk;
+	const float *q = a.q + (uint64_t)t * a.ldq + (uint64_t)h * a.dk;
 	const float *kc = TK == 0 ? a.k + first * a.ldk + (uint64_t)hk * a.dk : nullptr;
 
 	for (uint32_t d = tid; d < a.dk; d += AT)
@@ -373,8 +380,10 @@ extern "C" uint64_t ns_cuda_attn_ws_bytes(uint32_t n_tok, uint32_t n_head, uint6
 
 /* Every entry point: pos_ptr NULL takes pos0; else the grid covers max_ctx positions and
  * the blocks past the query's context return at once. kv NULL: the float32 cache dev_k /
- * dev_v (ldk, ldv floats a row); else the typed cache kv. */
-static int attention(const float *dev_q, const float *dev_k, uint64_t ldk, const float *dev_v,
+ * dev_v (ldk, ldv floats a row); else the typed cache kv. full: no mask, every query's
+ * context is the max_ctx keys (ns_cuda_attention_full), q rows ldq floats apart (else
+ * packed). */
+static int attention(const float *dev_q, uint64_t ldq, bool full, const float *dev_k, uint64_t ldk, const float *dev_v,
 		     uint64_t ldv, const ns_cuda_kv *kv, uint32_t n_tok, uint64_t pos0,
 		     const int64_t *pos_ptr, uint64_t max_ctx, uint32_t n_head,
 		     uint32_t n_head_kv, uint32_t dk, uint32_t dv, float scale, uint32_t window,
@@ -397,10 +406,13 @@ static int attention(const float *dev_q, const float *dev_k, uint64_t ldk, const
 		 (kv->tv == NS_CUDA_KV_F32 && kv->v_row % 4)
 	       : !dev_k || !dev_v || ldk < (uint64_t)n_head_kv * dk || ldv < (uint64_t)n_head_kv * dv)
 		return -EINVAL;
-	const uint64_t nc = n_chunks(pos_ptr ? max_ctx : pos0 + n_tok);
+	const uint64_t nc = n_chunks(pos_ptr || full ? max_ctx : pos0 + n_tok);
 	if (nc > INT32_MAX || n_head > 65535 || n_tok > 65535)
 		return -EOVERFLOW;
 	a.q = dev_q;
+	a.ldq = full ? ldq : (uint64_t)n_head * dk;
+	a.full = full;
+	a.n_kv = full ? max_ctx : 0;
 	a.k = dev_k;
 	a.v = dev_v;
 	a.ldk = ldk;
@@ -435,6 +447,7 @@ static int attention(const float *dev_q, const float *dev_k, uint64_t ldk, const
 		gx = n_chunks(window);
 	/* float4 loads: every row of q, k and v starts 16-byte aligned */
 	const bool vec = !kv && dk % 4 == 0 && dv % 4 == 0 && ldk % 4 == 0 && ldv % 4 == 0 &&
+			 a.ldq % 4 == 0 &&
 			 nsl::aligned(dev_q, 16) && nsl::aligned(dev_k, 16) && nsl::aligned(dev_v, 16);
 	chunk_fn chunk = chunk_kernel(kv ? kv->tk : 0, kv ? kv->tv : 0);
 
@@ -455,7 +468,7 @@ extern "C" int ns_cuda_attention(const float *dev_q, const float *dev_k, uint64_
 				 float scale, uint32_t window, const float *dev_sinks,
 				 float *dev_out, void *dev_ws, ns_cuda_stream_t s)
 {
-	return attention(dev_q, dev_k, ldk, dev_v, ldv, NULL, n_tok, pos0, NULL, 0, n_head,
+	return attention(dev_q, 0, false, dev_k, ldk, dev_v, ldv, NULL, n_tok, pos0, NULL, 0, n_head,
 			 n_head_kv, dk, dv, scale, window, dev_sinks, dev_out, dev_ws,
 			 (cudaStream_t)s);
 }
@@ -469,7 +482,7 @@ extern "C" int ns_cuda_attention_at(const float *dev_q, const float *dev_k, uint
 {
 	if (!dev_pos || max_ctx == 0)
 		return -EINVAL;
-	return attention(dev_q, dev_k, ldk, dev_v, ldv, NULL, 1, 0, dev_pos, max_ctx, n_head,
+	return attention(dev_q, 0, false, dev_k, ldk, dev_v, ldv, NULL, 1, 0, dev_pos, max_ctx, n_head,
 			 n_head_kv, dk, dv, scale, window, dev_sinks, dev_out, dev_ws,
 			 (cudaStream_t)s);
 }
@@ -483,9 +496,21 @@ extern "C" int ns_cuda_attention_kv(const float *dev_q, const struct ns_cuda_kv 
 {
 	if (!kv || (dev_pos && (n_tok != 1 || max_ctx == 0)))
 		return -EINVAL;
-	return attention(dev_q, NULL, 0, NULL, 0, kv, n_tok, pos0, dev_pos, max_ctx, n_head,
+	return attention(dev_q, 0, false, NULL, 0, NULL, 0, kv, n_tok, pos0, dev_pos, max_ctx, n_head,
 			 n_head_kv, dk, dv, scale, window, dev_sinks, dev_out, dev_ws,
 			 (cudaStream_t)s);
+}
+
+extern "C" int ns_cuda_attention_full(const float *dev_q, uint64_t ldq, const float *dev_k,
+				      uint64_t ldk, const float *dev_v, uint64_t ldv,
+				      uint32_t n_q, uint64_t n_kv, uint32_t n_head, uint32_t dk,
+				      uint32_t dv, float scale, float *dev_out, void *dev_ws,
+				      ns_cuda_stream_t s)
+{
+	if (n_q && n_head && (n_kv == 0 || ldq < (uint64_t)n_head * dk))
+		return -EINVAL;
+	return attention(dev_q, ldq, true, dev_k, ldk, dev_v, ldv, NULL, n_q, 0, NULL, n_kv,
+			 n_head, n_head, dk, dv, scale, 0, NULL, dev_out, dev_ws, (cudaStream_t)s);
 }
 
 extern "C" int ns_cuda_kv_store(const struct ns_cuda_kv *kv, const float *dev_k, uint64_t nk,

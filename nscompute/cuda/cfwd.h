@@ -4,8 +4,9 @@
  * indices, vectors, RoPE, MoE tables: llama.h) and then runs that description on the GPU with
  * the kernels of nscuda.h. It returns an ordinary struct ns_fwd, so ns_fwd_eval, the sampler,
  * teacher forcing and the nscompute protocol work unchanged. Image calls (ns_fwd_eval_mm, the
- * M-RoPE models) too: the tower runs on the host; its rows, positions and DeepStack features
- * go up per chunk (cfwd_eval.c).
+ * M-RoPE models) too: the image rows' embeddings (from the host tower, or from the CUDA one,
+ * ctower.h, through host memory), positions and DeepStack features go up per chunk
+ * (cfwd_eval.c).
  *
  * Where weights live:
  *   - VRAM windows (opts.vram): row windows of weight matrices copied once to the device at

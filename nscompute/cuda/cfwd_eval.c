@@ -1,7 +1,7 @@
 /* cfwd_eval.c - one chunk on the device: the embedding (looked up in VRAM when it is whole
  * there, else rows from the host provider), the layers (cfwd_layer.c), the output head in
  * groups of CFWD_LOGIT_TOK tokens and the logits to the caller. An image call (ns_fwd_eval_mm:
- * the tower ran on the host) uploads its image rows' embeddings over their tokens', every
+ * the embeddings in host rows, from either tower) uploads its image rows' embeddings over their tokens', every
  * row's M-RoPE positions, and after each of the first text layers the DeepStack features of
  * its image rows. A dense model whose every weight matrix is whole in VRAM decodes a token by
  * replaying one captured CUDA graph of the whole step (the position read from device memory),

@@ -396,6 +396,51 @@ int ns_cuda_softcap(float *dev_x, uint64_t n, float cap, ns_cuda_stream_t s);
 int ns_cuda_ple_mix(float *dev_pl, const float *dev_proj, uint64_t n, float row_scale,
 		    float mix_scale, ns_cuda_stream_t s);
 
+/* ------------------------------------------------------------ vision tower ------------- */
+/* The steps of the Qwen3-VL / Qwen3.5 vision tower (nscompute/vision/vision.h) that the text
+ * pass lacks (tower.cu; attn.cu: the bidirectional attention), as nscompute/vision/
+ * vision_ops.c computes them (the emulation restates those expressions: emu/emu_tower.c).
+ * Row counts up to INT32_MAX. */
+
+/* LayerNorm with bias per row of n: y = (float)((x - mean) / sqrt(var + eps)) * w + b, the
+ * mean and the (biased) variance in double, the product and the sum rounded in float. dev_x,
+ * dev_y: (n_rows, n), y may equal x; dev_w, dev_b: (n). */
+int ns_cuda_layernorm(float *dev_y, const float *dev_x, const float *dev_w, const float *dev_b,
+		      uint32_t n, uint32_t n_rows, float eps, ns_cuda_stream_t s);
+
+/* In place, dev_x[i] for i < n: erf false: GELU's tanh approximation (gelu_pytorch_tanh),
+ * true: the exact GELU 0.5 x (1 + erf(x / sqrt 2)); computed in double, rounded once. */
+int ns_cuda_gelu(float *dev_x, uint64_t n, bool erf, ns_cuda_stream_t s);
+
+/* The tower's 2-D rotary embedding (rotate-half): n rows of dev_x, `stride` floats apart, each
+ * n_heads heads of head_dim, rotated in place with the table dev_cs (n, head_dim): row p's
+ * [cos (head_dim/2) | sin (head_dim/2)], pairs (i, i + head_dim/2):
+ *   x_i' = x_i c_i - x_{i+h} s_i,  x_{i+h}' = x_{i+h} c_i + x_i s_i   (float, no fused mad).
+ * head_dim even, stride >= n_heads * head_dim. */
+int ns_cuda_rope_table(float *dev_x, uint64_t n, uint64_t stride, uint32_t n_heads,
+		       uint32_t head_dim, const float *dev_cs, ns_cuda_stream_t s);
+
+/* Float32 GEMM: dev_y[t * ldy + r] = sum_k W[r,k] dev_x[t * ldx + k], W (n_rows, n_cols)
+ * float32 rows (dequantize other types first: ns_cuda_dequant). No f16 rounding (the
+ * prefill GEMM's tensor cores round x and W to f16, ~5e-4 relative over a tower): each output
+ * summed by one thread with fused multiply-adds in column order, so it depends only on its row,
+ * token and n_cols; |y - exact| <= n_cols 2^-23 sum_k |W[r,k] x[k]|. ldx >= n_cols,
+ * ldy >= n_rows, any alignment of 4 bytes. n_tok <= 65535 * 64. */
+int ns_cuda_sgemm(const float *dev_w, uint64_t n_cols, uint64_t n_rows, const float *dev_x,
+		  uint64_t ldx, uint64_t n_tok, float *dev_y, uint64_t ldy, ns_cuda_stream_t s);
+
+/* Bidirectional attention (the vision tower's, one frame): query t < n_q attends to every
+ * one of the n_kv keys, no mask, no sinks, no window.
+ *   dev_q: (n_q, ldq) rows, head h at column h * dk; dev_k: (n_kv, ldk); dev_v: (n_kv, ldv)
+ *   dev_out: (n_q, n_head, dv); dev_ws: ns_cuda_attn_ws_bytes(n_q, n_head, n_kv, dv) bytes
+ * The chunks and merge of ns_cuda_attention over positions 0..n_kv-1 (so a query's result
+ * depends only on itself and the keys: the caller may cut the queries in blocks).
+ * n_head_kv = n_head; dk, dv <= 512; n_q, n_head <= 65535. */
+int ns_cuda_attention_full(const float *dev_q, uint64_t ldq, const float *dev_k, uint64_t ldk,
+			   const float *dev_v, uint64_t ldv, uint32_t n_q, uint64_t n_kv,
+			   uint32_t n_head, uint32_t dk, uint32_t dv, float scale,
+			   float *dev_out, void *dev_ws, ns_cuda_stream_t s);
+
 /* ------------------------------------------------------------ graphs -------------------- */
 /* A decode step replayed as a CUDA graph reads its position from device memory: these
  * variants of ns_cuda_rope, ns_cuda_attention (one token) and of the KV-cache write take it

@@ -90,6 +90,16 @@ uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n_pat
 uint64_t ns_vision_held_bytes(const struct ns_vision_hparams *hp);
 uint64_t ns_vision_held(const struct ns_vision *v);
 
+/* Another implementation of the encoder (the CUDA tower, nscompute/cuda/ctower.h) behind
+ * ns_vision_encode: once set, ns_vision_encode checks its arguments as always, then returns
+ * fn(user, ...) instead of running the host tower; fn writes one line in err on failure.
+ * fn NULL: the host tower again. The tower's setup (held vectors, tensor ids) is unchanged,
+ * and fn may read it (vision_impl.h). */
+typedef int (*ns_vision_encode_fn)(void *user, const float *pixels, uint32_t grid_t,
+				   uint32_t grid_h, uint32_t grid_w,
+				   const struct ns_vision_out *out, char *err, size_t errlen);
+void ns_vision_set_encoder(struct ns_vision *v, ns_vision_encode_fn fn, void *user);
+
 const char *ns_vision_error(const struct ns_vision *v);
 
 void ns_vision_destroy(struct ns_vision **v);

@@ -252,6 +252,39 @@ uint64_t ns_vision_work_bytes(const struct ns_vision_hparams *hp, uint64_t n, ui
 	return t == UINT64_MAX || ns_add_u64_overflow(f, t, &f) ? UINT64_MAX : f;
 }
 
+int ns_vision_pos_rows(struct ns_vision *v, uint32_t grid_t, uint32_t grid_h, uint32_t grid_w,
+		       float *pos)
+{
+	const uint64_t d = v->hp.n_embd, npos = (uint64_t)v->hp.pos_side * v->hp.pos_side;
+	struct s_act a = { .n = (uint64_t)grid_t * grid_h * grid_w, .x = pos };
+	int64_t *rows = malloc(npos * sizeof(*rows));
+	int rc = 0;
+
+	a.pos = ns_vision_falloc(npos, d);
+	if (!rows || !a.pos) {
+		ns_errf(v->err, sizeof(v->err), "vision: out of memory for the position grid");
+		rc = -ENOMEM;
+	}
+	for (uint64_t r = 0; rc == 0 && r < npos; r++)
+		rows[r] = (int64_t)r;
+	if (rc == 0 && (rc = ns_weights_get_rows(v->w, v->pos, rows, npos, a.pos)) < 0)
+		ns_errf(v->err, sizeof(v->err), "vision: v.position_embd.weight: %s",
+			ns_weights_error(v->w));
+	if (rc == 0) {
+		memset(pos, 0, a.n * d * sizeof(float));
+		s_pos_embed(v, &a, grid_t, grid_h, grid_w);
+	}
+	free(rows);
+	free(a.pos);
+	return rc;
+}
+
+void ns_vision_set_encoder(struct ns_vision *v, ns_vision_encode_fn fn, void *user)
+{
+	v->encode = fn;
+	v->encode_user = user;
+}
+
 int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, uint32_t grid_h,
 		     uint32_t grid_w, const struct ns_vision_out *out)
 {
@@ -268,6 +301,9 @@ int ns_vision_encode(struct ns_vision *v, const float *pixels, uint32_t grid_t, 
 			hp->merge);
 		return -EINVAL;
 	}
+	if (v->encode)
+		return v->encode(v->encode_user, pixels, grid_t, grid_h, grid_w, out, v->err,
+				 sizeof(v->err));
 	if ((rc = s_alloc_act(v, &a)) < 0 || (rc = s_embed(v, &a, pixels, grid_t, grid_h, grid_w)))
 		goto out;
 	ns_vision_rope_table(a.cs, grid_t, grid_h, grid_w, hp->merge, hp->head_dim,

@@ -43,8 +43,17 @@ struct ns_vision {
 	struct ns_vision_layer *layers; /* (n_layer) */
 	struct ns_vision_merger merger;
 	uint64_t held_bytes;        /* the held float arrays (s_hold), ns_vision_held */
+	ns_vision_encode_fn encode; /* ns_vision_set_encoder's, or NULL: the host tower */
+	void *encode_user;
 	char err[NS_ERR_LEN];
 };
+
+/* vision_encode.c: pos (grid_t * grid_h * grid_w, n_embd) = the learned position grid
+ * resampled to the image (the rows ns_vision_encode adds after the patch kernel and its bias),
+ * merge-group order, every frame the same. Reads the grid through the provider. Returns 0 or
+ * -ENOMEM / the provider's error with a line in v's error. */
+int ns_vision_pos_rows(struct ns_vision *v, uint32_t grid_t, uint32_t grid_h, uint32_t grid_w,
+		       float *pos);
 
 /* vision_ops.c: the float steps of the tower. */
 

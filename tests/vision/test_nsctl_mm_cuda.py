@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Images on the cuda backend through the process pipeline: nscompute-cuda's tower on the host,
-its output uploaded to the CUDA pass (M-RoPE positions, DeepStack features), against the cpu
-backend and Transformers.
+"""Images on the cuda backend through the process pipeline: nscompute-cuda's vision tower on the
+device (nscompute/cuda/ctower.h; it says so on stderr), its output through the host to the CUDA
+pass (M-RoPE positions, DeepStack features), against the cpu backend and Transformers.
 
     test_nsctl_mm_cuda.py NSCTL NSCOMPUTE_CUDA
 
@@ -10,8 +10,8 @@ nscompute-cudaemu, in CI; the real nscompute-cuda on a GPU machine with NS_CUDA_
 For hf/qwen3_vl (GGUF, its mmproj beside it) and hf/qwen3_5_cond (the safetensors checkpoint
 with --mmproj, qwen35's hybrid layers): `nsctl logits --image --backend cuda` with everything
 streamed and with the weights in VRAM (--vram-budget) against `--backend cpu`: bit-identical
-over the emulation (its kernels are the cpu pass's code), and within 1e-4 of Transformers'
-mm.logits.f32 either way; `run --image -p ... --temp 0 --backend cuda` (the text decoded past
+over the emulation (its kernels are the cpu pass's and the host tower's code), and within 1e-4
+of Transformers' mm.logits.f32 either way; `run --image -p ... --temp 0 --backend cuda` (the text decoded past
 the image, at its M-RoPE offset) generates the cpu backend's text; with an f16 KV cache
 (-ctk/-ctv f16: the typed path's rotation of the image rows) within 1e-2 of the cpu backend's
 typed pass. Refusals, one line and exit 2: an image for a model without M-RoPE on the cuda
@@ -59,6 +59,13 @@ with tempfile.TemporaryDirectory() as d:
                 fail(f"{arch}: logits --image {' '.join(backend)}: exit {r.returncode}: "
                      f"{r.stderr[-600:]}")
                 continue
+            # the tower attached, and the image run through it (the emulation's bits are the
+            # host tower's: nscompute-cuda counts the images its CUDA tower encoded)
+            on_device = ("the vision tower runs on the device" in r.stderr and
+                         "vision tower: 1 image(s) on the device" in r.stderr)
+            if on_device != (name != "cpu"):
+                fail(f"{arch} ({name}): the tower {'ran' if on_device else 'did not run'} on "
+                     f"the device: {r.stderr[-600:]}")
             got = f32(o)
             if len(got) != len(want):
                 fail(f"{arch} ({name}): {len(got)} logits, the reference {len(want)}")
