@@ -39,6 +39,10 @@ struct nsc_proc {
 	bool draft_mtp;            /* --draft-mtp: the model's MTP block opened beside the pass
 				    * (ns_fwd_mtp_open), the drafter of NS_DRAFT_MTP */
 	const char *mmproj_path;   /* --mmproj: the vision tower (compute_image.h, cpu only) */
+	uint64_t img_max_tokens, img_min_pixels, img_max_pixels; /* --max-patches, --min-pixels,
+				    * --max-pixels: the largest image (0s: the processor's) */
+	uint64_t tower_vram;       /* cuda: the tower's arena, out of --vram-budget (cuda_attach.c)
+				    * and its cap */
 	struct nsc_tower *tower;   /* its resident tower, or NULL */
 	struct nsc_images *img;    /* IMAGES for the next EVAL, or NULL */
 	void *zctx, *sock;

@@ -109,9 +109,11 @@ void nsc_tower_free(struct nsc_tower **tp)
 
 		ns_ctower_stats(t->ct, &st);
 		fprintf(stderr, "nscompute: cuda: vision tower: %llu image(s) on the device, %s of "
-			"weights staged in %llu GEMMs\n", (unsigned long long)st.encodes,
+			"weights staged in %llu GEMMs, arena %llu B (%llu B used)\n",
+			(unsigned long long)st.encodes,
 			ns_format_bytes(st.staged_bytes, b, sizeof(b)),
-			(unsigned long long)st.matmuls);
+			(unsigned long long)st.matmuls, (unsigned long long)st.vram_arena,
+			(unsigned long long)st.vram_used);
 	}
 	ns_ctower_destroy(&t->ct);
 #endif
@@ -123,28 +125,23 @@ void nsc_tower_free(struct nsc_tower **tp)
 }
 
 #ifdef NS_WITH_CUDA
-int nsc_tower_cuda(struct nsc_tower *t, uint32_t n_ctx, struct ns_client *c, char *err,
-		   size_t errlen)
+int nsc_tower_cuda(struct nsc_tower *t, uint64_t arena, bool firm, struct ns_client *c,
+		   char *err, size_t errlen)
 {
-	const struct ns_ctower_opts o = { .progress = c ? s_beat : NULL, .progress_user = c };
-	struct ns_image_work iw;
-	struct ns_ctower_need need = { 0 };
+	/* firm: every image in an arena of exactly `arena` bytes (its share of --vram-budget),
+	 * one that needs more refused; else each image's own need */
+	const struct ns_ctower_opts o = { .progress = c ? s_beat : NULL, .progress_user = c,
+					  .vram_budget = firm ? arena : 0,
+					  .vram_cap = firm ? arena : 0 };
 	char b[32];
 	int rc = ns_ctower_new(t->v, &o, &t->ct, err, errlen);
 
 	if (rc < 0)
 		return rc;
 	ns_ctower_attach(t->ct); /* ns_image_embed's encode now runs on the device */
-	/* the figure of the largest image the processor's limits and n_ctx let through */
-	if (ns_image_work_bytes(&t->hp, NULL, n_ctx, 1, &iw) == 0 && iw.n_patches &&
-	    ns_ctower_vram_need(t->v, &o, iw.n_patches, 1, &need, err, errlen) == 0)
-		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
-			"per image beside the pass's: %s for the largest, %llu tokens)\n",
-			ns_format_bytes(need.total, b, sizeof(b)),
-			(unsigned long long)iw.max_tokens);
-	else
-		fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena "
-			"per image beside the pass's)\n");
+	fprintf(stderr, "nscompute: cuda: the vision tower runs on the device (an arena per "
+		"image, %" PRIu64 " B (%s) for the largest%s)\n", arena,
+		ns_format_bytes(arena, b, sizeof(b)), firm ? ", out of --vram-budget" : "");
 	*err = 0;
 	return 0;
 }

@@ -40,11 +40,13 @@ int nsc_tower_open(const char *path, const struct ns_model *m,
 
 #ifdef NS_WITH_CUDA
 /* --backend cuda: the tower's forward pass on the device (nscompute/cuda/ctower.h) from now
- * on; its per-image arena is taken beside the text pass's (outside --vram-budget, released
- * after each image; an image the device cannot hold is refused in one line). Says so on
- * stderr, with the arena of the largest image n_ctx lets through. */
-int nsc_tower_cuda(struct nsc_tower *t, uint32_t n_ctx, struct ns_client *c, char *err,
-		   size_t errlen);
+ * on, an arena per image released after it. arena: the largest image's (cuda_attach.c,
+ * vision_vram.h ns_vision_vram_largest); firm (a --vram-budget): it is the tower's share of
+ * the budget, taken out of the pass's, and every image runs in exactly that many bytes (one
+ * needing more is refused in one line); else each image takes its own need. An image the
+ * device cannot hold is refused in one line. Says so on stderr with the figure. */
+int nsc_tower_cuda(struct nsc_tower *t, uint64_t arena, bool firm, struct ns_client *c,
+		   char *err, size_t errlen);
 #endif
 void nsc_tower_free(struct nsc_tower **t);
 

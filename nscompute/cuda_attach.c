@@ -19,6 +19,7 @@
 #include "plan.h"
 #include "plan_shm.h"
 #include "seg.h"
+#include "vision_vram.h"
 
 #define S_PLAN_WAIT_MS 30000
 
@@ -112,6 +113,41 @@ static int s_draft_need(struct nsc_proc *p, uint64_t *need, char *err, size_t er
 	return 0;
 }
 
+/* The vision tower's VRAM (--mmproj on cuda): the arena of the largest image the limits and
+ * -c let through (vision_vram.h, the figure nsctl reserves), taken out of --vram-budget
+ * beside the draft's; one line when the two do not leave the pass anything. */
+static int s_tower_need(struct nsc_proc *p, uint64_t draft, uint64_t *need, char *err,
+			size_t errlen)
+{
+	const struct ns_image_limits lim = { .max_tokens = p->img_max_tokens,
+					     .min_pixels = p->img_min_pixels,
+					     .max_pixels = p->img_max_pixels };
+	struct ns_model *m = NULL;
+	struct ns_vision_hparams hp;
+	struct ns_vision_vram vn;
+	char why[NS_ERR_LEN], a[32], b[32];
+	int rc;
+
+	*need = 0;
+	if (!p->mmproj_path || !p->n_ctx) /* no -c: the pass refuses it below */
+		return 0;
+	rc = ns_model_open(p->mmproj_path, &m, why, sizeof(why));
+	if (rc == 0)
+		rc = ns_vision_hparams_load(m, &hp, why, sizeof(why));
+	if (rc == 0)
+		rc = ns_vision_vram_largest(m, &hp, &lim, p->n_ctx, &vn, NULL, why, sizeof(why));
+	ns_model_close(&m);
+	if (rc < 0)
+		return ns_errf(err, errlen, "--mmproj %.200s: %.200s", p->mmproj_path, why), rc;
+	*need = vn.total;
+	if (p->vram_budget && (draft >= p->vram_budget || *need >= p->vram_budget - draft))
+		return ns_errf(err, errlen, "--mmproj %.200s: the vision tower's %s of VRAM (the "
+			       "largest image at -c %u) does not fit in --vram-budget %s",
+			       p->mmproj_path, ns_format_bytes(*need, a, sizeof(a)), p->n_ctx,
+			       ns_format_bytes(p->vram_budget, b, sizeof(b))), -ENOMEM;
+	return 0;
+}
+
 /* A heartbeat per slice of the draft's upload: the stall watch must not take it for a hang. */
 static void s_beat(void *c)
 {
@@ -147,6 +183,9 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	uint64_t n = 0, draft = 0;
 	int rc = s_draft_need(p, &draft, err, errlen);
 
+	if (rc == 0)
+		rc = s_tower_need(p, draft, &p->tower_vram, err, errlen);
+
 	if (rc == 0 && p->vram_budget)
 		rc = s_plan_windows(p, &w, &n, err, errlen);
 	if (rc < 0)
@@ -155,8 +194,8 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	o.act_q8 = p->act_q8; /* int8 activations in decode GEMVs, as the CPU's --act q8 */
 	o.kv_k = p->kv_k;     /* -ctk / -ctv: the cache the CPU pass would keep */
 	o.kv_v = p->kv_v;
-	/* the draft's arena out of the budget (s_draft_need: draft < vram_budget) */
-	o.vram_budget = p->vram_budget ? p->vram_budget - draft : 0;
+	/* the draft's and the tower's arenas out of the budget (s_tower_need: they leave some) */
+	o.vram_budget = p->vram_budget ? p->vram_budget - draft - p->tower_vram : 0;
 	o.reserve_vram = 0; /* exactly what KV, scratch, vectors and staging take */
 	o.vram = w;
 	o.n_vram = n;
@@ -187,6 +226,10 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	}
 	if (rc == 0 && p->draft_path)
 		rc = s_draft_open(p, draft, err, errlen);
+	if (rc == 0 && p->vram_budget && p->tower_vram) /* the budget's three shares, exact */
+		fprintf(stderr, "nscompute: cuda: --vram-budget %" PRIu64 " B: the pass's arena %"
+			PRIu64 " B, the draft model's %" PRIu64 " B, the vision tower's %" PRIu64
+			" B\n", p->vram_budget, st.vram_budget, draft, p->tower_vram);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
  *             [--lookahead N] [-c CTX] [--ctl ENDPOINT] [--vram-budget SIZE] [--act f32|q8]
  *             [--parallel N] [--cache-type-k f32|f16|q8_0] [--cache-type-v f32|f16|q8_0]
  *             [--draft-model PATH] [--draft-mtp] [--moe-predict on|off] [--mmproj PATH]
+ *             [--max-patches N] [--min-pixels N] [--max-pixels N]
  *
  * Attaches to the session's nsio as a client, runs the forward pass with every weight streamed
  * through nsio (weights_stream.h) - or, cuda, on the GPU with the plan's VRAM windows resident
@@ -30,7 +31,9 @@
  * model's (nsctl starts nsio with the same --mmproj; only its small tensors are held); the
  * images of an EVAL's prompt come as IMAGES just before it (compute_image.h). The tower runs
  * on the CPU with the cpu backend, on the device with cuda (nscompute/cuda/ctower.h), its
- * output through the host to the CUDA pass (cfwd_eval.c). */
+ * output through the host to the CUDA pass (cfwd_eval.c); with cuda, the arena of the largest
+ * image --max-patches / --min-pixels / --max-pixels and -c let through comes out of
+ * --vram-budget (nsctl passes the limits it sends with IMAGES). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -78,7 +81,7 @@ static void s_usage(FILE *f)
 		   "[--block-rows N] [--lookahead N] [-c CTX] [--ctl ENDPOINT] "
 		   "[--vram-budget SIZE] [--act f32|q8] [--parallel N] [--cache-type-k T] "
 		   "[--cache-type-v T] [--draft-model PATH] [--draft-mtp] [--moe-predict on|off]\n"
-		   "       [--mmproj PATH]\n"
+		   "       [--mmproj PATH [--max-patches N] [--min-pixels N] [--max-pixels N]]\n"
 		   "  T: f32 (exact, default), f16, q8_0\n", S_BACKENDS);
 }
 
@@ -95,7 +98,7 @@ static int s_u64(const char *flag, const char *v, uint64_t min, uint64_t max, ui
 enum {
 	O_HELP = 1, O_SESSION, O_MODEL, O_CTL, O_BACKEND, O_ACT, O_CTK, O_CTV, O_VRAM, O_THREADS,
 	O_ROWS, O_LOOKAHEAD, O_PARALLEL, O_CTX, O_DRAFT_MODEL, O_MOE_PREDICT, O_MMPROJ,
-	O_DRAFT_MTP,
+	O_DRAFT_MTP, O_MAX_PATCHES, O_MIN_PIXELS, O_MAX_PIXELS,
 };
 
 /* The spellings nsctl passes (engine_args.c), and llama.cpp's where they mean the same. */
@@ -106,6 +109,9 @@ static const struct ns_opt s_opts[] = {
 	{ "draft-model", NULL, NS_OPT_VALUE, O_DRAFT_MODEL },
 	{ "draft-mtp", NULL, NS_OPT_SWITCH, O_DRAFT_MTP },
 	{ "mmproj", NULL, NS_OPT_VALUE, O_MMPROJ },
+	{ "max-patches", NULL, NS_OPT_VALUE, O_MAX_PATCHES },
+	{ "min-pixels", NULL, NS_OPT_VALUE, O_MIN_PIXELS },
+	{ "max-pixels", NULL, NS_OPT_VALUE, O_MAX_PIXELS },
 	{ "ctl", NULL, NS_OPT_VALUE, O_CTL },
 	{ "backend", NULL, NS_OPT_VALUE, O_BACKEND },
 	{ "act", NULL, NS_OPT_VALUE, O_ACT },
@@ -150,6 +156,15 @@ static int s_on_opt(void *user, const struct ns_opt *opt, const char *o, const c
 		break;
 	case O_MMPROJ:
 		p->mmproj_path = v;
+		break;
+	case O_MAX_PATCHES: /* nsctl's image limits: the largest image's VRAM (cuda_attach.c) */
+		rc = s_u64(o, v, 1, 1u << 24, &p->img_max_tokens);
+		break;
+	case O_MIN_PIXELS:
+		rc = s_u64(o, v, 1, 1ull << 40, &p->img_min_pixels);
+		break;
+	case O_MAX_PIXELS:
+		rc = s_u64(o, v, 1, 1ull << 40, &p->img_max_pixels);
 		break;
 	case O_CTL:
 		p->endpoint = v;
@@ -320,7 +335,8 @@ static int s_attach(struct nsc_proc *p)
 		rc = nsc_tower_open(p->mmproj_path, p->m, &wo, p->c, &p->tower, err, sizeof(err));
 #ifdef NS_WITH_CUDA
 	if (rc == 0 && p->tower && p->cuda) /* the tower's pass on the device too */
-		rc = nsc_tower_cuda(p->tower, ns_fwd_n_ctx(p->f), p->c, err, sizeof(err));
+		rc = nsc_tower_cuda(p->tower, p->tower_vram, p->vram_budget != 0, p->c, err,
+				    sizeof(err));
 #endif
 	if (rc < 0)
 		fprintf(stderr, "nscompute: %s\n", err);

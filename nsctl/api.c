@@ -8,6 +8,7 @@
 
 #include "arch.h"
 #include "draft_model.h"
+#include "tower_vram.h"
 #include "engine_internal.h"
 #include "gguf.h"
 #include "kv_type.h"
@@ -198,6 +199,21 @@ int ns_engine_load(const char *model, const struct ns_engine_opts *o, struct ns_
 						      e->o.vram_budget, e->o.reserve_vram,
 						      &e->o.reserve_vram, NULL, e->err,
 						      sizeof(e->err));
+		/* the vision tower on cuda: its arena out of the budget too, after the draft's
+		 * (tower_vram.h; nscompute-cuda takes both out of --vram-budget) */
+		if (rc == 0 && e->o.mmproj && !strcmp(e->o.backend, "cuda") && e->o.vram_budget) {
+			const struct nsctl_tower tw = {
+				.mmproj = e->o.mmproj,
+				.lim = { .max_tokens = e->o.max_image_tokens,
+					 .min_pixels = e->o.min_image_pixels,
+					 .max_pixels = e->o.max_image_pixels } };
+
+			rc = nsctl_tower_vram_reserve(e->model_path, &tw, e->o.n_ctx,
+						      e->o.cache_type_k, e->o.cache_type_v,
+						      e->o.vram_budget, e->o.reserve_vram,
+						      &e->o.reserve_vram, NULL, e->err,
+						      sizeof(e->err));
+		}
 		if (rc == 0 && !e->o.mem_budget) {
 			/* enough for the whole model plus slack, at most 512 MiB: a small model
 			 * does not pay for mapping a large arena */

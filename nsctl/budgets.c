@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "arch.h"
 #include "draft_model.h"
+#include "tower_vram.h"
 #include "image_embed.h"
 #include "neurostream.h"
 #include "vision.h"
@@ -303,6 +304,16 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 			return 2;
 		}
 		a->b.reserve_vram += a->draft_vram;
+		/* the vision tower's arena likewise (tower_vram.h: nscompute-cuda's figure) */
+		if (a->tower_vram && a->b.vram - a->b.reserve_vram < a->tower_vram) {
+			char line[NS_ERR_LEN];
+
+			nsctl_tower_vram_refusal(a->tower_mmproj, a->tower_vram, fx->n_ctx,
+						 a->b.reserve_vram, a->b.vram, line, sizeof(line));
+			s_refuse(a, "%s", line);
+			return 2;
+		}
+		a->b.reserve_vram += a->tower_vram;
 	} else if (a->reserve_given && a->b.reserve_vram) {
 		s_refuse(a, "--reserve-vram needs a --vram-budget");
 		return 2;

@@ -91,6 +91,9 @@ struct nsctl_budget_req {
 	uint64_t draft_vram; /* a draft model's arena on the cuda backend (nsctl_draft_vram):
 			      * with a VRAM budget, added to the reserve (given or default) and
 			      * refused in one line when the budget cannot hold it */
+	uint64_t tower_vram; /* the vision tower's arena on the cuda backend (tower_vram.h):
+			      * added to the reserve after the draft's, refused likewise */
+	const char *tower_mmproj; /* its file, for the refusal's line */
 };
 
 /* Check the given budgets and complete the others (budget_defaults.h) for model m at the

@@ -10,6 +10,7 @@
 #include "cmd_opt.h"
 #include "commands.h"
 #include "draft_model.h"
+#include "tower_vram.h"
 #include "fixed_mem.h"
 #include "arch.h"
 #include "gpu_need.h"
@@ -289,6 +290,10 @@ static void s_print_text(const struct s_report *r)
 		       s_kv_types(a, kvt, sizeof(kvt)));
 	else
 		printf("budgets:      --vram-budget 0 (no GPU tier)\n");
+	if (a->q.tower_vram) /* the cuda tower's arena: in the reserve above when budgeted */
+		printf("tower VRAM:   %s (%" PRIu64 " B) for the largest image at -c %u%s\n",
+		       ns_format_bytes(a->q.tower_vram, s[0], 32), a->q.tower_vram, fx->n_ctx,
+		       pl->hdr.vram_budget ? ", in --reserve-vram" : " (no --vram-budget to hold it)");
 	printf("              --ram-budget %s%s, --mem-budget %s%s (minimum %s)\n",
 	       ns_format_bytes(pl->hdr.ram_budget, s[2], 32), a->q.ram_given ? "" : " (default)",
 	       ns_format_bytes(pl->hdr.mem_budget, s[3], 32), a->q.mem_given ? "" : " (default)",
@@ -417,6 +422,7 @@ static void s_print_json(const struct s_report *r)
 	jo_key(&j, "vram"); jo_u64(&j, pl->hdr.vram_budget);
 	jo_key(&j, "reserve_vram"); jo_u64(&j, pl->hdr.reserve_vram);
 	jo_key(&j, "draft_vram"); jo_u64(&j, r->a->q.draft_vram); /* in reserve_vram */
+	jo_key(&j, "tower_vram"); jo_u64(&j, r->a->q.tower_vram); /* in reserve_vram */
 	jo_key(&j, "ram"); jo_u64(&j, pl->hdr.ram_budget);
 	jo_key(&j, "mem"); jo_u64(&j, pl->hdr.mem_budget);
 	jo_key(&j, "ram_default"); jo_bool(&j, !r->a->q.ram_given);
@@ -586,6 +592,10 @@ int cmd_plan(int argc, char **argv)
 							 .max_pixels = a.img.max_pixels } };
 
 		ret = nsctl_fixed_add_tower(&fx, &tw, err, sizeof(err));
+		/* cuda: the tower's arena in VRAM, in the reserve (tower_vram.h) */
+		if (!ret && a.cuda)
+			ret = nsctl_tower_vram(&tw, fx.n_ctx, &a.q.tower_vram, err, sizeof(err));
+		a.q.tower_mmproj = a.img.mmproj;
 	}
 	if (!ret)
 		a.n_ctx = fx.n_ctx;

@@ -140,6 +140,13 @@ static void s_nscompute(const struct ns_engine *e, struct s_argv *a)
 	if (e->o.mmproj) { /* the vision tower, its matrices streamed (compute_image.h) */
 		s_add(a, "--mmproj");
 		s_add(a, e->o.mmproj);
+		/* its images' limits: cuda sizes the tower's arena for the largest (tower_vram.h) */
+		if (e->o.max_image_tokens)
+			s_num(a, "--max-patches", e->o.max_image_tokens);
+		if (e->o.min_image_pixels)
+			s_num(a, "--min-pixels", e->o.min_image_pixels);
+		if (e->o.max_image_pixels)
+			s_num(a, "--max-pixels", e->o.max_image_pixels);
 	}
 	if (e->o.draft_model) { /* resident in nscompute's RAM (compute_draft_model.h) */
 		s_add(a, "--draft-model");

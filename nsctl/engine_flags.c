@@ -10,6 +10,7 @@
 #include "chat_repl.h"
 #include "commands.h"
 #include "draft_model.h"
+#include "tower_vram.h"
 #include "engine_flags.h"
 #include "ns_opt.h"
 #include "ns_util.h"
@@ -330,13 +331,19 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	const char *draft = nsctl_ram_draft(eo->draft_mtp, eo->draft_model, eo->backend);
 	const char *vram_draft = eo->draft_model && !draft ? eo->draft_model : NULL;
 	const uint32_t n_ctx = eo->n_ctx ? eo->n_ctx : NSCTL_DEFAULT_CTX;
+	const bool cuda = eo->backend && !strcmp(eo->backend, "cuda");
 	char err[NS_ERR_LEN], s[32];
-	uint64_t d = 0, r;
+	uint64_t d = 0, tv = 0, r;
 	int rc;
 
 	if (vram_draft && nsctl_draft_vram(vram_draft, n_ctx, &d, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		return 2;
+	}
+	/* the vision tower on cuda: its arena in VRAM too (tower_vram.h) */
+	if (cuda && eo->mmproj && (rc = nsctl_tower_vram(&tw, n_ctx, &tv, err, sizeof(err))) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return rc == -ENOMEM ? 1 : 2;
 	}
 	if (a->ngl > 0 && !eo->vram_budget) { /* -ngl N: N layers' worth of VRAM */
 		rc = nsctl_ngl_vram(who, model, eo->n_ctx, eo->cache_type_k, eo->cache_type_v,
@@ -350,6 +357,13 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 		if (d)
 			fprintf(stderr, "%s: -ngl: and the draft model's %s: --vram-budget %" PRIu64
 				"\n", who, ns_format_bytes(d, s, sizeof(s)), eo->vram_budget);
+		if (tv && ns_add_u64_overflow(eo->vram_budget, tv, &eo->vram_budget)) {
+			fprintf(stderr, "%s: -ngl: the VRAM budget overflows\n", who);
+			return 2;
+		}
+		if (tv)
+			fprintf(stderr, "%s: -ngl: and the vision tower's %s: --vram-budget %" PRIu64
+				"\n", who, ns_format_bytes(tv, s, sizeof(s)), eo->vram_budget);
 	}
 	if (eo->vram_budget) {
 		rc = nsctl_check_vram(who, model, eo->n_ctx, eo->cache_type_k, eo->cache_type_v,
@@ -362,6 +376,14 @@ int nsctl_engine_budgets(struct nsctl_engine_args *a, const char *who, const cha
 	    (rc = nsctl_draft_vram_reserve(model, vram_draft, n_ctx, eo->cache_type_k,
 					   eo->cache_type_v, eo->vram_budget,
 					   eo->reserve_vram, &r, NULL, err, sizeof(err))) < 0) {
+		fprintf(stderr, "%s: %s\n", who, err);
+		return rc == -ENOMEM ? 1 : 2;
+	}
+	/* and the tower's, after the draft's (the engine reserves both: api.c) */
+	if (tv && eo->vram_budget &&
+	    (rc = nsctl_tower_vram_reserve(model, &tw, n_ctx, eo->cache_type_k, eo->cache_type_v,
+					   eo->vram_budget, vram_draft ? r : eo->reserve_vram, &r,
+					   NULL, err, sizeof(err))) < 0) {
 		fprintf(stderr, "%s: %s\n", who, err);
 		return rc == -ENOMEM ? 1 : 2;
 	}

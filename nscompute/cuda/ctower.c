@@ -10,11 +10,9 @@
 #include "ggml_type.h"
 #include "nscuda.h"
 #include "vision_impl.h"
+#include "vision_vram.h"
 
-#define S_GRAN 256ull                  /* ns_vram's allocation granule */
-#define S_STAGE_DEFAULT (16ull << 20)
-#define S_WS_DEFAULT (64ull << 20)
-#define S_ROWS_MAX 65535u             /* glue.cu's bias rows per launch */
+#define S_ROWS_MAX NS_VISION_VRAM_ROWS_MAX /* glue.cu's bias rows per launch */
 
 struct ns_ctower {
 	struct ns_vision *v;           /* borrowed */
@@ -41,8 +39,6 @@ struct s_run {
 	ns_cuda_event_t copied;
 	char *err;
 	size_t errlen;
-	bool count;               /* s_layout only adds up the sizes */
-	uint64_t bytes[4];        /* s_layout's sums: vectors, activations, ws, staging */
 	uint64_t n, frame, qb;    /* patches, per frame, queries per attention launch */
 	float *patch_w, *patch_b;
 	struct s_dlayer *dl;      /* (n_layer) */
@@ -53,38 +49,27 @@ struct s_run {
 	uint64_t stage_bytes, ws_bytes, deq_bytes;
 };
 
-static uint64_t s_round(uint64_t b)
-{
-	return (b + S_GRAN - 1) / S_GRAN * S_GRAN;
-}
-
-/* *p = a * b floats of the arena (count: only added to bytes[kind]). */
-static int s_alloc(struct s_run *r, int kind, void **p, uint64_t a, uint64_t b)
+/* *p = a * b floats of the arena. */
+static int s_alloc(struct s_run *r, void **p, uint64_t a, uint64_t b)
 {
 	uint64_t n;
 
-	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, sizeof(float), &n) ||
-	    n > UINT64_MAX - S_GRAN) {
+	if (ns_mul_u64_overflow(a, b, &n) || ns_mul_u64_overflow(n, sizeof(float), &n)) {
 		ns_errf(r->err, r->errlen, "vision (cuda): %llu x %llu floats overflow",
 			(unsigned long long)a, (unsigned long long)b);
 		return -EOVERFLOW;
 	}
-	if (r->count) {
-		*p = NULL;
-		return ns_add_u64_overflow(r->bytes[kind], s_round(n ? n : 1), &r->bytes[kind]) ?
-			       -EOVERFLOW : 0;
-	}
 	return ns_vram_alloc(r->vram, n ? n : 1, p, r->err, r->errlen);
 }
 
-#define S_A(kind, p, a, b) s_alloc(r, kind, (void **)(p), a, b)
+#define S_A(p, a, b) s_alloc(r, (void **)(p), a, b)
 
-/* Up to the host's floats into *dev (allocated first); count: only sized. */
+/* Up to the host's floats into *dev (allocated first). */
 static int s_up(struct s_run *r, float **dev, const float *host, uint64_t n)
 {
-	int rc = S_A(0, dev, n, 1);
+	int rc = S_A(dev, n, 1);
 
-	if (rc == 0 && !r->count &&
+	if (rc == 0 &&
 	    (rc = ns_cuda_copy_h2d_async(*dev, host, n * sizeof(float), r->cs, NULL)) < 0)
 		ns_errf(r->err, r->errlen, "vision (cuda): upload: %s", ns_cuda_last_error());
 	return rc;
@@ -103,102 +88,23 @@ static int s_merger_up(struct s_run *r, const struct ns_vision_merger *g, struct
 	return 0;
 }
 
-static void s_max_of(const struct ns_model_tensor *t, uint64_t *row, uint64_t *whole)
-{
-	*row = t->row_bytes > *row ? t->row_bytes : *row;
-	*whole = t->n_bytes > *whole ? t->n_bytes : *whole;
-}
-
-/* The float32 copy of a staged piece of t (rows of stage bytes, at most its own), for the
- * f32 GEMM: none for F32 rows, multiplied where they were copied. */
-static uint64_t s_deq_of(const struct ns_model_tensor *t, uint64_t stage)
-{
-	const uint64_t per = stage / t->row_bytes;
-
-	if (t->type == NS_TYPE_F32)
-		return 0;
-	return (per < t->n_rows ? per : t->n_rows) * t->ne[0] * sizeof(float);
-}
-
-/* The largest float32 copy of a staged piece of any matrix of the tower. */
-static uint64_t s_deq_bytes(const struct ns_vision *v, uint64_t stage)
-{
-	const struct ns_model *m = v->m;
-	uint64_t b = 0, t;
-
-#define S_DEQ(id) (t = s_deq_of(&m->tensors[id], stage), b = t > b ? t : b)
-	for (uint32_t l = 0; l < v->hp.n_layer; l++) {
-		const struct ns_vision_layer *y = &v->layers[l];
-
-		S_DEQ(y->qkv);
-		S_DEQ(y->o);
-		S_DEQ(y->up);
-		S_DEQ(y->down);
-		if (y->ds) {
-			S_DEQ(y->ds->fc1);
-			S_DEQ(y->ds->fc2);
-		}
-	}
-	S_DEQ(v->merger.fc1);
-	S_DEQ(v->merger.fc2);
-#undef S_DEQ
-	return b;
-}
-
-/* The widest weight row and the largest matrix of the tower (the staging buffer holds at
- * least a row, and need not be larger than a whole matrix). */
-static void s_widest(const struct ns_vision *v, uint64_t *row, uint64_t *whole)
-{
-	const struct ns_model *m = v->m;
-
-	*row = *whole = 0;
-	for (uint32_t l = 0; l < v->hp.n_layer; l++) {
-		const struct ns_vision_layer *y = &v->layers[l];
-
-		s_max_of(&m->tensors[y->qkv], row, whole);
-		s_max_of(&m->tensors[y->o], row, whole);
-		s_max_of(&m->tensors[y->up], row, whole);
-		s_max_of(&m->tensors[y->down], row, whole);
-		if (y->ds) {
-			s_max_of(&m->tensors[y->ds->fc1], row, whole);
-			s_max_of(&m->tensors[y->ds->fc2], row, whole);
-		}
-	}
-	s_max_of(&m->tensors[v->merger.fc1], row, whole);
-	s_max_of(&m->tensors[v->merger.fc2], row, whole);
-}
-
-/* Every buffer of an encode of n patches in grid_t frames: allocated and the vectors
- * uploaded, or (r->count) only sized into r->bytes. The one list of what is allocated, so
- * that ns_ctower_vram_need counts what ns_ctower_encode takes. */
-static int s_layout(struct s_run *r, uint64_t n, uint32_t grid_t)
+/* Every buffer of an encode of n patches in grid_t frames, allocated and the vectors
+ * uploaded, as vn (ns_vision_vram_need: vision_vram.c) sized them, in its order: the arena of
+ * vn->total bytes is used to the last granule (test_ctower). */
+static int s_layout(struct s_run *r, const struct ns_vision_vram *vn, uint64_t n,
+		    uint32_t grid_t)
 {
 	const struct ns_vision *v = r->t->v;
 	const struct ns_vision_hparams *hp = &v->hp;
 	const uint64_t d = hp->n_embd, group = (uint64_t)hp->merge * hp->merge, ng = n / group;
-	const uint64_t cap = r->t->o.attn_ws_max ? r->t->o.attn_ws_max : S_WS_DEFAULT;
-	uint64_t widest, largest;
 	int rc;
 
-	s_widest(v, &widest, &largest);
 	r->n = n;
 	r->frame = n / grid_t;
-	/* queries per attention launch: the workspace under the cap, at least one */
-	r->qb = r->frame < S_ROWS_MAX ? r->frame : S_ROWS_MAX;
-	while (r->qb > 1 && ns_cuda_attn_ws_bytes((uint32_t)r->qb, hp->n_head, r->frame,
-						  hp->head_dim) > cap)
-		r->qb = (r->qb + 1) / 2;
-	r->ws_bytes = ns_cuda_attn_ws_bytes((uint32_t)r->qb, hp->n_head, r->frame, hp->head_dim);
-	r->stage_bytes = r->t->o.stage_bytes ? r->t->o.stage_bytes : S_STAGE_DEFAULT;
-	if (!r->t->o.stage_bytes && r->stage_bytes > largest)
-		r->stage_bytes = largest;
-	if (r->stage_bytes < widest)
-		r->stage_bytes = widest;
-	r->deq_bytes = s_deq_bytes(v, r->stage_bytes);
-	if (r->ws_bytes == UINT64_MAX) {
-		ns_errf(r->err, r->errlen, "vision (cuda): attention workspace overflows");
-		return -EOVERFLOW;
-	}
+	r->qb = vn->queries;
+	r->ws_bytes = vn->ws_bytes;
+	r->stage_bytes = vn->stage_bytes;
+	r->deq_bytes = vn->deq_bytes;
 	if ((rc = s_up(r, &r->patch_w, v->patch_w, d * v->patch_dim)) ||
 	    (rc = s_up(r, &r->patch_b, v->patch_b, d)))
 		return rc;
@@ -218,19 +124,14 @@ static int s_layout(struct s_run *r, uint64_t n, uint32_t grid_t)
 			return rc;
 	}
 	if ((rc = s_merger_up(r, &v->merger, &r->merger)) ||
-	    (rc = S_A(1, &r->px, n, v->patch_dim)) || (rc = S_A(1, &r->pos, n, d)) ||
-	    (rc = S_A(1, &r->cs_tab, n, hp->head_dim)) || (rc = S_A(1, &r->x, n, d)) ||
-	    (rc = S_A(1, &r->h, n, d)) || (rc = S_A(1, &r->qkv, n, 3 * d)) ||
-	    (rc = S_A(1, &r->ao, n, d)) || (rc = S_A(1, &r->ff, n, hp->n_ff)) ||
-	    (rc = S_A(1, &r->embd, ng, hp->n_embd_out)) ||
+	    (rc = S_A(&r->px, n, v->patch_dim)) || (rc = S_A(&r->pos, n, d)) ||
+	    (rc = S_A(&r->cs_tab, n, hp->head_dim)) || (rc = S_A(&r->x, n, d)) ||
+	    (rc = S_A(&r->h, n, d)) || (rc = S_A(&r->qkv, n, 3 * d)) ||
+	    (rc = S_A(&r->ao, n, d)) || (rc = S_A(&r->ff, n, hp->n_ff)) ||
+	    (rc = S_A(&r->embd, ng, hp->n_embd_out)) ||
 	    (hp->n_deepstack &&
-	     (rc = S_A(1, &r->ds, (uint64_t)hp->n_deepstack * ng, hp->n_embd_out))))
+	     (rc = S_A(&r->ds, (uint64_t)hp->n_deepstack * ng, hp->n_embd_out))))
 		return rc;
-	if (r->count) {
-		r->bytes[2] = s_round(r->ws_bytes ? r->ws_bytes : 1);
-		r->bytes[3] = s_round(r->stage_bytes) + (r->deq_bytes ? s_round(r->deq_bytes) : 0);
-		return 0;
-	}
 	if ((rc = ns_vram_alloc(r->vram, r->ws_bytes ? r->ws_bytes : 1, &r->ws, r->err,
 				r->errlen)) ||
 	    (rc = ns_vram_alloc(r->vram, r->stage_bytes, &r->stage, r->err, r->errlen)) ||
@@ -244,36 +145,19 @@ int ns_ctower_vram_need(const struct ns_vision *v, const struct ns_ctower_opts *
 			uint64_t n_patches, uint32_t grid_t, struct ns_ctower_need *need,
 			char *err, size_t errlen)
 {
-	struct ns_ctower t = { .v = (struct ns_vision *)v };
-	struct s_run r = { .t = &t, .err = err, .errlen = errlen, .count = true };
+	struct ns_vision_vram vn;
 	int rc;
 
 	memset(need, 0, sizeof(*need));
-	if (opts)
-		t.o = *opts;
-	if (!grid_t || !n_patches || n_patches % grid_t ||
-	    n_patches % ((uint64_t)v->hp.merge * v->hp.merge)) {
-		ns_errf(err, errlen, "vision (cuda): %llu patches in %u frames are not whole merge "
-			"groups", (unsigned long long)n_patches, grid_t);
-		return -EINVAL;
-	}
-	r.dl = calloc(v->hp.n_layer ? v->hp.n_layer : 1, sizeof(*r.dl));
-	if (!r.dl)
-		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
-	rc = s_layout(&r, n_patches, grid_t);
-	free(r.dl);
+	rc = ns_vision_vram_need(v->m, &v->hp, n_patches, grid_t, opts ? opts->stage_bytes : 0,
+				 opts ? opts->attn_ws_max : 0, &vn, err, errlen);
 	if (rc < 0)
 		return rc;
-	need->vectors = r.bytes[0];
-	need->activations = r.bytes[1];
-	need->attn_ws = r.bytes[2];
-	need->staging = r.bytes[3];
-	if (ns_add_u64_overflow(r.bytes[0], r.bytes[1], &need->total) ||
-	    ns_add_u64_overflow(need->total, r.bytes[2], &need->total) ||
-	    ns_add_u64_overflow(need->total, r.bytes[3], &need->total)) {
-		ns_errf(err, errlen, "vision (cuda): the VRAM need overflows");
-		return -EOVERFLOW;
-	}
+	need->vectors = vn.vectors;
+	need->activations = vn.activations;
+	need->attn_ws = vn.attn_ws;
+	need->staging = vn.staging;
+	need->total = vn.total;
 	return 0;
 }
 
@@ -519,7 +403,7 @@ int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, 
 	const struct ns_vision_hparams *hp = &t->v->hp;
 	const uint64_t n = (uint64_t)grid_t * grid_h * grid_w;
 	struct s_run r = { .t = t, .err = err, .errlen = errlen };
-	struct ns_ctower_need need;
+	struct ns_vision_vram need;
 	struct ns_cuda_devinfo di = { 0 };
 	uint64_t budget;
 	int rc;
@@ -531,9 +415,19 @@ int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, 
 			hp->merge, hp->merge);
 		return -EINVAL;
 	}
-	if ((rc = ns_ctower_vram_need(t->v, &t->o, n, grid_t, &need, err, errlen)) < 0)
+	if ((rc = ns_vision_vram_need(t->v->m, hp, n, grid_t, t->o.stage_bytes, t->o.attn_ws_max,
+				      &need, err, errlen)) < 0)
 		return rc;
 	budget = t->o.vram_budget > need.total ? t->o.vram_budget : need.total;
+	if (t->o.vram_cap && budget > t->o.vram_cap) { /* the tower's share of --vram-budget */
+		char a[32], b[32];
+
+		ns_errf(err, errlen, "vision (cuda): an image of %llu patches needs %s of VRAM for "
+			"the tower, more than its %s of --vram-budget", (unsigned long long)n,
+			ns_format_bytes(budget, a, sizeof(a)),
+			ns_format_bytes(t->o.vram_cap, b, sizeof(b)));
+		return -ENOSPC;
+	}
 	r.dl = calloc(hp->n_layer ? hp->n_layer : 1, sizeof(*r.dl));
 	if (!r.dl)
 		return ns_errf(err, errlen, "out of memory"), -ENOMEM;
@@ -554,10 +448,11 @@ int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, 
 	if ((rc = ns_cuda_stream_new(&r.cs)) < 0 || (rc = ns_cuda_event_new(&r.copied)) < 0)
 		s_kfail(&r, "stream", rc);
 	if (rc == 0)
-		rc = s_layout(&r, n, grid_t);
+		rc = s_layout(&r, &need, n, grid_t);
 	if (rc == 0)
 		rc = s_pass(&r, pixels, grid_t, grid_h, grid_w, out);
 	t->st.vram_used = ns_vram_used(r.vram);
+	t->st.vram_arena = budget;
 	t->st.encodes += rc == 0;
 	/* nothing may still read the arena when it goes */
 	if (r.cs)

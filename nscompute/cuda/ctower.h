@@ -23,7 +23,8 @@
  *
  * VRAM: one arena (ns_vram) per encode, of exactly ns_ctower_vram_need's bytes (or
  * opts.vram_budget if larger), released before ns_ctower_encode returns; a device that cannot
- * give it is refused with the figures (ns_vram_new's line). The host tower's results are the
+ * give it, or an arena over opts.vram_cap, is refused with the figures in one line. The sizes
+ * are vision_vram.h's arithmetic (no GPU: nsctl counts the same figure in --vram-budget). The host tower's results are the
  * reference: over the emulation (nscuda_emu) the CUDA tower computes them bit for bit (F32
  * weights; other types are dequantized, then multiplied in f32, where the CPU multiplies them
  * directly: rounding-close); the kernels' own sources (simt) within ~1e-6. Not the text pass's
@@ -50,6 +51,8 @@ struct ns_ctower;
 struct ns_ctower_opts {
 	int device;            /* CUDA device index */
 	uint64_t vram_budget;  /* bytes of the per-image arena; 0 = exactly what is needed */
+	uint64_t vram_cap;     /* the most an image's arena may take (nscompute-cuda: the tower's
+				* share of --vram-budget); more is -ENOSPC; 0 = no cap */
 	uint64_t stage_bytes;  /* the staging buffer; 0 = 16 MiB, or the widest row if more */
 	uint64_t attn_ws_max;  /* the attention workspace's cap (queries are cut in blocks to
 				* fit); 0 = 64 MiB */
@@ -58,7 +61,7 @@ struct ns_ctower_opts {
 };
 
 /* VRAM figures of an image of n_patches patches (grid_t frames) with these options, exactly
- * (the arena's 256-byte granules included). */
+ * (the arena's 256-byte granules included): vision_vram.h ns_vision_vram_need's. */
 struct ns_ctower_need {
 	uint64_t vectors;     /* biases, norms and the patch kernel (F32) */
 	uint64_t activations; /* pixels, position rows, rotary table, x, h, qkv, ao, MLP hidden,
@@ -77,7 +80,7 @@ int ns_ctower_new(struct ns_vision *v, const struct ns_ctower_opts *opts,
 		  struct ns_ctower **out, char *err, size_t errlen);
 
 /* ns_vision_encode's contract (grid, outputs), on the device. 0, or a negative errno with one
- * line in err: -ENOMEM (VRAM, with figures), -ENOTSUP (a provider without visit), the
+ * line in err: -ENOMEM (VRAM, with figures), -ENOSPC (over opts.vram_cap), -ENOTSUP (a provider without visit), the
  * provider's or a kernel's error. */
 int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, uint32_t grid_h,
 		     uint32_t grid_w, const struct ns_vision_out *out, char *err, size_t errlen);
@@ -90,6 +93,8 @@ void ns_ctower_attach(struct ns_ctower *t);
 struct ns_ctower_stats {
 	uint64_t encodes;
 	uint64_t vram_used;     /* the last encode's arena use */
+	uint64_t vram_arena;    /* the last encode's arena (opts.vram_budget if larger than
+				 * its need) */
 	uint64_t staged_bytes;  /* weight bytes copied to the device, all encodes */
 	uint64_t matmuls;       /* GEMM launches, all encodes */
 };

@@ -23,6 +23,11 @@
  *      device cannot give is refused with one line naming the tower.
  *   6. The mmproj rewritten with F16, then Q8_0 matrices (s_types): the dequantizing path
  *      against the host tower, and matrices staged one row at a time, bit for bit.
+ *   Every encode (1-6) took an arena of exactly ns_ctower_vram_need's figure (vision_vram.h,
+ *   the arithmetic nsctl reserves in --vram-budget) and used all of it.
+ *   7. The tower's share of --vram-budget (s_cap): ns_vision_vram_largest at -c 4 is the
+ *      4-token image's need, the peak of every smaller one; an encode capped at it runs in an
+ *      arena of exactly that; a cap 1 B short is refused in one line (-ENOSPC), nothing run.
  * Linked three ways: the emulation (cuda_ctower_emu_*), the kernels' sources (cuda_simt_
  * ctower_*, --kernels) and the GPU (cuda_ctower_*, --kernels; exit 77 without a device). */
 #include <errno.h>
@@ -37,6 +42,7 @@
 #include "gguf_write.h"
 #include "ns_util.h"
 #include "nscuda.h"
+#include "vision_vram.h"
 #include "vt_util.h"
 #include "weights_fused.h"
 
@@ -148,6 +154,92 @@ static uint16_t s_half(float f)
 
 /* 4b. One 16x20 frame of random pixels (320 keys: the attention's chunks of 256 merged; the
  * position grid resampled to a non-square image), default options, against the host tower. */
+/* The last encode of ct (options co, n patches in grid_t frames) took an arena of exactly
+ * vision_vram.h's figure (ns_ctower_vram_need: what nsctl counts) and used every byte. */
+static int s_arena(const char *what, const struct ns_ctower *ct, const struct ns_vision *v,
+		   const struct ns_ctower_opts *co, uint64_t n, uint32_t grid_t)
+{
+	struct ns_ctower_stats st;
+	struct ns_ctower_need need;
+	char err[NS_ERR_LEN];
+
+	ns_ctower_stats(ct, &st);
+	NS_REQUIRE(ns_ctower_vram_need(v, co, n, grid_t, &need, err, sizeof(err)) == 0, "%s", err);
+	if (st.vram_used != need.total || st.vram_arena != need.total) {
+		fprintf(stderr, "FAIL: %s the encode's arena %llu B, %llu B used; the need says "
+			"%llu B\n", what, (unsigned long long)st.vram_arena,
+			(unsigned long long)st.vram_used, (unsigned long long)need.total);
+		return 1;
+	}
+	return 0;
+}
+
+/* 7. The tower's share of --vram-budget (nscompute-cuda: vram_budget = vram_cap = the largest
+ * image's need, ns_vision_vram_largest): an image runs in an arena of exactly that; a cap
+ * one byte short is refused in one line. */
+static int s_cap(struct ns_vision *v, const struct ns_model *m, const float *pixels)
+{
+	const struct ns_vision_hparams *hp = ns_vision_hparams(v);
+	const uint64_t group = (uint64_t)hp->merge * hp->merge;
+	struct ns_vision_vram big, one;
+	struct ns_ctower_opts co = { 0 };
+	struct ns_ctower_stats st;
+	struct ns_ctower *ct;
+	struct s_run d = { 0 };
+	struct ns_vision_out o;
+	char err[NS_ERR_LEN];
+	uint64_t max_tokens, most = 0;
+	int fails = 0, rc;
+
+	/* a context of 4 tokens: the largest image is 4 tokens, 16 patches (1x4x4) */
+	NS_REQUIRE(ns_vision_vram_largest(m, hp, NULL, 4, &big, &max_tokens, err,
+					  sizeof(err)) == 0, "%s", err);
+	for (uint64_t t = 1; t <= max_tokens; t++) {
+		NS_REQUIRE(ns_vision_vram_need(m, hp, t * group, 1, 0, 0, &one, err,
+					       sizeof(err)) == 0, "%s", err);
+		most = one.total > most ? one.total : most;
+	}
+	printf("  the largest image at -c 4: %llu tokens, %llu B of VRAM\n",
+	       (unsigned long long)max_tokens, (unsigned long long)big.total);
+	if (max_tokens != 4 || big.total != most || big.total != one.total) {
+		fprintf(stderr, "FAIL: the largest image's need %llu B (%llu tokens), the needs "
+			"up to 4 tokens peak at %llu B, 4 tokens' is %llu B\n",
+			(unsigned long long)big.total, (unsigned long long)max_tokens,
+			(unsigned long long)most, (unsigned long long)one.total);
+		fails++;
+	}
+	s_alloc(&d, hp, 16);
+	co.vram_budget = co.vram_cap = big.total;
+	NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
+	o = s_out(&d);
+	NS_REQUIRE(ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err)) == 0, "%s", err);
+	ns_ctower_stats(ct, &st);
+	if (st.vram_arena != big.total || st.vram_used != big.total) {
+		fprintf(stderr, "FAIL: capped at %llu B: arena %llu B, %llu B used\n",
+			(unsigned long long)big.total, (unsigned long long)st.vram_arena,
+			(unsigned long long)st.vram_used);
+		fails++;
+	}
+	ns_ctower_destroy(&ct);
+	co.vram_budget = 0;
+	co.vram_cap = big.total - 1;
+	NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
+	rc = ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err));
+	printf("  a cap 1 B short: %d: %s\n", rc, err);
+	if (rc != -ENOSPC || !strstr(err, "--vram-budget") || strchr(err, '\n')) {
+		fprintf(stderr, "FAIL: a cap 1 B short of the need: %d, %s\n", rc, err);
+		fails++;
+	}
+	ns_ctower_stats(ct, &st);
+	if (st.encodes) {
+		fprintf(stderr, "FAIL: a cap 1 B short: the image ran\n");
+		fails++;
+	}
+	ns_ctower_destroy(&ct);
+	s_free(&d);
+	return fails;
+}
+
 static int s_large(struct ns_vision *v, uint64_t *seed, bool emulated)
 {
 	const struct ns_vision_hparams *hp = ns_vision_hparams(v);
@@ -166,8 +258,9 @@ static int s_large(struct ns_vision *v, uint64_t *seed, bool emulated)
 	NS_REQUIRE(ns_ctower_new(v, NULL, &ct, err, sizeof(err)) == 0, "%s", err);
 	o = s_out(&d);
 	NS_REQUIRE(ns_ctower_encode(ct, px, 1, 16, 20, &o, err, sizeof(err)) == 0, "%s", err);
+	fails = s_arena("1x16x20:", ct, v, NULL, n, 1);
 	ns_ctower_destroy(&ct);
-	fails = s_compare("1x16x20 (320 keys):", hp, &d, &h, emulated, S_TOL_KERNELS);
+	fails += s_compare("1x16x20 (320 keys):", hp, &d, &h, emulated, S_TOL_KERNELS);
 	s_free(&h);
 	s_free(&d);
 	free(px);
@@ -271,12 +364,16 @@ static int s_types(const char *mmproj, const float *pixels, const float *ref_poo
 		o = s_out(&dev);
 		NS_REQUIRE(ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err)) == 0, "%s",
 			   err);
+		snprintf(what, sizeof(what), "%s matrices:", names[i]);
+		fails += s_arena(what, ct, v, &co, 16, 1);
 		ns_ctower_destroy(&ct);
 		co.stage_bytes = 1; /* at least the widest row: one row at a time there */
 		NS_REQUIRE(ns_ctower_new(v, &co, &ct, err, sizeof(err)) == 0, "%s", err);
 		o = s_out(&small);
 		NS_REQUIRE(ns_ctower_encode(ct, pixels, 1, 4, 4, &o, err, sizeof(err)) == 0, "%s",
 			   err);
+		snprintf(what, sizeof(what), "%s matrices, row-sized staging:", names[i]);
+		fails += s_arena(what, ct, v, &co, 16, 1);
 		ns_ctower_destroy(&ct);
 		snprintf(what, sizeof(what), "%s matrices, vs host tower:", names[i]);
 		fails += s_compare(what, ns_vision_hparams(v), &dev, &host, false, S_TOL_KERNELS);
@@ -418,6 +515,7 @@ int main(int argc, char **argv)
 		o = s_out(&d2);
 		NS_REQUIRE(ns_ctower_encode(c2, rnd, 2, 4, 8, &o, err, sizeof(err)) == 0, "%s",
 			   err);
+		fails += s_arena("2x4x8, queries in blocks:", c2, v, &co, 64, 2);
 		ns_ctower_destroy(&c2);
 	}
 	ns_ctower_destroy(&ct); /* detaches: the host tower again */
@@ -443,6 +541,7 @@ int main(int argc, char **argv)
 	}
 	ns_ctower_destroy(&ct);
 
+	fails += s_cap(v, m, pixels);
 	fails += s_types(path, pixels, ref_pool);
 
 	s_free(&host);
