@@ -420,12 +420,10 @@ int ns_ctower_encode(struct ns_ctower *t, const float *pixels, uint32_t grid_t, 
 		return rc;
 	budget = t->o.vram_budget > need.total ? t->o.vram_budget : need.total;
 	if (t->o.vram_cap && budget > t->o.vram_cap) { /* the tower's share of --vram-budget */
-		char a[32], b[32];
-
-		ns_errf(err, errlen, "vision (cuda): an image of %llu patches needs %s of VRAM for "
-			"the tower, more than its %s of --vram-budget", (unsigned long long)n,
-			ns_format_bytes(budget, a, sizeof(a)),
-			ns_format_bytes(t->o.vram_cap, b, sizeof(b)));
+		ns_errf(err, errlen, "vision (cuda): an image of %llu patches needs %llu B of VRAM "
+			"for the tower, more than its %llu B of --vram-budget (the largest image "
+			"--max-patches and -c let through)", (unsigned long long)n,
+			(unsigned long long)budget, (unsigned long long)t->o.vram_cap);
 		return -ENOSPC;
 	}
 	r.dl = calloc(hp->n_layer ? hp->n_layer : 1, sizeof(*r.dl));
