@@ -17,7 +17,9 @@ hf/qwen3_vl (its mmproj beside it) and hf/qwen3_5_cond (--mmproj), `nsctl logits
     bit over the emulation);
   - at L - 1: refused in one line, exit 2, naming L;
   - without --max-patches the tower's figure is larger (12 tokens, not 4) and still what
-    nscompute takes: the limits reach nscompute.
+    nscompute takes: the limits reach nscompute;
+  - `nsctl run --image -c 64 --max-patches 4` (qwen3_vl): 1 B under plan's reserve refused in
+    one line naming it, at it the pass's and the tower's arenas sum to it.
 Exit 0 pass, 1 fail (77: oracle missing outside CI).
 """
 import json
@@ -148,6 +150,26 @@ with tempfile.TemporaryDirectory() as d:
             _, r = logits(least - 1, "short")
             if one_line_refusal(f"{tag}: {least - 1} B", r, least):
                 print(f"ok: {tag}: {least - 1} B refused: {r.stderr.strip()}")
+        # nsctl run (run/serve's checks, engine_flags.c): -c 64, --max-patches 4: the least
+        # budget is plan's reserve; 1 B short refused in one line before any process starts
+        if not extra:
+            p = plan(model, extra, 64, "--backend", "cuda", "--vram-budget", "96MB",
+                     "--min-pixels", "4096", "--max-patches", "4", "--json")
+            least = json.loads(p)["budgets"]["reserve_vram"] if p else 0
+            run = [model, "--image", image, "-p", "hi", "-n", "2", "--temp", "0", "-c", "64",
+                   "--max-patches", "4", *FLAGS, "--backend", "cuda", "--vram-budget"]
+            r = nsctl("run", *run, least - 1)
+            if one_line_refusal(f"{arch}: run at {least - 1} B", r, least):
+                print(f"ok: {arch}: run at {least - 1} B refused: {r.stderr.strip()}")
+            r = nsctl("run", *run, least)
+            m = re.search(r"nscompute: cuda: --vram-budget (\d+) B: the pass's arena (\d+) B, "
+                          r"the draft model's 0 B, the vision tower's (\d+) B", r.stderr)
+            if r.returncode != 0 or not m or int(m.group(2)) + int(m.group(3)) != least:
+                fail(f"{arch}: run at the least budget {least}: exit {r.returncode}: "
+                     f"{r.stderr[-600:]}")
+            else:
+                print(f"ok: {arch}: run at {least} B: the pass {m.group(2)} B, the tower "
+                      f"{m.group(3)} B")
         if len(figures) == 2 and not figures[()] > figures[("--max-patches", "4")]:
             fail(f"{arch}: the tower's VRAM without --max-patches ({figures[()]}) is not above "
                  f"--max-patches 4's ({figures[('--max-patches', '4')]})")
