@@ -15,8 +15,9 @@
  *
  * --backend cuda: nscompute-cuda's pass (cfwd.h) computes the logits, the weights nsplan puts
  * in VRAM under --vram-budget resident there and the rest streamed; with images the tower
- * runs on the GPU too (nscompute/cuda/ctower.h: an arena per image beside the pass's, outside
- * --vram-budget) and its output goes through the host to the GPU's pass. */
+ * runs on the GPU too (nscompute/cuda/ctower.h: an arena per image of the largest image's size,
+ * out of --vram-budget and in nsplan's reserve: nsctl/tower_vram.h) and its output goes
+ * through the host to the GPU's pass. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
