@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "arch.h"
 #include "ctl_msg.h"
 #include "draft_model.h"
 #include "engine_flags.h"
@@ -80,23 +79,6 @@ static int s_mtp_check(const char *model, const char *backend)
 	return rc;
 }
 
-/* Whether MODEL has recurrent layers (qwen35): a file that does not open or bind is not
- * judged here (the run refuses it with its own line). */
-bool nsctl_model_recurrent(const char *model)
-{
-	struct ns_model *m = NULL;
-	struct ns_arch_model *am = NULL;
-	char why[NS_ERR_LEN];
-	bool rec = false;
-
-	if (ns_model_open(model, &m, why, sizeof(why)) == 0 &&
-	    ns_arch_bind(m, &am, why, sizeof(why)) == 0)
-		rec = am->kinds & NS_LAYER_RECURRENT;
-	ns_arch_model_free(&am);
-	ns_model_close(&m);
-	return rec;
-}
-
 int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend,
 		      const char *draft_model)
 {
@@ -115,16 +97,12 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 		fprintf(stderr, S_WHO ": --draft-min %u is over --draft-max %u\n", min, max);
 		return -EINVAL;
 	}
-	if (backend && !strcmp(backend, "cuda") && nsctl_model_recurrent(model)) {
-		fprintf(stderr, S_WHO ": --draft on a model with a recurrent state runs on the cpu "
-			"backend only (the cuda pass keeps no copy of the state to roll back to)\n");
-		return -EINVAL;
-	}
 	if (draft_model && nsctl_draft_compatible(model, draft_model, err, sizeof(err)) < 0) {
 		fprintf(stderr, S_WHO ": %s\n", err);
 		return -EINVAL;
 	}
 	/* a target with a recurrent state (qwen35) rolls it back past a rejected draft
-	 * (ns_fwd_mark); a draft model with one was refused above (draft_model.c) */
+	 * (ns_fwd_mark; on cuda too, in VRAM); a draft model with one was refused above
+	 * (draft_model.c) */
 	return 0;
 }
