@@ -106,7 +106,7 @@ static void s_usage(FILE *f)
 		"                        stderr (\"seed S\") so that -s S repeats the run\n"
 		"  --draft ngram         speculative decoding: prompt lookup drafts tokens, one pass\n"
 		"                        over the weights verifies them (same greedy output, same\n"
-		"                        sampling distribution); qwen35 on the cpu backend only\n"
+		"                        sampling distribution)\n"
 		"  --draft DRAFT.gguf    the same, drafted by a small model of the same vocabulary\n"
 		"                        held in RAM (counted in the budgets)\n"
 		"  --draft mtp           the same, drafted by the model's own MTP block (Qwen3.5\n"

@@ -202,8 +202,8 @@ struct ns_gen_params {
 	int32_t repeat_last_n;
 	uint64_t seed;
 	bool no_stop;          /* do not stop at end-of-generation tokens */
-	/* Speculative decoding (a model with a recurrent state, qwen35, on the cuda backend is
-	 * refused with -EINVAL): the pending token and up to draft_max drafted ones are evaluated as one
+	/* Speculative decoding (a model with a recurrent state, qwen35, rolls it back past a
+	 * rejected draft on either backend): the pending token and up to draft_max drafted ones are evaluated as one
 	 * pass over the weights and the agreeing prefix kept; greedy output is unchanged, sampled
 	 * output has the same distribution. The draft length adapts to the measured acceptance
 	 * and pass costs within [draft_min, draft_max]; a drafter with fewer than draft_min

@@ -175,7 +175,8 @@ uint64_t ns_fwd_state_bytes(const struct ns_fwd *f);
  * here and the tokens' logged projections (no weight read, bit-identical to never having
  * evaluated the cut tokens). A cut, a reset or more tokens than n_rollback drop the mark.
  * 0 (also for a model without a recurrent state: its KV cache is cut anywhere), or -ENOTSUP
- * (no rollback buffers: n_rollback 0, or the cuda pass) with ns_fwd_error. */
+ * (no rollback buffers: n_rollback 0; the CUDA pass keeps its copy and log in VRAM,
+ * ns_cfwd_opts.n_rollback) with ns_fwd_error. */
 int ns_fwd_mark(struct ns_fwd *f);
 
 /* Forget the sequence (n_past = 0). */
