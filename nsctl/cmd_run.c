@@ -680,7 +680,7 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	}
 	if ((rc = nsctl_model_arg("nsctl run", &op->model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
-	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model, op->ea.eo.backend,
+	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model,
 							    op->ea.eo.draft_model) < 0)
 		return 2;
 	if (s_seed(op) < 0)

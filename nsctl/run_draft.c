@@ -50,17 +50,13 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const ch
 /* --draft mtp: MODEL must carry an MTP block we run (qwen35's, qwen35moe's; the block's loader
  * checks its tensors, nscompute/forward/mtp.c). 0, or -EINVAL after one line. A file that does
  * not open is not judged here (the run refuses it with its own line). */
-static int s_mtp_check(const char *model, const char *backend)
+static int s_mtp_check(const char *model)
 {
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	char why[NS_ERR_LEN];
 	int rc = 0;
 
-	if (backend && strcmp(backend, "cpu")) {
-		fprintf(stderr, S_WHO ": --draft mtp runs on the cpu backend only\n");
-		return -EINVAL;
-	}
 	if (ns_model_open(model, &m, why, sizeof(why)) || ns_hparams_load(m, &hp, why,
 									  sizeof(why))) {
 		ns_model_close(&m);
@@ -79,7 +75,7 @@ static int s_mtp_check(const char *model, const char *backend)
 	return rc;
 }
 
-int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend,
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model,
 		      const char *draft_model)
 {
 	char err[NS_ERR_LEN];
@@ -91,7 +87,7 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 	}
 	if (!g->draft)
 		return 0;
-	if (g->draft == NS_GEN_DRAFT_MTP && s_mtp_check(model, backend) < 0)
+	if (g->draft == NS_GEN_DRAFT_MTP && s_mtp_check(model) < 0)
 		return -EINVAL;
 	if (min > max) {
 		fprintf(stderr, S_WHO ": --draft-min %u is over --draft-max %u\n", min, max);

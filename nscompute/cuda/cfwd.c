@@ -256,6 +256,8 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 			goto fail;
 		}
 	}
+	/* --draft mtp (mtp.h): each chunk's h rows go down to the block on the host */
+	f->mtp_h = !gemma;
 	/* a recurrent state's rollback (ns_fwd_mark): the device keeps the copy and the logs */
 	if (c->L && c->L->dnet) {
 		f->rb_cap = c->rb_cap;

@@ -9,6 +9,8 @@
 #include "kvcache.h"
 #include "ns_util.h"
 
+struct ns_llama;
+
 struct ns_fwd {
 	/* Evaluate one chunk of n <= n_batch tokens, row t at row_kv[t] / row_pos[t] (tokens
 	 * already checked against n_tok_rows); write logits as ns_fwd_eval says, or the rows
@@ -74,6 +76,11 @@ struct ns_fwd {
 	uint64_t arch_cache_bytes; /* caches a builder keeps itself (gemma's per layer) */
 	struct ns_mtp *mtp;      /* --draft mtp: the MTP block following sequence 0 (mtp.h),
 				  * owned; NULL when not opened */
+	const struct ns_llama *llama; /* the llama builder's model description (llama.h) of a
+				       * pass built on it (the cpu pass's arch, the CUDA pass's
+				       * own copy), else NULL: what the MTP block reads */
+	bool mtp_h;              /* eval_chunk hands each chunk's h rows to mtp (llama.c,
+				  * the CUDA pass's cfwd_eval.c) */
 	char err[NS_ERR_LEN];
 };
 
