@@ -5,6 +5,7 @@
 set -u
 nsctl=$1
 oracle=$2
+cudaemu=${3:-} # nscompute-cudaemu: --draft mtp on the cuda backend through the emulation
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; cat "$tmp/err.txt"; exit 1; }
@@ -50,9 +51,12 @@ for preset in tiny-qwen35 tiny-qwen35moe; do
         fail "$preset: info does not count 4 layers and the MTP block after them"
     timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 \
         > "$tmp/plain.txt" 2> "$tmp/err.txt" || fail "$preset greedy: exit $?"
-    for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M"; do
+    cuda="--backend cuda --ram-budget 0 --mem-budget 256K"
+    [ -n "$cudaemu" ] || cuda=
+    for b in "--ram-budget 0 --mem-budget 256K" "--ram-budget 64M" ${cuda:+"$cuda"}; do
         # shellcheck disable=SC2086
-        timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b a b a b a b" -n 24 --temp 0 $b \
+        NS_NSCOMPUTE_CUDA=$cudaemu timeout 120 "$nsctl" run "$tmp/mtp.gguf" \
+            -p "a b a b a b a b" -n 24 --temp 0 $b \
             --draft mtp --draft-max 3 > "$tmp/out.txt" 2> "$tmp/err.txt" ||
             fail "$preset --draft mtp ($b): exit $?"
         grep -q "| draft [1-9][0-9]*, accepted [0-9]* ([0-9.]*%)" "$tmp/err.txt" ||
@@ -73,8 +77,6 @@ print("ok: plan --draft mtp: the block in the fixed set,", f["draft_bytes"], "by
     < "$tmp/out.txt" || fail "plan --draft mtp: no draft bytes"
 refused "--draft mtp without an MTP block" "--draft mtp: .* has no MTP block" \
     "$q35" -p "hello" -n 4 --draft mtp
-refused "--draft mtp on cuda" "--draft mtp runs on the cpu backend only" \
-    "$tmp/mtp.gguf" -p "hello" -n 4 --draft mtp --backend cuda
 refused "a draft model that is not there" "--draft other.gguf: other.gguf: cannot open" \
     "$stories" -p "hello" -n 4 --draft other.gguf
 refused "min over max" "--draft-min 5 is over --draft-max 4" \
