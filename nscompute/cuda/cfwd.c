@@ -256,8 +256,11 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 			goto fail;
 		}
 	}
-	/* --draft mtp (mtp.h): each chunk's h rows go down to the block on the host */
+	/* --draft mtp (mtp.h): each chunk's h rows go down to the block on the host; its head
+	 * comes back up (the head's VRAM windows, not a second read on the host) */
 	f->mtp_h = !gemma;
+	if (!gemma)
+		f->arch_matmul = cfwd_host_matmul;
 	/* a recurrent state's rollback (ns_fwd_mark): the device keeps the copy and the logs */
 	if (c->L && c->L->dnet) {
 		f->rb_cap = c->rb_cap;

@@ -202,6 +202,13 @@ int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_e
  * activation in the gate half of each [gate | up] row). */
 int cfwd_matmul_ld(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		   const float *x, uint64_t ldx, uint64_t n_tok, float *y, uint64_t ldy);
+/* struct ns_fwd's arch_matmul (forward_impl.h): host-side code's product (the MTP block's head,
+ * mtp.h) on the device, resident windows in place, the rest staged: x (n_tok, cols) up into
+ * xb, the product into c->logits, down into y, CFWD_LOGIT_TOK rows at a time (cols <= n_embd,
+ * rows <= n_vocab; else -EINVAL). Between chunks, or after a chunk's layers (xb, logits
+ * spent). */
+int cfwd_host_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		     const float *x, uint64_t n_tok, float *y, uint64_t ldy);
 /* One token times n_mat (<= 3) whole matrices sharing x, side by side when resident. */
 int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor, const float *x,
 		    float *const *y);

@@ -24,6 +24,11 @@ struct ns_fwd {
 	/* Recurrent passes: set (on) or drop (!on) the rollback mark at sequence 0's current
 	 * position (ns_fwd_mark); NULL: no rollback. 0, or a negative errno. */
 	int (*arch_mark)(struct ns_fwd *f, bool on);
+	/* A pass on a device (the CUDA pass): ns_fwd_matmul from host-side code (the MTP
+	 * block's head, mtp.h) runs there, over the weights the device holds; NULL: the
+	 * provider's product on the host. Returns as ns_fwd_matmul. */
+	int (*arch_matmul)(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+			   const float *x, uint64_t n_tok, float *y, uint64_t ldy);
 	/* Host bytes of the recurrent state and its rollback buffers (0: none) */
 	uint64_t (*arch_state_bytes)(const struct ns_fwd *f);
 	void (*arch_destroy)(void *arch);
