@@ -110,7 +110,7 @@ static void s_usage(FILE *f)
 		"  --draft DRAFT.gguf    the same, drafted by a small model of the same vocabulary\n"
 		"                        held in RAM (counted in the budgets)\n"
 		"  --draft mtp           the same, drafted by the model's own MTP block (Qwen3.5\n"
-		"                        checkpoints; dense qwen35, cpu backend), held in RAM\n"
+		"                        checkpoints: qwen35, qwen35moe), held in RAM\n"
 		"  --draft-max N --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
 		"                        (defaults 16 and 1)\n"
 		"pipeline:\n%s"

@@ -173,8 +173,9 @@ struct ns_engine_opts {
 	ns_progress_fn progress;
 	void *progress_user;
 	/* Speculative decoding's MTP drafter (ns_gen_params.draft = NS_GEN_DRAFT_MTP): the
-	 * model's multi-token-prediction block (Qwen3.5 checkpoints carry one; dense qwen35, cpu
-	 * backend) read into nscompute's RAM at load beside the pass; a model without one fails
+	 * model's multi-token-prediction block (Qwen3.5 checkpoints carry one; qwen35 and
+	 * qwen35moe, either backend: it runs on the host, the cuda pass hands it its hidden rows)
+	 * read into nscompute's RAM at load beside the pass; a model without one fails
 	 * the load (-EINVAL). false: none. */
 	bool draft_mtp;
 };
