@@ -58,6 +58,12 @@ int nsctl_budget_inputs(const struct ns_model *m, uint32_t n_ctx, const char *ct
 	return ret;
 }
 
+/* What the fixed set's draft bytes are, for the lines that name them. */
+static const char *s_draft_what(const struct nsplan_fixed *fx)
+{
+	return fx->draft_mtp ? "MTP block" : "draft model";
+}
+
 int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const struct ns_model *m,
 			  const struct ns_hparams *hp, const char *draft, char *err, size_t errlen)
 {
@@ -76,6 +82,7 @@ int nsctl_fixed_add_draft(struct nsplan_fixed *fx, const struct ns_model *m,
 		return ns_errf(err, errlen, "--draft %s: the fixed set overflows", draft),
 		       -EOVERFLOW;
 	fx->draft_bytes = b;
+	fx->draft_mtp = !strcmp(draft, NSCTL_DRAFT_MTP);
 	return 0;
 }
 
@@ -210,7 +217,7 @@ static void s_say_over(const struct nsctl_budget_req *a, const struct ns_model *
 		snprintf(fix, sizeof(fix), "the fixed set alone (with the smallest arena, %" PRIu64
 			 ") does not fit: lower -c (or -ctk/-ctv f16|q8_0)", min_arena);
 	if (fx->draft_bytes)
-		snprintf(draft, sizeof(draft), ", draft model %s",
+		snprintf(draft, sizeof(draft), ", %s %s", s_draft_what(fx),
 			 ns_format_bytes(fx->draft_bytes, s[11], 32));
 	if (fx->tower_bytes)
 		snprintf(draft + strlen(draft), sizeof(draft) - strlen(draft), ", vision tower %s, "
@@ -309,10 +316,10 @@ int nsctl_budgets_complete(struct nsctl_budget_req *a, const struct ns_model *m,
 		uint64_t arena = a->mem_given ? a->b.mem : nsplan_min_arena(sum->min_mem_budget, fx);
 
 		if (fx->total > probe->available || arena > probe->available - fx->total) {
-			s_refuse(a, "the draft model's %s (weights, KV cache and scratch at -c %u) does "
+			s_refuse(a, "the %s's %s (weights, KV cache and scratch at -c %u) does "
 				 "not fit: with the fixed set %s and the arena %s it exceeds the %s "
 				 "of memory available (%s); use a smaller draft, lower -c, or drop "
-				 "--draft",
+				 "--draft", s_draft_what(fx),
 				 ns_format_bytes(fx->draft_bytes, s[0], 32), fx->n_ctx,
 				 ns_format_bytes(fx->total - fx->draft_bytes, s[1], 32),
 				 ns_format_bytes(arena, s[2], 32),
@@ -444,7 +451,7 @@ int nsctl_pick_budgets(const char *who, const char *model, const char *draft,
 		char dr[128] = "";
 
 		if (fx.draft_bytes) /* counted in the fixed set: the RAM cache makes room */
-			snprintf(dr, sizeof(dr), " (draft model %s)",
+			snprintf(dr, sizeof(dr), " (%s %s)", s_draft_what(&fx),
 				 ns_format_bytes(fx.draft_bytes, s[4], 32));
 		if (fx.tower_bytes) /* likewise, with the images' working memory */
 			snprintf(dr + strlen(dr), sizeof(dr) - strlen(dr), " (vision tower %s, "

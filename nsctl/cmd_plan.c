@@ -332,9 +332,10 @@ static void s_print_text(const struct s_report *r)
 	       ns_format_bytes(fx->margin_bytes, s[0], 32), NSPLAN_MARGIN_DIV,
 	       ns_format_bytes(NSPLAN_MARGIN_MIN, s[1], 32));
 	if (fx->draft_bytes)
-		printf("  draft       %12" PRIu64 " bytes %11s  --draft %s: weights, f32 KV cache, "
+		printf("  draft       %12" PRIu64 " bytes %11s  --draft %s: %sweights, f32 KV cache, "
 		       "scratch (resident in nscompute)\n", fx->draft_bytes,
-		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft);
+		       ns_format_bytes(fx->draft_bytes, s[0], 32), r->a->draft,
+		       fx->draft_mtp ? "the model's MTP block: " : "");
 	if (fx->tower_bytes)
 		printf("  tower       %12" PRIu64 " bytes %11s  %s %s: biases, norms and "
 		       "patch kernel held in nscompute (its matrices stream through the arena)\n",

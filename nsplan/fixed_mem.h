@@ -66,6 +66,7 @@
 #ifndef NSPLAN_FIXED_MEM_H
 #define NSPLAN_FIXED_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +103,7 @@ struct nsplan_fixed {
 	uint64_t total;           /* the sum of the four and the margin (and draft_bytes) */
 	uint64_t draft_bytes;     /* a draft model resident in nscompute (--draft MODEL): 0
 				   * here; nsctl adds it to total (budgets.c) */
+	bool draft_mtp;           /* draft_bytes are the model's own MTP block (--draft mtp) */
 	uint64_t tower_bytes;     /* what a vision tower holds in nscompute (--mmproj; its
 				   * matrices stream): likewise */
 	uint64_t image_bytes;     /* its images' working memory (activations, embeddings):

@@ -36,8 +36,23 @@ mkdir -p "$work"
             case $rel in
             tiny/tiny-gemma*) ref=(--ref "${rel%.gguf}.seqA" dequant) ;;
             hf/gemma4_e/*) ref=(--ref hf/gemma4_e/seqA hf) ;;
+            hf/*/gguf/mmproj-*) continue ;; # a tower: with its text model below
+            hf/qwen3_vl/gguf/*) ref=(--mm hf/qwen3_vl/gguf/mmproj-qwen3_vl-f32.gguf hf/qwen3_vl) ;;
             esac
             step "test_cfwd $rel" 120 "$stage/bin/test_cfwd" "$rel" ${ref[@]+"${ref[@]}"}
+        done
+    fi
+    if has test_draft_cuda; then # stage part s19 (tests/cuda/meson.build's GPU tests)
+        step "test_cfwd gemma-4-moe-tiny" 120 "$stage/bin/test_cfwd" \
+            gemma-4-moe-tiny.gguf --ref "$PWD/tests/forward/gemma4_moe/ref" \
+            lcpp --ref-only
+        for m in tiny-llama-Q4_K_M tiny-qwen3-Q4_K_M tiny-qwen3moe-Q4_K_M \
+            tiny-gpt-oss-MXFP4_MOE tiny-qwen35-Q4_K_M tiny-gemma3-Q4_K_M tiny-gemma4-Q4_K_M; do
+            step "test_cfwd tiny/$m.gguf --kv --kernels" 120 "$stage/bin/test_cfwd" \
+                "tiny/$m.gguf" --kv --kernels
+        done
+        for m in models/stories260K.gguf tiny/tiny-qwen3-Q4_K_M.gguf tiny/tiny-llama-Q8_0.gguf; do
+            step "test_draft_cuda $m" 120 "$stage/bin/test_draft_cuda" "$m"
         done
     fi
     if has bench_cuda_decode && has nsctl; then

@@ -11,6 +11,10 @@
 #   gemma-e   hf/gemma4_e's F32 GGUF and Transformers' logits (16 MB): per-layer inputs and
 #             KV-shared layers
 #   pipeline  nsctl, nsio, nsplan, nsrouter, nscompute, nscompute-cuda (nsctl run --backend cuda)
+#   s19       session 19's pieces, best in a call of its own (with kernels at most): test_cfwd
+#             and test_draft_cuda, the tiny models of the typed-KV and draft-model steps, the
+#             built gemma-4-moe-tiny (its llama.cpp reference is in the tree) and hf/qwen3_vl's
+#             F32 GGUF, mmproj and image references for test_cfwd --mm
 # plus the non-system shared libraries the binaries link (shared/tools/device-bundle.sh).
 set -euo pipefail
 build=${1:?usage: stage.sh BUILD_DIR [STAGE_DIR] [PART...]}
@@ -65,6 +69,25 @@ for part in $parts; do
         cp "$oracle/tiny/tiny-qwen3moe-Q4_K_M.gguf" "$oracle/tiny/tiny-llama-Q4_K_M.gguf" \
             "$oracle/tiny/tiny-qwen35moe-Q4_K_M.gguf" "$oracle/tiny/tiny-gemma4-Q4_K_M.gguf" \
             "$stage/oracle/tiny/" ;;
+    s19)
+        bin tests/cuda/test_cfwd tests/cuda/test_draft_cuda
+        [ -f "$build/tests/forward/gemma-4-moe-tiny.gguf" ] ||
+            ninja -C "$build" tests/forward/gemma-4-moe-tiny.gguf >/dev/null
+        cp "$build/tests/forward/gemma-4-moe-tiny.gguf" "$stage/oracle/"
+        cp "$oracle/models/stories260K.gguf" "$stage/oracle/models/"
+        for f in llama-Q4_K_M llama-Q8_0 qwen3-Q4_K_M qwen3moe-Q4_K_M gpt-oss-MXFP4_MOE \
+            qwen35-Q4_K_M gemma3-Q4_K_M gemma4-Q4_K_M; do
+            cp "$oracle/tiny/tiny-$f.gguf" "$stage/oracle/tiny/"
+        done
+        for f in gemma3-Q4_K_M gemma4-Q4_K_M; do # device_check.sh checks them against these
+            cp "$oracle/tiny/tiny-$f.seqA.json" "$oracle/tiny/tiny-$f.seqA.dequant.f32" \
+                "$stage/oracle/tiny/"
+        done
+        mkdir -p "$stage/oracle/hf/qwen3_vl/gguf"
+        cp "$oracle/hf/qwen3_vl/gguf/qwen3_vl-f32.gguf" \
+            "$oracle/hf/qwen3_vl/gguf/mmproj-qwen3_vl-f32.gguf" "$stage/oracle/hf/qwen3_vl/gguf/"
+        cp "$oracle/hf/qwen3_vl/seqA.json" "$oracle/hf/qwen3_vl/image.pixel_values.f32" \
+            "$oracle/hf/qwen3_vl/mm.logits.f32" "$stage/oracle/hf/qwen3_vl/" ;;
     *)
         echo "stage.sh: unknown part $part" >&2
         exit 2 ;;

@@ -75,6 +75,16 @@ f = json.load(sys.stdin)["fixed"]
 assert f["draft_bytes"] > 0, f
 print("ok: plan --draft mtp: the block in the fixed set,", f["draft_bytes"], "bytes")' \
     < "$tmp/out.txt" || fail "plan --draft mtp: no draft bytes"
+# ... and named as the block, not as a draft model, where the budgets are said
+"$nsctl" plan "$tmp/mtp.gguf" -c 96 --draft mtp > "$tmp/out.txt" 2> "$tmp/err.txt" ||
+    fail "plan --draft mtp (text): exit $?"
+grep -q "^  draft .* --draft mtp: the model's MTP block: weights" "$tmp/out.txt" ||
+    fail "plan --draft mtp: the draft row does not name the MTP block"
+timeout 120 "$nsctl" run "$tmp/mtp.gguf" -p "a b" -n 2 --temp 0 -c 96 --draft mtp \
+    > "$tmp/out.txt" 2> "$tmp/err.txt" || fail "--draft mtp (default budgets): exit $?"
+grep -q "budgets from .*, fixed .* (MTP block [0-9.]* [KMG]iB) at -c" "$tmp/err.txt" ||
+    fail "--draft mtp: the budgets line does not name the MTP block: $(head -3 "$tmp/err.txt")"
+echo "ok: --draft mtp: plan and the budgets line name the MTP block"
 refused "--draft mtp without an MTP block" "--draft mtp: .* has no MTP block" \
     "$q35" -p "hello" -n 4 --draft mtp
 refused "a draft model that is not there" "--draft other.gguf: other.gguf: cannot open" \
