@@ -13,6 +13,7 @@
 #include "client.h"
 #include "compute_draft_model.h"
 #include "compute_eval.h"
+#include "ctl_msg.h"
 #include "model.h"
 #include "ns_util.h"
 #include "nscuda.h"
@@ -201,6 +202,9 @@ int nsc_cuda_attach(struct nsc_proc *p, char *err, size_t errlen)
 	o.n_vram = n;
 	o.on_route = nsc_route_cb;
 	o.route_user = p;
+	/* speculative decoding on a recurrent model: a pass's tokens can be cut back
+	 * (ns_fwd_mark); the copy and log are in VRAM, nsplan's reserve counts them */
+	o.n_rollback = 1 + NS_CMSG_MAX_DRAFT;
 	rc = ns_cfwd_new(p->m, p->w, &o, &p->f, err, errlen);
 	free(w);
 	if (rc == 0) { /* page-locked, the arena's blocks go to the device by DMA */

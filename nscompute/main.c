@@ -325,12 +325,10 @@ static int s_attach(struct nsc_proc *p)
 			snprintf(err, sizeof(err), "--draft-model %.200s: %.200s", p->draft_path,
 				 derr);
 	}
-	if (rc == 0 && p->draft_mtp) { /* resident: the block's tensors read now, once */
-		rc = p->f && !p->cuda ? ns_fwd_mtp_open(p->f, s_beat, p->c, err, sizeof(err))
-				      : -ENOTSUP;
-		if (rc == -ENOTSUP && (!p->f || p->cuda))
-			snprintf(err, sizeof(err), "--draft-mtp: the cpu backend only");
-	}
+	/* resident: the block's tensors read now, once, into RAM (cuda too: the pass hands it
+	 * its h rows) */
+	if (rc == 0 && p->draft_mtp)
+		rc = ns_fwd_mtp_open(p->f, s_beat, p->c, err, sizeof(err));
 	if (rc == 0 && p->mmproj_path) /* streamed as the model: nsio serves the mmproj too */
 		rc = nsc_tower_open(p->mmproj_path, p->m, &wo, p->c, &p->tower, err, sizeof(err));
 #ifdef NS_WITH_CUDA

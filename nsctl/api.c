@@ -379,10 +379,6 @@ static int s_draft_block(struct ns_engine *e, const struct ns_gen_params *g,
 	if (d->max > NS_CMSG_MAX_DRAFT || d->min > d->max)
 		return ns_errf(e->err, sizeof(e->err), "draft lengths %u..%u: 1 <= min <= max <= "
 			       "%d", d->min, d->max, NS_CMSG_MAX_DRAFT), -EINVAL;
-	if (!strcmp(e->o.backend, "cuda") && e->recurrent)
-		return ns_errf(e->err, sizeof(e->err), "speculative decoding of a model with a "
-			       "recurrent state runs on the cpu backend only (the cuda pass keeps "
-			       "no copy of the state to roll back to)"), -EINVAL;
 	if (d->kind == NS_DRAFT_ORACLE) {
 		if (g->n_draft_oracle > NS_CMSG_MAX_TOKENS - ev->n_tokens)
 			return ns_errf(e->err, sizeof(e->err), "too many oracle drafts"), -EINVAL;

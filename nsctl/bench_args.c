@@ -374,11 +374,6 @@ static int bench_check_drafts(const struct bench_opts *o)
 		fprintf(stderr, "nsctl bench: --draft-min %u is over --draft-max %u\n", min, max);
 		return -1;
 	}
-	if (o->backend && !strcmp(o->backend, "cuda") && nsctl_model_recurrent(o->model)) {
-		fprintf(stderr, "nsctl bench: --draft on a model with a recurrent state runs on the "
-			"cpu backend only (not --backend cuda)\n");
-		return -1;
-	}
 	if (o->draft_model && nsctl_draft_compatible(o->model, o->draft_model, err,
 						     sizeof(err)) < 0) {
 		fprintf(stderr, "nsctl bench: %s\n", err);

@@ -106,11 +106,11 @@ static void s_usage(FILE *f)
 		"                        stderr (\"seed S\") so that -s S repeats the run\n"
 		"  --draft ngram         speculative decoding: prompt lookup drafts tokens, one pass\n"
 		"                        over the weights verifies them (same greedy output, same\n"
-		"                        sampling distribution); qwen35 on the cpu backend only\n"
+		"                        sampling distribution)\n"
 		"  --draft DRAFT.gguf    the same, drafted by a small model of the same vocabulary\n"
 		"                        held in RAM (counted in the budgets)\n"
 		"  --draft mtp           the same, drafted by the model's own MTP block (Qwen3.5\n"
-		"                        checkpoints; dense qwen35, cpu backend), held in RAM\n"
+		"                        checkpoints: qwen35, qwen35moe), held in RAM\n"
 		"  --draft-max N --draft-min N  tokens drafted per pass, adaptive in [min, max]\n"
 		"                        (defaults 16 and 1)\n"
 		"pipeline:\n%s"
@@ -680,7 +680,7 @@ static int s_run(struct s_opts *op, int argc, char **argv)
 	}
 	if ((rc = nsctl_model_arg("nsctl run", &op->model, pulled, sizeof(pulled))))
 		return rc; /* REPO:QUANT -> the cached file */
-	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model, op->ea.eo.backend,
+	if (s_check_model(op) < 0 || nsctl_draft_check(&op->g, op->model,
 							    op->ea.eo.draft_model) < 0)
 		return 2;
 	if (s_seed(op) < 0)

@@ -173,8 +173,9 @@ struct ns_engine_opts {
 	ns_progress_fn progress;
 	void *progress_user;
 	/* Speculative decoding's MTP drafter (ns_gen_params.draft = NS_GEN_DRAFT_MTP): the
-	 * model's multi-token-prediction block (Qwen3.5 checkpoints carry one; dense qwen35, cpu
-	 * backend) read into nscompute's RAM at load beside the pass; a model without one fails
+	 * model's multi-token-prediction block (Qwen3.5 checkpoints carry one; qwen35 and
+	 * qwen35moe, either backend: it runs on the host, the cuda pass hands it its hidden rows)
+	 * read into nscompute's RAM at load beside the pass; a model without one fails
 	 * the load (-EINVAL). false: none. */
 	bool draft_mtp;
 };
@@ -202,8 +203,8 @@ struct ns_gen_params {
 	int32_t repeat_last_n;
 	uint64_t seed;
 	bool no_stop;          /* do not stop at end-of-generation tokens */
-	/* Speculative decoding (a model with a recurrent state, qwen35, on the cuda backend is
-	 * refused with -EINVAL): the pending token and up to draft_max drafted ones are evaluated as one
+	/* Speculative decoding (a model with a recurrent state, qwen35, rolls it back past a
+	 * rejected draft on either backend): the pending token and up to draft_max drafted ones are evaluated as one
 	 * pass over the weights and the agreeing prefix kept; greedy output is unchanged, sampled
 	 * output has the same distribution. The draft length adapts to the measured acceptance
 	 * and pass costs within [draft_min, draft_max]; a drafter with fewer than draft_min

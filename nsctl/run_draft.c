@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "arch.h"
 #include "ctl_msg.h"
 #include "draft_model.h"
 #include "engine_flags.h"
@@ -51,17 +50,13 @@ int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const ch
 /* --draft mtp: MODEL must carry an MTP block we run (qwen35's, qwen35moe's; the block's loader
  * checks its tensors, nscompute/forward/mtp.c). 0, or -EINVAL after one line. A file that does
  * not open is not judged here (the run refuses it with its own line). */
-static int s_mtp_check(const char *model, const char *backend)
+static int s_mtp_check(const char *model)
 {
 	struct ns_model *m = NULL;
 	struct ns_hparams hp;
 	char why[NS_ERR_LEN];
 	int rc = 0;
 
-	if (backend && strcmp(backend, "cpu")) {
-		fprintf(stderr, S_WHO ": --draft mtp runs on the cpu backend only\n");
-		return -EINVAL;
-	}
 	if (ns_model_open(model, &m, why, sizeof(why)) || ns_hparams_load(m, &hp, why,
 									  sizeof(why))) {
 		ns_model_close(&m);
@@ -80,24 +75,7 @@ static int s_mtp_check(const char *model, const char *backend)
 	return rc;
 }
 
-/* Whether MODEL has recurrent layers (qwen35): a file that does not open or bind is not
- * judged here (the run refuses it with its own line). */
-bool nsctl_model_recurrent(const char *model)
-{
-	struct ns_model *m = NULL;
-	struct ns_arch_model *am = NULL;
-	char why[NS_ERR_LEN];
-	bool rec = false;
-
-	if (ns_model_open(model, &m, why, sizeof(why)) == 0 &&
-	    ns_arch_bind(m, &am, why, sizeof(why)) == 0)
-		rec = am->kinds & NS_LAYER_RECURRENT;
-	ns_arch_model_free(&am);
-	ns_model_close(&m);
-	return rec;
-}
-
-int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend,
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model,
 		      const char *draft_model)
 {
 	char err[NS_ERR_LEN];
@@ -109,15 +87,10 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 	}
 	if (!g->draft)
 		return 0;
-	if (g->draft == NS_GEN_DRAFT_MTP && s_mtp_check(model, backend) < 0)
+	if (g->draft == NS_GEN_DRAFT_MTP && s_mtp_check(model) < 0)
 		return -EINVAL;
 	if (min > max) {
 		fprintf(stderr, S_WHO ": --draft-min %u is over --draft-max %u\n", min, max);
-		return -EINVAL;
-	}
-	if (backend && !strcmp(backend, "cuda") && nsctl_model_recurrent(model)) {
-		fprintf(stderr, S_WHO ": --draft on a model with a recurrent state runs on the cpu "
-			"backend only (the cuda pass keeps no copy of the state to roll back to)\n");
 		return -EINVAL;
 	}
 	if (draft_model && nsctl_draft_compatible(model, draft_model, err, sizeof(err)) < 0) {
@@ -125,6 +98,7 @@ int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const ch
 		return -EINVAL;
 	}
 	/* a target with a recurrent state (qwen35) rolls it back past a rejected draft
-	 * (ns_fwd_mark); a draft model with one was refused above (draft_model.c) */
+	 * (ns_fwd_mark; on cuda too, in VRAM); a draft model with one was refused above
+	 * (draft_model.c) */
 	return 0;
 }

@@ -11,17 +11,13 @@
 int nsctl_draft_flag(struct ns_gen_params *g, const char **draft_model, const char *a,
 		     const char *v);
 
-/* Whether MODEL has recurrent layers (qwen35): speculative decoding's cut back of its state
- * is the cpu pass's only. False for a file that does not open or bind (the run refuses it). */
-bool nsctl_model_recurrent(const char *model);
-
-/* With a drafter: refused (one line, -EINVAL) for a model with a recurrent state (qwen35) on
- * the cuda backend (its pass keeps no copy of the state to roll back to; the cpu pass
- * does: ns_fwd_mark), draft lengths min > max, and a draft model (draft_model, NULL: none) that
- * does not open, runs no cpu pass with a KV cache to cut back, or has another vocabulary
- * (nsctl_draft_compatible). 0 otherwise, or for a model that does not open (the engine
- * reports it). */
-int nsctl_draft_check(const struct ns_gen_params *g, const char *model, const char *backend,
+/* With a drafter: refused (one line, -EINVAL) for draft lengths min > max, --draft mtp on a
+ * model without a block we run, and a draft model (draft_model, NULL: none) that does not
+ * open, runs no cpu pass with a KV cache to cut back, or has another vocabulary
+ * (nsctl_draft_compatible). Every drafter runs on both backends (a recurrent target's state
+ * is rolled back on either; the MTP block runs on the host beside either pass). 0 otherwise,
+ * or for a model that does not open (the engine reports it). */
+int nsctl_draft_check(const struct ns_gen_params *g, const char *model,
 		      const char *draft_model);
 
 #endif

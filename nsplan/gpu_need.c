@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "fixed_mem.h"
 #include "gpu_need.h"
 #include "hparams.h"
 #include "ns_util.h"
@@ -46,10 +47,12 @@ static const struct ns_model_tensor *s_layer_tensor(const struct ns_model *m, ui
 
 /* Qwen3.5's recurrent layers (those with ssm_conv1d) as cfwd_vram.c s_dnet_state allocates
  * them: the history (K - 1, CH) and states (dk, inner) of all in one buffer, then the
- * chunk's scratch qkv (nb, CH), z (nb, inner), b, a (nb, n_v), o (nb, inner). *n_rec: their
- * count. */
+ * chunk's scratch qkv (nb, CH), z (nb, inner), b, a (nb, n_v), o (nb, inner); with
+ * n_rollback tokens of rollback (speculative decoding, cfwd_dnet.c): a copy of the states in
+ * one buffer and every layer's log of n_rollback tokens' qkv, a and b (CH + 2 n_v floats
+ * each) in another. *n_rec: their count. */
 static bool s_recurrent(const struct ns_model *m, const struct ns_hparams *hp, uint64_t nb,
-			uint64_t *n_rec, uint64_t *acc)
+			uint32_t n_rollback, uint64_t *n_rec, uint64_t *acc)
 {
 	uint64_t dk = 0, inner = 0, K = 0, CH = 0, n_v = 0, per = 0, st = 0;
 
@@ -72,9 +75,12 @@ static bool s_recurrent(const struct ns_model *m, const struct ns_hparams *hp, u
 	if (!K || ns_mul_u64_overflow(K - 1, CH, &per) || ns_mul_u64_overflow(dk, inner, &st) ||
 	    ns_add_u64_overflow(per, st, &per))
 		return false;
-	return s_acc(acc, *n_rec, per, 1, 4) && s_acc(acc, nb, CH, 1, 4) &&
-	       s_acc(acc, nb, inner, 1, 4) && s_acc(acc, nb, n_v, 1, 4) &&
-	       s_acc(acc, nb, n_v, 1, 4) && s_acc(acc, nb, inner, 1, 4);
+	if (!(s_acc(acc, *n_rec, per, 1, 4) && s_acc(acc, nb, CH, 1, 4) &&
+	      s_acc(acc, nb, inner, 1, 4) && s_acc(acc, nb, n_v, 1, 4) &&
+	      s_acc(acc, nb, n_v, 1, 4) && s_acc(acc, nb, inner, 1, 4)))
+		return false;
+	return !n_rollback || (CH <= UINT64_MAX - 2 * n_v && s_acc(acc, *n_rec, per, 1, 4) &&
+			       s_acc(acc, *n_rec, n_rollback, CH + 2 * n_v, 4));
 }
 
 /* The widest shared expert (qwen35moe), 0 without one. */
@@ -172,6 +178,14 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		    uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
 		    struct nsplan_gpu_need *n, char *err, size_t errlen)
 {
+	return nsplan_gpu_need_rb(m, n_ctx, n_batch, stage_bytes, tk, tv, NSPLAN_ROLLBACK_TOKENS,
+				  n, err, errlen);
+}
+
+int nsplan_gpu_need_rb(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
+		       uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
+		       uint32_t n_rollback, struct nsplan_gpu_need *n, char *err, size_t errlen)
+{
 	struct ns_hparams hp;
 	const struct ns_model_tensor *out, *g0;
 	uint64_t nb, nq, nk, nv, no, ff, F, Fs, E, K, D, V, ws, s = 0, kv = 0, row_max = 0, n_rec;
@@ -224,7 +238,7 @@ int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 	/* cfwd_vram.c cfwd_state: K, V of the attention layers (not the recurrent ones), rows of
 	 * a position's heads in the cache's types; x, xb, xb2, q, k, v, ao, hb, hu, logits,
 	 * attention workspace, the decode graph's position */
-	ok = s_recurrent(m, &hp, nb, &n_rec, &n->recurrent) && n_rec <= hp.n_layer &&
+	ok = s_recurrent(m, &hp, nb, n_rollback, &n_rec, &n->recurrent) && n_rec <= hp.n_layer &&
 	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, ns_kv_row_bytes(tk, (uint32_t)nk), 1) &&
 	     s_acc(&kv, hp.n_layer - n_rec, n_ctx, ns_kv_row_bytes(tv, (uint32_t)nv), 1) &&
 	     s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) && s_acc(&s, nb, D, 1, 4) &&
@@ -288,7 +302,9 @@ int nsplan_gpu_resident_need(const struct ns_model *m, uint32_t n_ctx, uint64_t 
 	int rc;
 
 	*bytes = 0;
-	rc = nsplan_gpu_need(m, n_ctx, 0, stage_bytes, NS_KV_F32, NS_KV_F32, &g, err, errlen);
+	/* no rollback buffers: a draft pass is never cut back into a mark (cfwd.h) */
+	rc = nsplan_gpu_need_rb(m, n_ctx, 0, stage_bytes, NS_KV_F32, NS_KV_F32, 0, &g, err,
+				errlen);
 	if (rc == 0)
 		rc = ns_hparams_load(m, &hp, err, errlen);
 	if (rc < 0)

@@ -23,7 +23,9 @@ struct nsplan_gpu_need {
 			     * types (gemma: each in its layer's head geometry, none for a
 			     * KV-shared layer) */
 	uint64_t recurrent; /* qwen35's recurrent layers: conv history and DeltaNet states of
-			     * all (one sequence), and their chunk's scratch */
+			     * all (one sequence), and their chunk's scratch; the rollback
+			     * buffers of speculative decoding (a copy of the states, each
+			     * layer's log of n_rollback tokens' recurrence inputs) */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
 			     * M-RoPE positions of an image prompt's chunk (models with M-RoPE) */
 	uint64_t vectors;   /* held tensors: norms, biases, sinks, rope factors, bias tables */
@@ -43,6 +45,13 @@ struct nsplan_gpu_need {
 int nsplan_gpu_need(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
 		    uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
 		    struct nsplan_gpu_need *out, char *err, size_t errlen);
+/* The same for a pass with n_rollback tokens of rollback buffers (ns_cfwd_opts.n_rollback;
+ * they count only for a recurrent model). nsplan_gpu_need is this with
+ * NSPLAN_ROLLBACK_TOKENS, what nscompute's pass allocates: any request may draft. */
+int nsplan_gpu_need_rb(const struct ns_model *m, uint32_t n_ctx, uint32_t n_batch,
+		       uint64_t stage_bytes, enum ns_kv_type tk, enum ns_kv_type tv,
+		       uint32_t n_rollback, struct nsplan_gpu_need *out, char *err,
+		       size_t errlen);
 
 /* The VRAM of a CUDA pass with every weight matrix whole in VRAM (cfwd.h all_resident: a draft
  * model on the cuda backend, --draft MODEL): the pass's set above without the windows' slack,

@@ -23,7 +23,7 @@ mkdir -p "$work"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
     echo
     for t in test_range test_cuda_vram test_cuda_dequant test_cuda_gemv test_cuda_gemv_q8 \
-        test_cuda_ops test_cuda_attn test_cuda_dnet; do
+        test_cuda_ops test_cuda_attn test_cuda_dnet test_cuda_tower; do
         has "$t" && step "$t" 120 "$stage/bin/$t"
     done
     if has test_cfwd; then
@@ -53,6 +53,17 @@ mkdir -p "$work"
         done
         for m in models/stories260K.gguf tiny/tiny-qwen3-Q4_K_M.gguf tiny/tiny-llama-Q8_0.gguf; do
             step "test_draft_cuda $m" 120 "$stage/bin/test_draft_cuda" "$m"
+        done
+    fi
+    if has test_ctower; then # stage part s20: the vision tower on the device
+        for d in qwen3_vl qwen3_5_cond; do
+            step "test_ctower $d --kernels" 120 "$stage/bin/test_ctower" "hf/$d" \
+                "hf/$d/gguf/mmproj-$d-f32.gguf" --kernels
+        done
+    fi
+    if has test_cfwd_rollback; then # s20: the recurrent state rolled back in VRAM
+        for m in tiny-qwen35-F32 tiny-qwen35-Q4_K_M tiny-qwen35moe-Q4_K_M; do
+            step "test_cfwd_rollback $m" 120 "$stage/bin/test_cfwd_rollback" "tiny/$m.gguf"
         done
     fi
     if has bench_cuda_decode && has nsctl; then

@@ -11,6 +11,8 @@
 #   gemma-e   hf/gemma4_e's F32 GGUF and Transformers' logits (16 MB): per-layer inputs and
 #             KV-shared layers
 #   pipeline  nsctl, nsio, nsplan, nsrouter, nscompute, nscompute-cuda (nsctl run --backend cuda)
+#   s20       session 20's: test_ctower with both oracle towers (the vision tower on the device),
+#             test_cfwd_rollback with the qwen35 tiny models (the recurrent state rolled back)
 #   s19       session 19's pieces, best in a call of its own (with kernels at most): test_cfwd
 #             and test_draft_cuda, the tiny models of the typed-KV and draft-model steps, the
 #             built gemma-4-moe-tiny (its llama.cpp reference is in the tree) and hf/qwen3_vl's
@@ -30,7 +32,7 @@ for part in $parts; do
     case $part in
     kernels)
         for t in test_range test_cuda_gemv test_cuda_gemv_q8 test_cuda_ops test_cuda_attn \
-            test_cuda_vram test_cuda_dnet; do
+            test_cuda_vram test_cuda_dnet test_cuda_tower; do
             bin "tests/cuda/$t"
         done
         bin bench/cuda/bench_cuda_gemv ;;
@@ -88,6 +90,17 @@ for part in $parts; do
             "$oracle/hf/qwen3_vl/gguf/mmproj-qwen3_vl-f32.gguf" "$stage/oracle/hf/qwen3_vl/gguf/"
         cp "$oracle/hf/qwen3_vl/seqA.json" "$oracle/hf/qwen3_vl/image.pixel_values.f32" \
             "$oracle/hf/qwen3_vl/mm.logits.f32" "$stage/oracle/hf/qwen3_vl/" ;;
+    s20)
+        bin tests/cuda/test_ctower tests/cuda/test_cfwd_rollback
+        for d in qwen3_vl qwen3_5_cond; do
+            mkdir -p "$stage/oracle/hf/$d/gguf"
+            cp "$oracle/hf/$d/gguf/mmproj-$d-f32.gguf" "$stage/oracle/hf/$d/gguf/"
+            cp "$oracle/hf/$d/image.pixel_values.f32" "$oracle/hf/$d"/vision.*.f32 \
+                "$stage/oracle/hf/$d/"
+        done
+        for f in qwen35-F32 qwen35-Q4_K_M qwen35moe-Q4_K_M; do
+            cp "$oracle/tiny/tiny-$f.gguf" "$stage/oracle/tiny/"
+        done ;;
     *)
         echo "stage.sh: unknown part $part" >&2
         exit 2 ;;

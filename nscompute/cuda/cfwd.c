@@ -244,7 +244,7 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 				      gemma ? c->G->max_q / c->G->n_head : c->L->dv, err,
 				      errlen)) < 0 ||
 		    (rc = gemma ? cfwd_gemma_state(c, f->n_ctx, err, errlen) :
-				  cfwd_state(c, f->n_ctx, err, errlen)) < 0 ||
+				  cfwd_state(c, f->n_ctx, o.n_rollback, err, errlen)) < 0 ||
 		    (rc = cfwd_vectors(c, f->held, err, errlen)) < 0 ||
 		    (rc = cfwd_windows(c, &o, err, errlen)) < 0)
 			goto fail;
@@ -255,6 +255,17 @@ int ns_cfwd_new(const struct ns_model *m, struct ns_weights *host,
 				ns_cuda_last_error());
 			goto fail;
 		}
+	}
+	/* --draft mtp (mtp.h): each chunk's h rows go down to the block on the host; its head
+	 * comes back up (the head's VRAM windows, not a second read on the host) */
+	f->mtp_h = !gemma;
+	if (!gemma)
+		f->arch_matmul = cfwd_host_matmul;
+	/* a recurrent state's rollback (ns_fwd_mark): the device keeps the copy and the logs */
+	if (c->L && c->L->dnet) {
+		f->rb_cap = c->rb_cap;
+		f->arch_mark = cfwd_dnet_mark;
+		f->arch_cut = cfwd_dnet_cut;
 	}
 	/* a row lands at x + t * n_embd: the dequant kernel wants 16-byte aligned rows of x */
 	tok_embd = gemma ? c->G->tok_embd : c->L->tok_embd;

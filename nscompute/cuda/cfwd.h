@@ -72,12 +72,18 @@ struct ns_cfwd_opts {
 				    * nearest even, ggml's Q8_0), attention reads them widened */
 	ns_fwd_route_fn on_route;  /* MoE routing reports, as ns_fwd_opts */
 	void *route_user;
+	uint32_t n_rollback;       /* recurrent models (qwen35): tokens after a mark that can be
+				    * cut back (ns_fwd_mark, as ns_fwd_opts.n_rollback): a VRAM
+				    * copy of the states and a VRAM log of those tokens'
+				    * recurrence inputs, counted in ns_cfwd_need.recurrent;
+				    * 0: none. Other models: ignored */
 };
 
 struct ns_cfwd_need {
 	uint64_t kv;        /* K and V of every attention layer for n_ctx positions (in the
 			     * cache's types) */
-	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch */
+	uint64_t recurrent; /* qwen35: recurrent layers' conv history and states, their scratch,
+			     * the rollback copy and log (opts.n_rollback) */
 	uint64_t scratch;   /* activations of n_batch tokens, attention workspace, logits, the
 			     * M-RoPE positions of an image prompt's chunk (models with M-RoPE) */
 	uint64_t vectors;   /* norms, biases, sinks, rope factors, expert bias tables */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cfwd_internal.h"
+#include "mtp.h"
 
 /* The layers and the output head of one token into c->logits: launched, or recorded when
  * c->capturing. */
@@ -161,6 +162,26 @@ static int s_deepstack(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n)
 	return s_mm_rows(f, c, n, f->mm->deepstack + (uint64_t)l * f->mm_n * D, c->x, true);
 }
 
+/* --draft mtp: the MTP block (mtp.h, on the host) follows the chunk with its h rows, the
+ * hidden state after output_norm: x += xb2 (the last layer's residual) for all n rows and
+ * their norm, by the kernel the head's rows take (k_rmsnorm reads x + res or x alike, so the
+ * logits below keep their bits), downloaded into h_x (spent: the embedding rows). */
+static int s_mtp_follow(struct ns_fwd *f, struct cfwd *c, const int32_t *tokens, uint32_t n)
+{
+	const struct ns_llama *L = c->L;
+
+	if (c->res_pending)
+		CFWD_TRY("residual + rmsnorm", ns_cuda_add_rmsnorm(c->xb, c->x, c->xb2, c->output_norm,
+								L->n_embd, n, L->eps, c->cs));
+	else
+		CFWD_TRY("rmsnorm", ns_cuda_rmsnorm(c->xb, c->x, c->output_norm, L->n_embd, n,
+						 L->eps, c->cs));
+	c->res_pending = false;
+	CFWD_TRY("sync", ns_cuda_stream_sync(c->cs));
+	CFWD_TRY("MTP rows", ns_cuda_d2h(c->h_x, c->xb, (size_t)n * L->n_embd * sizeof(float)));
+	return ns_mtp_follow(f, f->mtp, tokens, c->h_x, n, f->row_pos[0]);
+}
+
 static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, float *logits,
 			 bool all)
 {
@@ -181,7 +202,8 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 		CFWD_TRY("state reset", ns_cuda_memset_async(c->dn_state, 0, c->dn_state_bytes, c->cs));
 	cfwd_mark(c, CFWD_P_EMBD);
 	/* the graph rotates at the cache position: not an image call, nor text after one */
-	if (n == 1 && logits && c->graph_ok && !c->prof.on && !f->mm && !f->rope_delta) {
+	if (n == 1 && logits && c->graph_ok && !c->prof.on && !f->mm && !f->rope_delta &&
+	    !f->mtp) {
 		rc = s_eval_graph(f, c, logits);
 		if (rc <= 0)
 			return rc;
@@ -195,6 +217,8 @@ static int s_eval_layers(struct ns_fwd *f, const int32_t *tokens, uint32_t n, fl
 			return rc;
 	}
 	c->prof_submit_ns = c->prof.on ? ns_now_ns() : 0;
+	if (f->mtp && (rc = s_mtp_follow(f, c, tokens, n)))
+		return rc;
 	if (!logits)
 		return ns_cuda_stream_sync(c->cs) < 0 ? cfwd_fail(f, "sync", -EIO) : 0;
 	/* logits = (rmsnorm(x) * output_norm) Wout^T   (all ? n : 1, n_vocab) */

@@ -49,6 +49,8 @@ struct cfwd_dlayer { /* device copies of a layer's vectors (NULL where the host 
 	float *shexp_gate;               /* (n_embd) qwen35moe's shared-expert gate */
 	float *conv_w, *dt_b, *ssm_a, *ssm_norm; /* a recurrent layer's (deltanet.h) */
 	float *hist, *S;                 /* its state: in cfwd.dn_state, NULL elsewhere */
+	float *log;                      /* its rollback log in cfwd.dn_log, or NULL */
+	uint32_t n_log;                  /* tokens in it since the mark */
 };
 
 /* NS_CFWD_PROFILE=1: an event after every step of the pass, times summed per kind, printed
@@ -108,6 +110,12 @@ struct cfwd {
 	float *dn_state;
 	uint64_t dn_state_bytes;
 	float *d_qkv, *d_z, *d_b, *d_a, *d_o;
+	/* their rollback (ns_fwd_mark, cfwd_dnet.c): dn_state as it was at the mark (same
+	 * layout), and each layer's log of rb_cap tokens' recurrence inputs (rb_lost: a chunk
+	 * did not fit) */
+	float *dn_state0, *dn_log;
+	uint32_t rb_cap;
+	bool rb_logging, rb_lost;
 	/* gemma (cfwd_gemma.c): each layer's own K and V (n_ctx rows of n_head_kv * dk elements
 	 * in kv_tk / kv_tv) or NULL for a KV-shared layer, the per-layer inputs (n_batch,
 	 * n_layer * ple) and a layer's gated input (n_batch, ple); host rows of
@@ -159,7 +167,7 @@ int cfwd_dalloc(struct cfwd *c, void **p, uint64_t a, uint64_t b, uint64_t sz, c
 #define CFWD_DA(c, p, a, b, sz) cfwd_dalloc(c, (void **)(p), a, b, sz, err, errlen)
 
 /* The KV cache and the scratch of n_batch tokens (device), the MoE bookkeeping (host). */
-int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen);
+int cfwd_state(struct cfwd *c, uint32_t n_ctx, uint32_t rb_cap, char *err, size_t errlen);
 /* The routed experts' scratch of n_batch tokens for mo (device: router logits, weights,
  * gathered rows, expert output, slot outputs, choices, token and slot lists; host: their
  * copies and the grouping), for both passes; hb and hu (already allocated, wide enough for
@@ -194,6 +202,13 @@ int cfwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_e
  * activation in the gate half of each [gate | up] row). */
 int cfwd_matmul_ld(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		   const float *x, uint64_t ldx, uint64_t n_tok, float *y, uint64_t ldy);
+/* struct ns_fwd's arch_matmul (forward_impl.h): host-side code's product (the MTP block's head,
+ * mtp.h) on the device, resident windows in place, the rest staged: x (n_tok, cols) up into
+ * xb, the product into c->logits, down into y, CFWD_LOGIT_TOK rows at a time (cols <= n_embd,
+ * rows <= n_vocab; else -EINVAL). Between chunks, or after a chunk's layers (xb, logits
+ * spent). */
+int cfwd_host_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		     const float *x, uint64_t n_tok, float *y, uint64_t ldy);
 /* One token times n_mat (<= 3) whole matrices sharing x, side by side when resident. */
 int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor, const float *x,
 		    float *const *y);
@@ -218,6 +233,11 @@ int cfwd_moe_routed(struct ns_fwd *f, struct cfwd *c, const struct ns_moe *mo, u
 /* x += deltanet(rmsnorm(x) * attn_norm) of recurrent layer l, pending in xb2 (the norm
  * already done by the caller: xb). */
 int cfwd_dnet_block(struct ns_fwd *f, struct cfwd *c, uint32_t l, uint32_t n);
+/* struct ns_fwd's arch_mark and arch_cut of a recurrent pass (forward_impl.h, deltanet.h's
+ * contract on the device): the mark copies the states aside and starts the logs; a cut back
+ * into the marked tokens restores the copy and runs the recurrence over the kept ones. */
+int cfwd_dnet_mark(struct ns_fwd *f, bool on);
+int cfwd_dnet_cut(struct ns_fwd *f, uint32_t seq, uint32_t keep);
 
 /* ---------------------------------------------------------------- cfwd_gemma.c ---------- */
 

@@ -187,3 +187,36 @@ int cfwd_matmul_par(struct ns_fwd *f, uint32_t n_mat, const uint32_t *tensor,
 		CFWD_TRY("join", ns_cuda_stream_wait(c->cs, c->joined[i - 1]));
 	return 0;
 }
+
+int cfwd_host_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+		     const float *x, uint64_t n_tok, float *y, uint64_t ldy)
+{
+	struct cfwd *c = f->arch;
+	const struct ns_model_tensor *t = &c->m->tensors[tensor];
+	const uint64_t rows = row_end - row0, cols = t->ne[0];
+	const uint64_t cap = c->n_batch < CFWD_LOGIT_TOK ? c->n_batch : CFWD_LOGIT_TOK;
+	int rc;
+
+	/* x's rows fit xb's (n_embd wide), the product's c->logits' (n_vocab wide) */
+	if (!c->L || row0 >= row_end || row_end > t->n_rows || cols > c->L->n_embd ||
+	    rows > c->L->n_vocab || ldy < rows) {
+		ns_errf(f->err, sizeof(f->err), "forward: %s rows %llu..%llu do not fit the CUDA "
+			"pass's buffers", t->name, (unsigned long long)row0,
+			(unsigned long long)row_end);
+		return -EINVAL;
+	}
+	for (uint64_t g = 0; g < n_tok; g += cap) {
+		const uint64_t m = n_tok - g < cap ? n_tok - g : cap;
+
+		/* pageable x: staged before the call returns, ordered on cs before the product */
+		CFWD_TRY("upload", ns_cuda_copy_h2d_async(c->xb, x + g * cols, m * cols * 4, c->cs,
+						       NULL));
+		if ((rc = cfwd_matmul(f, tensor, row0, row_end, c->xb, m, c->logits, rows)))
+			return rc;
+		CFWD_TRY("sync", ns_cuda_stream_sync(c->cs));
+		for (uint64_t i = 0; i < m; i++)
+			CFWD_TRY("download", ns_cuda_d2h(y + (g + i) * ldy, c->logits + i * rows,
+						       rows * 4));
+	}
+	return 0;
+}

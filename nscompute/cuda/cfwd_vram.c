@@ -45,8 +45,9 @@ int ns_cfwd_vram_need(const struct ns_model *m, const struct ns_cfwd_opts *o,
 			o->kv_k, o->kv_v);
 		return -EINVAL;
 	}
-	rc = nsplan_gpu_need(m, o->n_ctx, o->n_batch, o->stage_bytes, (enum ns_kv_type)o->kv_k,
-			     (enum ns_kv_type)o->kv_v, &g, err, errlen);
+	rc = nsplan_gpu_need_rb(m, o->n_ctx, o->n_batch, o->stage_bytes,
+				(enum ns_kv_type)o->kv_k, (enum ns_kv_type)o->kv_v, o->n_rollback,
+				&g, err, errlen);
 	if (rc == 0)
 		rc = ns_hparams_load(m, &hp, err, errlen);
 	if (rc < 0)
@@ -172,9 +173,10 @@ int cfwd_vectors(struct cfwd *c, const struct ns_held *held, char *err, size_t e
 	return 0;
 }
 
-/* The recurrent layers' history and states, one allocation (one reset), and their scratch:
- * nsplan/gpu_need.c counts the same. */
-static int s_dnet_state(struct cfwd *c, char *err, size_t errlen)
+/* The recurrent layers' history and states, one allocation (one reset), and their scratch;
+ * with rollback (rb_cap tokens, cfwd_dnet.c) a copy of the states (one allocation: one copy
+ * per mark) and the layers' logs: nsplan/gpu_need.c counts the same. */
+static int s_dnet_state(struct cfwd *c, uint32_t rb_cap, char *err, size_t errlen)
 {
 	const struct ns_dnet *D = c->L->dnet;
 	const uint64_t nb = c->n_batch, vd = (uint64_t)D->n_v * D->dv;
@@ -190,13 +192,20 @@ static int s_dnet_state(struct cfwd *c, char *err, size_t errlen)
 	    (rc = CFWD_DA(c, &c->d_b, nb, D->n_v, 4)) || (rc = CFWD_DA(c, &c->d_a, nb, D->n_v, 4)) ||
 	    (rc = CFWD_DA(c, &c->d_o, nb, vd, 4)))
 		return rc;
+	if (rb_cap && ((rc = CFWD_DA(c, &c->dn_state0, n_rec * per, 1, 4)) ||
+		       (rc = CFWD_DA(c, &c->dn_log, n_rec * rb_cap, D->CH + 2ull * D->n_v, 4))))
+		return rc;
+	c->rb_cap = c->dn_log ? rb_cap : 0;
 	c->dn_state_bytes = n_rec * per * 4;
 	c->st.recurrent_bytes = ns_vram_used(c->vram) - used0; /* test_cfwd: == the need's */
 	for (uint32_t l = 0, i = 0; l < c->L->n_layer; l++) {
 		if (!c->L->layers[l].recurrent)
 			continue;
-		c->dl[l].hist = c->dn_state + (uint64_t)i++ * per;
+		c->dl[l].hist = c->dn_state + (uint64_t)i * per;
 		c->dl[l].S = c->dl[l].hist + ((uint64_t)D->K - 1) * D->CH;
+		if (c->rb_cap) /* qkv (rb_cap, CH), then a and b (rb_cap, n_v) */
+			c->dl[l].log = c->dn_log + (uint64_t)i * rb_cap * (D->CH + 2ull * D->n_v);
+		i++;
 	}
 	return 0;
 }
@@ -225,7 +234,7 @@ int cfwd_moe_state(struct cfwd *c, const struct ns_moe *mo, char *err, size_t er
 	return 0;
 }
 
-int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
+int cfwd_state(struct cfwd *c, uint32_t n_ctx, uint32_t rb_cap, char *err, size_t errlen)
 {
 	const struct ns_llama *L = c->L;
 	const uint64_t nb = c->n_batch;
@@ -258,7 +267,7 @@ int cfwd_state(struct cfwd *c, uint32_t n_ctx, char *err, size_t errlen)
 	if ((c->am->arch->flags & NS_ARCH_MROPE) && c->hp->rope_sections[0] &&
 	    (rc = CFWD_DA(c, &c->mpos, nb, 3, 4)))
 		return rc;
-	if (L->dnet && (rc = s_dnet_state(c, err, errlen)))
+	if (L->dnet && (rc = s_dnet_state(c, rb_cap, err, errlen)))
 		return rc;
 	if (L->moe && (rc = cfwd_moe_state(c, L->moe, err, errlen)))
 		return rc;

@@ -103,8 +103,11 @@ int ns_fwd_new(const struct ns_model *m, struct ns_weights *w, const struct ns_f
 int ns_fwd_matmul(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
 		  const float *x, uint64_t n_tok, float *y, uint64_t ldy)
 {
-	int rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
+	int rc;
 
+	if (f->arch_matmul) /* the pass's device (its own error line) */
+		return f->arch_matmul(f, tensor, row0, row_end, x, n_tok, y, ldy);
+	rc = ns_weights_matmul(f->w, tensor, row0, row_end, x, n_tok, y, ldy);
 	if (rc < 0)
 		ns_errf(f->err, sizeof(f->err), "forward: %s", ns_weights_error(f->w));
 	return rc;

@@ -175,7 +175,8 @@ uint64_t ns_fwd_state_bytes(const struct ns_fwd *f);
  * here and the tokens' logged projections (no weight read, bit-identical to never having
  * evaluated the cut tokens). A cut, a reset or more tokens than n_rollback drop the mark.
  * 0 (also for a model without a recurrent state: its KV cache is cut anywhere), or -ENOTSUP
- * (no rollback buffers: n_rollback 0, or the cuda pass) with ns_fwd_error. */
+ * (no rollback buffers: n_rollback 0; the CUDA pass keeps its copy and log in VRAM,
+ * ns_cfwd_opts.n_rollback) with ns_fwd_error. */
 int ns_fwd_mark(struct ns_fwd *f);
 
 /* Forget the sequence (n_past = 0). */
@@ -201,7 +202,8 @@ const char *ns_fwd_error(const struct ns_fwd *f);
 const uint64_t *ns_fwd_expert_hits(const struct ns_fwd *f, uint32_t *n_layer,
 				   uint32_t *n_expert);
 
-/* --draft mtp (mtp.h): open the model's MTP block (qwen35, cpu pass) beside the pass; from
+/* --draft mtp (mtp.h): open the model's MTP block (qwen35, qwen35moe; cpu or CUDA pass, the
+ * block on the host) beside the pass; from
  * then on it follows sequence 0 through ns_fwd_eval, ns_fwd_truncate and ns_fwd_reset. 0 (also
  * when open already), or -ENOENT (no MTP block), -ENOTSUP (one we do not run), -ENOMEM,
  * -errno, with one line in err. beat (may be NULL) is called with user as the block's weights

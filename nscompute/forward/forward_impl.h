@@ -9,6 +9,8 @@
 #include "kvcache.h"
 #include "ns_util.h"
 
+struct ns_llama;
+
 struct ns_fwd {
 	/* Evaluate one chunk of n <= n_batch tokens, row t at row_kv[t] / row_pos[t] (tokens
 	 * already checked against n_tok_rows); write logits as ns_fwd_eval says, or the rows
@@ -22,6 +24,11 @@ struct ns_fwd {
 	/* Recurrent passes: set (on) or drop (!on) the rollback mark at sequence 0's current
 	 * position (ns_fwd_mark); NULL: no rollback. 0, or a negative errno. */
 	int (*arch_mark)(struct ns_fwd *f, bool on);
+	/* A pass on a device (the CUDA pass): ns_fwd_matmul from host-side code (the MTP
+	 * block's head, mtp.h) runs there, over the weights the device holds; NULL: the
+	 * provider's product on the host. Returns as ns_fwd_matmul. */
+	int (*arch_matmul)(struct ns_fwd *f, uint32_t tensor, uint64_t row0, uint64_t row_end,
+			   const float *x, uint64_t n_tok, float *y, uint64_t ldy);
 	/* Host bytes of the recurrent state and its rollback buffers (0: none) */
 	uint64_t (*arch_state_bytes)(const struct ns_fwd *f);
 	void (*arch_destroy)(void *arch);
@@ -74,6 +81,11 @@ struct ns_fwd {
 	uint64_t arch_cache_bytes; /* caches a builder keeps itself (gemma's per layer) */
 	struct ns_mtp *mtp;      /* --draft mtp: the MTP block following sequence 0 (mtp.h),
 				  * owned; NULL when not opened */
+	const struct ns_llama *llama; /* the llama builder's model description (llama.h) of a
+				       * pass built on it (the cpu pass's arch, the CUDA pass's
+				       * own copy), else NULL: what the MTP block reads */
+	bool mtp_h;              /* eval_chunk hands each chunk's h rows to mtp (llama.c,
+				  * the CUDA pass's cfwd_eval.c) */
 	char err[NS_ERR_LEN];
 };
 

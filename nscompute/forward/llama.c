@@ -564,6 +564,8 @@ int ns_llama_setup(struct ns_fwd *f, uint32_t ffn_rows, bool host_state, char *e
 	f->arch_destroy = s_destroy;
 	f->eval_chunk = s_eval_chunk;
 	f->rows_ok = host_state; /* s_eval_chunk reads row_kv / row_pos / out_rows */
+	f->llama = L;
+	f->mtp_h = host_state; /* s_eval_chunk feeds the MTP block (a backend: its own pass) */
 	L->n_embd = (uint32_t)am->dim[NS_DIM_EMBD];
 	L->n_layer = am->n_layer;
 	L->n_head = (uint32_t)am->dim[NS_DIM_HEAD];

@@ -215,7 +215,7 @@ int ns_mtp_new(struct ns_fwd *f, void (*beat)(void *user), void *user, struct ns
 	       char *err, size_t errlen)
 {
 	const struct ns_hparams *hp = &f->am->hp;
-	const struct ns_llama *L = f->arch;
+	const struct ns_llama *L = f->llama;
 	struct s_load ld = { .md = f->am->m, .layer = hp->n_layer, .beat = beat, .user = user,
 			     .err = err, .errlen = errlen };
 	const struct ns_model_tensor *t;
@@ -229,9 +229,9 @@ int ns_mtp_new(struct ns_fwd *f, void (*beat)(void *user), void *user, struct ns
 			hp->name[0] ? hp->name : "the model", hp->arch);
 		return -ENOENT;
 	}
-	if ((strcmp(hp->arch, "qwen35") && strcmp(hp->arch, "qwen35moe")) || !f->rows_ok || !L) {
-		ns_errf(err, errlen, "--draft mtp: runs the MTP block of qwen35 / qwen35moe on the "
-			"cpu pass (not %s%s)", hp->arch, f->rows_ok ? "" : " on this backend");
+	if ((strcmp(hp->arch, "qwen35") && strcmp(hp->arch, "qwen35moe")) || !f->mtp_h || !L) {
+		ns_errf(err, errlen, "--draft mtp: runs the MTP block of qwen35 / qwen35moe (not "
+			"%s%s)", hp->arch, f->mtp_h ? "" : " on this pass");
 		return -ENOTSUP;
 	}
 	if (!(m = calloc(1, sizeof(*m)))) {
@@ -407,7 +407,7 @@ static int s_moe(struct ns_fwd *f, struct ns_mtp *m, uint32_t n)
 static int s_block(struct ns_fwd *f, struct ns_mtp *m, const int32_t *ids, const float *h,
 		   uint32_t n, float *logits)
 {
-	const struct ns_llama *L = f->arch;
+	const struct ns_llama *L = f->llama;
 	const uint32_t E = m->E, pos0 = m->kv->n_past;
 	const uint64_t nq = m->nq, nk = m->nk, nv = m->nv;
 	int rc;

@@ -1,5 +1,6 @@
-/* mtp.h - Qwen3.5's multi-token-prediction (MTP) block run as a drafter on the cpu pass
- * (--draft mtp), as llama.cpp d32676d runs it (src/models/qwen35.cpp graph_mtp, driven by
+/* mtp.h - Qwen3.5's multi-token-prediction (MTP) block run as a drafter beside the cpu pass
+ * or the CUDA pass (--draft mtp; the block runs on the host either way: the CUDA pass
+ * downloads each chunk's h rows for it, cfwd_eval.c), as llama.cpp d32676d runs it (src/models/qwen35.cpp graph_mtp, driven by
  * common/speculative.cpp's draft-mtp).
  *
  * The block at position p takes token x_p and the trunk's h of position p - 1 (its hidden
@@ -33,9 +34,10 @@
 
 struct ns_mtp;
 
-/* The block of f's model (a cpu pass of qwen35 with nextn_predict_layers 1): its weights
- * into RAM, its cache of f's n_ctx positions. 0, or -ENOENT (no MTP block), -ENOTSUP (an
- * MoE block, another architecture, or a pass without a host cache), -ENOMEM, -EIO, with one
+/* The block of f's model (a pass of qwen35 / qwen35moe with nextn_predict_layers 1 that hands
+ * it its h rows: the cpu pass, the CUDA pass): its weights into RAM, its cache of f's n_ctx
+ * positions. 0, or -ENOENT (no MTP block), -ENOTSUP (another architecture, or a pass
+ * that does not feed it), -ENOMEM, -EIO, with one
  * line in err. beat(user), when not NULL, as the weights are read (ns_fwd_mtp_open). */
 int ns_mtp_new(struct ns_fwd *f, void (*beat)(void *user), void *user, struct ns_mtp **out,
 	       char *err, size_t errlen);

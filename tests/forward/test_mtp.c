@@ -13,7 +13,12 @@
  *    evaluated the kept sequence in one call (so its cache was cut back with the trunk's).
  * 3. A model without an MTP block is refused with -ENOENT and one line.
  * Args: DATA_PREFIX (tests/forward/data/mtp-tiny-qwen35) PRESET (tiny-qwen35). Exit 0 pass,
- * 1 fail. */
+ * 1 fail.
+ *
+ * Built again by tests/cuda with NS_TEST_CFWD: every pass is a CUDA pass over the host
+ * emulation of the kernels (cfwd.h; the block on the host, fed the pass's h rows), held to
+ * the same bounds, and in 1 its block's logits and drafts are also compared with a cpu pass's
+ * block: bit for bit (the emulation computes the cpu pass's bits). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#ifdef NS_TEST_CFWD
+#include "cfwd.h"
+#endif
 #include "fixed_mem.h"
 #include "forward.h"
 #include "hparams.h"
@@ -97,20 +105,81 @@ static void s_beat(void *user)
 	(*(uint64_t *)user)++;
 }
 
-static struct ns_fwd *s_pass(struct ns_model *m, struct ns_weights *w, uint32_t n_rollback)
+/* A pass of the build's backend with o's context */
+#ifdef NS_TEST_CFWD
+#define S_NEW(m, w, o, f, err)                                                              \
+	ns_cfwd_new(m, w, &(struct ns_cfwd_opts){ .n_ctx = (o)->n_ctx }, f, err, sizeof(err))
+#else
+#define S_NEW(m, w, o, f, err) ns_fwd_new(m, w, o, f, err, sizeof(err))
+#endif
+
+/* A pass with its MTP block open: the cpu pass (cpu), else the build's (NS_TEST_CFWD: the
+ * CUDA pass) */
+static struct ns_fwd *s_pass_on(struct ns_model *m, struct ns_weights *w, uint32_t n_rollback,
+				bool cpu)
 {
 	struct ns_fwd_opts o = { .n_ctx = S_CTX, .n_rollback = n_rollback };
 	struct ns_fwd *f = NULL;
 	char err[NS_ERR_LEN];
 	uint64_t beats = 0;
+	int rc;
 
-	NS_REQUIRE(ns_fwd_new(m, w, &o, &f, err, sizeof(err)) == 0 &&
-		   ns_fwd_mtp_open(f, s_beat, &beats, err, sizeof(err)) == 0, "pass: %s", err);
+#ifdef NS_TEST_CFWD
+	struct ns_cfwd_opts co = { .n_ctx = S_CTX, .n_rollback = n_rollback };
+
+	rc = cpu ? ns_fwd_new(m, w, &o, &f, err, sizeof(err)) :
+		   ns_cfwd_new(m, w, &co, &f, err, sizeof(err));
+#else
+	(void)cpu;
+	rc = ns_fwd_new(m, w, &o, &f, err, sizeof(err));
+#endif
+	NS_REQUIRE(rc == 0 && ns_fwd_mtp_open(f, s_beat, &beats, err, sizeof(err)) == 0,
+		   "pass: %s", err);
 	/* the caller's heartbeat through the block's read: a beat a slice, a slice a tensor at
 	 * least (the block holds more than ten) */
 	NS_REQUIRE(beats > 10, "%llu beats reading the MTP block", (unsigned long long)beats);
 	return f;
 }
+
+static struct ns_fwd *s_pass(struct ns_model *m, struct ns_weights *w, uint32_t n_rollback)
+{
+	return s_pass_on(m, w, n_rollback, false);
+}
+
+#ifdef NS_TEST_CFWD
+/* NS_TEST_CFWD: a cpu pass's block over the same tokens: its logits following the trunk
+ * (cap) and its chained drafts (x, dl) are the CUDA pass's bits */
+static void s_vs_cpu(struct ns_model *m, struct ns_weights *w, const int32_t *toks,
+		     uint32_t n_tok, int32_t next, const float *cap, const int32_t *x,
+		     const float *dl)
+{
+	struct ns_fwd *c = s_pass_on(m, w, 0, true);
+	const uint32_t nv = ns_fwd_n_vocab(c);
+	float *ccap = calloc((uint64_t)n_tok * nv, sizeof(float));
+	float *cdl = calloc((uint64_t)S_K * nv, sizeof(float));
+	int32_t cx[S_K];
+
+	NS_REQUIRE(ccap && cdl, "out of memory");
+	ns_fwd_mtp_capture(c, ccap);
+	NS_REQUIRE(ns_fwd_eval(c, toks, n_tok, NULL, false) == 0, "cpu eval: %s",
+		   ns_fwd_error(c));
+	ns_fwd_mtp_capture(c, NULL);
+	NS_REQUIRE(ns_fwd_mtp_draft(c, next, S_K, cx, cdl) == (int)S_K, "cpu draft: %s",
+		   ns_fwd_error(c));
+	S_CHECK(!memcmp(cap, ccap, (uint64_t)n_tok * nv * sizeof(float)),
+		 "the block following the CUDA pass: max |diff| %.3g from the cpu pass's block",
+		 s_maxdiff(cap, ccap, (uint64_t)n_tok * nv));
+	S_CHECK(!memcmp(dl, cdl, (uint64_t)S_K * nv * sizeof(float)) &&
+		 !memcmp(x, cx, sizeof(cx)), "chained drafts beside the CUDA pass: %d %d %d %d, "
+		 "cpu %d %d %d %d (max |diff| %.3g)", x[0], x[1], x[2], x[3], cx[0], cx[1], cx[2],
+		 cx[3], s_maxdiff(dl, cdl, (uint64_t)S_K * nv));
+	printf("ok: the block beside the CUDA pass: its logits over %u positions and %u chained "
+	       "drafts bit-identical to the cpu pass's block\n", n_tok, S_K);
+	free(ccap);
+	free(cdl);
+	ns_fwd_destroy(&c);
+}
+#endif
 
 /* 1: the block's logits against llama.cpp's */
 static void s_oracle(const char *prefix, struct ns_model *m, struct ns_weights *w)
@@ -165,6 +234,9 @@ static void s_oracle(const char *prefix, struct ns_model *m, struct ns_weights *
 	for (uint32_t i = 0; i < S_K; i++)
 		S_CHECK(drafts[i] == d64[i], "draft %u is %d, llama.cpp's %d", i, drafts[i],
 			(int)d64[i]);
+#ifdef NS_TEST_CFWD
+	s_vs_cpu(m, w, toks, (uint32_t)n_tok, next, cap, drafts, dl);
+#endif
 	{ /* nsplan's count of what the block holds (the fixed set's --draft mtp) */
 		struct ns_hparams hp;
 		uint64_t want = 0;
@@ -256,7 +328,7 @@ static void s_refused(const char *path, const char *preset)
 	NS_REQUIRE(ns_synth_write(&so, path, err, sizeof(err)) == 0 &&
 		   ns_model_open(path, &m, err, sizeof(err)) == 0 &&
 		   ns_weights_fused_new(m, NULL, &w, err, sizeof(err)) == 0 &&
-		   ns_fwd_new(m, w, &o, &f, err, sizeof(err)) == 0, "no-MTP model: %s", err);
+		   S_NEW(m, w, &o, &f, err) == 0, "no-MTP model: %s", err);
 	rc = ns_fwd_mtp_open(f, NULL, NULL, err, sizeof(err));
 	S_CHECK(rc == -ENOENT && strstr(err, "no MTP block") && !strchr(err, '\n'),
 		 "a model without an MTP block: %d '%s'", rc, err);
