@@ -9,27 +9,11 @@
 #include "nscuda.h"
 
 #include "launch.cuh"
+#include "reduce.cuh"
 
 namespace {
 
 constexpr int RT = 256; /* threads of the row kernels */
-
-/* Sum of v over the block (RT threads): a fixed xor-shuffle tree in each warp, then the warps'
- * sums in warp order. Every thread gets the result. Two barriers, not one per tree level. */
-__device__ double block_sum(double v, double *sh)
-{
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	if ((threadIdx.x & 31) == 0)
-		sh[threadIdx.x >> 5] = v;
-	__syncthreads();
-	double r = sh[0];
-	for (int w = 1; w < RT / 32; w++)
-		r += sh[w];
-	__syncthreads();
-	return r;
-}
 
 __device__ float block_max(float v, float *sh)
 {
@@ -63,7 +47,7 @@ k_rmsnorm(float *y, float *x, const float *res, const float *w, uint32_t n, floa
 	}
 	for (uint32_t i = threadIdx.x; i < n; i += RT)
 		part += (double)__fmul_rn(xr[i], xr[i]);
-	const double sum = block_sum(part, sh);
+	const double sum = nsl::block_sum<RT>(part, sh);
 	const float mean = (float)(sum / n);
 	const float scale = 1.0f / sqrtf(mean + eps);
 	const float *zr = z ? z + (uint64_t)blockIdx.x * n : nullptr;
@@ -94,7 +78,7 @@ k_add_sigmoid_scaled(float *y, const float *src, const float *x, const float *gw
 
 	for (uint64_t i = threadIdx.x; i < n; i += RT)
 		part += (double)__fmul_rn(x[at + i], gw[i]);
-	const float dot = (float)block_sum(part, sh);
+	const float dot = (float)nsl::block_sum<RT>(part, sh);
 	const float g = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-dot)));
 	for (uint64_t i = threadIdx.x; i < n; i += RT)
 		y[at + i] = __fadd_rn(y[at + i], __fmul_rn(src[at + i], g));
@@ -227,7 +211,7 @@ __global__ void __launch_bounds__(RT) k_softmax(float *x, uint32_t n)
 		xr[i] = e;
 		part += (double)e;
 	}
-	const float inv = (float)(1.0 / block_sum(part, sh));
+	const float inv = (float)(1.0 / nsl::block_sum<RT>(part, sh));
 	for (uint32_t i = threadIdx.x; i < n; i += RT)
 		xr[i] = __fmul_rn(xr[i], inv);
 }

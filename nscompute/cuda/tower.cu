@@ -10,27 +10,11 @@
 #include "nscuda.h"
 
 #include "launch.cuh"
+#include "reduce.cuh"
 
 namespace {
 
 constexpr int TT = 256; /* threads of the row kernel */
-
-/* Sum of v over the block (TT threads): a fixed xor-shuffle tree per warp, the warps' sums in
- * warp order; every thread gets it. */
-__device__ double row_sum(double v, double *sh)
-{
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	if ((threadIdx.x & 31) == 0)
-		sh[threadIdx.x >> 5] = v;
-	__syncthreads();
-	double r = sh[0];
-	for (int w = 1; w < TT / 32; w++)
-		r += sh[w];
-	__syncthreads();
-	return r;
-}
 
 /* One block per row: mean, then the variance around it (two passes, as vision_ops.c). */
 __global__ void __launch_bounds__(TT)
@@ -43,14 +27,14 @@ k_layernorm(float *y, const float *x, const float *w, const float *b, uint32_t n
 
 	for (uint32_t i = threadIdx.x; i < n; i += TT)
 		part += (double)xr[i];
-	const double mean = row_sum(part, sh) / n;
+	const double mean = nsl::block_sum<TT>(part, sh) / n;
 	part = 0.0;
 	for (uint32_t i = threadIdx.x; i < n; i += TT) {
 		const double dv = (double)xr[i] - mean;
 
 		part += dv * dv;
 	}
-	const double inv = 1.0 / sqrt(row_sum(part, sh) / n + (double)eps);
+	const double inv = 1.0 / sqrt(nsl::block_sum<TT>(part, sh) / n + (double)eps);
 	for (uint32_t i = threadIdx.x; i < n; i += TT)
 		yr[i] = __fadd_rn(__fmul_rn((float)(((double)xr[i] - mean) * inv), w[i]), b[i]);
 }
