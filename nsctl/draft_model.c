@@ -146,14 +146,30 @@ int nsctl_draft_vram(const char *draft, uint32_t n_ctx, uint64_t *bytes, char *e
 	return rc;
 }
 
+int nsctl_pass_vram_reserve(const char *model, uint32_t n_ctx, const char *ctk, const char *ctv,
+			    uint64_t *reserve, char *err, size_t errlen)
+{
+	struct ns_model *m = NULL;
+	struct nsplan_gpu_need gn;
+	char why[NS_ERR_LEN];
+	int rc = ns_model_open(model, &m, why, sizeof(why));
+
+	if (rc == 0)
+		rc = nsplan_gpu_need(m, n_ctx, 0, 0, (enum ns_kv_type)nsctl_kv_enum(ctk),
+				     (enum ns_kv_type)nsctl_kv_enum(ctv), &gn, why, sizeof(why));
+	ns_model_close(&m);
+	if (rc < 0)
+		return ns_errf(err, errlen, "%s", why), rc;
+	*reserve = gn.total;
+	return 0;
+}
+
 int nsctl_draft_vram_reserve(const char *model, const char *draft, uint32_t n_ctx,
 			     const char *ctk, const char *ctv,
 			     uint64_t vram, uint64_t reserve, uint64_t *plan_reserve,
 			     uint64_t *draft_vram, char *err, size_t errlen)
 {
-	struct ns_model *m = NULL;
-	struct nsplan_gpu_need gn;
-	char why[NS_ERR_LEN], s[4][32];
+	char s[4][32];
 	uint64_t d = 0, sum;
 	int rc;
 
@@ -163,17 +179,9 @@ int nsctl_draft_vram_reserve(const char *model, const char *draft, uint32_t n_ct
 		return rc;
 	if (draft_vram)
 		*draft_vram = d;
-	if (!reserve) { /* nsplan's own default: the target pass's set (gpu_need.h) */
-		rc = ns_model_open(model, &m, why, sizeof(why));
-		if (rc == 0)
-			rc = nsplan_gpu_need(m, n_ctx, 0, 0, (enum ns_kv_type)nsctl_kv_enum(ctk),
-					     (enum ns_kv_type)nsctl_kv_enum(ctv), &gn, why,
-					     sizeof(why));
-		ns_model_close(&m);
-		if (rc < 0)
-			return ns_errf(err, errlen, "%s", why), rc;
-		reserve = gn.total;
-	}
+	if (!reserve && (rc = nsctl_pass_vram_reserve(model, n_ctx, ctk, ctv, &reserve, err,
+						     errlen)) < 0)
+		return rc;
 	if (ns_add_u64_overflow(reserve, d, &sum))
 		return ns_errf(err, errlen, "--draft %s: the VRAM sizes overflow", draft),
 		       -EOVERFLOW;

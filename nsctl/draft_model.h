@@ -26,6 +26,12 @@ int nsctl_draft_bytes(const char *draft, uint32_t n_ctx, uint64_t *bytes, char *
 int nsctl_draft_vram(const char *draft, uint32_t n_ctx, uint64_t *bytes, char *err,
 		     size_t errlen);
 
+/* nsplan's own default VRAM reserve for model's cuda pass: its set with the KV cache of
+ * types ctk / ctv (NULL: f32) at n_ctx (nsplan_gpu_need, gpu_need.h). 0 with *reserve, or
+ * -errno with one line in err. */
+int nsctl_pass_vram_reserve(const char *model, uint32_t n_ctx, const char *ctk, const char *ctv,
+			    uint64_t *reserve, char *err, size_t errlen);
+
 /* The cuda backend with a draft model and a VRAM budget vram (0: none, nothing to check):
  * the reserve nsplan must keep out of the weight windows, *plan_reserve = reserve (0: nsplan's
  * default, the model's pass's set with its KV cache of types ctk / ctv (NULL: f32), gpu_need.h)

@@ -5,6 +5,7 @@
 
 #include "gpu_need.h"
 #include "commands.h"
+#include "draft_model.h"
 #include "model.h"
 #include "ns_util.h"
 #include "tower_vram.h"
@@ -52,9 +53,6 @@ int nsctl_tower_vram_reserve(const char *model, const struct nsctl_tower *tw, ui
 			     uint64_t *plan_reserve, uint64_t *tower_vram, char *err,
 			     size_t errlen)
 {
-	struct ns_model *m = NULL;
-	struct nsplan_gpu_need gn;
-	char why[NS_ERR_LEN];
 	uint64_t t = 0, sum;
 	int rc;
 
@@ -65,17 +63,9 @@ int nsctl_tower_vram_reserve(const char *model, const struct nsctl_tower *tw, ui
 		return rc;
 	if (tower_vram)
 		*tower_vram = t;
-	if (!reserve) { /* nsplan's own default: the model's pass's set (gpu_need.h) */
-		rc = ns_model_open(model, &m, why, sizeof(why));
-		if (rc == 0)
-			rc = nsplan_gpu_need(m, n_ctx, 0, 0, (enum ns_kv_type)nsctl_kv_enum(ctk),
-					     (enum ns_kv_type)nsctl_kv_enum(ctv), &gn, why,
-					     sizeof(why));
-		ns_model_close(&m);
-		if (rc < 0)
-			return ns_errf(err, errlen, "%s", why), rc;
-		reserve = gn.total;
-	}
+	if (!reserve && (rc = nsctl_pass_vram_reserve(model, n_ctx, ctk, ctv, &reserve, err,
+						     errlen)) < 0)
+		return rc; /* nsplan's own default: the model's pass's set */
 	if (ns_add_u64_overflow(reserve, t, &sum))
 		return ns_errf(err, errlen, "--mmproj %s: the VRAM sizes overflow", tw->mmproj),
 		       -EOVERFLOW;
