@@ -20,17 +20,11 @@ Exit 0 pass, 1 fail (77: oracle missing outside CI).
 """
 import os
 import subprocess
-import sys
 import tempfile
 
-from vision_testlib import Checks, f32, mm_prompts, oracle_missing, refused
+from vision_testlib import Checks, cuda_test_args, f32, mm_prompts, refused
 
-NSCTL = sys.argv[1]
-os.environ["NS_NSCOMPUTE_CUDA"] = sys.argv[2]
-REAL = os.environ.get("NS_CUDA_REAL") == "1"
-ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
-if not os.path.isdir(os.path.join(ORACLE, "hf", "qwen3_vl")):
-    oracle_missing(ORACLE)
+NSCTL, REAL, ORACLE = cuda_test_args()
 checks = Checks()
 fail = checks.fail
 REF_TOL = 1e-4

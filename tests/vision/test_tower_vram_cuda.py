@@ -29,14 +29,9 @@ import subprocess
 import sys
 import tempfile
 
-from vision_testlib import Checks, mm_prompts, oracle_missing
+from vision_testlib import Checks, cuda_test_args, mm_prompts
 
-NSCTL = sys.argv[1]
-os.environ["NS_NSCOMPUTE_CUDA"] = sys.argv[2]
-REAL = os.environ.get("NS_CUDA_REAL") == "1"
-ORACLE = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
-if not os.path.isdir(os.path.join(ORACLE, "hf", "qwen3_vl")):
-    oracle_missing(ORACLE)
+NSCTL, REAL, ORACLE = cuda_test_args()
 checks = Checks()
 fail = checks.fail
 FLAGS = ["--image-token", "1000", "--min-pixels", "4096", "--mem-budget", "8MB"]

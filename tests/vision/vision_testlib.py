@@ -15,6 +15,17 @@ def oracle_missing(where):
     sys.exit(1 if os.environ.get("CI") == "true" else 77)
 
 
+def cuda_test_args():
+    """The CUDA vision tests' start: argv is NSCTL NSCOMPUTE_CUDA (the process nsctl starts for
+    --backend cuda, passed on as NS_NSCOMPUTE_CUDA); the oracle must hold hf/qwen3_vl.
+    Returns (nsctl, real: NS_CUDA_REAL=1, a GPU's kernels rather than the emulation, oracle)."""
+    os.environ["NS_NSCOMPUTE_CUDA"] = sys.argv[2]
+    oracle = os.environ.get("NS_ORACLE_DIR", "../shared/oracle")
+    if not os.path.isdir(os.path.join(oracle, "hf", "qwen3_vl")):
+        oracle_missing(oracle)
+    return sys.argv[1], os.environ.get("NS_CUDA_REAL") == "1", oracle
+
+
 class Checks:
     """Failed checks, counted: fail() prints one line, done() exits 1 after any failure, else
     with `passed` (0; 77 for a test that found nothing it could check)."""
