@@ -9,6 +9,7 @@
 #include "nscuda.h"
 
 #include "launch.cuh"
+#include "reduce.cuh"
 
 namespace {
 
@@ -58,7 +59,7 @@ k_conv(float *y, const float *x, float *hist, const float *w, uint32_t n_ch, uin
 }
 
 /* One block per (head, token): x / max(|x|, eps) * scale, the squares summed in double by a
- * fixed tree (warps by xor shuffles, then the warps in order). */
+ * fixed tree (reduce.cuh). */
 __global__ void __launch_bounds__(CT)
 k_l2norm(float *x, uint64_t ld, uint32_t dim, float eps, float scale)
 {
@@ -68,15 +69,7 @@ k_l2norm(float *x, uint64_t ld, uint32_t dim, float eps, float scale)
 
 	for (uint32_t i = threadIdx.x; i < dim; i += CT)
 		v += (double)__fmul_rn(r[i], r[i]);
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(0xffffffffu, v, o);
-	if ((threadIdx.x & 31) == 0)
-		sh[threadIdx.x >> 5] = v;
-	__syncthreads();
-	double sum = sh[0];
-	for (int w = 1; w < CT / 32; w++)
-		sum += sh[w];
+	const double sum = nsl::block_sum<CT>(v, sh);
 	const float inv = __fdiv_rn(1.0f, fmaxf(sqrtf((float)sum), eps));
 	for (uint32_t i = threadIdx.x; i < dim; i += CT)
 		r[i] = __fmul_rn(__fmul_rn(r[i], inv), scale);

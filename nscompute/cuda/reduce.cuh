@@ -1,4 +1,4 @@
-/* reduce.cuh - the block reduction the row kernels share (ops.cu, tower.cu). */
+/* reduce.cuh - the block reduction the row kernels share (ops.cu, tower.cu, dnet.cu). */
 #ifndef NS_CUDA_REDUCE_CUH
 #define NS_CUDA_REDUCE_CUH
 
