@@ -3,7 +3,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "gpu_need.h"
 #include "commands.h"
 #include "draft_model.h"
 #include "model.h"
