@@ -179,27 +179,19 @@ with tempfile.TemporaryDirectory(dir=build) as d:
     # model with a recurrent state too, its state rolled back in VRAM past a rejected draft
     if len(sys.argv) > 2:
         env = dict(os.environ, NS_NSCOMPUTE_CUDA=sys.argv[2])
-        r = subprocess.run([nsctl, "bench", model, "-p", "0", "-n", "8", "-r", "1", "--threads",
-                            "1", "--no-disk", "--budgets", "4MB", "--backend", "cuda",
-                            "--draft", "none,oracle:0.8", "--draft-max", "4", "-o", "csv"],
-                           capture_output=True, text=True, timeout=600, env=env)
-        rows = list(csv.DictReader(io.StringIO(r.stdout))) if r.returncode == 0 else []
-        check(len(rows) == 2 and rows[1].get("draft", "").startswith("oracle") and
-              int(rows[1].get("accepted") or 0) > 0,
-              "--draft on --backend cuda: exit %d, rows %s, %s" % (r.returncode, rows,
-                                                                  r.stderr[-400:]))
         q35 = os.path.join(d, "q35.gguf")
         r = run("mkmodel", "--preset", "tiny-qwen35", "-o", q35)
         check(r.returncode == 0, "mkmodel tiny-qwen35: " + r.stderr[-300:])
-        r = subprocess.run([nsctl, "bench", q35, "-p", "0", "-n", "8", "-r", "1", "--threads",
-                            "1", "--no-disk", "--budgets", "4MB", "--backend", "cuda",
-                            "--draft", "none,oracle:0.8", "--draft-max", "4", "-o", "csv"],
-                           capture_output=True, text=True, timeout=600, env=env)
-        rows = list(csv.DictReader(io.StringIO(r.stdout))) if r.returncode == 0 else []
-        check(len(rows) == 2 and rows[1].get("draft", "").startswith("oracle") and
-              int(rows[1].get("accepted") or 0) > 0,
-              "--draft on a recurrent model with --backend cuda: exit %d, rows %s, %s" % (
-                  r.returncode, rows, r.stderr[-400:]))
+        for m, what in ((model, "--draft on --backend cuda"),
+                        (q35, "--draft on a recurrent model with --backend cuda")):
+            r = subprocess.run([nsctl, "bench", m, "-p", "0", "-n", "8", "-r", "1", "--threads",
+                                "1", "--no-disk", "--budgets", "4MB", "--backend", "cuda",
+                                "--draft", "none,oracle:0.8", "--draft-max", "4", "-o", "csv"],
+                               capture_output=True, text=True, timeout=600, env=env)
+            rows = list(csv.DictReader(io.StringIO(r.stdout))) if r.returncode == 0 else []
+            check(len(rows) == 2 and rows[1].get("draft", "").startswith("oracle") and
+                  int(rows[1].get("accepted") or 0) > 0,
+                  "%s: exit %d, rows %s, %s" % (what, r.returncode, rows, r.stderr[-400:]))
 
     for bad in (["-o", "xml"], ["-r", "0"], ["--budgets", "12QB"], ["--frobnicate"],
                 ["-p", "0", "-n", "0"], ["-d", "60", "-n", "4", "-c", "64"], ["-d", "x"],
